@@ -1,0 +1,15 @@
+// Each subcommand file adds itself to the app and sets `action` when chosen.
+// An action returns the process exit code; errors are thrown as nunchaku::Error.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace nunchaku::cli {
+
+using Action = std::function<int()>;
+
+void add_inspect(CLI::App& app, Action& action);
+
+}  // namespace nunchaku::cli

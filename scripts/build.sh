@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Configures and builds into build/ (or $BUILD_DIR). Extra args go to cmake.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+GEN=()
+command -v ninja >/dev/null && GEN=(-G Ninja)
+if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
+  cmake -S . -B "$BUILD_DIR" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+elif [[ $# -gt 0 ]]; then
+  cmake -S . -B "$BUILD_DIR" "$@"
+fi
+cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -1,0 +1,31 @@
+#include "core/error.hpp"
+
+namespace nunchaku {
+
+std::string format_error(const std::string& message, const ErrorContext& ctx) {
+  std::string out;
+  if (!ctx.file.empty()) out += ctx.file + ": ";
+  if (!ctx.tensor.empty()) out += "tensor '" + ctx.tensor + "': ";
+  if (ctx.offset) out += "at byte " + std::to_string(*ctx.offset) + ": ";
+  out += message;
+  if (!ctx.hint.empty()) out += " (hint: " + ctx.hint + ")";
+  return out;
+}
+
+Error::Error(std::string code, const std::string& message, ErrorContext ctx, Exit exit)
+    : std::runtime_error(format_error(message, ctx)),
+      code_(std::move(code)),
+      message_(message),
+      ctx_(std::move(ctx)),
+      exit_(exit) {}
+
+Error Error::with_defaults(const ErrorContext& outer) const {
+  ErrorContext c = ctx_;
+  if (c.file.empty()) c.file = outer.file;
+  if (c.tensor.empty()) c.tensor = outer.tensor;
+  if (!c.offset) c.offset = outer.offset;
+  if (c.hint.empty()) c.hint = outer.hint;
+  return Error(code_, message_, c, exit_);
+}
+
+}  // namespace nunchaku

@@ -1,0 +1,108 @@
+#include "format/open.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "format/readers.hpp"
+#include "io/source.hpp"
+
+namespace nunchaku {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& s, std::string_view suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
+std::vector<std::string> list_with_ext(const std::string& dir, std::initializer_list<std::string_view> exts) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_regular_file(ec)) continue;
+    std::string p = e.path().string();
+    for (auto x : exts)
+      if (ends_with(p, x)) out.push_back(p);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string config_beside(const std::string& path, bool is_dir) {
+  fs::path dir = is_dir ? fs::path(path) : fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  fs::path c = dir / "config.json";
+  std::error_code ec;
+  return fs::is_regular_file(c, ec) ? c.string() : std::string();
+}
+
+Checkpoint read_one_file(const std::string& path) {
+  FileSource src(path);
+  switch (sniff_format(path)) {
+    case SniffedFormat::GGUF: return read_gguf(src);
+    case SniffedFormat::PyTorchZip:
+    case SniffedFormat::PyTorchLegacy:
+    case SniffedFormat::PyTorchTar: return read_pytorch(src);
+    case SniffedFormat::Safetensors: return read_safetensors(src);
+    case SniffedFormat::Unknown: break;
+  }
+  if (src.size() == 0) throw Error("format.empty", "file is empty", {.file = path});
+  throw Error("format.unknown", "not a safetensors, GGUF or PyTorch file (unrecognised first bytes)",
+              {.file = path, .offset = 0,
+               .hint = "nunchaku reads .safetensors, .gguf, and torch.save .bin/.pt/.pth files"});
+}
+
+}  // namespace
+
+SniffedFormat sniff_format(const std::string& path) {
+  File f = File::open_read_only(path);
+  uint8_t b[512] = {};
+  size_t n = f.read_some_at(0, b, sizeof b);
+  if (n >= 4 && std::memcmp(b, "GGUF", 4) == 0) return SniffedFormat::GGUF;
+  if (n >= 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4) return SniffedFormat::PyTorchZip;
+  if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5) return SniffedFormat::PyTorchLegacy;
+  if (n >= 262 && std::memcmp(b + 257, "ustar", 5) == 0) return SniffedFormat::PyTorchTar;
+  if (n >= 9 && b[8] == '{') return SniffedFormat::Safetensors;
+  // A safetensors header may start with whitespace before '{'.
+  if (n >= 9 && (b[8] == ' ' || b[8] == '\n')) return SniffedFormat::Safetensors;
+  return SniffedFormat::Unknown;
+}
+
+Checkpoint open_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw Error("open.not_found", "no such file or directory", {.file = path});
+  Checkpoint ck;
+  bool dir = fs::is_directory(path, ec);
+  if (dir) {
+    const fs::path d(path);
+    if (fs::is_regular_file(d / "model.safetensors.index.json", ec)) {
+      ck = read_index((d / "model.safetensors.index.json").string());
+    } else if (auto st = list_with_ext(path, {".safetensors"}); !st.empty()) {
+      ck = st.size() == 1 ? read_one_file(st[0]) : merge_shards(path, st);
+    } else if (fs::is_regular_file(d / "pytorch_model.bin.index.json", ec)) {
+      ck = read_index((d / "pytorch_model.bin.index.json").string());
+    } else if (auto pt = list_with_ext(path, {".bin", ".pt", ".pth"}); !pt.empty()) {
+      ck = pt.size() == 1 ? read_one_file(pt[0]) : merge_shards(path, pt);
+    } else if (auto gg = list_with_ext(path, {".gguf"}); gg.size() == 1) {
+      ck = read_one_file(gg[0]);
+    } else if (gg.size() > 1) {
+      throw Error("open.ambiguous", std::to_string(gg.size()) + " GGUF files in the directory", {.file = path,
+                  .hint = "pass one .gguf file (split GGUF files are not supported yet)"});
+    } else {
+      throw Error("open.no_weights", "no checkpoint files in the directory", {.file = path,
+                  .hint = "expected *.safetensors, *.index.json, *.bin/*.pt/*.pth or *.gguf"});
+    }
+  } else if (ends_with(path, ".index.json")) {
+    ck = read_index(path);
+  } else {
+    ck = read_one_file(path);
+  }
+  ck.path = path;
+  if (ck.config_path.empty()) ck.config_path = config_beside(path, dir);
+  return ck;
+}
+
+}  // namespace nunchaku

@@ -1,0 +1,79 @@
+// What the checkpoint is as a model: hyper-parameters (ModelSpec) and the
+// tensors grouped into modules (embedding, layer i, final norm, head) that
+// inspect, estimate, plan and load all work in. Built from config.json beside
+// the weights, from GGUF metadata, or inferred from tensor shapes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "format/checkpoint.hpp"
+
+namespace nunchaku {
+
+struct ModelSpec {
+  std::string architecture;      // canonical family: "llama", "mistral", "qwen2", "qwen3", "gemma",
+                                 // "gemma2", "phi3", "gpt2", "mixtral", or the raw name if unknown
+  std::string hf_class;          // e.g. "LlamaForCausalLM" ("" for GGUF)
+  std::string source;            // "config.json", "gguf", or "inferred"
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t intermediate_size = 0;
+  int64_t vocab_size = 0;
+  int64_t max_context = 0;       // max_position_embeddings / n_ctx / context_length
+  bool tie_word_embeddings = false;
+  std::string dtype;             // torch_dtype from config ("bfloat16"), "" if unknown
+  double rope_theta = 0;
+  nlohmann::json rope_scaling;   // null when absent
+  double norm_eps = 0;
+  int64_t num_experts = 0;       // MoE: routed experts (0 = dense)
+  int64_t num_experts_per_tok = 0;
+  int64_t sliding_window = 0;    // 0 = none
+  // Per-layer attention window (empty = all layers full attention; else size num_layers,
+  // 0 = full attention for that layer), e.g. gemma2 alternates.
+  std::vector<int64_t> layer_windows;
+  // MLA (DeepSeek-V2/3, MiniCPM3): cache holds kv_lora_rank + qk_rope_head_dim per token per layer.
+  int64_t kv_lora_rank = 0;
+  int64_t qk_rope_head_dim = 0;
+
+  nlohmann::json to_json() const;
+};
+
+enum class ModuleKind { Embedding, Layer, FinalNorm, Head, Other };
+std::string_view module_kind_name(ModuleKind k);  // "embedding", "layer", "final_norm", "head", "other"
+
+struct Module {
+  std::string name;              // prefix as the framework names it: "model.layers.3", "blk.3", "lm_head"
+  ModuleKind kind = ModuleKind::Other;
+  int64_t layer = -1;            // layer index for kind == Layer
+  std::vector<size_t> tensors;   // indices into Checkpoint::tensors
+  uint64_t bytes = 0;
+  uint64_t parameters = 0;
+};
+
+struct ModelLayout {
+  std::optional<ModelSpec> spec;  // nullopt when nothing could be determined
+  std::vector<Module> modules;    // embedding first, layers in order, then norm, head, other
+  // Names of tensors that share storage with another (tied weights), "a=b" pairs.
+  std::vector<std::string> tied;
+};
+
+// config.json (HF) → ModelSpec. Throws Error("config.*") on malformed JSON.
+ModelSpec spec_from_hf_config(const nlohmann::json& config);
+// GGUF metadata (Checkpoint::metadata of a GGUF) → ModelSpec; nullopt without general.architecture.
+std::optional<ModelSpec> spec_from_gguf(const nlohmann::json& metadata);
+// Infer dims from tensor shapes when there is no config (best effort).
+std::optional<ModelSpec> spec_from_tensors(const Checkpoint& ck);
+
+// The whole step: pick the best source for the spec, then group tensors into modules
+// with the per-architecture tensor table (unknown architectures: by numeric path component).
+ModelLayout describe_model(const Checkpoint& ck);
+
+}  // namespace nunchaku

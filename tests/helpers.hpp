@@ -1,0 +1,47 @@
+// Shared test helpers: paths to fixtures and real files, temp dirs, running the CLI.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace nunchaku::test {
+
+// <repo>/testdata/<rel>
+std::string testdata(const std::string& rel);
+// ../shared/testfiles/<rel> beside the repo; "" when the folder is absent.
+std::string shared_testfile(const std::string& rel);
+bool have_shared_testfiles();
+
+// A fresh empty directory under the system temp dir, removed by the destructor.
+struct TempDir {
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::filesystem::path path;
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
+void write_file(const std::string& path, const std::string& text);
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+// Runs the built nunchaku binary with `args` (shell-quoted here), capturing stdout and stderr.
+RunResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text = "");
+
+}  // namespace nunchaku::test
+
+// Skip the current test case (with a message) when the shared test files are absent.
+#define NUNCHAKU_REQUIRE_SHARED()                                                    \
+  do {                                                                              \
+    if (!nunchaku::test::have_shared_testfiles()) {                                 \
+      WARN("skipped: ../shared/testfiles is absent");                               \
+      return;                                                                       \
+    }                                                                               \
+  } while (0)

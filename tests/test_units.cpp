@@ -1,0 +1,31 @@
+#include <catch2/catch.hpp>
+
+#include "core/error.hpp"
+#include "memory/units.hpp"
+
+using namespace nunchaku;
+
+TEST_CASE("sizes: binary and decimal units as the guide defines them", "[units]") {
+  CHECK(parse_size("16G") == 16ULL << 30);
+  CHECK(parse_size("16GiB") == 16ULL << 30);
+  CHECK(parse_size("16 gib") == 16ULL << 30);
+  CHECK(parse_size("16GB") == 16000000000ULL);
+  CHECK(parse_size("512M") == 512ULL << 20);
+  CHECK(parse_size("1.5T") == 1649267441664ULL);
+  CHECK(parse_size("4096") == 4096U);
+  CHECK(parse_size("0") == 0U);
+  CHECK_FALSE(parse_size("").has_value());
+  CHECK_FALSE(parse_size("-1G").has_value());
+  CHECK_FALSE(parse_size("16X").has_value());
+  CHECK_FALSE(parse_size("G").has_value());
+  CHECK_FALSE(parse_size("99999999999T").has_value());
+  CHECK_THROWS_AS(parse_size_or_throw("lots", "--vram"), Error);
+}
+
+TEST_CASE("sizes: formatting", "[units]") {
+  CHECK(format_bytes(100) == "100 B");
+  CHECK(format_bytes(1536) == "1.50 KiB");
+  CHECK(format_bytes(13476831232ULL) == "12.55 GiB");
+  CHECK(format_count(6738415616ULL) == "6.74B");
+  CHECK(format_count(512) == "512");
+}
