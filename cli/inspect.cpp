@@ -1,11 +1,196 @@
+// nunchaku inspect PATH: what is in a checkpoint. Thin adapter over
+// open_checkpoint -> describe_model -> (verify_checkpoint) -> text or JSON.
+#include <cstdio>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
 #include "cli/commands.hpp"
 #include "format/open.hpp"
-#include <fmt/format.h>
+#include "format/verify.hpp"
+#include "memory/units.hpp"
+#include "model/model.hpp"
+#include "model/report.hpp"
+
 namespace nunchaku::cli {
+namespace {
+
+struct InspectOptions {
+  std::string path;
+  bool json = false;
+  bool tensors = false;
+  bool verify = false;
+  std::string filter;
+};
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+std::string with_commas(uint64_t n) {
+  std::string s = std::to_string(n), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return out;
+}
+
+// Consecutive layer modules with the same tensor count, parameters and bytes
+// collapse into one row ("model.layers.0-79  x80"), so an 80-layer model stays readable.
+void print_modules(const ModelLayout& layout) {
+  if (layout.modules.empty()) return;
+  fmt::print("\n{:<34} {:>8} {:>14} {:>12}\n", "module", "tensors", "parameters", "bytes");
+  const auto& ms = layout.modules;
+  for (size_t i = 0; i < ms.size();) {
+    size_t j = i + 1;
+    if (ms[i].kind == ModuleKind::Layer) {
+      while (j < ms.size() && ms[j].kind == ModuleKind::Layer && ms[j].layer == ms[j - 1].layer + 1 &&
+             ms[j].tensors.size() == ms[i].tensors.size() && ms[j].parameters == ms[i].parameters &&
+             ms[j].bytes == ms[i].bytes)
+        ++j;
+    }
+    if (j - i > 1) {
+      // "model.layers.3" -> "model.layers.0-79"
+      std::string base = ms[i].name;
+      auto dot = base.rfind('.');
+      std::string name = (dot == std::string::npos ? base : base.substr(0, dot + 1)) +
+                         std::to_string(ms[i].layer) + "-" + std::to_string(ms[j - 1].layer);
+      fmt::print("{:<34} {:>8} {:>14} {:>12}  each, x{}\n", name, ms[i].tensors.size(),
+                 format_count(ms[i].parameters), format_bytes(ms[i].bytes), j - i);
+    } else {
+      fmt::print("{:<34} {:>8} {:>14} {:>12}\n", ms[i].name, ms[i].tensors.size(), format_count(ms[i].parameters),
+                 format_bytes(ms[i].bytes));
+    }
+    i = j;
+  }
+}
+
+void print_spec(const ModelSpec& s) {
+  fmt::print("architecture {}{} (from {})\n", s.architecture, s.hf_class.empty() ? "" : " / " + s.hf_class, s.source);
+  std::string line = fmt::format("  hidden {}, layers {}, heads {} (kv {}, head_dim {}), intermediate {}, vocab {}",
+                                 s.hidden_size, s.num_layers, s.num_heads, s.num_kv_heads, s.head_dim,
+                                 s.intermediate_size, s.vocab_size);
+  fmt::print("{}\n", line);
+  std::string extra = fmt::format("  context {}, tied embeddings {}", s.max_context, s.tie_word_embeddings ? "yes" : "no");
+  if (!s.dtype.empty()) extra += ", dtype " + s.dtype;
+  if (s.rope_theta > 0) extra += fmt::format(", rope_theta {:g}", s.rope_theta);
+  if (s.num_experts > 0) extra += fmt::format(", experts {} (top {})", s.num_experts, s.num_experts_per_tok);
+  if (s.sliding_window > 0) extra += fmt::format(", sliding window {}", s.sliding_window);
+  if (s.kv_lora_rank > 0) extra += fmt::format(", MLA kv_lora_rank {}", s.kv_lora_rank);
+  fmt::print("{}\n", extra);
+}
+
+void print_text(const Checkpoint& ck, const ModelLayout& layout, const InspectOptions& o) {
+  uint64_t file_bytes = 0;
+  for (const auto& f : ck.files) file_bytes += f.bytes;
+  fmt::print("{}: {}, {} file{}, {}\n", ck.path, format_name(ck.format), ck.files.size(),
+             ck.files.size() == 1 ? "" : "s", format_bytes(file_bytes));
+  auto totals = dtype_totals(ck, o.filter);
+  uint64_t n = 0, params = 0, bytes = 0;
+  for (const auto& [_, d] : totals) {
+    n += d.tensors;
+    params += d.parameters;
+    bytes += d.bytes;
+  }
+  if (!o.filter.empty()) fmt::print("filter       {}\n", o.filter);
+  fmt::print("tensors      {}\n", n);
+  fmt::print("parameters   {} ({})\n", with_commas(params), format_count(params));
+  fmt::print("tensor bytes {} ({})\n", with_commas(bytes), format_bytes(bytes));
+  for (const auto& [name, d] : totals)
+    fmt::print("  {:<9} {:>6} tensors {:>10} params {:>12}\n", name, d.tensors, format_count(d.parameters),
+               format_bytes(d.bytes));
+  if (layout.spec)
+    print_spec(*layout.spec);
+  else
+    fmt::print("architecture unknown (no config.json and nothing in the metadata)\n");
+  if (o.filter.empty()) print_modules(layout);
+  if (!layout.tied.empty()) fmt::print("\ntied: {}\n", fmt::join(layout.tied, ", "));
+  for (const auto& w : ck.warnings) fmt::print("warning: {}\n", w);
+
+  if (o.tensors) {
+    fmt::print("\n{:<50} {:<8} {:<22} {:>12} {:>14}  {}\n", "name", "dtype", "shape", "bytes", "offset", "file");
+    for (const auto& t : ck.tensors) {
+      if (!glob_match(o.filter, t.name)) continue;
+      std::string shape = shape_str(t.shape);
+      if (!t.strides.empty()) shape += " strides " + shape_str(t.strides);
+      fmt::print("{:<50} {:<8} {:<22} {:>12} {:>14}  {}\n", t.name, dtype_name(t.dtype), shape, t.nbytes, t.offset,
+                 ck.files.at(t.file).path);
+    }
+  }
+}
+
+nlohmann::json verify_json(const Checkpoint& ck, const VerifyReport& r) {
+  nlohmann::json j = {{"bytes_read", r.bytes_read},
+                      {"seconds", r.seconds},
+                      {"gb_per_s", r.seconds > 0 ? r.bytes_read / r.seconds / 1e9 : 0.0},
+                      {"tensors_with_nan", r.tensors_with_nan},
+                      {"tensors_with_inf", r.tensors_with_inf},
+                      {"nonzero_padding_bytes", r.nonzero_padding_bytes},
+                      {"problems", r.problems}};
+  nlohmann::json bad = nlohmann::json::array();
+  for (const auto& tc : r.tensors)
+    if (tc.nan || tc.inf) bad.push_back({{"name", ck.tensors[tc.tensor].name}, {"nan", tc.nan}, {"inf", tc.inf}});
+  j["nonfinite"] = bad;
+  j["ok"] = r.problems.empty();
+  return j;
+}
+
+int run_inspect(const InspectOptions& o) {
+  Checkpoint ck = open_checkpoint(o.path);
+  ModelLayout layout = describe_model(ck);
+  std::optional<VerifyReport> vr;
+  if (o.verify) {
+    const bool tty = ::isatty(STDERR_FILENO);
+    uint64_t last = 0;
+    vr = verify_checkpoint(ck, [&](uint64_t done, uint64_t total) {
+      if (!tty || done - last < (64u << 20)) return;
+      last = done;
+      fmt::print(stderr, "\rverifying {} / {}   ", format_bytes(done), format_bytes(total));
+    });
+    if (tty) fmt::print(stderr, "\r{:60}\r", "");
+  }
+  if (o.json) {
+    auto j = inspect_json(ck, layout, o.filter);
+    if (vr) j["verify"] = verify_json(ck, *vr);
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    print_text(ck, layout, o);
+    if (vr) {
+      fmt::print("\nverify: read {} in {:.2f} s ({:.2f} GB/s); {} tensors with NaN, {} with Inf",
+                 format_bytes(vr->bytes_read), vr->seconds,
+                 vr->seconds > 0 ? vr->bytes_read / vr->seconds / 1e9 : 0.0, vr->tensors_with_nan,
+                 vr->tensors_with_inf);
+      if (ck.format == Format::GGUF) fmt::print(", {} non-zero padding bytes", vr->nonzero_padding_bytes);
+      fmt::print("\n");
+      for (const auto& p : vr->problems) fmt::print("  {}\n", p);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
 void add_inspect(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("inspect", "What is in a checkpoint");
-  static std::string path;
-  cmd->add_option("PATH", path)->required();
-  cmd->callback([&action] { action = [] { auto ck = open_checkpoint(path); fmt::print("{} tensors\n", ck.tensors.size()); return 0; }; });
+  auto o = std::make_shared<InspectOptions>();
+  auto* cmd = app.add_subcommand("inspect", "What is in a checkpoint: tensors, dtypes, parameters, layers, metadata");
+  cmd->footer(
+      "PATH is a .safetensors/.gguf/.bin/.pt/.pth file, a *.index.json, or a directory\n"
+      "(sharded safetensors with or without index, pytorch_model.bin shards, one .gguf).\n"
+      "Indexing reads headers only; --verify reads every byte.\n"
+      "Examples:\n"
+      "  nunchaku inspect model/\n"
+      "  nunchaku inspect model.gguf --tensors --filter 'blk.0.*'\n"
+      "  nunchaku inspect model/ --json | jq .parameter_count");
+  cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
+  cmd->add_flag("--json", o->json, "Print one JSON document (schema: docs/inspect-json.md)");
+  cmd->add_flag("--tensors", o->tensors, "List every tensor: name, dtype, shape, bytes, offset, file");
+  cmd->add_option("--filter", o->filter, "Only tensors whose name matches this glob (e.g. '*.layers.0.*')");
+  cmd->add_flag("--verify", o->verify,
+                "Also read all tensor data: every byte range readable, NaN/Inf counts, GGUF padding, throughput");
+  cmd->callback([o, &action] { action = [o] { return run_inspect(*o); }; });
 }
-}
+
+}  // namespace nunchaku::cli

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang and runs each for SECONDS (default 60).
+#   ./scripts/fuzz.sh 300      # 5 minutes per parser
+# Seeds come from testdata/ (and ../shared/testfiles when present); the corpus
+# grows in fuzz-corpus/<target>/ (git-ignored). Crashes land in fuzz-corpus/crashes/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_PER=${1:-60}
+./scripts/setup.sh --fuzz
+BUILD_DIR=build-fuzz
+if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
+  CC=clang CXX=clang++ cmake -S . -B $BUILD_DIR -G Ninja -DNUNCHAKU_FUZZ=ON -DNUNCHAKU_CUDA=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+cmake --build $BUILD_DIR -j "$(nproc)"
+mkdir -p fuzz-corpus/crashes
+seed() {  # seed <target> <glob...>: copy small matching files into the corpus
+  local t=$1; shift
+  mkdir -p "fuzz-corpus/$t"
+  for f in "$@"; do
+    [[ -f $f && $(stat -c %s "$f") -le 1048576 ]] && cp "$f" "fuzz-corpus/$t/" || true
+  done
+}
+shopt -s nullglob globstar
+seed fuzz_safetensors testdata/**/*.safetensors ../shared/testfiles/safetensors/**/*.safetensors
+seed fuzz_gguf testdata/**/*.gguf ../shared/testfiles/gguf/*.gguf
+seed fuzz_pytorch testdata/**/*.pt testdata/**/*.bin ../shared/testfiles/pytorch/*.pt ../shared/testfiles/pytorch/*.tar
+seed fuzz_pickle
+printf "%-20s %12s %10s %s\n" target executions seconds result
+for bin in $BUILD_DIR/fuzz_*; do
+  t=$(basename "$bin")
+  log=fuzz-corpus/$t.log
+  set +e
+  "$bin" "fuzz-corpus/$t" -max_total_time="$SECONDS_PER" -rss_limit_mb=2048 -timeout=10 \
+    -artifact_prefix=fuzz-corpus/crashes/ -print_final_stats=1 >"$log" 2>&1
+  rc=$?
+  set -e
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+  printf "%-20s %12s %10s %s\n" "$t" "$execs" "$SECONDS_PER" "$([[ $rc -eq 0 ]] && echo ok || echo "FINDING (see $log)")"
+done

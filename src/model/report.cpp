@@ -1,0 +1,80 @@
+#include "model/report.hpp"
+
+#include <fnmatch.h>
+
+namespace nunchaku {
+
+bool glob_match(const std::string& pattern, const std::string& name) {
+  return pattern.empty() || ::fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+}
+
+std::map<std::string, DTypeTotals> dtype_totals(const Checkpoint& ck, const std::string& filter) {
+  std::map<std::string, DTypeTotals> out;
+  for (const auto& t : ck.tensors) {
+    if (!glob_match(filter, t.name)) continue;
+    auto& d = out[std::string(dtype_name(t.dtype))];
+    d.tensors++;
+    d.parameters += t.numel();
+    d.bytes += t.nbytes;
+  }
+  return out;
+}
+
+nlohmann::json inspect_json(const Checkpoint& ck, const ModelLayout& layout, const std::string& filter) {
+  using nlohmann::json;
+  json j;
+  j["format"] = std::string(format_name(ck.format));
+  j["path"] = ck.path;
+  json files = json::array();
+  for (const auto& f : ck.files) files.push_back({{"path", f.path}, {"bytes", f.bytes}});
+  j["files"] = files;
+  j["config"] = ck.config_path.empty() ? json(nullptr) : json(ck.config_path);
+
+  uint64_t count = 0, params = 0, bytes = 0;
+  json tensors = json::array();
+  for (const auto& t : ck.tensors) {
+    if (!glob_match(filter, t.name)) continue;
+    count++;
+    params += t.numel();
+    bytes += t.nbytes;
+    json tj = {{"name", t.name},
+               {"dtype", std::string(dtype_name(t.dtype))},
+               {"shape", t.shape},
+               {"bytes", t.nbytes},
+               {"file", ck.files.at(t.file).path},
+               {"offset", t.offset}};
+    if (!t.strides.empty()) tj["strides"] = t.strides;
+    if (!t.storage.empty()) {
+      tj["storage"] = t.storage;
+      tj["storage_offset"] = t.storage_offset;
+    }
+    tensors.push_back(std::move(tj));
+  }
+  j["filter"] = filter.empty() ? json(nullptr) : json(filter);
+  j["tensor_count"] = count;
+  j["parameter_count"] = params;
+  j["total_bytes"] = bytes;
+  json dt = json::object();
+  for (const auto& [name, d] : dtype_totals(ck, filter))
+    dt[name] = {{"tensors", d.tensors}, {"parameters", d.parameters}, {"bytes", d.bytes}};
+  j["dtypes"] = dt;
+  j["architecture"] = layout.spec ? layout.spec->to_json() : json(nullptr);
+  j["metadata"] = ck.metadata;
+  json layers = json::array();
+  for (const auto& m : layout.modules) {
+    json mj = {{"name", m.name},
+               {"kind", std::string(module_kind_name(m.kind))},
+               {"tensors", m.tensors.size()},
+               {"parameters", m.parameters},
+               {"bytes", m.bytes}};
+    if (m.kind == ModuleKind::Layer) mj["layer"] = m.layer;
+    layers.push_back(std::move(mj));
+  }
+  j["layers"] = layers;
+  j["tied"] = layout.tied;
+  j["warnings"] = ck.warnings;
+  j["tensors"] = std::move(tensors);
+  return j;
+}
+
+}  // namespace nunchaku
