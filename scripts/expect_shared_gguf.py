@@ -81,7 +81,8 @@ def describe(path):
         if main == gguf.GGUFValueType.ARRAY:
             entry["elem"] = TYPE_NAMES[f.types[1]]
             entry["length"] = len(f.data)
-            if key in NESTED:
+            if key in NESTED:  # GGUFReader flattens nested arrays: its length is wrong here
+                entry["length"] = len(NESTED[key])
                 entry["values"] = NESTED[key]
             else:
                 vals = [plain(x) for x in f.contents()]

@@ -10,7 +10,9 @@ namespace nunchaku {
 namespace {
 
 using K = DTypeKind;
-// Block sizes of the ggml types: ggml/src/ggml.c type_traits (blck_size, type_size).
+// Block sizes of the ggml types: ggml/src/ggml.c type_traits (blck_size, type_size),
+// checked against gguf-py 0.19 GGML_QUANT_SIZES. gguf-py still says Q8_1 is 40 bytes
+// (two f32); ggml's block_q8_1 has been two f16 + 32 quants = 36 bytes for years.
 constexpr std::array<DTypeInfo, static_cast<size_t>(DType::Count)> kTable{{
     {DType::BOOL, "BOOL", 1, 1, K::Bool, -1},
     {DType::U8, "U8", 1, 1, K::UInt, -1},
@@ -63,6 +65,10 @@ constexpr std::array<DTypeInfo, static_cast<size_t>(DType::Count)> kTable{{
     {DType::IQ4_NL_4_4, "IQ4_NL_4_4", 32, 18, K::Quantized, 36},
     {DType::IQ4_NL_4_8, "IQ4_NL_4_8", 32, 18, K::Quantized, 37},
     {DType::IQ4_NL_8_8, "IQ4_NL_8_8", 32, 18, K::Quantized, 38},
+    // block_nvfp4: 4 UE4M3 sub-block scales + 32 bytes of E2M1 pairs per 64 elements
+    {DType::NVFP4, "NVFP4", 64, 36, K::Quantized, 40},
+    // block_q1_0: f16 scale + 1 bit per element, 128 elements
+    {DType::Q1_0, "Q1_0", 128, 18, K::Quantized, 41},
 }};
 
 constexpr bool table_in_enum_order() {

@@ -23,6 +23,8 @@ enum class DType : uint16_t {
   TQ1_0, TQ2_0, MXFP4,
   // ggml types removed upstream but still found in old files (repacked Q4_0 / IQ4_NL)
   Q4_0_4_4, Q4_0_4_8, Q4_0_8_8, IQ4_NL_4_4, IQ4_NL_4_8, IQ4_NL_8_8,
+  // ggml types added later (ggml ids 40, 41); appended so earlier enum values stay put
+  NVFP4, Q1_0,
   Count
 };
 
