@@ -475,9 +475,11 @@ def main() -> None:
     if not transformers.is_torch_available():
         sys.exit(f"transformers {transformers.__version__} cannot use torch {torch.__version__}; "
                  "see the docstring for a matching pair")
-    if MODELS.exists():
-        shutil.rmtree(MODELS)
-    MODELS.mkdir(parents=True)
+    # Remove only what this script writes: other fixtures live beside these in models/.
+    owned = list(HF_MODELS) + ["llama-sharded", "llama-bin", "llama-gguf", "llama-pt", "pt-nested"]
+    for d in owned:
+        shutil.rmtree(MODELS / d, ignore_errors=True)
+    MODELS.mkdir(parents=True, exist_ok=True)
     llama = write_hf_models()
     write_gguf(llama)
     write_torch_files()
