@@ -1,6 +1,417 @@
+// describe_model: choose where the spec comes from, group every tensor into a module with
+// the architecture table (or the numeric-path fallback), and check the checkpoint against
+// the shapes the spec implies. Disagreements are warnings, not errors: a checkpoint that
+// does not match its config is still worth inspecting.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.hpp"
+#include "model/arch_table.hpp"
 #include "model/model.hpp"
+
 namespace nunchaku {
-nlohmann::json ModelSpec::to_json() const { return nlohmann::json::object(); }
-std::string_view module_kind_name(ModuleKind) { return "other"; }
-ModelLayout describe_model(const Checkpoint&) { return {}; }
+
+using nlohmann::json;
+
+nlohmann::json ModelSpec::to_json() const {
+  return json{{"architecture", architecture},
+              {"hf_class", hf_class},
+              {"source", source},
+              {"hidden_size", hidden_size},
+              {"num_layers", num_layers},
+              {"num_heads", num_heads},
+              {"num_kv_heads", num_kv_heads},
+              {"head_dim", head_dim},
+              {"intermediate_size", intermediate_size},
+              {"vocab_size", vocab_size},
+              {"max_context", max_context},
+              {"tie_word_embeddings", tie_word_embeddings},
+              {"dtype", dtype},
+              {"rope_theta", rope_theta},
+              {"rope_scaling", rope_scaling},
+              {"norm_eps", norm_eps},
+              {"num_experts", num_experts},
+              {"num_experts_per_tok", num_experts_per_tok},
+              {"sliding_window", sliding_window},
+              {"layer_windows", layer_windows},
+              {"layer_kv_heads", layer_kv_heads},
+              {"kv_lora_rank", kv_lora_rank},
+              {"qk_rope_head_dim", qk_rope_head_dim}};
 }
+
+std::string_view module_kind_name(ModuleKind k) {
+  switch (k) {
+    case ModuleKind::Embedding: return "embedding";
+    case ModuleKind::Layer: return "layer";
+    case ModuleKind::FinalNorm: return "final_norm";
+    case ModuleKind::Head: return "head";
+    case ModuleKind::Other: return "other";
+  }
+  return "other";
+}
+
+namespace {
+
+constexpr uint64_t kMaxConfigBytes = 16u << 20;  // real config.json files are a few KB
+constexpr size_t kMaxWarnings = 50;
+
+json read_config(const std::string& path) {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw Error("config.unreadable", "cannot read config.json: " + ec.message(), {.file = path});
+  if (size > kMaxConfigBytes)
+    throw Error("config.too_large", fmt::format("config.json is {} bytes (limit {})", size, kMaxConfigBytes),
+                {.file = path});
+  std::ifstream in(path, std::ios::binary);
+  std::string text(static_cast<size_t>(size), '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(size)))
+    throw Error("config.unreadable", "cannot read config.json", {.file = path});
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error("config.bad_json", std::string("config.json is not valid JSON: ") + e.what(),
+                {.file = path, .offset = e.byte > 0 ? e.byte - 1 : 0});
+  }
+}
+
+// Where each tensor goes.
+struct Slot {
+  std::string module;
+  ModuleKind kind = ModuleKind::Other;
+  int64_t layer = -1;
+  std::string rest;   // name relative to the module ("self_attn.q_proj.weight")
+  int global = -1;    // index into entry.globals for table-matched global modules
+};
+
+struct Grouping {
+  const ArchEntry* entry = nullptr;  // nullptr = fallback
+  std::string root;
+  std::vector<Slot> slots;           // parallel to ck.tensors
+  size_t others = 0;
+};
+
+Grouping group_with(const Checkpoint& ck, const ArchEntry& e, std::string_view root) {
+  Grouping g{&e, std::string(root), {}, 0};
+  const std::string stack = g.root + std::string(e.layers);
+  g.slots.reserve(ck.tensors.size());
+  for (const auto& t : ck.tensors) {
+    Slot s;
+    std::string_view n = t.name;
+    if (n.starts_with(stack)) {
+      size_t i = stack.size(), j = i;
+      int64_t v = 0;
+      while (j < n.size() && j - i < 9 && n[j] >= '0' && n[j] <= '9') v = v * 10 + (n[j++] - '0');
+      if (j > i && j < n.size() && n[j] == '.') {
+        s = {std::string(n.substr(0, j)), ModuleKind::Layer, v, std::string(n.substr(j + 1))};
+      }
+    }
+    if (s.kind != ModuleKind::Layer) {
+      for (size_t k = 0; k < e.globals.size(); ++k) {
+        const auto& gm = e.globals[k];
+        std::string name = (gm.under_root ? g.root : std::string()) + std::string(gm.name);
+        if (n.size() > name.size() && n.starts_with(name) && n[name.size()] == '.') {
+          s = {name, gm.kind, -1, std::string(n.substr(name.size() + 1)), static_cast<int>(k)};
+          break;
+        }
+      }
+    }
+    if (s.module.empty()) {
+      s.module = module_of(n);
+      ++g.others;
+    }
+    g.slots.push_back(std::move(s));
+  }
+  return g;
+}
+
+Grouping group_fallback(const Checkpoint& ck) {
+  Grouping g;
+  for (const auto& t : ck.tensors) {
+    Slot s;
+    if (auto lp = layer_path(t.name)) {
+      s = {lp->module, ModuleKind::Layer, lp->index, t.name.substr(lp->module.size() + 1)};
+    } else {
+      s.module = module_of(t.name);
+      s.kind = guess_global_kind(s.module);
+      if (s.kind == ModuleKind::Other) ++g.others;
+    }
+    g.slots.push_back(std::move(s));
+  }
+  return g;
+}
+
+// The table entry (and root) of the spec's family that leaves the fewest tensors
+// unplaced; the fallback when that does no better (unknown family, wrapped checkpoints).
+Grouping choose_grouping(const Checkpoint& ck, const std::string& family) {
+  Grouping best = group_fallback(ck);
+  std::optional<Grouping> table;
+  for (const auto& e : arch_table()) {
+    if (e.family != family) continue;
+    for (auto root : e.roots) {
+      Grouping g = group_with(ck, e, root);
+      if (g.others == ck.tensors.size()) continue;
+      if (!table || g.others < table->others) table = std::move(g);
+    }
+  }
+  if (table && table->others <= best.others) return std::move(*table);
+  return best;
+}
+
+int kind_rank(ModuleKind k) {
+  switch (k) {
+    case ModuleKind::Embedding: return 0;
+    case ModuleKind::Layer: return 1;
+    case ModuleKind::FinalNorm: return 2;
+    case ModuleKind::Head: return 3;
+    case ModuleKind::Other: return 4;
+  }
+  return 4;
+}
+
+// Collects warnings, merging the same finding across layers ("... (in 32 layers)").
+class Findings {
+ public:
+  void add(const std::string& key, const std::string& where) {
+    auto [it, fresh] = index_.try_emplace(key, items_.size());
+    if (fresh) items_.push_back({key, where, 0});
+    ++items_[it->second].count;
+  }
+  void flush(std::vector<std::string>& out) const {
+    for (const auto& i : items_) {
+      if (out.size() >= kMaxWarnings) {
+        out.push_back(fmt::format("... and {} more findings", items_.size() - (&i - items_.data())));
+        return;
+      }
+      out.push_back(i.count > 1 ? fmt::format("{} (in {} layers, first {})", i.key, i.count, i.where) : i.key);
+    }
+  }
+
+ private:
+  struct Item {
+    std::string key, where;
+    size_t count;
+  };
+  std::vector<Item> items_;
+  std::unordered_map<std::string, size_t> index_;
+};
+
+std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+// Compares a tensor's shape with a rule's; dims the spec does not know (0) are not checked.
+void check_shape(const TensorInfo& t, const TensorRule& r, const ModelSpec& spec, const std::string& shown,
+                 const std::string& where, Findings& f) {
+  auto want = eval_shape(r.shape, spec);
+  if (!want) return;
+  bool ok = want->size() == t.shape.size();
+  for (size_t i = 0; ok && i < want->size(); ++i)
+    if ((*want)[i] != 0 && (*want)[i] != t.shape[i]) ok = false;
+  if (!ok) {
+    std::vector<std::string> w;
+    for (int64_t d : *want) w.push_back(d ? std::to_string(d) : "?");
+    f.add(fmt::format("{}: shape {} but {} implies [{}] ({})", shown, shape_str(t.shape), spec.source,
+                      fmt::join(w, ", "), r.shape),
+          where);
+  }
+}
+
+void check_against_table(const Checkpoint& ck, const Grouping& g, const ModelSpec& spec,
+                         const std::vector<Module>& modules, Findings& f) {
+  const ArchEntry& e = *g.entry;
+  const std::string stack = g.root + std::string(e.layers);
+  std::vector<bool> seen_global(e.globals.size(), false);
+
+  for (const auto& m : modules) {
+    if (m.kind == ModuleKind::Layer) {
+      // Per slot, the alternative that matches the most of this layer's tensors.
+      std::vector<size_t> chosen(e.layer.size(), 0);
+      for (size_t s = 0; s < e.layer.size(); ++s) {
+        size_t best = 0;
+        for (size_t a = 0; a < e.layer[s].alternatives.size(); ++a) {
+          size_t hits = 0;
+          for (size_t ti : m.tensors)
+            for (const auto& r : e.layer[s].alternatives[a]) hits += match_rule(r.name, g.slots[ti].rest);
+          if (hits > best) best = hits, chosen[s] = a;
+        }
+      }
+      const std::string generic = stack + "N.";
+      for (size_t ti : m.tensors) {
+        const auto& rest = g.slots[ti].rest;
+        const TensorRule* rule = nullptr;
+        for (size_t s = 0; s < e.layer.size() && !rule; ++s)
+          for (const auto& r : e.layer[s].alternatives[chosen[s]])
+            if (match_rule(r.name, rest)) { rule = &r; break; }
+        if (!rule) f.add(fmt::format("{}{}: not expected in a {} layer", generic, rest, spec.architecture), m.name);
+        else check_shape(ck.tensors[ti], *rule, spec, generic + rest, m.name, f);
+      }
+      for (size_t s = 0; s < e.layer.size(); ++s)
+        for (const auto& r : e.layer[s].alternatives[chosen[s]]) {
+          if (r.optional) continue;
+          std::set<int64_t> experts;
+          bool found = false;
+          for (size_t ti : m.tensors) {
+            int64_t x = -1;
+            if (match_rule(r.name, g.slots[ti].rest, &x)) found = true, experts.insert(x);
+          }
+          if (!found) f.add(fmt::format("{}{}: missing", generic, r.name), m.name);
+          else if (r.name.find('#') != std::string_view::npos && spec.num_experts > 0 &&
+                   experts.size() != static_cast<size_t>(spec.num_experts))
+            f.add(fmt::format("{}{}: {} experts, {} says {}", generic, r.name, experts.size(), spec.source,
+                              spec.num_experts), m.name);
+        }
+    } else if (g.slots[m.tensors.front()].global >= 0) {
+      const auto& gm = e.globals[static_cast<size_t>(g.slots[m.tensors.front()].global)];
+      seen_global[static_cast<size_t>(g.slots[m.tensors.front()].global)] = true;
+      for (size_t ti : m.tensors) {
+        const auto& rest = g.slots[ti].rest;
+        auto it = std::find_if(gm.tensors.begin(), gm.tensors.end(),
+                               [&](const TensorRule& r) { return match_rule(r.name, rest); });
+        if (it == gm.tensors.end()) f.add(fmt::format("{}: not expected in {}", ck.tensors[ti].name, m.name), m.name);
+        else check_shape(ck.tensors[ti], *it, spec, ck.tensors[ti].name, m.name, f);
+      }
+    } else {
+      f.add(fmt::format("{}: not part of a {} checkpoint", m.name, spec.architecture), m.name);
+    }
+  }
+  for (size_t k = 0; k < e.globals.size(); ++k) {
+    const auto& gm = e.globals[k];
+    std::string name = (gm.under_root ? g.root : std::string()) + std::string(gm.name);
+    if (seen_global[k]) continue;
+    if (gm.kind == ModuleKind::Head && !spec.tie_word_embeddings)
+      f.add(fmt::format("{}: missing although tie_word_embeddings is false", name), name);
+    else if (!gm.optional)
+      f.add(fmt::format("{}: missing ({})", name, module_kind_name(gm.kind)), name);
+  }
+}
+
+bool is_token_embedding(std::string_view module) {
+  size_t dot = module.rfind('.');
+  std::string_view last = dot == std::string_view::npos ? module : module.substr(dot + 1);
+  return last != "wpe" && last != "position_embd";
+}
+
+}  // namespace
+
+ModelLayout describe_model(const Checkpoint& ck) {
+  ModelLayout out;
+  const bool gguf_arch = ck.metadata.is_object() && ck.metadata.contains("general.architecture");
+  const std::string first_file = ck.files.empty() ? ck.path : ck.files.front().path;
+  std::optional<json> config;
+  try {
+    // A GGUF describes itself; a config.json that happens to sit beside it may be another model's.
+    if (gguf_arch && ck.format == Format::GGUF) {
+      out.spec = spec_from_gguf(ck.metadata);
+    } else if (!ck.config_path.empty()) {
+      config = read_config(ck.config_path);
+      try {
+        out.spec = spec_from_hf_config(*config);
+      } catch (const Error& e) {
+        throw e.with_defaults({.file = ck.config_path});
+      }
+    } else if (gguf_arch) {
+      out.spec = spec_from_gguf(ck.metadata);
+    } else {
+      out.spec = spec_from_tensors(ck);
+    }
+  } catch (const Error& e) {
+    throw e.with_defaults({.file = first_file});
+  }
+
+  Grouping g = out.spec ? choose_grouping(ck, out.spec->architecture) : group_fallback(ck);
+
+  // Modules in the order a loader walks them: embeddings, layers (per stack, by index),
+  // final norm, head, then anything else in file order.
+  // Within a kind, globals keep the table's order (wte before wpe; file order is alphabetical).
+  std::unordered_map<std::string, size_t> by_name;
+  std::unordered_map<std::string, size_t> stack_order;  // "model.layers" → first appearance
+  std::vector<int64_t> secondary;
+  for (size_t i = 0; i < ck.tensors.size(); ++i) {
+    const Slot& s = g.slots[i];
+    auto [it, fresh] = by_name.try_emplace(s.module, out.modules.size());
+    if (fresh) {
+      out.modules.push_back(Module{s.module, s.kind, s.layer, {}, 0, 0});
+      secondary.push_back(s.kind == ModuleKind::Layer ? s.layer
+                          : s.global >= 0             ? s.global
+                          : s.kind == ModuleKind::Embedding && !is_token_embedding(s.module) ? 1
+                                                                                             : 0);
+      if (s.kind == ModuleKind::Layer) {
+        std::string stack = s.module.substr(0, s.module.rfind('.'));
+        stack_order.try_emplace(stack, stack_order.size());
+      }
+    }
+    Module& m = out.modules[it->second];
+    m.tensors.push_back(i);
+    m.bytes += ck.tensors[i].nbytes;
+    m.parameters += ck.tensors[i].numel();
+  }
+  auto key = [&](const Module& m, size_t pos) {
+    size_t stack = m.kind == ModuleKind::Layer ? stack_order[m.name.substr(0, m.name.rfind('.'))] : 0;
+    return std::tuple(kind_rank(m.kind), stack, secondary[pos], pos);
+  };
+  std::vector<std::pair<std::tuple<int, size_t, int64_t, size_t>, Module>> keyed;
+  for (size_t i = 0; i < out.modules.size(); ++i) keyed.emplace_back(key(out.modules[i], i), std::move(out.modules[i]));
+  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  out.modules.clear();
+  for (auto& [k, m] : keyed) out.modules.push_back(std::move(m));
+
+  // Embedding and head tensors, for tie detection and filling gaps in the spec.
+  const TensorInfo* embed = nullptr;
+  bool has_head = false;
+  for (const auto& m : out.modules) {
+    if (m.kind == ModuleKind::Embedding && !embed && is_token_embedding(m.name)) embed = &ck.tensors[m.tensors.front()];
+    if (m.kind == ModuleKind::Head) has_head = true;
+  }
+
+  if (out.spec && !ck.tensors.empty()) {
+    ModelSpec& spec = *out.spec;
+    // Whether the head is tied is a fact of the file when its source does not say.
+    bool tie_stated = config && (config->contains("tie_word_embeddings") ||
+                                 (config->contains("text_config") && (*config)["text_config"].is_object() &&
+                                  (*config)["text_config"].contains("tie_word_embeddings")));
+    if (spec.source == "gguf" || (!tie_stated && !is_known_family(spec.architecture)))
+      spec.tie_word_embeddings = embed && !has_head;
+    if (spec.vocab_size == 0 && embed && embed->shape.size() == 2) spec.vocab_size = embed->shape[0];
+
+    Findings f;
+    if (g.entry) check_against_table(ck, g, spec, out.modules, f);
+    f.flush(out.warnings);
+    int64_t layers = 0;
+    for (const auto& m : out.modules)
+      if (m.kind == ModuleKind::Layer) layers = std::max(layers, m.layer + 1);
+    if (spec.num_layers > 0 && layers != spec.num_layers)
+      out.warnings.push_back(fmt::format("{} says {} layers, the checkpoint holds {}", spec.source,
+                                         spec.num_layers, layers));
+    if (spec.source == "inferred" && spec.num_heads == 0)
+      out.warnings.push_back(
+          "heads unknown: without config.json the head size cannot be read from these tensor shapes "
+          "(no q_norm or rotary buffer); put config.json beside the weights");
+  }
+
+  // Tied weights: a missing head reusing the embedding, and tensors sharing a PyTorch storage.
+  if (out.spec && out.spec->tie_word_embeddings && embed && !has_head) {
+    std::string head;
+    if (g.entry) {
+      for (const auto& gm : g.entry->globals)
+        if (gm.kind == ModuleKind::Head) head = (gm.under_root ? g.root : "") + std::string(gm.name) + ".weight";
+    } else {
+      head = embed->name.starts_with("token_embd") ? "output.weight" : "lm_head.weight";
+    }
+    out.tied.push_back(head + "=" + embed->name);
+  }
+  std::map<std::string, size_t> storage_first;
+  for (size_t i = 0; i < ck.tensors.size(); ++i) {
+    const auto& t = ck.tensors[i];
+    if (t.storage.empty()) continue;
+    auto [it, fresh] = storage_first.try_emplace(t.storage, i);
+    if (!fresh) out.tied.push_back(t.name + "=" + ck.tensors[it->second].name);
+  }
+  return out;
+}
+
+}  // namespace nunchaku

@@ -23,7 +23,7 @@ struct ModelSpec {
   int64_t hidden_size = 0;
   int64_t num_layers = 0;
   int64_t num_heads = 0;
-  int64_t num_kv_heads = 0;
+  int64_t num_kv_heads = 0;       // the largest over layers when they differ (see layer_kv_heads)
   int64_t head_dim = 0;
   int64_t intermediate_size = 0;
   int64_t vocab_size = 0;
@@ -39,6 +39,9 @@ struct ModelSpec {
   // Per-layer attention window (empty = all layers full attention; else size num_layers,
   // 0 = full attention for that layer), e.g. gemma2 alternates.
   std::vector<int64_t> layer_windows;
+  // Per-layer KV heads when they differ between layers (GGUF head_count_kv arrays; empty =
+  // every layer has num_kv_heads). Size num_layers; 0 = that layer has no attention cache.
+  std::vector<int64_t> layer_kv_heads;
   // MLA (DeepSeek-V2/3, MiniCPM3): cache holds kv_lora_rank + qk_rope_head_dim per token per layer.
   int64_t kv_lora_rank = 0;
   int64_t qk_rope_head_dim = 0;
@@ -63,6 +66,9 @@ struct ModelLayout {
   std::vector<Module> modules;    // embedding first, layers in order, then norm, head, other
   // Names of tensors that share storage with another (tied weights), "a=b" pairs.
   std::vector<std::string> tied;
+  // Findings where the checkpoint disagrees with its spec or the architecture's tensor
+  // table (missing/unexpected tensors, shapes the config does not imply, layer count).
+  std::vector<std::string> warnings;
 };
 
 // config.json (HF) → ModelSpec. Throws Error("config.*") on malformed JSON.

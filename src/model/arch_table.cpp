@@ -1,0 +1,384 @@
+#include "model/arch_table.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace nunchaku {
+
+namespace {
+
+using R = TensorRule;
+using Rules = std::span<const TensorRule>;
+constexpr bool kOpt = true;
+
+// ---- Hugging Face naming (transformers modeling_*.py) ------------------------------------
+
+// Llama-style attention; the biases appear with attention_bias=true (llama) and always in qwen2.
+constexpr R kAttnHF[] = {
+    {"input_layernorm.weight", "H"},
+    {"self_attn.q_proj.weight", "Q H"},
+    {"self_attn.k_proj.weight", "KV H"},
+    {"self_attn.v_proj.weight", "KV H"},
+    {"self_attn.o_proj.weight", "H Q"},
+    {"self_attn.q_proj.bias", "Q", kOpt},
+    {"self_attn.k_proj.bias", "KV", kOpt},
+    {"self_attn.v_proj.bias", "KV", kOpt},
+    {"self_attn.o_proj.bias", "H", kOpt},
+    {"self_attn.rotary_emb.inv_freq", "*", kOpt},  // saved by transformers < 4.31
+    {"post_attention_layernorm.weight", "H"},
+};
+constexpr R kAttnBiasHF[] = {  // qwen2: q/k/v biases required
+    {"self_attn.q_proj.bias", "Q"},
+    {"self_attn.k_proj.bias", "KV"},
+    {"self_attn.v_proj.bias", "KV"},
+};
+constexpr R kQkNormHF[] = {  // qwen3
+    {"self_attn.q_norm.weight", "HD"},
+    {"self_attn.k_norm.weight", "HD"},
+};
+constexpr R kSandwichNormHF[] = {  // gemma2
+    {"pre_feedforward_layernorm.weight", "H"},
+    {"post_feedforward_layernorm.weight", "H"},
+};
+constexpr R kMlpHF[] = {
+    {"mlp.gate_proj.weight", "I H"},
+    {"mlp.up_proj.weight", "I H"},
+    {"mlp.down_proj.weight", "H I"},
+    {"mlp.gate_proj.bias", "I", kOpt},
+    {"mlp.up_proj.bias", "I", kOpt},
+    {"mlp.down_proj.bias", "H", kOpt},
+};
+constexpr R kMoeMixtralHF[] = {  // transformers < 5 and every Mixtral on the Hub
+    {"block_sparse_moe.gate.weight", "E H"},
+    {"block_sparse_moe.experts.#.w1.weight", "I H"},
+    {"block_sparse_moe.experts.#.w2.weight", "H I"},
+    {"block_sparse_moe.experts.#.w3.weight", "I H"},
+};
+constexpr R kMoeFusedHF[] = {  // transformers 5 (MixtralExperts, fused per layer)
+    {"mlp.gate.weight", "E H"},
+    {"mlp.experts.gate_up_proj", "E 2I H"},
+    {"mlp.experts.down_proj", "E H I"},
+};
+constexpr R kPhi3LayerHF[] = {
+    {"input_layernorm.weight", "H"},
+    {"self_attn.qkv_proj.weight", "QKV H"},
+    {"self_attn.o_proj.weight", "H Q"},
+    {"post_attention_layernorm.weight", "H"},
+    {"mlp.gate_up_proj.weight", "2I H"},
+    {"mlp.down_proj.weight", "H I"},
+};
+// GPT-2 uses Conv1D: weights are stored (in, out), the transpose of nn.Linear.
+constexpr R kGpt2LayerHF[] = {
+    {"ln_1.weight", "H"},
+    {"ln_1.bias", "H"},
+    {"attn.c_attn.weight", "H 3H"},
+    {"attn.c_attn.bias", "3H"},
+    {"attn.c_proj.weight", "H H"},
+    {"attn.c_proj.bias", "H"},
+    {"attn.bias", "*", kOpt},         // causal-mask buffer in older saves
+    {"attn.masked_bias", "*", kOpt},
+    {"ln_2.weight", "H"},
+    {"ln_2.bias", "H"},
+    {"mlp.c_fc.weight", "H I"},
+    {"mlp.c_fc.bias", "I"},
+    {"mlp.c_proj.weight", "I H"},
+    {"mlp.c_proj.bias", "H"},
+};
+
+constexpr R kWeightVH[] = {{"weight", "V H"}};
+constexpr R kWeightH[] = {{"weight", "H"}};
+constexpr R kWeightBiasH[] = {{"weight", "H"}, {"bias", "H"}};
+constexpr R kWeightCtxH[] = {{"weight", "CTX H"}};
+constexpr R kAnyWeight[] = {{"weight", "*"}};
+
+constexpr GlobalModule kLlamaGlobalsHF[] = {
+    {ModuleKind::Embedding, "embed_tokens", true, false, kWeightVH},
+    {ModuleKind::FinalNorm, "norm", true, false, kWeightH},
+    {ModuleKind::Head, "lm_head", false, true, kWeightVH},
+};
+constexpr GlobalModule kGpt2GlobalsHF[] = {
+    {ModuleKind::Embedding, "wte", true, false, kWeightVH},
+    {ModuleKind::Embedding, "wpe", true, false, kWeightCtxH},
+    {ModuleKind::FinalNorm, "ln_f", true, false, kWeightBiasH},
+    {ModuleKind::Head, "lm_head", false, true, kWeightVH},
+};
+
+// ---- GGUF naming (llama.cpp gguf-py/gguf/constants.py, PyTorch-order shapes) -------------
+
+constexpr R kAttnGGUF[] = {
+    {"attn_norm.weight", "H"},
+    {"attn_q.weight", "Q H"},
+    {"attn_k.weight", "KV H"},
+    {"attn_v.weight", "KV H"},
+    {"attn_output.weight", "H Q"},
+    {"attn_q.bias", "Q", kOpt},
+    {"attn_k.bias", "KV", kOpt},
+    {"attn_v.bias", "KV", kOpt},
+    {"attn_output.bias", "H", kOpt},
+    {"ffn_norm.weight", "H"},
+};
+constexpr R kAttnBiasGGUF[] = {
+    {"attn_q.bias", "Q"},
+    {"attn_k.bias", "KV"},
+    {"attn_v.bias", "KV"},
+};
+constexpr R kQkNormGGUF[] = {
+    {"attn_q_norm.weight", "HD"},
+    {"attn_k_norm.weight", "HD"},
+};
+// gemma2: attn_norm / post_attention_norm around attention, ffn_norm / post_ffw_norm around the MLP.
+constexpr R kSandwichNormGGUF[] = {
+    {"post_attention_norm.weight", "H"},
+    {"post_ffw_norm.weight", "H"},
+};
+constexpr R kMlpGGUF[] = {
+    {"ffn_gate.weight", "I H"},
+    {"ffn_up.weight", "I H"},
+    {"ffn_down.weight", "H I"},
+};
+constexpr R kMoeGGUF[] = {  // stacked experts (current convert_hf_to_gguf)
+    {"ffn_gate_inp.weight", "E H"},
+    {"ffn_gate_exps.weight", "E I H"},
+    {"ffn_up_exps.weight", "E I H"},
+    {"ffn_down_exps.weight", "E H I"},
+};
+constexpr R kMoeSplitGGUF[] = {  // per-expert tensors (early Mixtral GGUFs)
+    {"ffn_gate_inp.weight", "E H"},
+    {"ffn_gate.#.weight", "I H"},
+    {"ffn_up.#.weight", "I H"},
+    {"ffn_down.#.weight", "H I"},
+};
+constexpr R kPhi3LayerGGUF[] = {
+    {"attn_norm.weight", "H"},
+    {"attn_qkv.weight", "QKV H"},
+    {"attn_output.weight", "H Q"},
+    {"ffn_norm.weight", "H"},
+    {"ffn_up.weight", "2I H"},  // gate and up fused, as in HF gate_up_proj
+    {"ffn_down.weight", "H I"},
+};
+constexpr R kGpt2LayerGGUF[] = {  // the converter transposes Conv1D into Linear order
+    {"attn_norm.weight", "H"},
+    {"attn_norm.bias", "H"},
+    {"attn_qkv.weight", "3H H"},
+    {"attn_qkv.bias", "3H"},
+    {"attn_output.weight", "H H"},
+    {"attn_output.bias", "H"},
+    {"ffn_norm.weight", "H"},
+    {"ffn_norm.bias", "H"},
+    {"ffn_up.weight", "I H"},
+    {"ffn_up.bias", "I"},
+    {"ffn_down.weight", "H I"},
+    {"ffn_down.bias", "H"},
+};
+
+constexpr GlobalModule kLlamaGlobalsGGUF[] = {
+    {ModuleKind::Embedding, "token_embd", true, false, kWeightVH},
+    {ModuleKind::FinalNorm, "output_norm", true, false, kWeightH},
+    {ModuleKind::Head, "output", true, true, kWeightVH},
+    {ModuleKind::Other, "rope_freqs", true, true, kAnyWeight},  // llama-3 rope scaling factors
+};
+constexpr GlobalModule kPhi3GlobalsGGUF[] = {
+    {ModuleKind::Embedding, "token_embd", true, false, kWeightVH},
+    {ModuleKind::FinalNorm, "output_norm", true, false, kWeightH},
+    {ModuleKind::Head, "output", true, true, kWeightVH},
+    {ModuleKind::Other, "rope_factors_long", true, true, kAnyWeight},  // longrope
+    {ModuleKind::Other, "rope_factors_short", true, true, kAnyWeight},
+};
+constexpr GlobalModule kGpt2GlobalsGGUF[] = {
+    {ModuleKind::Embedding, "token_embd", true, false, kWeightVH},
+    {ModuleKind::Embedding, "position_embd", true, false, kWeightCtxH},
+    {ModuleKind::FinalNorm, "output_norm", true, false, kWeightBiasH},
+    {ModuleKind::Head, "output", true, true, kWeightVH},
+};
+
+// ---- layer compositions ------------------------------------------------------------------
+
+constexpr Rules kAttnHFAlt[] = {kAttnHF};
+constexpr Rules kAttnBiasHFAlt[] = {kAttnBiasHF};
+constexpr Rules kQkNormHFAlt[] = {kQkNormHF};
+constexpr Rules kSandwichHFAlt[] = {kSandwichNormHF};
+constexpr Rules kMlpHFAlt[] = {kMlpHF};
+constexpr Rules kMoeHFAlt[] = {kMoeMixtralHF, kMoeFusedHF};
+constexpr Rules kPhi3HFAlt[] = {kPhi3LayerHF};
+constexpr Rules kGpt2HFAlt[] = {kGpt2LayerHF};
+constexpr Rules kAttnGGUFAlt[] = {kAttnGGUF};
+constexpr Rules kAttnBiasGGUFAlt[] = {kAttnBiasGGUF};
+constexpr Rules kQkNormGGUFAlt[] = {kQkNormGGUF};
+constexpr Rules kSandwichGGUFAlt[] = {kSandwichNormGGUF};
+constexpr Rules kMlpGGUFAlt[] = {kMlpGGUF};
+constexpr Rules kMoeGGUFAlt[] = {kMoeGGUF, kMoeSplitGGUF};
+constexpr Rules kPhi3GGUFAlt[] = {kPhi3LayerGGUF};
+constexpr Rules kGpt2GGUFAlt[] = {kGpt2LayerGGUF};
+
+constexpr LayerSlot kLlamaHF[] = {{kAttnHFAlt}, {kMlpHFAlt}};
+constexpr LayerSlot kQwen2HF[] = {{kAttnHFAlt}, {kAttnBiasHFAlt}, {kMlpHFAlt}};
+constexpr LayerSlot kQwen3HF[] = {{kAttnHFAlt}, {kQkNormHFAlt}, {kMlpHFAlt}};
+constexpr LayerSlot kGemma2HF[] = {{kAttnHFAlt}, {kSandwichHFAlt}, {kMlpHFAlt}};
+constexpr LayerSlot kMixtralHF[] = {{kAttnHFAlt}, {kMoeHFAlt}};
+constexpr LayerSlot kPhi3HF[] = {{kPhi3HFAlt}};
+constexpr LayerSlot kGpt2HF[] = {{kGpt2HFAlt}};
+constexpr LayerSlot kLlamaGGUF[] = {{kAttnGGUFAlt}, {kMlpGGUFAlt}};
+constexpr LayerSlot kQwen2GGUF[] = {{kAttnGGUFAlt}, {kAttnBiasGGUFAlt}, {kMlpGGUFAlt}};
+constexpr LayerSlot kQwen3GGUF[] = {{kAttnGGUFAlt}, {kQkNormGGUFAlt}, {kMlpGGUFAlt}};
+constexpr LayerSlot kGemma2GGUF[] = {{kAttnGGUFAlt}, {kSandwichGGUFAlt}, {kMlpGGUFAlt}};
+constexpr LayerSlot kMixtralGGUF[] = {{kAttnGGUFAlt}, {kMoeGGUFAlt}};
+constexpr LayerSlot kPhi3GGUF[] = {{kPhi3GGUFAlt}};
+constexpr LayerSlot kGpt2GGUF[] = {{kGpt2GGUFAlt}};
+
+constexpr std::string_view kModelRoots[] = {"model.", ""};
+constexpr std::string_view kGpt2Roots[] = {"transformer.", ""};
+constexpr std::string_view kGGUFRoots[] = {""};
+
+constexpr ArchEntry kTable[] = {
+    {"llama", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kLlamaHF},
+    {"mistral", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kLlamaHF},
+    {"qwen2", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kQwen2HF},
+    {"qwen3", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kQwen3HF},
+    {"gemma", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kLlamaHF},
+    {"gemma2", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kGemma2HF},
+    {"phi3", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kPhi3HF},
+    {"mixtral", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kMixtralHF},
+    {"gpt2", Naming::HF, kGpt2Roots, "h.", kGpt2GlobalsHF, kGpt2HF},
+    {"llama", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kLlamaGGUF},
+    {"mistral", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kLlamaGGUF},
+    {"qwen2", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kQwen2GGUF},
+    {"qwen3", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kQwen3GGUF},
+    {"gemma", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kLlamaGGUF},
+    {"gemma2", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kGemma2GGUF},
+    {"phi3", Naming::GGUF, kGGUFRoots, "blk.", kPhi3GlobalsGGUF, kPhi3GGUF},
+    {"mixtral", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kMixtralGGUF},
+    {"gpt2", Naming::GGUF, kGGUFRoots, "blk.", kGpt2GlobalsGGUF, kGpt2GGUF},
+};
+
+// HF model_type / GGUF general.architecture / lower-cased class-name stem → family.
+struct Alias {
+  std::string_view name;
+  std::string_view family;
+};
+constexpr Alias kAliases[] = {
+    {"llama", "llama"},     {"mistral", "mistral"}, {"qwen2", "qwen2"},   {"qwen3", "qwen3"},
+    {"gemma", "gemma"},     {"gemma2", "gemma2"},   {"phi3", "phi3"},     {"gpt2", "gpt2"},
+    {"mixtral", "mixtral"},
+    // class names: LlamaForCausalLM → "llama", GPT2LMHeadModel → "gpt2"
+};
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+std::span<const ArchEntry> arch_table() { return kTable; }
+
+bool is_known_family(std::string_view family) {
+  return std::any_of(std::begin(kTable), std::end(kTable),
+                     [&](const ArchEntry& e) { return e.family == family; });
+}
+
+std::string canonical_family(std::string_view name) {
+  std::string n = lower(name);
+  // Class names: strip the head suffix ("ForCausalLM", "LMHeadModel", "Model", ...).
+  for (std::string_view suffix : {"forcausallm", "lmheadmodel", "forconditionalgeneration",
+                                  "forsequenceclassification", "model"}) {
+    if (n.size() > suffix.size() && n.ends_with(suffix)) {
+      n.resize(n.size() - suffix.size());
+      break;
+    }
+  }
+  for (const auto& a : kAliases)
+    if (a.name == n) return std::string(a.family);
+  return "";
+}
+
+std::optional<std::vector<int64_t>> eval_shape(std::string_view shape, const ModelSpec& s) {
+  if (shape == "*") return std::nullopt;
+  const int64_t q = s.num_heads * s.head_dim, kv = s.num_kv_heads * s.head_dim;
+  std::vector<int64_t> out;
+  size_t i = 0;
+  while (i < shape.size()) {
+    size_t j = shape.find(' ', i);
+    if (j == std::string_view::npos) j = shape.size();
+    std::string_view sym = shape.substr(i, j - i);
+    i = j + 1;
+    int64_t v = 0;
+    if (sym == "H") v = s.hidden_size;
+    else if (sym == "I") v = s.intermediate_size;
+    else if (sym == "2I") v = 2 * s.intermediate_size;
+    else if (sym == "V") v = s.vocab_size;
+    else if (sym == "CTX") v = s.max_context;
+    else if (sym == "HD") v = s.head_dim;
+    else if (sym == "Q") v = q;
+    else if (sym == "KV") v = kv;
+    else if (sym == "QKV") v = (s.num_heads && s.num_kv_heads && s.head_dim) ? q + 2 * kv : 0;
+    else if (sym == "3H") v = 3 * s.hidden_size;
+    else if (sym == "E") v = s.num_experts;
+    out.push_back(v);
+  }
+  return out;
+}
+
+bool match_rule(std::string_view rule, std::string_view name, int64_t* expert) {
+  size_t hash = rule.find('#');
+  if (hash == std::string_view::npos) {
+    if (expert) *expert = -1;
+    return rule == name;
+  }
+  std::string_view pre = rule.substr(0, hash), post = rule.substr(hash + 1);
+  if (name.size() < pre.size() + post.size() + 1 || !name.starts_with(pre) || !name.ends_with(post))
+    return false;
+  std::string_view digits = name.substr(pre.size(), name.size() - pre.size() - post.size());
+  if (digits.empty() || digits.size() > 9) return false;
+  int64_t v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  if (expert) *expert = v;
+  return true;
+}
+
+std::optional<LayerPath> layer_path(std::string_view name) {
+  size_t start = 0;
+  while (start < name.size()) {
+    size_t dot = name.find('.', start);
+    if (dot == std::string_view::npos) break;
+    std::string_view word = name.substr(start, dot - start);
+    if (word == "layers" || word == "h" || word == "blocks" || word == "blk" || word == "layer") {
+      size_t end = dot + 1;
+      int64_t v = 0;
+      while (end < name.size() && name[end] >= '0' && name[end] <= '9' && end - dot <= 9) {
+        v = v * 10 + (name[end] - '0');
+        ++end;
+      }
+      // "N" must be a whole component followed by more path ("layers.3.attn"), not "layers.3"
+      // alone nor "layers.3x".
+      if (end > dot + 1 && end < name.size() && name[end] == '.')
+        return LayerPath{std::string(name.substr(0, end)), v};
+    }
+    start = dot + 1;
+  }
+  return std::nullopt;
+}
+
+std::string module_of(std::string_view name) {
+  size_t dot = name.rfind('.');
+  return std::string(dot == std::string_view::npos ? name : name.substr(0, dot));
+}
+
+ModuleKind guess_global_kind(std::string_view module) {
+  size_t dot = module.rfind('.');
+  std::string_view last = dot == std::string_view::npos ? module : module.substr(dot + 1);
+  for (std::string_view e : {"embed_tokens", "wte", "wpe", "token_embd", "position_embd", "tok_embeddings",
+                             "word_embeddings", "embed_in"})
+    if (last == e) return ModuleKind::Embedding;
+  for (std::string_view e : {"norm", "ln_f", "output_norm", "final_layernorm", "final_layer_norm",
+                             "final_norm"})
+    if (last == e) return ModuleKind::FinalNorm;
+  for (std::string_view e : {"lm_head", "output", "embed_out"})
+    if (last == e) return ModuleKind::Head;
+  return ModuleKind::Other;
+}
+
+}  // namespace nunchaku

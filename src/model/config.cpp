@@ -1,0 +1,340 @@
+// ModelSpec from a Hugging Face config.json or from GGUF metadata. Both are untrusted
+// input: every number is type- and range-checked, and nothing is allocated from a value
+// before it is checked (layer counts size the per-layer vectors).
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "model/arch_table.hpp"
+#include "model/model.hpp"
+
+namespace nunchaku {
+
+using nlohmann::json;
+
+namespace {
+
+// Limits far above any real model, low enough that a per-layer vector or a product of two
+// dims can never be huge or overflow int64.
+constexpr int64_t kMaxLayers = 1 << 16;
+constexpr int64_t kMaxDim = int64_t{1} << 31;
+
+// Typed lookups over one or two JSON objects (text_config first, then the top level),
+// throwing `code` naming `where` and the key on a value of the wrong type or range.
+class Fields {
+ public:
+  Fields(std::string code, std::string where, const json& primary, const json* fallback = nullptr)
+      : code_(std::move(code)), where_(std::move(where)), primary_(primary), fallback_(fallback) {}
+
+  // First present, non-null value among `keys`.
+  const json* find(std::initializer_list<std::string_view> keys, std::string* found = nullptr) const {
+    for (const json* obj : {&primary_, fallback_}) {
+      if (!obj || !obj->is_object()) continue;
+      for (auto k : keys) {
+        auto it = obj->find(std::string(k));
+        if (it != obj->end() && !it->is_null()) {
+          if (found) *found = std::string(k);
+          return &*it;
+        }
+      }
+    }
+    return nullptr;
+  }
+
+  std::optional<int64_t> integer(std::initializer_list<std::string_view> keys, int64_t max = kMaxDim) const {
+    std::string key;
+    const json* v = find(keys, &key);
+    if (!v) return std::nullopt;
+    return to_int(*v, key, max);
+  }
+
+  int64_t to_int(const json& v, const std::string& key, int64_t max = kMaxDim) const {
+    double d = 0;
+    if (v.is_number_unsigned()) {
+      uint64_t u = v.get<uint64_t>();
+      if (u > static_cast<uint64_t>(max)) bad(key, v, fmt::format("out of range (0..{})", max));
+      return static_cast<int64_t>(u);
+    }
+    if (v.is_number_integer()) {
+      int64_t i = v.get<int64_t>();
+      if (i < 0 || i > max) bad(key, v, fmt::format("out of range (0..{})", max));
+      return i;
+    }
+    if (v.is_number_float()) d = v.get<double>();
+    else bad(key, v, "must be a non-negative integer");
+    if (!(d >= 0 && d <= static_cast<double>(max)) || d != std::floor(d))
+      bad(key, v, "must be a non-negative integer");
+    return static_cast<int64_t>(d);
+  }
+
+  std::optional<double> number(std::initializer_list<std::string_view> keys) const {
+    std::string key;
+    const json* v = find(keys, &key);
+    if (!v) return std::nullopt;
+    if (!v->is_number() || !std::isfinite(v->get<double>())) bad(key, *v, "must be a finite number");
+    return v->get<double>();
+  }
+
+  std::optional<bool> boolean(std::initializer_list<std::string_view> keys) const {
+    std::string key;
+    const json* v = find(keys, &key);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) bad(key, *v, "must be true or false");
+    return v->get<bool>();
+  }
+
+  std::optional<std::string> string(std::initializer_list<std::string_view> keys) const {
+    std::string key;
+    const json* v = find(keys, &key);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) bad(key, *v, "must be a string");
+    return v->get<std::string>();
+  }
+
+  [[noreturn]] void bad(const std::string& key, const json& v, const std::string& why) const {
+    std::string shown = v.dump();
+    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+    throw Error(code_, fmt::format("{}: field '{}' {} (found {})", where_, key, why, shown));
+  }
+
+ private:
+  std::string code_, where_;
+  const json& primary_;
+  const json* fallback_;
+};
+
+void fill_windows(ModelSpec& s, const std::vector<bool>& sliding) {
+  s.layer_windows.assign(sliding.size(), 0);
+  for (size_t i = 0; i < sliding.size(); ++i)
+    if (sliding[i]) s.layer_windows[i] = s.sliding_window;
+}
+
+// Every layer windowed (mistral, phi3): layer_windows all equal to the window.
+void all_windowed(ModelSpec& s) {
+  if (s.sliding_window > 0 && s.num_layers > 0) s.layer_windows.assign(static_cast<size_t>(s.num_layers), s.sliding_window);
+}
+
+bool family_uses_rope(std::string_view family) { return is_known_family(family) && family != "gpt2"; }
+bool family_ties_by_default(std::string_view family) {
+  return family == "gemma" || family == "gemma2" || family == "gpt2";
+}
+
+}  // namespace
+
+ModelSpec spec_from_hf_config(const json& config) {
+  if (!config.is_object())
+    throw Error("config.bad_json", "config.json: the top level is not a JSON object");
+  // Multimodal wrappers (LLaVA, Gemma3ForConditionalGeneration, ...) nest the language model.
+  const json* text = &config;
+  if (auto it = config.find("text_config"); it != config.end() && !it->is_null()) {
+    if (!it->is_object())
+      Fields("config.bad_field", "config.json", config).bad("text_config", *it, "must be an object");
+    text = &*it;
+  }
+  Fields f("config.bad_field", "config.json", *text, text == &config ? nullptr : &config);
+  Fields top("config.bad_field", "config.json", config);
+
+  ModelSpec s;
+  s.source = "config.json";
+  if (const json* a = top.find({"architectures"})) {
+    if (!a->is_array() || (!a->empty() && !(*a)[0].is_string()))
+      top.bad("architectures", *a, "must be a list of class names");
+    if (!a->empty()) s.hf_class = (*a)[0].get<std::string>();
+  }
+  std::string model_type = f.string({"model_type"}).value_or("");
+  s.architecture = canonical_family(model_type);
+  if (s.architecture.empty()) s.architecture = canonical_family(s.hf_class);
+  if (s.architecture.empty()) s.architecture = !model_type.empty() ? model_type : (!s.hf_class.empty() ? s.hf_class : "unknown");
+  const std::string& fam = s.architecture;
+
+  s.hidden_size = f.integer({"hidden_size", "n_embd", "d_model"}).value_or(0);
+  s.num_layers = f.integer({"num_hidden_layers", "n_layer", "num_layers"}, kMaxLayers).value_or(0);
+  s.num_heads = f.integer({"num_attention_heads", "n_head"}).value_or(0);
+  s.num_kv_heads = f.integer({"num_key_value_heads", "n_head_kv", "num_kv_heads"}).value_or(s.num_heads);
+  s.head_dim = f.integer({"head_dim"}).value_or(s.num_heads > 0 ? s.hidden_size / s.num_heads : 0);
+  s.intermediate_size = f.integer({"intermediate_size", "n_inner", "ffn_dim"})
+                            .value_or(fam == "gpt2" ? 4 * s.hidden_size : 0);
+  s.vocab_size = f.integer({"vocab_size"}).value_or(0);
+  s.max_context = f.integer({"max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length",
+                             "seq_length"}).value_or(0);
+  s.tie_word_embeddings = f.boolean({"tie_word_embeddings"}).value_or(family_ties_by_default(fam));
+  s.dtype = f.string({"torch_dtype", "dtype"}).value_or("");
+  s.norm_eps = f.number({"rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_epsilon"}).value_or(0);
+
+  // transformers 5 folds rope_theta and the scaling into "rope_parameters".
+  const json* rope_params = f.find({"rope_parameters"});
+  if (rope_params && !rope_params->is_object()) f.bad("rope_parameters", *rope_params, "must be an object");
+  std::optional<double> theta = f.number({"rope_theta"});
+  if (!theta && rope_params) theta = Fields("config.bad_field", "config.json", *rope_params).number({"rope_theta"});
+  s.rope_theta = theta.value_or(family_uses_rope(fam) ? 10000.0 : 0.0);
+  if (const json* rs = f.find({"rope_scaling"})) {
+    if (!rs->is_object()) f.bad("rope_scaling", *rs, "must be an object or null");
+    s.rope_scaling = *rs;
+  } else if (rope_params) {
+    auto type = rope_params->find("rope_type");
+    if (type != rope_params->end() && type->is_string() && *type != "default") s.rope_scaling = *rope_params;
+  }
+
+  s.num_experts = f.integer({"num_local_experts", "num_experts", "n_routed_experts"}).value_or(0);
+  s.num_experts_per_tok = f.integer({"num_experts_per_tok", "num_experts_per_token", "moe_top_k"}).value_or(0);
+  s.kv_lora_rank = f.integer({"kv_lora_rank"}).value_or(0);
+  s.qk_rope_head_dim = f.integer({"qk_rope_head_dim"}).value_or(0);
+
+  // Sliding-window attention: which layers use it differs by family.
+  bool window_enabled = f.boolean({"use_sliding_window"}).value_or(fam != "qwen2" && fam != "qwen3");
+  s.sliding_window = window_enabled ? f.integer({"sliding_window"}).value_or(0) : 0;
+  if (s.sliding_window > 0 && s.num_layers > 0) {
+    const size_t n = static_cast<size_t>(s.num_layers);
+    std::vector<bool> sliding(n, false);
+    if (const json* lt = f.find({"layer_types"})) {
+      if (!lt->is_array() || lt->size() != n)
+        f.bad("layer_types", *lt, fmt::format("must be a list of {} layer types", n));
+      for (size_t i = 0; i < n; ++i) {
+        if (!(*lt)[i].is_string()) f.bad("layer_types", *lt, "must hold strings");
+        sliding[i] = (*lt)[i] == "sliding_attention";
+      }
+      fill_windows(s, sliding);
+    } else if (fam == "gemma2") {
+      for (size_t i = 0; i < n; ++i) sliding[i] = i % 2 == 0;  // even layers local, odd global
+      fill_windows(s, sliding);
+    } else if (fam == "qwen2" || fam == "qwen3") {
+      int64_t first = f.integer({"max_window_layers"}, kMaxLayers).value_or(0);
+      for (size_t i = 0; i < n; ++i) sliding[i] = static_cast<int64_t>(i) >= first;
+      fill_windows(s, sliding);
+    } else {
+      all_windowed(s);
+    }
+  }
+  return s;
+}
+
+namespace {
+
+// llama.cpp's llama_ftype (general.file_type) → the name llama.cpp prints.
+std::string ftype_name(int64_t t) {
+  static const std::pair<int, const char*> kNames[] = {
+      {0, "F32"},     {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},    {7, "Q8_0"},     {8, "Q5_0"},
+      {9, "Q5_1"},    {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"}, {13, "Q3_K_L"},  {14, "Q4_K_S"},
+      {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"}, {18, "Q6_K"},   {19, "IQ2_XXS"}, {20, "IQ2_XS"},
+      {21, "Q2_K_S"}, {22, "IQ3_XS"}, {23, "IQ3_XXS"}, {24, "IQ1_S"}, {25, "IQ4_NL"},  {26, "IQ3_S"},
+      {27, "IQ3_M"},  {28, "IQ2_S"},  {29, "IQ2_M"},  {30, "IQ4_XS"}, {31, "IQ1_M"},   {32, "BF16"},
+      {36, "TQ1_0"},  {37, "TQ2_0"},  {38, "MXFP4_MOE"}};
+  for (auto [id, name] : kNames)
+    if (id == t) return name;
+  return "";
+}
+
+// A per-layer GGUF value: a scalar (same for every layer) or an array of block_count
+// numbers. Returns the largest value and fills `per_layer` when an array differs by layer.
+int64_t per_layer_value(const Fields& f, const json& md, const std::string& key, int64_t layers,
+                        std::vector<int64_t>* per_layer) {
+  auto it = md.find(key);
+  if (it == md.end() || it->is_null()) return 0;
+  if (!it->is_array()) return f.to_int(*it, key);
+  if (layers > 0 && it->size() != static_cast<size_t>(layers))
+    f.bad(key, *it, fmt::format("must hold one value per layer ({})", layers));
+  std::vector<int64_t> vals;
+  vals.reserve(it->size());
+  for (const auto& v : *it) vals.push_back(f.to_int(v, key));
+  if (vals.empty()) return 0;
+  int64_t mx = *std::max_element(vals.begin(), vals.end());
+  bool uniform = std::all_of(vals.begin(), vals.end(), [&](int64_t v) { return v == vals[0]; });
+  if (per_layer && !uniform) *per_layer = std::move(vals);
+  return mx;
+}
+
+}  // namespace
+
+std::optional<ModelSpec> spec_from_gguf(const json& md) {
+  if (!md.is_object()) return std::nullopt;
+  auto ait = md.find("general.architecture");
+  if (ait == md.end()) return std::nullopt;
+  Fields f("model.bad_gguf_field", "GGUF metadata", md);
+  if (!ait->is_string() || ait->get<std::string>().empty())
+    f.bad("general.architecture", *ait, "must be a non-empty string");
+  const std::string arch = ait->get<std::string>();
+  auto key = [&](std::string_view k) { return arch + "." + std::string(k); };
+  auto integer = [&](std::string_view k, int64_t max = kMaxDim) {
+    std::string full = key(k);
+    return f.integer({full}, max);
+  };
+
+  ModelSpec s;
+  s.source = "gguf";
+  s.hidden_size = integer("embedding_length").value_or(0);
+  s.num_layers = integer("block_count", kMaxLayers).value_or(0);
+  s.num_heads = per_layer_value(f, md, key("attention.head_count"), s.num_layers, nullptr);
+  if (md.contains(key("attention.head_count_kv")))
+    s.num_kv_heads = per_layer_value(f, md, key("attention.head_count_kv"), s.num_layers, &s.layer_kv_heads);
+  else
+    s.num_kv_heads = s.num_heads;
+  s.head_dim = integer("attention.key_length").value_or(s.num_heads > 0 ? s.hidden_size / s.num_heads : 0);
+  s.intermediate_size = md.contains(key("expert_feed_forward_length"))
+                            ? integer("expert_feed_forward_length").value_or(0)
+                            : per_layer_value(f, md, key("feed_forward_length"), s.num_layers, nullptr);
+  s.vocab_size = integer("vocab_size").value_or(0);
+  if (s.vocab_size == 0) {
+    // Token list: a JSON array when short, {"array": type, "length": N} when summarised.
+    if (auto t = md.find("tokenizer.ggml.tokens"); t != md.end()) {
+      if (t->is_array()) s.vocab_size = static_cast<int64_t>(t->size());
+      else if (t->is_object() && t->contains("length")) s.vocab_size = f.to_int((*t)["length"], "tokenizer.ggml.tokens");
+    }
+  }
+  s.max_context = integer("context_length").value_or(0);
+  s.num_experts = integer("expert_count").value_or(0);
+  s.num_experts_per_tok = integer("expert_used_count").value_or(0);
+  s.norm_eps = f.number({key("attention.layer_norm_rms_epsilon"), key("attention.layer_norm_epsilon")}).value_or(0);
+
+  // Mixtral is written as general.architecture "llama" with experts.
+  s.architecture = canonical_family(arch);
+  if (s.architecture.empty()) s.architecture = arch;
+  if (s.architecture == "llama" && s.num_experts > 0) s.architecture = "mixtral";
+  const std::string& fam = s.architecture;
+  s.tie_word_embeddings = family_ties_by_default(fam);  // describe_model decides from the tensors
+
+  bool has_rope = md.contains(key("rope.dimension_count")) || md.contains(key("rope.freq_base"));
+  s.rope_theta = f.number({key("rope.freq_base")}).value_or(has_rope || family_uses_rope(fam) ? 10000.0 : 0.0);
+  if (auto type = f.string({key("rope.scaling.type")}); type && *type != "none") {
+    json rs = {{"type", *type}};
+    if (auto fac = f.number({key("rope.scaling.factor")})) rs["factor"] = *fac;
+    if (auto orig = integer("rope.scaling.original_context_length")) rs["original_max_position_embeddings"] = *orig;
+    s.rope_scaling = rs;
+  }
+
+  s.kv_lora_rank = integer("attention.kv_lora_rank").value_or(0);
+  if (s.kv_lora_rank > 0) s.qk_rope_head_dim = integer("rope.dimension_count").value_or(0);
+
+  s.sliding_window = integer("attention.sliding_window").value_or(0);
+  if (s.sliding_window > 0 && s.num_layers > 0) {
+    const size_t n = static_cast<size_t>(s.num_layers);
+    std::vector<bool> sliding(n, false);
+    const std::string pk = key("attention.sliding_window_pattern");
+    auto pat = md.find(pk);
+    if (pat != md.end() && pat->is_array()) {  // one bool per layer: true = sliding
+      if (pat->size() != n) f.bad(pk, *pat, fmt::format("must hold one value per layer ({})", n));
+      for (size_t i = 0; i < n; ++i) {
+        if (!(*pat)[i].is_boolean()) f.bad(pk, *pat, "must hold booleans");
+        sliding[i] = (*pat)[i].get<bool>();
+      }
+      fill_windows(s, sliding);
+    } else if (pat != md.end()) {  // every Nth layer is global (gemma3: N = 6)
+      int64_t every = f.to_int(*pat, pk, kMaxLayers);
+      for (size_t i = 0; i < n; ++i) sliding[i] = every <= 0 || (static_cast<int64_t>(i) + 1) % every != 0;
+      fill_windows(s, sliding);
+    } else if (fam == "gemma2") {
+      for (size_t i = 0; i < n; ++i) sliding[i] = i % 2 == 0;
+      fill_windows(s, sliding);
+    } else {
+      all_windowed(s);
+    }
+  }
+
+  if (auto ft = md.find("general.file_type"); ft != md.end() && ft->is_number_integer())
+    s.dtype = ftype_name(ft->get<int64_t>());
+  return s;
+}
+
+}  // namespace nunchaku

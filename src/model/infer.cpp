@@ -1,0 +1,128 @@
+// Best-effort ModelSpec from tensor names and shapes alone (no config.json, no GGUF
+// metadata). What cannot be read off a shape stays 0: notably the head count, which needs
+// head_dim, and head_dim appears in a shape only with q/k norms (qwen3) or a saved rotary
+// inv_freq buffer. describe_model reports the gaps as warnings.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "model/arch_table.hpp"
+#include "model/model.hpp"
+
+namespace nunchaku {
+
+namespace {
+
+bool ends_with(std::string_view s, std::string_view suf) { return s.ends_with(suf); }
+
+// First tensor whose name ends with one of `suffixes` (in the order given), optionally only
+// within layer `layer` (as found by layer_path).
+const TensorInfo* find_suffix(const Checkpoint& ck, std::initializer_list<std::string_view> suffixes,
+                              int64_t layer = -2) {
+  for (auto suf : suffixes)
+    for (const auto& t : ck.tensors) {
+      if (!ends_with(t.name, suf)) continue;
+      if (layer != -2) {
+        auto lp = layer_path(t.name);
+        if (!lp || lp->index != layer) continue;
+      } else if (layer_path(t.name)) {
+        continue;  // global tensors only
+      }
+      // A suffix must start at a component boundary: "wte.weight" must not match "xwte.weight".
+      if (t.name.size() > suf.size() && t.name[t.name.size() - suf.size() - 1] != '.') continue;
+      return &t;
+    }
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<ModelSpec> spec_from_tensors(const Checkpoint& ck) {
+  ModelSpec s;
+  s.source = "inferred";
+
+  std::set<int64_t> layers;
+  int64_t first_layer = -1;
+  for (const auto& t : ck.tensors)
+    if (auto lp = layer_path(t.name)) {
+      layers.insert(lp->index);
+      if (first_layer < 0 || lp->index < first_layer) first_layer = lp->index;
+    }
+  const TensorInfo* embed = find_suffix(ck, {"embed_tokens.weight", "wte.weight", "token_embd.weight",
+                                             "tok_embeddings.weight", "word_embeddings.weight", "embed_in.weight"});
+  if (layers.empty() && !embed) return std::nullopt;
+  s.num_layers = layers.empty() ? 0 : *layers.rbegin() + 1;
+
+  if (embed && embed->shape.size() == 2) {
+    s.vocab_size = embed->shape[0];
+    s.hidden_size = embed->shape[1];
+  }
+  const TensorInfo* head = find_suffix(ck, {"lm_head.weight", "output.weight", "embed_out.weight"});
+  s.tie_word_embeddings = embed && !head;
+  if (const TensorInfo* wpe = find_suffix(ck, {"wpe.weight", "position_embd.weight"}); wpe && wpe->shape.size() == 2)
+    s.max_context = wpe->shape[0];
+
+  const int64_t L = first_layer;
+  auto in_layer = [&](std::initializer_list<std::string_view> sufs) { return find_suffix(ck, sufs, L); };
+  bool gguf_names = std::any_of(ck.tensors.begin(), ck.tensors.end(),
+                                [](const TensorInfo& t) { return t.name.starts_with("blk."); });
+
+  // Intermediate size from the first layer's MLP (Linear: (I, H); GPT-2 Conv1D: (H, I)).
+  if (auto* t = in_layer({"mlp.gate_proj.weight", "mlp.up_proj.weight", "ffn_gate.weight", "w1.weight",
+                          "ffn_gate_exps.weight"});
+      t && t->shape.size() >= 2)
+    s.intermediate_size = t->shape[t->shape.size() - 2];
+  else if (auto* c = in_layer({"mlp.c_fc.weight"}); c && c->shape.size() == 2)
+    s.intermediate_size = c->shape[1];
+  else if (auto* gu = in_layer({"mlp.gate_up_proj.weight"}); gu && gu->shape.size() == 2)
+    s.intermediate_size = gu->shape[0] / 2;
+  else if (auto* fu = in_layer({"mlp.experts.gate_up_proj"}); fu && fu->shape.size() == 3)
+    s.intermediate_size = fu->shape[1] / 2;
+  else if (auto* up = in_layer({"ffn_up.weight"}); up && up->shape.size() == 2)
+    s.intermediate_size = up->shape[0];
+  if (s.hidden_size == 0)
+    if (auto* n = in_layer({"input_layernorm.weight", "attn_norm.weight", "ln_1.weight"}); n && n->shape.size() == 1)
+      s.hidden_size = n->shape[0];
+
+  // Experts: the router is (E, H).
+  if (auto* r = in_layer({"block_sparse_moe.gate.weight", "mlp.gate.weight", "ffn_gate_inp.weight"});
+      r && r->shape.size() == 2)
+    s.num_experts = r->shape[0];
+
+  // head_dim from q_norm (HD) or a rotary inv_freq buffer (HD/2); then heads from q/k rows.
+  if (auto* qn = in_layer({"self_attn.q_norm.weight", "attn_q_norm.weight"}); qn && qn->shape.size() == 1)
+    s.head_dim = qn->shape[0];
+  else if (auto* rot = in_layer({"rotary_emb.inv_freq"}); rot && rot->shape.size() == 1)
+    s.head_dim = 2 * rot->shape[0];
+  if (s.head_dim > 0) {
+    auto* q = in_layer({"self_attn.q_proj.weight", "attn_q.weight"});
+    auto* k = in_layer({"self_attn.k_proj.weight", "attn_k.weight"});
+    if (q && q->shape.size() == 2) s.num_heads = q->shape[0] / s.head_dim;
+    if (k && k->shape.size() == 2) s.num_kv_heads = k->shape[0] / s.head_dim;
+  }
+
+  // Family from the tensor naming; llama and mistral (and gemma) are indistinguishable.
+  auto has = [&](std::string_view part) {
+    return std::any_of(ck.tensors.begin(), ck.tensors.end(),
+                       [&](const TensorInfo& t) { return t.name.find(part) != std::string::npos; });
+  };
+  if (has("c_attn.") || (gguf_names && has("position_embd."))) s.architecture = "gpt2";
+  else if (has("block_sparse_moe.") || has("mlp.experts.") || has("ffn_gate_exps.") || has("ffn_gate_inp."))
+    s.architecture = "mixtral";
+  else if (has("pre_feedforward_layernorm.") || has("post_ffw_norm.")) s.architecture = "gemma2";
+  else if (has("q_norm.")) s.architecture = "qwen3";
+  else if (has("qkv_proj.") || (gguf_names && has("attn_qkv."))) s.architecture = "phi3";
+  else if (has("q_proj.bias") || has("attn_q.bias")) s.architecture = "qwen2";
+  else if (has("q_proj.") || has("attn_q.")) s.architecture = "llama";
+  else s.architecture = "unknown";
+
+  // Storage dtype: the one holding the most parameters.
+  std::map<std::string, uint64_t> by_dtype;
+  for (const auto& t : ck.tensors) by_dtype[std::string(dtype_name(t.dtype))] += t.numel();
+  uint64_t best = 0;
+  for (const auto& [name, n] : by_dtype)
+    if (n > best) best = n, s.dtype = name;
+  return s;
+}
+
+}  // namespace nunchaku
