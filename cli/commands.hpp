@@ -11,5 +11,6 @@ namespace nunchaku::cli {
 using Action = std::function<int()>;
 
 void add_inspect(CLI::App& app, Action& action);
+void add_load(CLI::App& app, Action& action);
 
 }  // namespace nunchaku::cli

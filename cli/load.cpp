@@ -1,0 +1,232 @@
+// nunchaku load PATH: stream a checkpoint into memory by a placement and report how
+// it went. Thin adapter: options -> Placement -> load_checkpoint -> text or JSON.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "cuda/loader.hpp"
+#include "format/open.hpp"
+#include "io/loader.hpp"
+#include "memory/units.hpp"
+#include "model/model.hpp"
+
+namespace nunchaku::cli {
+namespace {
+
+struct LoadCliOptions {
+  std::string path, plan, device, vram, cpu_ram, dtype;
+  std::string staging_size = "64M";
+  int staging_buffers = 4;
+  int threads = 0;
+  bool direct_io = false, verify = false, json = false, no_pin = false, measure_h2d = false;
+};
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted = true; }
+
+// SIGINT sets a flag the loader polls; the previous handler is restored afterwards.
+struct SigintGuard {
+  struct sigaction old {};
+  SigintGuard() {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+  }
+  ~SigintGuard() { sigaction(SIGINT, &old, nullptr); }
+};
+
+Placement choose_placement(const LoadCliOptions& o, const ModelLayout& layout, std::vector<std::string>& notes) {
+  const int given = !o.plan.empty() + !o.device.empty() + (!o.vram.empty() || !o.cpu_ram.empty());
+  if (given > 1) throw Error("usage.placement", "use one of --plan, --device, --vram/--cpu-ram");
+  if (!o.plan.empty()) return read_plan_file(o.plan);
+  if (!o.device.empty()) {
+    auto d = parse_device(o.device);
+    if (!d || d->kind == Device::Kind::Disk)
+      throw Error("usage.device", "--device must be cpu, cuda or cuda:N, not '" + o.device + "'");
+    return place_all(layout, *d);
+  }
+  if (!o.vram.empty() || !o.cpu_ram.empty()) {
+    uint64_t vram = o.vram.empty() ? 0 : parse_size_or_throw(o.vram, "--vram");
+    uint64_t ram = o.cpu_ram.empty() ? UINT64_MAX : parse_size_or_throw(o.cpu_ram, "--cpu-ram");
+    notes.push_back("placement: interim contiguous fill of --vram/--cpu-ram (the planner will replace it)");
+    return fill_contiguous(layout, vram, ram);
+  }
+  // Nothing given: the GPU when there is one (interim fill of its free memory), else the CPU.
+  std::string why;
+  cuda::MemInfo mi;
+  if (cuda::loader_available(&why) && cuda::mem_info(0, mi, &why)) {
+    notes.push_back("placement: interim fill of cuda:0's free memory less 10%, rest on the CPU");
+    return fill_contiguous(layout, mi.free_bytes / 10 * 9, UINT64_MAX);
+  }
+  notes.push_back("placement: everything on the CPU (" + why + ")");
+  return place_all(layout, Device{Device::Kind::Cpu, 0});
+}
+
+nlohmann::json report_json(const Checkpoint& ck, const LoadResult& r) {
+  const LoadReport& p = r.report;
+  nlohmann::json dev = nlohmann::json::object(), gpu = nlohmann::json::object(), mods = nlohmann::json::object();
+  for (const auto& [d, b] : p.bytes_per_device) dev[d.str()] = b;
+  for (const auto& [d, g] : p.gpu)
+    gpu[d.str()] = {{"predicted_bytes", g.predicted},
+                    {"measured_bytes", g.measured},
+                    {"error_percent", g.predicted ? 100.0 * (double(g.measured) - double(g.predicted)) / double(g.predicted) : 0.0}};
+  for (const auto& m : r.store.modules()) mods[m.name] = {{"device", m.device.str()}, {"memory", memory_kind_name(m.memory)}, {"bytes", m.bytes}};
+  return {{"path", ck.path},
+          {"format", format_name(ck.format)},
+          {"tensors", p.tensors},
+          {"converted_tensors", p.converted_tensors},
+          {"disk_tensors", p.disk_tensors},
+          {"bytes_per_device", dev},
+          {"allocated", p.allocated},
+          {"total_bytes", p.total_bytes},
+          {"bytes_read", p.bytes_read},
+          {"bytes_direct", p.bytes_direct},
+          {"bytes_staged", p.bytes_staged},
+          {"chunks", p.chunks},
+          {"reader_threads", p.reader_threads},
+          {"staging_buffers", p.staging_buffers},
+          {"staging_bytes", p.staging_bytes},
+          {"direct_io", p.direct_io},
+          {"seconds", {{"wall", p.wall_s}, {"alloc", p.alloc_s}, {"read", p.read_s}, {"copy", p.copy_s},
+                       {"convert", p.convert_s}, {"verify", p.verify_s}}},
+          {"gb_per_s", p.gb_per_s()},
+          {"host_peak_bytes", p.host_peak_bytes},
+          {"max_rss_bytes", p.max_rss_bytes},
+          {"gpu_memory", gpu},
+          {"modules", mods},
+          {"verified_tensors", p.verified_tensors},
+          {"notes", p.notes}};
+}
+
+void print_text(const Checkpoint& ck, const LoadResult& r, bool verify) {
+  const LoadReport& p = r.report;
+  fmt::print("loaded {} ({}, {} tensors, {}) in {:.3f} s: {:.2f} GB/s\n", ck.path, format_name(ck.format), p.tensors,
+             format_bytes(p.total_bytes), p.wall_s, p.gb_per_s());
+  std::map<Device, int> nmod;
+  for (const auto& m : r.store.modules()) nmod[m.device]++;
+  for (const auto& [d, b] : p.bytes_per_device)
+    fmt::print("  {:<8} {:>12}  {} module{}{}\n", d.str(), format_bytes(b), nmod[d], nmod[d] == 1 ? "" : "s",
+               d.kind == Device::Kind::Disk ? " (mmap views, read on use)" : "");
+  fmt::print("phases: alloc {:.3f} s, read {:.3f} s ({} thread{}), copy {:.3f} s, convert {:.3f} s\n", p.alloc_s,
+             p.read_s, p.reader_threads, p.reader_threads == 1 ? "" : "s", p.copy_s, p.convert_s);
+  fmt::print("reads: {} straight into place, {} through staging", format_bytes(p.bytes_direct), format_bytes(p.bytes_staged));
+  if (p.staging_buffers) fmt::print(" ({} x {})", p.staging_buffers, format_bytes(p.staging_bytes));
+  fmt::print("{}\n", p.direct_io ? ", O_DIRECT" : "");
+  if (p.converted_tensors) fmt::print("converted {} tensors\n", p.converted_tensors);
+  fmt::print("host memory: {} allocated at peak, max RSS {}\n", format_bytes(p.host_peak_bytes), format_bytes(p.max_rss_bytes));
+  for (const auto& [d, g] : p.gpu) {
+    double err = g.predicted ? 100.0 * (double(g.measured) - double(g.predicted)) / double(g.predicted) : 0.0;
+    fmt::print("{} memory: {} measured (cudaMemGetInfo) vs {} predicted ({:+.1f}%)\n", d.str(), format_bytes(g.measured),
+               format_bytes(g.predicted), err);
+  }
+  if (verify) fmt::print("verify: {} tensors match the file bytes ({:.3f} s)\n", p.verified_tensors, p.verify_s);
+  for (const auto& n : p.notes) fmt::print("note: {}\n", n);
+}
+
+int run_load(const LoadCliOptions& o) {
+  Checkpoint ck = open_checkpoint(o.path);
+  ModelLayout layout = describe_model(ck);
+  std::vector<std::string> notes;
+  LoadOptions lo;
+  lo.placement = choose_placement(o, layout, notes);
+  if (!o.dtype.empty()) {
+    auto d = dtype_from_user(o.dtype);
+    if (!d || (*d != DType::F16 && *d != DType::BF16))
+      throw Error("usage.dtype", "--dtype must be fp16 or bf16, not '" + o.dtype + "'");
+    lo.dtype = d;
+  }
+  lo.staging_bytes = parse_size_or_throw(o.staging_size, "--staging-size");
+  lo.staging_buffers = o.staging_buffers;
+  lo.reader_threads = o.threads;
+  lo.direct_io = o.direct_io;
+  lo.verify = o.verify;
+  lo.pin_host = !o.no_pin;
+  lo.cancel = &g_interrupted;
+  const bool tty = !o.json && ::isatty(STDERR_FILENO);
+  if (tty)
+    lo.progress = [](const LoadProgress& p) {
+      double gbps = p.seconds > 0 ? p.done_bytes / p.seconds / 1e9 : 0;
+      double eta = gbps > 0 ? (p.total_bytes - p.done_bytes) / (gbps * 1e9) : 0;
+      fmt::print(stderr, "\rloading {} / {}  {:.2f} GB/s  ETA {:.0f} s   ", format_bytes(p.done_bytes),
+                 format_bytes(p.total_bytes), gbps, eta);
+    };
+  // Pinned H2D peak of the first CUDA device in the placement, measured in this run so
+  // the load's GB/s can be read against the hardware (scripts/gpu-check.sh).
+  double h2d_peak = 0;
+  int h2d_dev = -1;
+  if (o.measure_h2d) {
+    for (const auto& [_, d] : lo.placement.modules)
+      if (d.kind == Device::Kind::Cuda) {
+        h2d_dev = d.index;
+        break;
+      }
+    std::string err;
+    if (h2d_dev < 0) throw Error("usage.measure_h2d", "--measure-h2d needs a placement with a CUDA device");
+    h2d_peak = cuda::measure_h2d_peak(h2d_dev, 1ull << 30, 5, &err);
+    if (h2d_peak <= 0) throw Error("load.cuda", "cannot measure the H2D peak: " + err, {}, Exit::Internal);
+  }
+  g_interrupted = false;
+  SigintGuard guard;
+  LoadResult r = [&] {
+    try {
+      return load_checkpoint(ck, layout, lo);
+    } catch (...) {
+      if (tty) fmt::print(stderr, "\r{:70}\r", "");
+      throw;
+    }
+  }();
+  if (tty) fmt::print(stderr, "\r{:70}\r", "");
+  r.report.notes.insert(r.report.notes.begin(), notes.begin(), notes.end());
+  if (o.json) {
+    auto j = report_json(ck, r);
+    if (h2d_dev >= 0) {
+      j["h2d_peak_gb_per_s"] = h2d_peak / 1e9;
+      j["load_vs_h2d_peak"] = r.report.gb_per_s() * 1e9 / h2d_peak;
+    }
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    print_text(ck, r, o.verify);
+    if (h2d_dev >= 0)
+      fmt::print("pinned H2D peak on cuda:{}: {:.2f} GB/s; this load reached {:.0f}% of it\n", h2d_dev, h2d_peak / 1e9,
+                 100.0 * r.report.gb_per_s() * 1e9 / h2d_peak);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_load(CLI::App& app, Action& action) {
+  auto o = std::make_shared<LoadCliOptions>();
+  auto* cmd = app.add_subcommand("load", "Stream a checkpoint into GPU/CPU memory layer by layer and report speed and memory");
+  cmd->footer(
+      "Placement: --plan FILE (JSON {\"modules\": {name: \"cuda:0\"|\"cpu\"|\"disk\"}}, see docs/load.md), or\n"
+      "--device cpu|cuda[:N] (everything there), or --vram/--cpu-ram (INTERIM: contiguous fill until the\n"
+      "planner exists). With none: cuda:0's free memory then the CPU, or the CPU without CUDA.\n"
+      "Exit codes: 2 bad input or unreadable/truncated file, 3 out of memory, 130 interrupted.\n"
+      "Examples:\n"
+      "  nunchaku load model/ --device cpu --verify\n"
+      "  nunchaku load model/ --plan plan.json --dtype fp16 --json");
+  cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
+  cmd->add_option("--plan", o->plan, "Placement plan JSON (nunchaku plan --format json)");
+  cmd->add_option("--device", o->device, "Put every module on one device: cpu, cuda, cuda:N");
+  cmd->add_option("--vram", o->vram, "GPU budget for the interim fill (e.g. 16G)");
+  cmd->add_option("--cpu-ram", o->cpu_ram, "Host RAM budget for the interim fill; the rest stays on disk");
+  cmd->add_option("--staging-size", o->staging_size, "Bytes per staging buffer (default 64M)");
+  cmd->add_option("--staging-buffers", o->staging_buffers, "Staging buffers in the ring (default 4)");
+  cmd->add_option("--threads", o->threads, "Reader threads (default min(4, cores))");
+  cmd->add_option("--dtype", o->dtype, "Convert F32/F16/BF16 tensors to fp16 or bf16 while loading");
+  cmd->add_flag("--direct-io", o->direct_io, "Read with O_DIRECT where alignment allows (bypasses the page cache)");
+  cmd->add_flag("--no-pin", o->no_pin, "Keep CPU-offloaded modules in pageable memory even with CUDA");
+  cmd->add_flag("--verify", o->verify, "Checksum every tensor after it lands against the file bytes");
+  cmd->add_flag("--measure-h2d", o->measure_h2d, "Also measure the pinned host-to-device peak (1 GiB x 5) before loading");
+  cmd->add_flag("--json", o->json, "Print the report as one JSON document");
+  cmd->callback([o, &action] { action = [o] { return run_load(*o); }; });
+}
+
+}  // namespace nunchaku::cli

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# ONE script for a machine with an NVIDIA GPU. In one run:
+#   1. builds with CUDA (build-gpu/), 2. runs the CUDA tests ([cuda]),
+#   3. measures the pinned H2D peak (same run as our load), 4. our load GB/s to cuda:0
+#   against that peak (target >= 0.9) and against safetensors.torch.load_file(device="cuda")
+#   on the same file (target >= 5x; skipped without torch), 5. GPU memory measured by
+#   cudaMemGetInfo against the prediction; then prints a short table last.
+#   ./scripts/gpu-check.sh [SIZE_GIB=4]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GIB=${1:-4}
+BUILD=${BUILD_DIR:-build-gpu}
+T_BUILD=${T_BUILD:-900}
+T_STEP=${T_STEP:-300}
+declare -A R=()   # results for the table
+note() { printf '[gpu-check] %s\n' "$*" >&2; }
+
+if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader || true; else note "nvidia-smi not found"; fi
+
+# 1. build
+GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
+ARCH=()
+cmake --help-variable CMAKE_CUDA_ARCHITECTURES 2>/dev/null | grep -q native && ARCH=(-DCMAKE_CUDA_ARCHITECTURES=native)
+timeout "$T_BUILD" cmake -S . -B "$BUILD" "${GEN[@]}" -DNUNCHAKU_CUDA=ON -DCMAKE_BUILD_TYPE=Release "${ARCH[@]}" >/dev/null
+timeout "$T_BUILD" cmake --build "$BUILD" -j "$(nproc)" >"$BUILD/build.log" 2>&1 || { tail -40 "$BUILD/build.log"; exit 1; }
+"$BUILD/nunchaku" --version
+
+# 2. CUDA tests (they WARN "skipped: no CUDA device" when there is none: fail loudly here)
+set +e
+timeout "$T_STEP" "$BUILD/nunchaku_tests" "[cuda]" -s -r compact >"$BUILD/cuda-tests.log" 2>&1
+rc=$?
+set -e
+grep -E "skipped: no CUDA|passed|failed" "$BUILD/cuda-tests.log" | tail -5
+if grep -q "skipped: no CUDA" "$BUILD/cuda-tests.log"; then R[tests]="SKIPPED (no device)"; else R[tests]=$([[ $rc == 0 ]] && echo pass || echo "FAIL rc=$rc"); fi
+timeout "$T_STEP" "$BUILD/nunchaku_tests" "[load]" >"$BUILD/load-tests.log" 2>&1 && R[load_tests]=pass || R[load_tests]="FAIL (see $BUILD/load-tests.log)"
+
+# 3+4. one filled file, warm cache
+DIR=$(mktemp -d /tmp/nunchaku-gpu-check-XXXX)
+trap 'rm -rf "$DIR"' EXIT
+FILE="$DIR/model.safetensors"
+timeout "$T_STEP" ./scripts/bench_load.sh --make-only "$FILE" "$GIB"
+cat "$FILE" >/dev/null; cat "$FILE" >/dev/null
+note "file $FILE: $(stat -c %s "$FILE") bytes"
+
+jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@" 2>/dev/null ||
+         sed -n "s/^  \"$3\": \([0-9.e+-]*\),*$/\1/p" "$1"; }
+best=0; bestcfg=""
+for cfg in "" "--threads 8 --staging-buffers 8" "--threads 8 --staging-buffers 8 --staging-size 256M" "--direct-io --threads 8 --staging-buffers 8"; do
+  for _ in 1 2; do
+    # shellcheck disable=SC2086
+    if timeout "$T_STEP" "$BUILD/nunchaku" load "$FILE" --device cuda:0 --measure-h2d --verify $cfg --json >"$DIR/load.json" 2>"$DIR/load.err"; then
+      g=$(jget "$DIR/load.json" "d['gb_per_s']" gb_per_s)
+      if awk -v g="$g" -v b="$best" 'BEGIN{exit !(g>b)}'; then best=$g; bestcfg=${cfg:-default}; cp "$DIR/load.json" "$DIR/best.json"; fi
+    else
+      note "load $cfg failed: $(tail -2 "$DIR/load.err")"
+    fi
+  done
+done
+if [[ -f "$DIR/best.json" ]]; then
+  R[h2d]=$(jget "$DIR/best.json" "round(d['h2d_peak_gb_per_s'],2)" h2d_peak_gb_per_s)
+  R[ours]=$(printf '%.2f (%s)' "$best" "$bestcfg")
+  R[ratio_h2d]=$(awk -v a="$best" -v b="${R[h2d]}" 'BEGIN{printf "%.2f", a/b}')
+  R[mem_pred]=$(jget "$DIR/best.json" "d['gpu_memory']['cuda:0']['predicted_bytes']" x)
+  R[mem_meas]=$(jget "$DIR/best.json" "d['gpu_memory']['cuda:0']['measured_bytes']" x)
+  R[mem_err]=$(jget "$DIR/best.json" "round(d['gpu_memory']['cuda:0']['error_percent'],1)" x)
+  R[verified]=$(jget "$DIR/best.json" "d['verified_tensors']" verified_tensors)
+fi
+# the same with conversion on the GPU
+if timeout "$T_STEP" "$BUILD/nunchaku" load "$FILE" --device cuda:0 --dtype bf16 --verify --json >"$DIR/conv.json" 2>"$DIR/conv.err"; then
+  R[conv]=$(jget "$DIR/conv.json" "round(d['gb_per_s'],2)" gb_per_s)
+else
+  R[conv]="FAIL: $(tail -1 "$DIR/conv.err")"
+fi
+
+# safetensors.torch.load_file(device="cuda") on the same file
+if python3 -c "import torch, safetensors; assert torch.cuda.is_available()" 2>/dev/null; then
+  R[st]=$(timeout "$T_STEP" python3 - "$FILE" <<'PY' || echo "FAIL"
+import sys, time, torch
+from safetensors.torch import load_file
+f = sys.argv[1]
+torch.cuda.init(); torch.zeros(1, device="cuda")  # context outside the timing, as ours
+best = 0.0
+for _ in range(2):
+    torch.cuda.synchronize(); t0 = time.perf_counter()
+    d = load_file(f, device="cuda")
+    torch.cuda.synchronize(); t = time.perf_counter() - t0
+    n = sum(v.numel() * v.element_size() for v in d.values())
+    best = max(best, n / t / 1e9)
+    del d; torch.cuda.empty_cache()
+print(f"{best:.2f}")
+PY
+)
+  [[ "${R[st]}" != FAIL ]] && R[ratio_st]=$(awk -v a="$best" -v b="${R[st]}" 'BEGIN{printf "%.1fx", a/b}')
+else
+  R[st]="skipped (no torch with CUDA)"
+fi
+
+printf '\n%-44s %s\n' "gpu-check ($GIB GiB safetensors, warm cache)" "result"
+printf '%-44s %s\n' "CUDA tests [cuda]" "${R[tests]}"
+printf '%-44s %s\n' "load tests [load]" "${R[load_tests]}"
+printf '%-44s %s\n' "pinned H2D peak GB/s" "${R[h2d]:-?}"
+printf '%-44s %s\n' "nunchaku load --device cuda:0 GB/s (best)" "${R[ours]:-FAIL}"
+printf '%-44s %s\n' "  ratio to H2D peak (target >= 0.9)" "${R[ratio_h2d]:-?}"
+printf '%-44s %s\n' "  with --dtype bf16 on the GPU, GB/s" "${R[conv]:-?}"
+printf '%-44s %s\n' "safetensors load_file(device=cuda) GB/s" "${R[st]}"
+printf '%-44s %s\n' "  ours vs safetensors (target >= 5x)" "${R[ratio_st]:-n/a}"
+printf '%-44s %s\n' "GPU memory predicted / measured bytes" "${R[mem_pred]:-?} / ${R[mem_meas]:-?} (${R[mem_err]:-?}%)"
+printf '%-44s %s\n' "tensors verified after landing" "${R[verified]:-?}"
