@@ -1,5 +1,262 @@
+// safetensors: 8-byte little-endian header length N, N bytes of UTF-8 JSON,
+// then the data region. Validation follows huggingface/safetensors
+// (SafeTensors::read_metadata + Metadata::validate) and is stricter where
+// upstream is silent (duplicate names, nesting depth, metadata types). Every
+// broken rule has its own error code; see the table in tests/test_safetensors.cpp.
+// Only the header is read; tensor data is never touched.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "format/readers.hpp"
+#include "format/safetensors_json.hpp"
+
 namespace nunchaku {
-Checkpoint read_safetensors(const Source& src) { throw Error("todo", "safetensors reader not implemented", {.file = src.path()}, Exit::Internal); }
-}
+namespace {
+
+// Upstream MAX_HEADER_SIZE (safetensors/src/tensor.rs): 100_000_000 bytes.
+constexpr uint64_t kMaxHeader = 100'000'000;
+// Headers are flat (object → entry → array); anything deeper is hostile. The
+// limit keeps the JSON DOM (and its destructor) shallow.
+constexpr int kMaxDepth = 32;
+
+using json = nlohmann::json;
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin, end;  // data_offsets, relative to the data region
+  uint64_t nbytes;
+};
+
+class Reader {
+ public:
+  explicit Reader(const Source& src) : src_(src) {}
+
+  Checkpoint run() {
+    const uint64_t size = src_.size();
+    if (size < 8)
+      fail("safetensors.too_small", "file has " + std::to_string(size) + " bytes, fewer than the 8-byte header length",
+           {}, 0);
+    uint8_t lenbuf[8];
+    src_.read_at(0, lenbuf, 8);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | lenbuf[i];
+    if (n > kMaxHeader)
+      fail("safetensors.header_too_large",
+           "header length " + std::to_string(n) + " exceeds the " + std::to_string(kMaxHeader) + "-byte limit", {}, 0,
+           "not a safetensors file, or a corrupt one");
+    if (n > size - 8)
+      fail("safetensors.header_out_of_file",
+           "header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size - 8) +
+               " bytes after the length field)",
+           {}, 0, "the file is truncated");
+    header_len_ = n;
+    data_start_ = 8 + n;
+    data_len_ = size - data_start_;
+
+    const std::vector<uint8_t> text = src_.read_vec(8, static_cast<size_t>(n));
+    if (size_t bad = detail::first_invalid_utf8(text.data(), text.size()); bad != std::string::npos)
+      fail("safetensors.header_not_utf8", "header is not valid UTF-8", {}, 8 + bad);
+    if (size_t deep = detail::too_deep_at(text.data(), text.size(), kMaxDepth); deep != std::string::npos)
+      fail("safetensors.header_too_deep", "header JSON nests deeper than " + std::to_string(kMaxDepth) + " levels",
+           {}, 8 + deep);
+
+    // JSON never holds a raw NUL (not even in strings), but nlohmann's lexer
+    // takes one as end of input and would ignore whatever follows it.
+    if (auto nul = std::find(text.begin(), text.end(), uint8_t{0}); nul != text.end())
+      fail("safetensors.header_not_json", "header is not valid JSON (NUL byte)", {},
+           8 + static_cast<uint64_t>(nul - text.begin()), "headers are padded with spaces, not NUL bytes");
+    json doc = parse(text);
+    if (!doc.is_object())
+      fail("safetensors.header_not_object", std::string("header JSON is a ") + doc.type_name() + ", not an object", {},
+           8);
+
+    Checkpoint ck;
+    ck.format = Format::Safetensors;
+    ck.path = src_.path();
+    ck.files.push_back({src_.path(), size});
+
+    std::vector<Entry> entries;
+    entries.reserve(doc.size());
+    for (auto& [key, value] : doc.items()) {
+      if (key == "__metadata__") {
+        ck.metadata = metadata(value);
+        continue;
+      }
+      entries.push_back(entry(key, value));
+    }
+    check_layout(entries);
+
+    ck.tensors.reserve(entries.size());
+    for (auto& e : entries) {
+      TensorInfo t;
+      t.name = std::move(e.name);
+      t.dtype = e.dtype;
+      t.shape = std::move(e.shape);
+      t.file = 0;
+      t.offset = data_start_ + e.begin;  // cannot overflow: begin <= data_len_ was checked
+      t.nbytes = e.nbytes;
+      ck.tensors.push_back(std::move(t));
+    }
+    return ck;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& code, const std::string& msg, const std::string& tensor,
+                         std::optional<uint64_t> offset, std::string hint = {}) const {
+    throw Error(code, msg, {.file = src_.path(), .tensor = tensor, .offset = offset, .hint = std::move(hint)});
+  }
+
+  // Absolute offset of a data-region offset, if representable.
+  std::optional<uint64_t> abs(uint64_t rel) const { return checked_add(data_start_, rel); }
+
+  json parse(const std::vector<uint8_t>& text) {
+    // Duplicate top-level keys would silently replace each other in the DOM;
+    // the callback sees each key once as it is parsed.
+    std::set<std::string> seen;
+    std::string duplicate;
+    auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
+      if (ev == json::parse_event_t::key && depth == 1 && duplicate.empty()) {
+        const auto& k = parsed.get_ref<const std::string&>();
+        if (!seen.insert(k).second) duplicate = k;
+      }
+      return true;
+    };
+    json doc;
+    try {
+      doc = json::parse(text.begin(), text.end(), cb);
+    } catch (const json::parse_error& e) {
+      // e.byte is 1-based within the header text.
+      uint64_t at = 8 + (e.byte > 0 ? e.byte - 1 : 0);
+      fail("safetensors.header_not_json", "header is not valid JSON", {}, std::min<uint64_t>(at, 8 + header_len_));
+    }
+    if (!duplicate.empty())
+      fail("safetensors.duplicate_name", "the header names this tensor twice", duplicate, 8);
+    return doc;
+  }
+
+  json metadata(const json& v) const {
+    if (v.is_null()) return json::object();  // upstream: Option<HashMap<String,String>>
+    if (!v.is_object())
+      fail("safetensors.bad_metadata", std::string("__metadata__ is a ") + v.type_name() + ", not an object of strings",
+           {}, 8);
+    for (auto& [k, val] : v.items())
+      if (!val.is_string())
+        fail("safetensors.bad_metadata",
+             "__metadata__[\"" + k + "\"] is a " + val.type_name() + "; metadata values must be strings", {}, 8);
+    return v;
+  }
+
+  static bool as_u64(const json& v, uint64_t& out) {
+    if (v.is_number_unsigned()) { out = v.get<uint64_t>(); return true; }
+    if (v.is_number_integer() && v.get<int64_t>() >= 0) { out = static_cast<uint64_t>(v.get<int64_t>()); return true; }
+    return false;
+  }
+
+  Entry entry(const std::string& name, const json& v) const {
+    auto bad = [&](const std::string& why) {
+      fail("safetensors.bad_entry", why, name, 8,
+           "each tensor entry is {\"dtype\": \"F32\", \"shape\": [..], \"data_offsets\": [begin, end]}");
+    };
+    if (!v.is_object()) bad(std::string("entry is a ") + v.type_name() + ", not an object");
+    auto dt = v.find("dtype");
+    auto sh = v.find("shape");
+    auto off = v.find("data_offsets");
+    if (dt == v.end() || !dt->is_string()) bad("\"dtype\" is missing or not a string");
+    if (sh == v.end() || !sh->is_array()) bad("\"shape\" is missing or not an array");
+    if (off == v.end() || !off->is_array() || off->size() != 2) bad("\"data_offsets\" is missing or not [begin, end]");
+
+    Entry e;
+    e.name = name;
+    const auto& dname = dt->get_ref<const std::string&>();
+    auto d = dtype_from_name(dname);
+    // dtype_from_name also knows the ggml block types, which safetensors has not.
+    if (!d || dtype_info(*d).kind == DTypeKind::Quantized)
+      fail("safetensors.unknown_dtype", "unknown dtype \"" + dname + "\"", name, 8,
+           "safetensors dtypes: BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64 C64 F8_E4M3 F8_E5M2 F8_E8M0 F4 "
+           "F6_E2M3 F6_E3M2");
+    e.dtype = *d;
+
+    bool dims_fit = true;
+    e.shape.reserve(sh->size());
+    for (const auto& x : *sh) {
+      uint64_t dim;
+      if (!as_u64(x, dim)) bad("shape dimensions must be non-negative integers");
+      if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) dims_fit = false;
+      e.shape.push_back(static_cast<int64_t>(std::min<uint64_t>(dim, std::numeric_limits<int64_t>::max())));
+    }
+    if (!as_u64((*off)[0], e.begin) || !as_u64((*off)[1], e.end))
+      bad("data_offsets must be non-negative integers");
+
+    auto numel = checked_numel(e.shape);
+    if (!dims_fit || !numel)
+      fail("safetensors.overflow", "the element count of the shape overflows 64 bits", name, abs(e.begin));
+    const auto& info = dtype_info(e.dtype);
+    if (*numel % info.block_elems != 0)
+      fail("safetensors.misaligned", std::to_string(*numel) + " elements of " + std::string(info.name) +
+               " do not fill whole bytes", name, abs(e.begin));
+    auto nbytes = dtype_nbytes(e.dtype, *numel);
+    if (!nbytes) fail("safetensors.overflow", "the byte size of the tensor overflows 64 bits", name, abs(e.begin));
+    e.nbytes = *nbytes;
+
+    if (e.begin > e.end)
+      fail("safetensors.offsets_reversed",
+           "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] end before they begin", name,
+           abs(e.begin));
+    if (e.end - e.begin != e.nbytes)
+      fail("safetensors.size_mismatch",
+           "data_offsets span " + std::to_string(e.end - e.begin) + " bytes but the shape and dtype need " +
+               std::to_string(e.nbytes),
+           name, abs(e.begin));
+    return e;
+  }
+
+  // Sorted by begin, the tensors must tile [0, data_len_) exactly.
+  void check_layout(std::vector<Entry>& es) const {
+    std::sort(es.begin(), es.end(), [](const Entry& a, const Entry& b) {
+      if (a.begin != b.begin) return a.begin < b.begin;
+      if (a.end != b.end) return a.end < b.end;  // zero-size tensors first at a shared offset
+      return a.name < b.name;
+    });
+    uint64_t at = 0;
+    for (const auto& e : es) {
+      if (e.begin > at)
+        fail("safetensors.offsets_gap",
+             "bytes [" + std::to_string(at) + ", " + std::to_string(e.begin) +
+                 ") of the data region belong to no tensor",
+             e.name, abs(at));
+      if (e.begin < at)
+        fail("safetensors.offsets_overlap",
+             "data_offsets begin at " + std::to_string(e.begin) + ", inside the previous tensor (which ends at " +
+                 std::to_string(at) + ")",
+             e.name, abs(e.begin));
+      if (e.end > data_len_)
+        fail("safetensors.data_out_of_file",
+             "tensor data ends at data offset " + std::to_string(e.end) + " but the data region has " +
+                 std::to_string(data_len_) + " bytes",
+             e.name, abs(e.begin), "the file is truncated");
+      at = e.end;
+    }
+    if (at != data_len_)
+      fail("safetensors.data_not_covered",
+           "tensors cover " + std::to_string(at) + " bytes of the " + std::to_string(data_len_) +
+               "-byte data region; the rest belongs to no tensor",
+           {}, abs(at));
+  }
+
+  const Source& src_;
+  uint64_t header_len_ = 0;
+  uint64_t data_start_ = 0;
+  uint64_t data_len_ = 0;
+};
+
+}  // namespace
+
+Checkpoint read_safetensors(const Source& src) { return Reader(src).run(); }
+
+}  // namespace nunchaku

@@ -1,6 +1,212 @@
+// Multi-file checkpoints: an index JSON ({"metadata": {"total_size": N},
+// "weight_map": {tensor: shard file}}) as written by transformers for
+// safetensors and PyTorch shards, or a plain list of shard files. Each shard is
+// read once by its own reader (format sniffed from its first bytes) and the
+// one-file Checkpoints are merged: files in shard order, tensor file indices
+// remapped, metadata merged.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <unordered_map>
+
 #include "core/error.hpp"
+#include "format/open.hpp"
 #include "format/readers.hpp"
+#include "format/safetensors_json.hpp"
+#include "io/source.hpp"
+
 namespace nunchaku {
-Checkpoint read_index(const std::string& p) { throw Error("todo", "index reader not implemented", {.file = p}, Exit::Internal); }
-Checkpoint merge_shards(const std::string& p, const std::vector<std::string>&) { throw Error("todo", "shards not implemented", {.file = p}, Exit::Internal); }
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// Index files of the largest models are a few MB; this only guards the read.
+constexpr uint64_t kMaxIndexBytes = 100'000'000;
+constexpr int kMaxIndexDepth = 32;
+
+Checkpoint read_shard(const std::string& path) {
+  FileSource src(path);
+  switch (sniff_format(path)) {
+    case SniffedFormat::Safetensors: return read_safetensors(src);
+    case SniffedFormat::PyTorchZip:
+    case SniffedFormat::PyTorchLegacy:
+    case SniffedFormat::PyTorchTar: return read_pytorch(src);
+    case SniffedFormat::GGUF:
+      throw Error("shards.unsupported_format", "a GGUF file cannot be a shard of a safetensors/PyTorch checkpoint",
+                  {.file = path, .offset = 0});
+    case SniffedFormat::Unknown: break;
+  }
+  throw Error("shards.unknown_format",
+              src.size() == 0 ? std::string("shard file is empty") : "shard is not a safetensors or PyTorch file",
+              {.file = path, .offset = 0});
 }
+
+// Appends `part` (a one-file or merged Checkpoint) to `into`. Storage keys of
+// PyTorch shards are per file ("0", "1", ...), so they get the file index as a
+// prefix to keep "same key = same bytes" true across files.
+void append(Checkpoint& into, Checkpoint&& part, bool first) {
+  if (first) into.format = part.format;
+  else if (part.format != into.format)
+    throw Error("shards.mixed_formats",
+                "shard is " + std::string(format_name(part.format)) + " but earlier shards are " +
+                    std::string(format_name(into.format)),
+                {.file = part.files.empty() ? std::string() : part.files[0].path});
+  const auto base = static_cast<uint32_t>(into.files.size());
+  for (auto& f : part.files) into.files.push_back(std::move(f));
+  for (auto& t : part.tensors) {
+    t.file += base;
+    if (!t.storage.empty()) t.storage = std::to_string(t.file) + "/" + t.storage;
+    into.tensors.push_back(std::move(t));
+  }
+  // Shards written by one save carry the same __metadata__; the first value wins.
+  if (part.metadata.is_object())
+    for (auto& [k, v] : part.metadata.items())
+      if (!into.metadata.contains(k)) into.metadata[k] = std::move(v);
+  for (auto& w : part.warnings) into.warnings.push_back(std::move(w));
+}
+
+// Reads every file and fails on a tensor name found in two of them.
+Checkpoint read_and_merge(const std::vector<std::string>& files) {
+  Checkpoint ck;
+  std::unordered_map<std::string, uint32_t> owner;  // tensor name -> file index
+  for (size_t i = 0; i < files.size(); ++i) {
+    Checkpoint part = read_shard(files[i]);
+    for (const auto& t : part.tensors) {
+      auto [it, fresh] = owner.emplace(t.name, static_cast<uint32_t>(i));
+      if (!fresh)
+        throw Error("shards.duplicate_tensor", "tensor is also in " + files[it->second],
+                    {.file = files[i], .tensor = t.name, .offset = t.offset,
+                     .hint = "two shards hold the same tensor; remove the stale file"});
+    }
+    append(ck, std::move(part), i == 0);
+  }
+  return ck;
+}
+
+json read_index_json(const std::string& path) {
+  FileSource src(path);
+  if (src.size() > kMaxIndexBytes)
+    throw Error("index.too_large", "index file has " + std::to_string(src.size()) + " bytes, over the " +
+                    std::to_string(kMaxIndexBytes) + "-byte limit",
+                {.file = path});
+  const auto bytes = src.read_vec(0, static_cast<size_t>(src.size()));
+  if (size_t deep = detail::too_deep_at(bytes.data(), bytes.size(), kMaxIndexDepth); deep != std::string::npos)
+    throw Error("index.too_deep", "index JSON nests deeper than " + std::to_string(kMaxIndexDepth) + " levels",
+                {.file = path, .offset = deep});
+  // nlohmann's lexer takes a NUL as end of input; JSON never holds one.
+  if (auto nul = std::find(bytes.begin(), bytes.end(), uint8_t{0}); nul != bytes.end())
+    throw Error("index.not_json", "index is not valid JSON (NUL byte)",
+                {.file = path, .offset = static_cast<uint64_t>(nul - bytes.begin())});
+  try {
+    return json::parse(bytes.begin(), bytes.end());
+  } catch (const json::parse_error& e) {
+    throw Error("index.not_json", "index is not valid JSON", {.file = path, .offset = e.byte > 0 ? e.byte - 1 : 0});
+  }
+}
+
+// A weight_map value must name a file beside the index, not escape its folder.
+bool plain_relative(const std::string& name) {
+  if (name.empty()) return false;
+  fs::path p(name);
+  if (p.is_absolute() || p.has_root_name()) return false;
+  for (const auto& part : p)
+    if (part == "..") return false;
+  return true;
+}
+
+}  // namespace
+
+Checkpoint read_index(const std::string& index_path) {
+  const json doc = read_index_json(index_path);
+  if (!doc.is_object())
+    throw Error("index.not_object", std::string("index JSON is a ") + doc.type_name() + ", not an object",
+                {.file = index_path});
+  auto wm = doc.find("weight_map");
+  if (wm == doc.end() || !wm->is_object())
+    throw Error("index.no_weight_map", "index has no \"weight_map\" object", {.file = index_path,
+                .hint = "expected {\"metadata\": {...}, \"weight_map\": {\"tensor\": \"shard file\"}}"});
+  if (wm->empty()) throw Error("index.empty", "\"weight_map\" lists no tensors", {.file = index_path});
+
+  const fs::path dir = fs::path(index_path).parent_path();
+  // Shards in name order (model-00001-of-00003 ... sort as written).
+  std::map<std::string, std::string> shard_paths;  // shard name -> path
+  for (const auto& [name, shard] : wm->items()) {
+    if (!shard.is_string())
+      throw Error("index.bad_entry", std::string("weight_map value is a ") + shard.type_name() + ", not a file name",
+                  {.file = index_path, .tensor = name});
+    const auto& s = shard.get_ref<const std::string&>();
+    if (!plain_relative(s))
+      throw Error("index.bad_shard_path", "shard \"" + s + "\" is not a file name beside the index",
+                  {.file = index_path, .tensor = name});
+    shard_paths.emplace(s, (dir / s).string());
+  }
+  std::vector<std::string> files;
+  for (const auto& [shard, path] : shard_paths) {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec))
+      throw Error("index.missing_shard", "shard \"" + shard + "\" named by the index does not exist",
+                  {.file = index_path, .hint = "expected " + path + "; download the missing shard"});
+    files.push_back(path);
+  }
+
+  Checkpoint ck = read_and_merge(files);
+  ck.path = index_path;
+
+  std::unordered_map<std::string, uint32_t> where;  // tensor -> file index
+  where.reserve(ck.tensors.size());
+  for (size_t i = 0; i < ck.tensors.size(); ++i) where.emplace(ck.tensors[i].name, ck.tensors[i].file);
+  std::unordered_map<std::string, uint32_t> file_of;  // shard path -> file index
+  for (uint32_t i = 0; i < files.size(); ++i) file_of.emplace(files[i], i);
+
+  for (const auto& [name, shard] : wm->items()) {
+    const std::string& path = shard_paths.at(shard.get_ref<const std::string&>());
+    auto it = where.find(name);
+    if (it == where.end() || it->second != file_of.at(path)) {
+      std::string hint = it == where.end() ? "no shard holds it"
+                                           : "it is in " + files[it->second] + "; the index is stale";
+      throw Error("index.tensor_not_in_shard", "the index places this tensor in " + path + ", which lacks it",
+                  {.file = index_path, .tensor = name, .hint = hint});
+    }
+  }
+
+  // Tensors the index does not list: readable, but a sign of a stale index.
+  std::vector<size_t> unlisted(files.size(), 0);
+  std::vector<std::string> first_unlisted(files.size());
+  for (const auto& t : ck.tensors)
+    if (!wm->contains(t.name) && unlisted[t.file]++ == 0) first_unlisted[t.file] = t.name;
+  for (size_t i = 0; i < files.size(); ++i)
+    if (unlisted[i])
+      ck.warnings.push_back(files[i] + ": " + std::to_string(unlisted[i]) + " tensor(s) not listed in " + index_path +
+                            " (first: '" + first_unlisted[i] + "')");
+
+  // metadata.total_size is advisory (transformers computes it its own way); never fatal.
+  json index_meta = json::object();
+  if (auto m = doc.find("metadata"); m != doc.end()) {
+    if (m->is_object()) {
+      index_meta = *m;
+      if (auto ts = m->find("total_size"); ts != m->end()) {
+        const uint64_t sum = ck.total_bytes();
+        if (!ts->is_number() || (ts->is_number_float() ? ts->get<double>() != static_cast<double>(sum)
+                                                       : !ts->is_number_unsigned() || ts->get<uint64_t>() != sum))
+          ck.warnings.push_back(index_path + ": metadata.total_size is " +
+                                (ts->is_number() ? ts->dump() : std::string("a ") + ts->type_name()) +
+                                " but the tensors take " +
+                                std::to_string(sum) + " bytes");
+      }
+    } else if (!m->is_null()) {
+      ck.warnings.push_back(index_path + ": \"metadata\" is a " + std::string(m->type_name()) + ", ignored");
+    }
+  }
+  ck.metadata["index"] = std::move(index_meta);
+  return ck;
+}
+
+Checkpoint merge_shards(const std::string& display_path, const std::vector<std::string>& files) {
+  if (files.empty()) throw Error("shards.none", "no shard files to read", {.file = display_path});
+  Checkpoint ck = read_and_merge(files);
+  ck.path = display_path;
+  return ck;
+}
+
+}  // namespace nunchaku
