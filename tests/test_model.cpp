@@ -618,6 +618,18 @@ TEST_CASE("inferred: dims from shapes; heads only when head_dim shows", "[model]
   CHECK_FALSE(spec_from_tensors(make_ck({{"a.weight", {3}}})));
 }
 
+TEST_CASE("inferred: hostile names neither crash nor claim absurd layer counts", "[model]") {
+  auto s = spec_from_tensors(make_ck({{"model.embed_tokens.weight", {10, 4}},
+                                      {"model.layers.999999999.mlp.up_proj.weight", {8, 4}}}));
+  REQUIRE(s);
+  CHECK(s->num_layers == 1);  // the count present, not index + 1
+  auto l = describe_model(make_ck({{"", {1}}, {".", {1}}, {"layers.", {1}}, {"h.1.", {1}},
+                                   {"blk.99999999999999999999.x", {1}}, {"model.layers.3", {2}}}));
+  size_t placed = 0;
+  for (const auto& m : l.modules) placed += m.tensors.size();
+  CHECK(placed == 6);
+}
+
 TEST_CASE("real: MiniCPM3 checkpoint with its config.json", "[model][shared]") {
   NUNCHAKU_REQUIRE_SHARED();
   auto l = describe_model(open_checkpoint(test::shared_testfile("safetensors/minicpm3")));

@@ -15,22 +15,17 @@ namespace {
 
 bool ends_with(std::string_view s, std::string_view suf) { return s.ends_with(suf); }
 
-// First tensor whose name ends with one of `suffixes` (in the order given), optionally only
-// within layer `layer` (as found by layer_path).
-const TensorInfo* find_suffix(const Checkpoint& ck, std::initializer_list<std::string_view> suffixes,
-                              int64_t layer = -2) {
+// First tensor whose name ends with one of `suffixes` (in the order given) at a component
+// boundary, either among global tensors (layer == -1) or within layer `layer`.
+// `layer_of` holds each tensor's layer index (-1 = global), computed once.
+const TensorInfo* find_suffix(const Checkpoint& ck, const std::vector<int64_t>& layer_of,
+                              std::initializer_list<std::string_view> suffixes, int64_t layer = -1) {
   for (auto suf : suffixes)
-    for (const auto& t : ck.tensors) {
-      if (!ends_with(t.name, suf)) continue;
-      if (layer != -2) {
-        auto lp = layer_path(t.name);
-        if (!lp || lp->index != layer) continue;
-      } else if (layer_path(t.name)) {
-        continue;  // global tensors only
-      }
-      // A suffix must start at a component boundary: "wte.weight" must not match "xwte.weight".
-      if (t.name.size() > suf.size() && t.name[t.name.size() - suf.size() - 1] != '.') continue;
-      return &t;
+    for (size_t i = 0; i < ck.tensors.size(); ++i) {
+      const auto& n = ck.tensors[i].name;
+      if (layer_of[i] != layer || !ends_with(n, suf)) continue;
+      if (n.size() > suf.size() && n[n.size() - suf.size() - 1] != '.') continue;  // "xwte.weight"
+      return &ck.tensors[i];
     }
   return nullptr;
 }
@@ -42,28 +37,32 @@ std::optional<ModelSpec> spec_from_tensors(const Checkpoint& ck) {
   s.source = "inferred";
 
   std::set<int64_t> layers;
-  int64_t first_layer = -1;
-  for (const auto& t : ck.tensors)
-    if (auto lp = layer_path(t.name)) {
+  std::vector<int64_t> layer_of(ck.tensors.size(), -1);
+  for (size_t i = 0; i < ck.tensors.size(); ++i)
+    if (auto lp = layer_path(ck.tensors[i].name)) {
       layers.insert(lp->index);
-      if (first_layer < 0 || lp->index < first_layer) first_layer = lp->index;
+      layer_of[i] = lp->index;
     }
-  const TensorInfo* embed = find_suffix(ck, {"embed_tokens.weight", "wte.weight", "token_embd.weight",
+  const int64_t first_layer = layers.empty() ? -1 : *layers.begin();
+  const TensorInfo* embed = find_suffix(ck, layer_of, {"embed_tokens.weight", "wte.weight", "token_embd.weight",
                                              "tok_embeddings.weight", "word_embeddings.weight", "embed_in.weight"});
   if (layers.empty() && !embed) return std::nullopt;
+  // Highest index + 1, unless a name claims an absurd index: then the count actually present,
+  // so a hostile name cannot make later stages size per-layer tables from it.
   s.num_layers = layers.empty() ? 0 : *layers.rbegin() + 1;
+  if (s.num_layers > (1 << 16)) s.num_layers = static_cast<int64_t>(layers.size());
 
   if (embed && embed->shape.size() == 2) {
     s.vocab_size = embed->shape[0];
     s.hidden_size = embed->shape[1];
   }
-  const TensorInfo* head = find_suffix(ck, {"lm_head.weight", "output.weight", "embed_out.weight"});
+  const TensorInfo* head = find_suffix(ck, layer_of, {"lm_head.weight", "output.weight", "embed_out.weight"});
   s.tie_word_embeddings = embed && !head;
-  if (const TensorInfo* wpe = find_suffix(ck, {"wpe.weight", "position_embd.weight"}); wpe && wpe->shape.size() == 2)
+  if (const TensorInfo* wpe = find_suffix(ck, layer_of, {"wpe.weight", "position_embd.weight"}); wpe && wpe->shape.size() == 2)
     s.max_context = wpe->shape[0];
 
   const int64_t L = first_layer;
-  auto in_layer = [&](std::initializer_list<std::string_view> sufs) { return find_suffix(ck, sufs, L); };
+  auto in_layer = [&](std::initializer_list<std::string_view> sufs) { return find_suffix(ck, layer_of, sufs, L); };
   bool gguf_names = std::any_of(ck.tensors.begin(), ck.tensors.end(),
                                 [](const TensorInfo& t) { return t.name.starts_with("blk."); });
 
