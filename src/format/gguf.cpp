@@ -101,6 +101,12 @@ constexpr int kMaxNesting = 16;         // arrays of arrays; gguf-py writes at m
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;          // empty key, type, 1-byte value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;  // empty name, n_dims 0, type, offset
 constexpr size_t kChunk = 64 * 1024;
+// Counts are checked against the bytes left, but an in-memory element can be
+// several times its smallest encoding (a std::string per 8-byte empty string),
+// so reservations are capped and vectors grow only as elements really parse.
+constexpr uint64_t kReserveCap = 1 << 16;
+
+size_t capped(uint64_t n) { return static_cast<size_t>(std::min(n, kReserveCap)); }
 
 // Sequential reads over a Source through one buffer: the header is parsed in
 // kChunk reads, never one syscall per field, never the whole file.
@@ -230,13 +236,13 @@ GgufArray read_array(Cursor& c, int depth) {
     }
     case GgufType::STRING: {
       std::vector<std::string> v;
-      v.reserve(static_cast<size_t>(n));
+      v.reserve(capped(n));
       for (uint64_t i = 0; i < n; ++i) v.push_back(c.string("an array string"));
       return GgufArray(std::in_place_index<8>, std::move(v));
     }
     case GgufType::ARRAY: {
       std::vector<GgufValue> v;
-      v.reserve(static_cast<size_t>(n));
+      v.reserve(capped(n));
       for (uint64_t i = 0; i < n; ++i) v.push_back(GgufValue{GgufValue::Data(std::in_place_index<9>, read_array(c, depth + 1))});
       return GgufArray(std::in_place_index<9>, std::move(v));
     }
@@ -289,7 +295,7 @@ void read_magic_and_version(Cursor& c, GgufFile& f) {
 void read_kvs(Cursor& c, GgufFile& f, uint64_t n_kv) {
   std::unordered_set<std::string> seen;
   std::optional<uint64_t> align_at;
-  f.kvs.reserve(static_cast<size_t>(n_kv));  // n_kv was checked against the bytes left
+  f.kvs.reserve(capped(n_kv));
   for (uint64_t i = 0; i < n_kv; ++i) {
     uint64_t key_at = c.pos();
     std::string key = c.string("a metadata key");
@@ -313,8 +319,8 @@ void read_kvs(Cursor& c, GgufFile& f, uint64_t n_kv) {
 
 void read_tensor_infos(Cursor& c, GgufFile& f, uint64_t n_tensors, std::vector<uint64_t>& offset_field_at) {
   std::unordered_set<std::string> seen;
-  f.tensors.reserve(static_cast<size_t>(n_tensors));  // checked against the bytes left
-  offset_field_at.reserve(static_cast<size_t>(n_tensors));
+  f.tensors.reserve(capped(n_tensors));
+  offset_field_at.reserve(capped(n_tensors));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensor t;
     t.info_offset = c.pos();
