@@ -228,6 +228,7 @@ TEST_CASE("safetensors rule: a tensor name appears twice", "[safetensors]") {
   Error e = error_of(st_raw(h, 4));
   CHECK(e.code() == "safetensors.duplicate_name");
   CHECK(e.context().tensor == "w");
+  CHECK(e.context().offset == 8u + h.rfind("\"w\""));  // the second "w"
 }
 
 TEST_CASE("safetensors rule: __metadata__ must map strings to strings", "[safetensors]") {
@@ -255,6 +256,7 @@ TEST_CASE("safetensors rule: an entry lacks a field or has the wrong type", "[sa
     Error e = error_of(st_raw(h, 2));
     CHECK(e.code() == "safetensors.bad_entry");
     CHECK(e.context().tensor == "w");
+    CHECK(e.context().offset == 8u + 1);  // where "w" is in the header
   }
 }
 

@@ -60,6 +60,7 @@ class Reader {
     data_len_ = size - data_start_;
 
     const std::vector<uint8_t> text = src_.read_vec(8, static_cast<size_t>(n));
+    text_ = std::string_view(reinterpret_cast<const char*>(text.data()), text.size());
     if (size_t bad = detail::first_invalid_utf8(text.data(), text.size()); bad != std::string::npos)
       fail("safetensors.header_not_utf8", "header is not valid UTF-8", {}, 8 + bad);
     if (size_t deep = detail::too_deep_at(text.data(), text.size(), kMaxDepth); deep != std::string::npos)
@@ -112,6 +113,15 @@ class Reader {
     throw Error(code, msg, {.file = src_.path(), .tensor = tensor, .offset = offset, .hint = std::move(hint)});
   }
 
+  // Absolute offset of the key "name" in the header (its second occurrence
+  // for a duplicate), or of the header when it is not found verbatim (escapes).
+  uint64_t locate(const std::string& name, bool second = false) const {
+    const std::string key = "\"" + name + "\"";
+    size_t at = text_.find(key);
+    if (second && at != std::string_view::npos) at = text_.find(key, at + 1);
+    return 8 + (at == std::string_view::npos ? 0 : at);
+  }
+
   // Absolute offset of a data-region offset, if representable.
   std::optional<uint64_t> abs(uint64_t rel) const { return checked_add(data_start_, rel); }
 
@@ -136,7 +146,7 @@ class Reader {
       fail("safetensors.header_not_json", "header is not valid JSON", {}, std::min<uint64_t>(at, 8 + header_len_));
     }
     if (!duplicate.empty())
-      fail("safetensors.duplicate_name", "the header names this tensor twice", duplicate, 8);
+      fail("safetensors.duplicate_name", "the header names this tensor twice", duplicate, locate(duplicate, true));
     return doc;
   }
 
@@ -144,11 +154,12 @@ class Reader {
     if (v.is_null()) return json::object();  // upstream: Option<HashMap<String,String>>
     if (!v.is_object())
       fail("safetensors.bad_metadata", std::string("__metadata__ is a ") + v.type_name() + ", not an object of strings",
-           {}, 8);
+           {}, locate("__metadata__"));
     for (auto& [k, val] : v.items())
       if (!val.is_string())
         fail("safetensors.bad_metadata",
-             "__metadata__[\"" + k + "\"] is a " + val.type_name() + "; metadata values must be strings", {}, 8);
+             "__metadata__[\"" + k + "\"] is a " + val.type_name() + "; metadata values must be strings", {},
+             locate("__metadata__"));
     return v;
   }
 
@@ -160,7 +171,7 @@ class Reader {
 
   Entry entry(const std::string& name, const json& v) const {
     auto bad = [&](const std::string& why) {
-      fail("safetensors.bad_entry", why, name, 8,
+      fail("safetensors.bad_entry", why, name, locate(name),
            "each tensor entry is {\"dtype\": \"F32\", \"shape\": [..], \"data_offsets\": [begin, end]}");
     };
     if (!v.is_object()) bad(std::string("entry is a ") + v.type_name() + ", not an object");
@@ -177,7 +188,7 @@ class Reader {
     auto d = dtype_from_name(dname);
     // dtype_from_name also knows the ggml block types, which safetensors has not.
     if (!d || dtype_info(*d).kind == DTypeKind::Quantized)
-      fail("safetensors.unknown_dtype", "unknown dtype \"" + dname + "\"", name, 8,
+      fail("safetensors.unknown_dtype", "unknown dtype \"" + dname + "\"", name, locate(name),
            "safetensors dtypes: BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64 C64 F8_E4M3 F8_E5M2 F8_E8M0 F4 "
            "F6_E2M3 F6_E3M2");
     e.dtype = *d;
@@ -250,6 +261,7 @@ class Reader {
   }
 
   const Source& src_;
+  std::string_view text_;  // the header, valid during run()
   uint64_t header_len_ = 0;
   uint64_t data_start_ = 0;
   uint64_t data_len_ = 0;
