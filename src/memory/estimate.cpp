@@ -1,0 +1,354 @@
+#include "memory/estimate.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "memory/estimate_detail.hpp"
+#include "memory/quant.hpp"
+#include "memory/units.hpp"
+
+namespace nunchaku {
+
+using namespace estimate_detail;
+
+namespace {
+
+constexpr uint64_t kMiB = 1ULL << 20;
+constexpr int64_t kDefaultContext = 4096;
+constexpr int64_t kMaxTokens = 1LL << 31;
+constexpr int64_t kMaxBatch = 1LL << 24;
+
+bool is_weight_like(DType t) {
+  auto k = dtype_info(t).kind;
+  return k == DTypeKind::Float || k == DTypeKind::Quantized;
+}
+
+// The float dtype holding most bytes (what "as stored" means for compute).
+DType dominant_dtype(const Checkpoint& ck) {
+  std::map<DType, uint64_t> by;
+  for (const auto& t : ck.tensors)
+    if (is_weight_like(t.dtype)) by[t.dtype] += t.nbytes;
+  DType best = DType::F32;
+  uint64_t most = 0;
+  for (auto [d, b] : by)
+    if (b > most) { most = b; best = d; }
+  return best;
+}
+
+// Modules when describe_model produced none: layer = first all-digit path component.
+std::vector<Module> fallback_modules(const Checkpoint& ck) {
+  std::vector<Module> mods;
+  std::map<std::string, size_t> index;
+  auto add = [&](const std::string& name, ModuleKind kind, int64_t layer, size_t ti) {
+    auto it = index.find(name);
+    if (it == index.end()) {
+      it = index.emplace(name, mods.size()).first;
+      mods.push_back(Module{name, kind, layer, {}, 0, 0});
+    }
+    Module& m = mods[it->second];
+    m.tensors.push_back(ti);
+    m.bytes += ck.tensors[ti].nbytes;
+    m.parameters += ck.tensors[ti].numel();
+  };
+  for (size_t i = 0; i < ck.tensors.size(); ++i) {
+    const std::string& n = ck.tensors[i].name;
+    size_t start = 0;
+    bool placed = false;
+    while (start < n.size()) {
+      size_t dot = n.find('.', start);
+      if (dot == std::string::npos) break;
+      std::string_view part(n.data() + start, dot - start);
+      if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+        add(n.substr(0, dot), ModuleKind::Layer, std::stoll(std::string(part.substr(0, 9))), i);
+        placed = true;
+        break;
+      }
+      start = dot + 1;
+    }
+    if (placed) continue;
+    switch (tensor_role(ck.tensors[i], false)) {
+      case TensorRole::Embedding: add("embedding", ModuleKind::Embedding, -1, i); break;
+      case TensorRole::Head: add("head", ModuleKind::Head, -1, i); break;
+      default:
+        add(n.find("norm") != std::string::npos ? "final_norm" : "other",
+            n.find("norm") != std::string::npos ? ModuleKind::FinalNorm : ModuleKind::Other, -1, i);
+    }
+  }
+  std::stable_sort(mods.begin(), mods.end(), [](const Module& a, const Module& b) {
+    auto rank = [](const Module& m) { return m.kind == ModuleKind::Embedding ? 0 : m.kind == ModuleKind::Layer ? 1 : m.kind == ModuleKind::FinalNorm ? 2 : m.kind == ModuleKind::Head ? 3 : 4; };
+    if (rank(a) != rank(b)) return rank(a) < rank(b);
+    return a.layer < b.layer;
+  });
+  return mods;
+}
+
+void require(bool ok, const char* code, const std::string& msg, const std::string& hint = "") {
+  if (!ok) throw Error(code, msg, {.hint = hint});
+}
+
+ModelSpec resolve_spec(const ModelLayout& layout, const std::vector<Module>& mods) {
+  require(layout.spec.has_value(), "estimate.no_spec", "cannot tell the model's dimensions (no config.json, no GGUF metadata, shapes not recognised)",
+          "put the model's config.json beside the weights");
+  ModelSpec s = *layout.spec;
+  if (s.num_layers == 0)
+    for (const auto& m : mods) s.num_layers += m.kind == ModuleKind::Layer;
+  if (s.num_kv_heads == 0) s.num_kv_heads = s.num_heads;
+  if (s.head_dim == 0 && s.num_heads > 0) s.head_dim = s.hidden_size / s.num_heads;
+  require(s.hidden_size > 0 && s.num_layers > 0 && s.num_heads > 0 && s.head_dim > 0 && s.vocab_size > 0,
+          "estimate.incomplete_spec",
+          fmt::format("model spec lacks dimensions (hidden {}, layers {}, heads {}, vocab {})", s.hidden_size,
+                      s.num_layers, s.num_heads, s.vocab_size),
+          "put the model's config.json beside the weights");
+  return s;
+}
+
+Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoint& ck, bool* defaulted) {
+  Workload w = in;
+  *defaulted = false;
+  if (w.context == 0) {
+    w.context = s.max_context > 0 ? std::min<int64_t>(s.max_context, kDefaultContext) : kDefaultContext;
+    *defaulted = true;
+  }
+  require(w.batch >= 1 && w.batch <= kMaxBatch, "usage.batch", fmt::format("--batch {} is out of range 1..{}", w.batch, kMaxBatch));
+  require(w.context >= 1 && w.context <= kMaxTokens, "usage.context", fmt::format("--context {} is out of range 1..{}", w.context, kMaxTokens));
+  if (w.prefill_chunk == 0 || w.prefill_chunk > w.context) w.prefill_chunk = w.context;
+  require(w.prefill_chunk >= 1, "usage.prefill_chunk", "--prefill-chunk must be positive");
+  require(w.gpus >= 1 && w.gpus <= 65536, "usage.gpus", fmt::format("--gpus {} is out of range 1..65536", w.gpus));
+  require(w.zero >= 0 && w.zero <= 3, "usage.zero", fmt::format("--zero {} is not a ZeRO stage (0..3)", w.zero));
+  const bool training = w.mode != Mode::Infer;
+  require(training || w.zero == 0, "usage.zero_needs_training", "--zero applies to training modes", "add --mode train, lora or qlora");
+  require(w.offload == Offload::None || w.zero >= 1, "estimate.offload_needs_zero",
+          "--offload needs ZeRO (DeepSpeed offloads only partitioned states)", "add --zero 2 (optimizer) or --zero 3 (params)");
+  require(w.offload != Offload::Params || w.zero == 3, "estimate.offload_needs_zero",
+          "--offload params needs ZeRO-3", "add --zero 3");
+  require(w.lora_rank >= 1 && w.lora_rank <= 65536, "usage.lora_rank", "--lora-rank must be in 1..65536");
+  if (w.mode == Mode::QLoRA && w.quant.scheme == QuantScheme::None) w.quant.scheme = QuantScheme::NF4;
+  if ((w.mode == Mode::LoRA || w.mode == Mode::QLoRA) && w.lora_targets.empty()) {
+    // PEFT's per-architecture defaults (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING).
+    auto has = [&](std::string_view part) {
+      return std::any_of(ck.tensors.begin(), ck.tensors.end(), [&](const TensorInfo& t) { return t.name.find(part) != std::string::npos; });
+    };
+    if (has(".q_proj.")) w.lora_targets = {"q_proj", "v_proj"};
+    else if (has(".qkv_proj.")) w.lora_targets = {"qkv_proj"};
+    else if (has(".c_attn.")) w.lora_targets = {"c_attn"};
+    else if (has(".query_key_value.")) w.lora_targets = {"query_key_value"};
+    else if (has(".attn_q.")) w.lora_targets = {"attn_q", "attn_v"};
+    else w.lora_targets = {"all-linear"};
+  }
+  for (const auto& [name, _] : w.overheads) {
+    auto names = overhead_names();
+    require(std::find(names.begin(), names.end(), name) != names.end(), "usage.overhead",
+            fmt::format("--overhead: unknown name '{}'", name), "one of: cuda_context, cublas_workspace, allocator_slack");
+  }
+  return w;
+}
+
+bool is_lora_target(const TensorInfo& t, const std::vector<std::string>& targets) {
+  for (const auto& tg : targets) {
+    if (tg == "all-linear") return true;
+    if (t.name.find("." + tg + ".") != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+uint64_t Estimate::component(std::string_view name) const {
+  for (const auto& c : gpu)
+    if (c.name == name) return c.bytes;
+  return 0;
+}
+
+std::vector<std::string> overhead_names() { return {"cuda_context", "cublas_workspace", "allocator_slack"}; }
+
+uint64_t kv_layer_bytes(const ModelSpec& s, int64_t layer, int64_t tokens, int64_t batch, DType kv) {
+  int64_t window = 0;
+  if (!s.layer_windows.empty()) {
+    if (layer >= 0 && layer < static_cast<int64_t>(s.layer_windows.size())) window = s.layer_windows[layer];
+  } else {
+    window = s.sliding_window;
+  }
+  const uint64_t held = static_cast<uint64_t>(window > 0 ? std::min(window, tokens) : tokens);
+  const uint64_t e = elem_bytes(kv);
+  if (s.kv_lora_rank > 0) return mul({static_cast<uint64_t>(s.kv_lora_rank + s.qk_rope_head_dim), held, static_cast<uint64_t>(batch), e});
+  int64_t kvh = s.num_kv_heads > 0 ? s.num_kv_heads : s.num_heads;
+  if (!s.layer_kv_heads.empty() && layer >= 0 && layer < static_cast<int64_t>(s.layer_kv_heads.size()))
+    kvh = s.layer_kv_heads[layer];
+  const int64_t hd = s.head_dim > 0 ? s.head_dim : (s.num_heads > 0 ? s.hidden_size / s.num_heads : 0);
+  return mul({2, static_cast<uint64_t>(kvh), static_cast<uint64_t>(hd), held, static_cast<uint64_t>(batch), e});
+}
+
+uint64_t kv_cache_bytes(const ModelSpec& s, int64_t tokens, int64_t batch, DType kv) {
+  uint64_t total = 0;
+  for (int64_t l = 0; l < s.num_layers; ++l) total = add(total, kv_layer_bytes(s, l, tokens, batch, kv));
+  return total;
+}
+
+Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workload& win) {
+  Estimate e;
+  e.modules.clear();
+  const std::vector<Module> mods = layout.modules.empty() ? fallback_modules(ck) : layout.modules;
+  e.spec = resolve_spec(layout, mods);
+  const ModelSpec& s = e.spec;
+  e.workload = resolve_workload(win, s, ck, &e.context_defaulted);
+  const Workload& w = e.workload;
+  const bool training = w.mode != Mode::Infer;
+  const bool lora = w.mode == Mode::LoRA || w.mode == Mode::QLoRA;
+
+  const DType stored = dominant_dtype(ck);
+  e.weight_dtype = w.dtype.value_or(stored);
+  // Activations: --dtype, else the stored float type; quantized GGUF computes in F32 (ggml),
+  // fp32 checkpoints in F32.
+  e.compute_dtype = dtype_info(e.weight_dtype).kind == DTypeKind::Float ? e.weight_dtype : DType::F32;
+  e.kv_dtype = w.kv_dtype.value_or(ck.format == Format::GGUF ? DType::F16 : e.compute_dtype);
+  if (dtype_info(e.kv_dtype).kind == DTypeKind::Quantized) e.kv_dtype = w.kv_dtype.value_or(DType::F16);
+  e.mixed_precision = training && elem_bytes(e.compute_dtype) < 4;
+
+  QuantContext qc;
+  qc.num_layers = s.num_layers;
+  qc.gqa = s.num_kv_heads > 0 ? s.num_heads / s.num_kv_heads : 1;
+  qc.num_experts = s.num_experts;
+  qc.is_70b = s.num_layers == 80 && (s.architecture == "llama" || s.architecture == "mistral");
+  qc.tied_embeddings = std::none_of(ck.tensors.begin(), ck.tensors.end(),
+                                    [](const TensorInfo& t) { return tensor_role(t, false) == TensorRole::Head; });
+
+  std::vector<std::string> aliased;  // tensors that alias another ("a" of "a=b")
+  for (const auto& p : layout.tied) aliased.push_back(p.substr(0, p.find('=')));
+
+  std::vector<TrainTensor> trainable;
+  const uint64_t e_w = elem_bytes(e.weight_dtype);
+  for (size_t mi = 0; mi < mods.size(); ++mi) {
+    const Module& m = mods[mi];
+    ModuleCost mc{m.name, m.kind, m.layer, 0, 0, 0, 0, 0};
+    std::map<std::string, uint64_t> leaf;  // leaf module prefix → parameters (DeepSpeed's "layer")
+    for (size_t ti : m.tensors) {
+      if (ti >= ck.tensors.size()) continue;
+      const TensorInfo& t = ck.tensors[ti];
+      if (std::find(aliased.begin(), aliased.end(), t.name) != aliased.end()) continue;
+      const uint64_t numel = t.numel();
+      mc.parameters += numel;
+      leaf[t.name.substr(0, t.name.rfind('.'))] += numel;
+      const bool convert = w.dtype.has_value() && is_weight_like(t.dtype);
+      const uint64_t kept = convert ? mul({numel, e_w}) : t.nbytes;
+      const TensorRole role = tensor_role(t, m.kind == ModuleKind::Layer);
+      mc.weight_bytes = add(mc.weight_bytes, quantized_tensor(w.quant, t, role, m.layer, qc, kept).bytes);
+      const uint64_t in = t.shape.empty() ? 1 : static_cast<uint64_t>(std::max<int64_t>(t.shape.back(), 1));
+      if (w.mode == Mode::Train && is_weight_like(t.dtype)) {
+        trainable.push_back({mi, numel / in, in, numel, false});
+      } else if (lora && role == TensorRole::Linear && is_lora_target(t, w.lora_targets)) {
+        const uint64_t out = numel / in, r = static_cast<uint64_t>(w.lora_rank);
+        trainable.push_back({mi, r, in, r * in, true});   // lora_A: (r, in)
+        trainable.push_back({mi, out, r, out * r, true});  // lora_B: (out, r)
+      }
+    }
+    for (auto [_, p] : leaf) e.largest_layer_parameters = std::max(e.largest_layer_parameters, p);
+    if (m.kind == ModuleKind::Layer && m.layer >= 0)
+      mc.kv_bytes = kv_layer_bytes(s, m.layer, w.context, w.batch, e.kv_dtype);
+    e.parameters += mc.parameters;
+    e.modules.push_back(std::move(mc));
+  }
+  ModelSpec unwindowed = s;  // per token as if every layer held every token
+  unwindowed.layer_windows.clear();
+  unwindowed.sliding_window = 0;
+  e.kv_bytes_per_token = kv_cache_bytes(unwindowed, 1, 1, e.kv_dtype);
+
+  uint64_t weights = 0, kv = 0;
+  for (const auto& mc : e.modules) {
+    weights = add(weights, mc.weight_bytes);
+    kv = add(kv, mc.kv_bytes);
+  }
+  // If the layout lacks some layers' modules (sparse fixtures, odd names), KV still covers the spec.
+  if (std::none_of(e.modules.begin(), e.modules.end(), [](const ModuleCost& m) { return m.kind == ModuleKind::Layer; }))
+    kv = kv_cache_bytes(s, w.context, w.batch, e.kv_dtype);
+  const uint64_t n = static_cast<uint64_t>(w.gpus);
+  uint64_t slack = 0;
+
+  std::string wdesc = w.quant.scheme != QuantScheme::None
+                          ? fmt::format("index tensors under {} (embeddings/norms/head as the scheme keeps them)", w.quant.label())
+                          : w.dtype ? fmt::format("Σ numel × {} B ({})", e_w, dtype_name(e.weight_dtype))
+                                    : "Σ tensor bytes from the index (as stored)";
+  if (training && w.zero == 3) {
+    // ZeRO-3 partitions parameters; the gathered largest layer is a separate line.
+    e.gpu.push_back({"weights", w.offload == Offload::Params ? 0 : weights / n,
+                     w.offload == Offload::Params ? "offloaded to CPU (ZeRO-3 offload_param)" : fmt::format("({}) / {} GPUs (ZeRO-3)", wdesc, n)});
+  } else if (!training && n > 1) {
+    e.gpu.push_back({"weights", weights / n, fmt::format("({}) / {} GPUs (model split evenly)", wdesc, n)});
+  } else {
+    e.gpu.push_back({"weights", weights, wdesc});
+  }
+
+  if (!training) {
+    e.gpu.push_back({"kv_cache", kv / n,
+                     fmt::format("{}2 × Σ_layers n_kv_heads({}) × head_dim({}) × min(window, {}) × batch({}) × {} B ({}){}",
+                                 s.kv_lora_rank > 0 ? "MLA: " : "", s.num_kv_heads, s.head_dim, w.context, w.batch,
+                                 elem_bytes(e.kv_dtype), dtype_name(e.kv_dtype), n > 1 ? fmt::format(" / {} GPUs", n) : "")});
+    if (s.kv_lora_rank > 0)
+      e.gpu.back().formula = fmt::format("MLA: Σ_layers (kv_lora_rank({}) + qk_rope_head_dim({})) × {} × batch({}) × {} B",
+                                         s.kv_lora_rank, s.qk_rope_head_dim, w.context, w.batch, elem_bytes(e.kv_dtype));
+    slack = add_inference_activations(e);
+  } else {
+    slack = add_training_terms(e, trainable);
+  }
+  add_overheads(e, slack);
+  for (const auto& c : e.gpu) e.per_gpu_total = add(e.per_gpu_total, c.bytes);
+  for (const auto& c : e.host) e.host_total = add(e.host_total, c.bytes);
+  if (e.context_defaulted)
+    e.notes.push_back(fmt::format("context defaulted to {} tokens = min(model max {}, {})", w.context, s.max_context, kDefaultContext));
+  return e;
+}
+
+uint64_t estimate_detail::add_inference_activations(Estimate& e) {
+  const ModelSpec& s = e.spec;
+  const Workload& w = e.workload;
+  const uint64_t b = w.batch, c = w.prefill_chunk, ctx = w.context, h = s.hidden_size, a = s.num_heads,
+                 kvh = s.num_kv_heads, d = s.head_dim, I = std::max<int64_t>(s.intermediate_size, 0),
+                 el = elem_bytes(e.compute_dtype);
+  const uint64_t residual = mul({2, b, c, h, el});
+  const uint64_t qkv = mul({b, c, a + 2 * kvh, d, el});
+  const uint64_t scores = w.flash_attention ? 0 : mul({b, a, c, ctx, 4 + el});
+  const uint64_t attention = add(qkv, scores);
+  const uint64_t mlp = mul({3, b, c, I, el});
+  e.activation_bytes = add(residual, std::max(attention, mlp));
+  e.gpu.push_back({"activations", e.activation_bytes,
+                   fmt::format("residual 2·b·c·h·{el} + max(attention b·c·(a+2·kv)·d·{el}{sc}, mlp 3·b·c·I·{el}) "
+                               "with b={b} c={c} (prefill chunk) h={h} a={a} kv={kv} d={d} I={I}",
+                               fmt::arg("el", el), fmt::arg("b", b), fmt::arg("c", c), fmt::arg("h", h), fmt::arg("a", a),
+                               fmt::arg("kv", kvh), fmt::arg("d", d), fmt::arg("I", I),
+                               fmt::arg("sc", w.flash_attention ? " (flash: no scores)" : fmt::format(" + scores b·a·c·{}·(4+{})", ctx, el)))});
+  const uint64_t positions = w.all_logits ? c : 1;
+  e.logits_bytes = mul({b, positions, static_cast<uint64_t>(s.vocab_size), 4});
+  e.gpu.push_back({"logits", e.logits_bytes,
+                   fmt::format("batch({}) × {} × vocab({}) × 4 B (fp32)", b, w.all_logits ? fmt::format("positions({})", c) : "1 position", s.vocab_size)});
+  // One stranded block of the largest odd-sized transient (MLP intermediate or logits): the
+  // caching allocator may keep it free but unusable for a larger request. Score buffers
+  // are the same size in every layer and are reused exactly, so they do not count.
+  const uint64_t largest = std::max(mul({b, c, I, el}), e.logits_bytes);
+  return (largest + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB);
+}
+
+void estimate_detail::add_overheads(Estimate& e, uint64_t slack_default) {
+  auto over = [&](const std::string& name, uint64_t def, const std::string& why) {
+    auto it = e.workload.overheads.find(name);
+    const bool set = it != e.workload.overheads.end();
+    e.gpu.push_back({name, set ? it->second : def, set ? "set with --overhead" : why, true});
+  };
+  over("cuda_context", 500 * kMiB, "CUDA context + kernel images (default 500 MiB; measure with nvidia-smi after torch.cuda.init())");
+  over("cublas_workspace", 32 * kMiB, "cuBLAS workspace (PyTorch default on sm90: CUBLAS_WORKSPACE_CONFIG=:4096:8 = 32 MiB)");
+  over("allocator_slack", slack_default,
+       "caching-allocator fragmentation: one block of the largest odd-sized transient (MLP intermediate or logits), 2 MiB-rounded");
+}
+
+Verdict verdict(const Estimate& e, uint64_t vram) {
+  Verdict v;
+  v.vram = vram;
+  v.fits = e.per_gpu_total <= vram;
+  v.margin = v.fits ? vram - e.per_gpu_total : e.per_gpu_total - vram;
+  v.text = v.fits ? fmt::format("fits, {} headroom", format_bytes(v.margin)) : fmt::format("OOM by {}", format_bytes(v.margin));
+  return v;
+}
+
+}  // namespace nunchaku

@@ -1,0 +1,109 @@
+// How much device (and host) memory a workload needs, as named components
+// with their formulas, plus per-module costs a planner charges to devices.
+// Every formula and its source is in docs/estimate.md; the numbers are exact
+// where the inputs allow (weights from the tensor index, KV cache from the
+// config) and documented approximations elsewhere (activations, slack).
+//
+// For `plan`: a device that holds modules M pays
+//     Σ_{m∈M} modules[m].weight_bytes + modules[m].kv_bytes + modules[m].train_bytes
+//   + activations (once, if it runs any layer) + logits (if it holds the head)
+//   + every overhead (per device).
+// per_gpu_total is that sum when the model is split evenly over `gpus`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "format/checkpoint.hpp"
+#include "memory/workload.hpp"
+#include "model/model.hpp"
+
+namespace nunchaku {
+
+struct Component {
+  std::string name;     // stable key: "weights", "kv_cache", "activations", "logits", "gradients",
+                        // "optimizer_states", "master_weights", "cuda_context", ...
+  uint64_t bytes = 0;   // per GPU (or host, for Estimate::host)
+  std::string formula;  // the formula with this workload's numbers filled in
+  bool overhead = false;  // a fixed per-device cost, overridable with --overhead NAME=SIZE
+};
+
+// One module of the layout (embedding, layer i, final norm, head, other) under the workload.
+struct ModuleCost {
+  std::string name;
+  ModuleKind kind = ModuleKind::Other;
+  int64_t layer = -1;
+  uint64_t parameters = 0;
+  uint64_t weight_bytes = 0;     // after --dtype / --quant (GGUF: as stored unless re-quantized)
+  uint64_t kv_bytes = 0;         // this layer's KV cache for batch × context (0 for non-layers)
+  uint64_t trainable_parameters = 0;
+  uint64_t train_bytes = 0;      // gradients + master weights + optimizer states + adapter weights,
+                                 // unpartitioned (ZeRO-0) and on the GPU (no offload)
+};
+
+struct Estimate {
+  ModelSpec spec;                // as used (head_dim filled in)
+  Workload workload;             // resolved: context, prefill_chunk, lora_targets filled in
+  bool context_defaulted = false;  // context was min(model max, 4096)
+  DType weight_dtype = DType::F16;   // --dtype or the dominant stored float dtype
+  DType compute_dtype = DType::F16;  // activations
+  DType kv_dtype = DType::F16;
+  bool mixed_precision = false;  // training with 16-bit weights: fp32 master copy
+  uint64_t parameters = 0;       // all tensors' elements
+  uint64_t trainable_parameters = 0;
+  uint64_t largest_layer_parameters = 0;  // largest leaf module (DeepSpeed's ZeRO-3 term)
+  uint64_t kv_bytes_per_token = 0;        // all layers, one sequence, ignoring windows
+  uint64_t activation_bytes = 0;          // per device that runs layers (peak transient or saved)
+  uint64_t logits_bytes = 0;              // on the device that holds the head
+  std::vector<Component> gpu;    // per GPU, in table order
+  std::vector<Component> host;   // CPU RAM (offload, DeepSpeed's host estimate); may be empty
+  std::vector<ModuleCost> modules;
+  uint64_t per_gpu_total = 0;
+  uint64_t host_total = 0;
+  std::vector<std::string> notes;  // assumptions worth reading (defaults taken, terms dropped)
+
+  uint64_t component(std::string_view name) const;  // bytes of a GPU component, 0 if absent
+};
+
+// Throws Error("estimate.*", exit 2) when the workload is invalid for the model
+// (no spec, batch 0, offload without ZeRO, ...).
+Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workload& w);
+
+// KV cache bytes of one layer for `tokens` per sequence × `batch` sequences:
+// 2 × n_kv_heads × head_dim × min(window, tokens) × batch × bytes, or for MLA
+// (kv_lora_rank + qk_rope_head_dim) × tokens × batch × bytes.
+uint64_t kv_layer_bytes(const ModelSpec& spec, int64_t layer, int64_t tokens, int64_t batch, DType kv_dtype);
+uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, int64_t batch, DType kv_dtype);
+
+// Default sizes of the named overheads (cuda_context, cublas_workspace). allocator_slack
+// is derived from the workload (see docs) unless overridden.
+std::vector<std::string> overhead_names();
+
+struct Verdict {
+  uint64_t vram = 0;          // smallest device given
+  bool fits = false;
+  uint64_t margin = 0;        // headroom when it fits, shortfall when not
+  std::string text;           // "fits, 2.10 GiB headroom" / "OOM by 3.40 GiB"
+};
+Verdict verdict(const Estimate& e, uint64_t vram);
+
+// "To make it fit": each suggestion is the workload changed in one way and
+// re-estimated with the same model; only changes that fit are returned.
+struct Suggestion {
+  std::string what;      // "largest batch", "longest context", "quantize", ...
+  std::string flags;     // the command-line change: "--batch 3"
+  uint64_t per_gpu_total = 0;
+  uint64_t headroom = 0;
+};
+std::vector<Suggestion> suggest_fits(const Checkpoint& ck, const ModelLayout& layout, const Workload& w,
+                                     uint64_t vram);
+
+nlohmann::json to_json(const Estimate& e);
+nlohmann::json to_json(const Verdict& v);
+nlohmann::json to_json(const std::vector<Suggestion>& s);
+
+}  // namespace nunchaku

@@ -1,0 +1,44 @@
+// Private to estimate.cpp / training.cpp: the pieces of estimate() that add components.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <vector>
+
+#include "memory/estimate.hpp"
+
+namespace nunchaku::estimate_detail {
+
+// Saturating arithmetic: user-given batch × context products must never wrap
+// (a wrapped total would say "fits"); a saturated one says OOM.
+inline uint64_t add(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<uint64_t>::max() : r;
+}
+inline uint64_t mul(std::initializer_list<uint64_t> xs) {
+  uint64_t r = 1;
+  for (uint64_t x : xs)
+    if (__builtin_mul_overflow(r, x, &r)) return std::numeric_limits<uint64_t>::max();
+  return r;
+}
+
+// Bytes per element (sub-byte and block types round up to 1; only used for plain types).
+inline uint64_t elem_bytes(DType t) {
+  const auto& i = dtype_info(t);
+  return i.block_elems == 1 ? i.block_bytes : (i.block_bytes >= i.block_elems ? i.block_bytes / i.block_elems : 1);
+}
+
+// A tensor that receives gradients: a base weight (full training) or a LoRA factor.
+struct TrainTensor {
+  size_t module = 0;      // index into Estimate::modules
+  uint64_t rows = 0, cols = 0, numel = 0;  // rows × cols matrix view (Adafactor factors it)
+  bool adapter = false;   // LoRA factor: fp32 weight + grad, no master copy
+};
+
+// Each adds its GPU (and host) components to `e` and returns the default allocator slack.
+uint64_t add_inference_activations(Estimate& e);
+uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainable);
+void add_overheads(Estimate& e, uint64_t slack_default);
+
+}  // namespace nunchaku::estimate_detail

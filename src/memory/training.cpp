@@ -1,0 +1,144 @@
+// Training terms of estimate(): gradients, master weights, optimizer states,
+// LoRA adapters, ZeRO partitioning/offload (DeepSpeed's model-state estimators)
+// and saved activations (Korthikanti et al. 2022). Formulas: docs/estimate.md.
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "memory/estimate_detail.hpp"
+
+namespace nunchaku::estimate_detail {
+namespace {
+
+constexpr uint64_t kMiB = 1ULL << 20;
+
+// fp32 optimizer state bytes of one trainable tensor.
+uint64_t optimizer_bytes(Optimizer o, const TrainTensor& t) {
+  switch (o) {
+    case Optimizer::AdamW: return mul({8, t.numel});  // exp_avg + exp_avg_sq
+    case Optimizer::AdamW8bit:
+      // bitsandbytes 8-bit blockwise: two uint8 states + one fp32 absmax per 256-element block
+      // each; tensors under min_8bit_size (4096) keep fp32 states.
+      if (t.numel < 4096) return mul({8, t.numel});
+      return add(mul({2, t.numel}), mul({2, 4, (t.numel + 255) / 256}));
+    case Optimizer::SGD: return 0;
+    case Optimizer::SGDMomentum: return mul({4, t.numel});
+    case Optimizer::Lion: return mul({4, t.numel});
+    case Optimizer::Adafactor:
+      // HF Adafactor (beta1=None): factored second moment, row + column vectors for matrices.
+      if (t.rows > 1 && t.cols > 1) return mul({4, add(t.rows, t.cols)});
+      return mul({4, t.numel});
+  }
+  return 0;
+}
+
+}  // namespace
+
+uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainable) {
+  const Workload& w = e.workload;
+  const ModelSpec& s = e.spec;
+  const uint64_t n = static_cast<uint64_t>(w.gpus);
+  const int z = w.zero;
+  const bool off_opt = w.offload != Offload::None;  // params offload implies optimizer offload
+  const bool off_params = w.offload == Offload::Params;
+  const uint64_t el = elem_bytes(e.compute_dtype);
+
+  uint64_t base_params = 0, adapter_params = 0, grads16 = 0, master = 0, opt = 0, fp32_grads = 0, adapters = 0;
+  for (const auto& t : trainable) {
+    uint64_t tb = 0;
+    const uint64_t ob = optimizer_bytes(w.optimizer, t);
+    opt = add(opt, ob);
+    tb = add(tb, ob);
+    if (t.adapter) {
+      adapter_params = add(adapter_params, t.numel);
+      adapters = add(adapters, mul({4, t.numel}));  // PEFT keeps adapters in fp32
+      grads16 = add(grads16, mul({4, t.numel}));    // their grads are fp32 too
+      tb = add(tb, mul({8, t.numel}));
+    } else {
+      base_params = add(base_params, t.numel);
+      grads16 = add(grads16, mul({el, t.numel}));
+      tb = add(tb, mul({el, t.numel}));
+      if (e.mixed_precision) {
+        master = add(master, mul({4, t.numel}));
+        tb = add(tb, mul({4, t.numel}));
+        if (z >= 1) fp32_grads = add(fp32_grads, mul({4, t.numel}));
+      }
+    }
+    if (t.module < e.modules.size()) {
+      e.modules[t.module].trainable_parameters = add(e.modules[t.module].trainable_parameters, t.numel);
+      e.modules[t.module].train_bytes = add(e.modules[t.module].train_bytes, tb);
+    }
+  }
+  const uint64_t T = add(base_params, adapter_params);
+  e.trainable_parameters = T;
+  const uint64_t L = e.largest_layer_parameters;
+
+  // Which states are partitioned over the n GPUs (ZeRO stage) and which live on the host.
+  const uint64_t part_opt = z >= 1 ? n : 1, part_grad = z >= 2 ? n : 1, part_param = z >= 3 ? n : 1;
+  const std::string zs = z == 0 ? "" : fmt::format(" / {} GPUs (ZeRO-{})", n, z);
+  if (adapters > 0)
+    e.gpu.push_back({"lora_adapters", adapters / part_param,
+                     fmt::format("rank {} × (in + out) per target ({}) × 4 B fp32 = {} params{}", w.lora_rank,
+                                 fmt::join(w.lora_targets, ","), adapter_params, z >= 3 ? zs : "")});
+  const uint64_t g16 = (off_opt || z >= 3) ? 0 : grads16 / part_grad;
+  e.gpu.push_back({"gradients", add(g16, off_opt ? 0 : fp32_grads / part_opt),
+                   off_opt ? "offloaded to CPU with the optimizer (ZeRO-Offload)"
+                   : z >= 3 ? fmt::format("fp32 grad partition 4 B × {} / {} (16-bit grads of the gathered layer are in zero3_gather)", base_params, n)
+                            : fmt::format("{} trainable × {} B{}{}", T, adapter_params > 0 ? 4 : el, z >= 2 ? zs : "",
+                                          fp32_grads > 0 ? fmt::format(" + fp32 grad partition 4 B × {} / {}", base_params, n) : "")});
+  e.gpu.push_back({"master_weights", off_opt ? 0 : master / part_opt,
+                   !e.mixed_precision || adapter_params > 0 ? "none (weights already fp32 or frozen)"
+                   : off_opt ? "offloaded to CPU (ZeRO-Offload)" : fmt::format("fp32 copy 4 B × {}{}", base_params, z >= 1 ? zs : "")});
+  e.gpu.push_back({"optimizer_states", off_opt ? 0 : opt / part_opt,
+                   off_opt ? "offloaded to CPU (ZeRO-Offload)"
+                           : fmt::format("{} states over {} trainable params{}", optimizer_name(w.optimizer), T, z >= 1 ? zs : "")});
+  if (z >= 3) {
+    // DeepSpeed's largest_layer_memory: the gathered layer's 16-bit params and grads.
+    e.gpu.push_back({"zero3_gather", mul({4, L}), fmt::format("4 B × largest layer params ({})", L)});
+  }
+  // Host memory, DeepSpeed's cpu_mem with additional_buffer_factor 1.5 (single node).
+  const uint64_t states = add(add(master, opt), fp32_grads);  // 16 B/param for AdamW mixed
+  const uint64_t P = T;
+  auto x15 = [](uint64_t v) { return v / 2 * 3 + (v % 2) * 3 / 2; };
+  if (z >= 1 && z <= 2) {
+    if (off_opt)
+      e.host.push_back({"host_model_states", x15(std::max(mul({4, n, P}), states)),
+                        fmt::format("max(4 × {} GPUs × P, {} B of fp32 states) × 1.5 (DeepSpeed estimate_zero2, cpu_offload)", n, states)});
+    else
+      e.host.push_back({"host_model_states", x15(mul({4, n, P})), fmt::format("P × 4 × {} GPUs × 1.5 (DeepSpeed estimate_zero2)", n)});
+  } else if (z == 3) {
+    if (off_params)
+      e.host.push_back({"host_model_states", x15(add(mul({2, P}), states)), "(2 B params + fp32 states) × P × 1.5 (DeepSpeed estimate_zero3, offload params)"});
+    else if (off_opt)
+      e.host.push_back({"host_model_states", x15(states), "fp32 states × 1.5 (DeepSpeed estimate_zero3, offload optimizer)"});
+    else
+      e.host.push_back({"host_model_states", x15(mul({4, L, n})), fmt::format("largest layer × 4 B × {} GPUs × 1.5 (DeepSpeed estimate_zero3)", n)});
+  }
+
+  // Saved activations (Korthikanti et al. 2022, 16-bit activations; scaled for fp32).
+  const uint64_t sq = w.context, b = w.batch, h = s.hidden_size, a = s.num_heads, layers = s.num_layers;
+  const uint64_t per_layer_16 = w.flash_attention ? mul({34, sq, b, h}) : mul({sq, b, add(mul({34, h}), mul({5, a, sq}))});
+  const uint64_t per_layer = mul({per_layer_16, el}) / 2;
+  uint64_t act;
+  std::string f;
+  if (w.grad_checkpointing) {
+    act = add(mul({layers, 2, sq, b, h, el}) / 2, per_layer);
+    f = fmt::format("layers({}) × 2·s·b·h (checkpoints) + one layer recomputed s·b·h·({}), s={} b={} h={}{}", layers,
+                    w.flash_attention ? "34" : "34 + 5·a·s/h", sq, b, h, el == 2 ? "" : fmt::format(", × {}/2 B", el));
+  } else {
+    act = mul({layers, per_layer});
+    f = fmt::format("layers({}) × s·b·h·({}), s={} b={} h={} a={}{}", layers, w.flash_attention ? "34 (flash: no scores)" : "34 + 5·a·s/h",
+                    sq, b, h, a, el == 2 ? "" : fmt::format(", × {}/2 B", el));
+  }
+  e.activation_bytes = act;
+  e.gpu.push_back({"activations", act, f});
+  e.logits_bytes = mul({b, sq, static_cast<uint64_t>(s.vocab_size), add(el, 8)});
+  e.gpu.push_back({"logits", e.logits_bytes,
+                   fmt::format("b·s·vocab × ({} B logits + 4 B fp32 upcast + 4 B grad) = {}·{}·{}", el, b, sq, s.vocab_size)});
+  const uint64_t largest = std::max(mul({b, sq, static_cast<uint64_t>(s.vocab_size), 4}),
+                                    mul({b, sq, static_cast<uint64_t>(std::max<int64_t>(s.intermediate_size, 0)), el}));
+  return (largest + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB);
+}
+
+}  // namespace nunchaku::estimate_detail

@@ -1,0 +1,63 @@
+// What the user wants to do with the model, shared by `estimate` and `plan`:
+// the same options mean the same thing in both, and plan charges devices with
+// the per-module numbers that estimate() computes from this struct.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "format/dtype.hpp"
+
+namespace nunchaku {
+
+enum class Mode { Infer, Train, LoRA, QLoRA };
+enum class Optimizer { AdamW, AdamW8bit, SGD, SGDMomentum, Adafactor, Lion };
+enum class Offload { None, Optimizer, Params };  // ZeRO-Offload targets
+
+std::string_view mode_name(Mode m);            // "infer", "train", "lora", "qlora"
+std::string_view optimizer_name(Optimizer o);  // "adamw", "adamw8bit", "sgd", ...
+std::string_view offload_name(Offload o);      // "none", "optimizer", "params"
+// Throw Error("usage.<option>", exit 2) on an unknown name.
+Mode parse_mode(std::string_view s);
+Optimizer parse_optimizer(std::string_view s);
+Offload parse_offload(std::string_view s);
+
+// A what-if weight format (--quant). None means "weights as stored (or --dtype)".
+enum class QuantScheme { None, Int8, NF4, FP4, GPTQ, AWQ, GGML };
+
+struct QuantSpec {
+  QuantScheme scheme = QuantScheme::None;
+  int bits = 4;              // GPTQ/AWQ: 2, 3, 4 or 8
+  int group_size = 128;      // GPTQ/AWQ: input features per scale/zero group; -1 = one group per row
+  bool double_quant = false; // NF4/FP4: bitsandbytes bnb_4bit_use_double_quant
+  std::string ggml;          // GGML: llama.cpp ftype name, lower case ("q4_k_m", "q8_0", ...)
+
+  std::string label() const; // "nf4+dq", "gptq-4bit-g128", "q4_k_m", "" for None
+};
+
+struct Workload {
+  Mode mode = Mode::Infer;
+  int64_t batch = 1;
+  int64_t context = 0;        // tokens per sequence (prompt + generated); 0 = min(model max, 4096)
+  int64_t prefill_chunk = 0;  // tokens per forward pass during prefill; 0 = the whole context
+  std::optional<DType> dtype;     // weight/compute dtype; nullopt = as stored
+  std::optional<DType> kv_dtype;  // nullopt = compute dtype (F16 for GGUF, as llama.cpp)
+  QuantSpec quant;
+  Optimizer optimizer = Optimizer::AdamW;
+  bool grad_checkpointing = false;
+  bool flash_attention = false;
+  bool all_logits = false;    // logits for every position, not just the last
+  int64_t lora_rank = 16;
+  std::vector<std::string> lora_targets;  // module names ("q_proj"); empty = q_proj,v_proj (PEFT's llama default); "all-linear"
+  int gpus = 1;
+  int zero = 0;               // ZeRO stage 0..3 (training modes)
+  Offload offload = Offload::None;
+  // Overrides for the named overheads (cuda_context, cublas_workspace, allocator_slack).
+  std::map<std::string, uint64_t> overheads;
+};
+
+}  // namespace nunchaku
