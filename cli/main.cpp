@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   nunchaku::cli::Action action;
   nunchaku::cli::add_inspect(app, action);
   nunchaku::cli::add_load(app, action);
+  nunchaku::cli::add_estimate(app, action);
 
   try {
     app.parse(argc, argv);
