@@ -109,6 +109,7 @@ void print_text(const Checkpoint& ck, const ModelLayout& layout, const InspectOp
   if (o.filter.empty()) print_modules(layout);
   if (!layout.tied.empty()) fmt::print("\ntied: {}\n", fmt::join(layout.tied, ", "));
   for (const auto& w : ck.warnings) fmt::print("warning: {}\n", w);
+  for (const auto& w : layout.warnings) fmt::print("warning: {}\n", w);
 
   if (o.tensors) {
     fmt::print("\n{:<50} {:<8} {:<22} {:>12} {:>14}  {}\n", "name", "dtype", "shape", "bytes", "offset", "file");

@@ -100,6 +100,11 @@ Checkpoint open_checkpoint(const std::string& path) {
   } else {
     ck = read_one_file(path);
   }
+  // The contract of Checkpoint::tensors: file order, then offset order (pickle
+  // order in PyTorch files is not storage order). Stable, so aliases keep their order.
+  std::stable_sort(ck.tensors.begin(), ck.tensors.end(), [](const TensorInfo& a, const TensorInfo& b) {
+    return a.file != b.file ? a.file < b.file : a.offset < b.offset;
+  });
   ck.path = path;
   if (ck.config_path.empty()) ck.config_path = config_beside(path, dir);
   return ck;

@@ -72,7 +72,9 @@ nlohmann::json inspect_json(const Checkpoint& ck, const ModelLayout& layout, con
   }
   j["layers"] = layers;
   j["tied"] = layout.tied;
-  j["warnings"] = ck.warnings;
+  json warnings = ck.warnings;
+  for (const auto& w : layout.warnings) warnings.push_back(w);
+  j["warnings"] = warnings;
   j["tensors"] = std::move(tensors);
   return j;
 }
