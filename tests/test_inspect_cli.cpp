@@ -127,7 +127,7 @@ TEST_CASE("inspect: every real shared test file indexes; broken.pt fails cleanly
   CHECK(b.err.find("broken.pt") != std::string::npos);
 }
 
-TEST_CASE("--version says whether CUDA is compiled in and lists devices or none", "[cli]") {
+TEST_CASE("version: --version says whether CUDA is compiled in and lists devices or none", "[cli]") {
   auto r = run_cli({"--version"});
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("nunchaku 0.") == 0);
