@@ -119,6 +119,7 @@ TEST_CASE("safetensors: round trip through a file, tensors in offset order", "[s
 }
 
 TEST_CASE("safetensors: every dtype of the spec, with exact byte sizes", "[safetensors]") {
+  // The spec's list: huggingface/safetensors Dtype as of v0.8.0 (22 dtypes).
   // (dtype, elements, bytes): sub-byte floats pack F4 two per byte, F6 four per three bytes.
   struct Case { const char* name; DType t; uint64_t numel, bytes; };
   const Case cases[] = {
@@ -129,6 +130,7 @@ TEST_CASE("safetensors: every dtype of the spec, with exact byte sizes", "[safet
       {"F64", DType::F64, 3, 24},        {"C64", DType::C64, 3, 24},       {"F8_E4M3", DType::F8_E4M3, 3, 3},
       {"F8_E5M2", DType::F8_E5M2, 3, 3}, {"F8_E8M0", DType::F8_E8M0, 3, 3}, {"F4", DType::F4, 6, 3},
       {"F6_E2M3", DType::F6_E2M3, 8, 6}, {"F6_E3M2", DType::F6_E3M2, 4, 3},
+      {"F8_E4M3FNUZ", DType::F8_E4M3FNUZ, 3, 3}, {"F8_E5M2FNUZ", DType::F8_E5M2FNUZ, 3, 3},
   };
   std::string h = "{";
   uint64_t at = 0;
@@ -138,6 +140,7 @@ TEST_CASE("safetensors: every dtype of the spec, with exact byte sizes", "[safet
     at += c.bytes;
   }
   h += "}";
+  static_assert(std::size(cases) == 22);
   Checkpoint ck = read_mem(st_padded(h, at));
   REQUIRE(ck.tensors.size() == std::size(cases));
   for (size_t i = 0; i < std::size(cases); ++i) {
@@ -267,6 +270,8 @@ TEST_CASE("safetensors rule: unknown dtype", "[safetensors]") {
   // ggml block types share our dtype table but are not safetensors dtypes; names are case-sensitive.
   CHECK(error_of(st_raw("{\"w\":" + entry("Q4_K", "[256]", 0, 144) + "}", 144)).code() == "safetensors.unknown_dtype");
   CHECK(error_of(st_raw("{\"w\":" + entry("f32", "[1]", 0, 4) + "}", 4)).code() == "safetensors.unknown_dtype");
+  // C128 is in our table (PyTorch complex128) but not a safetensors dtype.
+  CHECK(error_of(st_raw("{\"w\":" + entry("C128", "[1]", 0, 16) + "}", 16)).code() == "safetensors.unknown_dtype");
 }
 
 TEST_CASE("safetensors rule: element count or byte size overflows", "[safetensors]") {

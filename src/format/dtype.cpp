@@ -69,6 +69,8 @@ constexpr std::array<DTypeInfo, static_cast<size_t>(DType::Count)> kTable{{
     {DType::NVFP4, "NVFP4", 64, 36, K::Quantized, 40},
     // block_q1_0: f16 scale + 1 bit per element, 128 elements
     {DType::Q1_0, "Q1_0", 128, 18, K::Quantized, 41},
+    {DType::F8_E4M3FNUZ, "F8_E4M3FNUZ", 1, 1, K::Float, -1},
+    {DType::F8_E5M2FNUZ, "F8_E5M2FNUZ", 1, 1, K::Float, -1},
 }};
 
 constexpr bool table_in_enum_order() {
@@ -113,6 +115,8 @@ std::optional<DType> dtype_from_torch(std::string_view n) {
   if (n == "float8_e4m3fn") return DType::F8_E4M3;
   if (n == "float8_e5m2") return DType::F8_E5M2;
   if (n == "float8_e8m0fnu") return DType::F8_E8M0;
+  if (n == "float8_e4m3fnuz") return DType::F8_E4M3FNUZ;
+  if (n == "float8_e5m2fnuz") return DType::F8_E5M2FNUZ;
   return std::nullopt;
 }
 

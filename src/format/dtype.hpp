@@ -25,6 +25,8 @@ enum class DType : uint16_t {
   Q4_0_4_4, Q4_0_4_8, Q4_0_8_8, IQ4_NL_4_4, IQ4_NL_4_8, IQ4_NL_8_8,
   // ggml types added later (ggml ids 40, 41); appended so earlier enum values stay put
   NVFP4, Q1_0,
+  // safetensors >= 0.8 (AMD fp8 variants: no Inf, one NaN, bias +1); appended for the same reason
+  F8_E4M3FNUZ, F8_E5M2FNUZ,
   Count
 };
 

@@ -25,6 +25,29 @@ constexpr int kMaxDepth = 32;
 
 using json = nlohmann::json;
 
+// The dtypes of the safetensors spec (huggingface/safetensors Dtype, v0.8).
+// An explicit list: our DType table also holds C128 and the ggml block types,
+// which safetensors does not have.
+constexpr DType kSafetensorsDTypes[] = {
+    DType::BOOL,    DType::F4,      DType::F6_E2M3, DType::F6_E3M2,     DType::U8,          DType::I8,
+    DType::F8_E5M2, DType::F8_E4M3, DType::F8_E8M0, DType::F8_E4M3FNUZ, DType::F8_E5M2FNUZ, DType::I16,
+    DType::U16,     DType::F16,     DType::BF16,    DType::I32,         DType::U32,         DType::F32,
+    DType::C64,     DType::F64,     DType::I64,     DType::U64,
+};
+
+std::optional<DType> safetensors_dtype(std::string_view name) {
+  auto d = dtype_from_name(name);
+  if (d && std::find(std::begin(kSafetensorsDTypes), std::end(kSafetensorsDTypes), *d) != std::end(kSafetensorsDTypes))
+    return d;
+  return std::nullopt;
+}
+
+std::string safetensors_dtype_list() {
+  std::string s;
+  for (DType d : kSafetensorsDTypes) s += (s.empty() ? "" : " ") + std::string(dtype_name(d));
+  return s;
+}
+
 struct Entry {
   std::string name;
   DType dtype;
@@ -185,12 +208,10 @@ class Reader {
     Entry e;
     e.name = name;
     const auto& dname = dt->get_ref<const std::string&>();
-    auto d = dtype_from_name(dname);
-    // dtype_from_name also knows the ggml block types, which safetensors has not.
-    if (!d || dtype_info(*d).kind == DTypeKind::Quantized)
+    auto d = safetensors_dtype(dname);
+    if (!d)
       fail("safetensors.unknown_dtype", "unknown dtype \"" + dname + "\"", name, locate(name),
-           "safetensors dtypes: BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64 C64 F8_E4M3 F8_E5M2 F8_E8M0 F4 "
-           "F6_E2M3 F6_E3M2");
+           "safetensors dtypes: " + safetensors_dtype_list());
     e.dtype = *d;
 
     bool dims_fit = true;
