@@ -371,6 +371,12 @@ TEST_CASE("pytorch: hostile zip archives", "[pytorch]") {
   SECTION("huge string length in data.pkl") {
     CHECK(code_of(good_zip("\x80\x02X" + le(0xFFFFFFFE, 4) + "w.")) == "pickle.truncated");
   }
+  SECTION("shared references that expand exponentially") {
+    // t0 = []; t(i+1) = (t(i), t(i)): 60 levels, 2^60 paths through 61 values
+    std::string dag = B("\x80\x02}(") + u("x") + B("]q\x00");
+    for (int i = 0; i < 60; ++i) dag += B("h\x00h\x00\x86q\x00");
+    CHECK(code_of(good_zip(dag + "u.")) == "pytorch.too_many_values");
+  }
   SECTION("two names flatten to the same dotted name") {
     std::string dup = "\x80\x02}(" + u("a.b") + "K\x01" + u("a") + "}" + u("b") + "K\x02su.";
     CHECK(code_of(good_zip(dup)) == "pytorch.duplicate_name");
@@ -398,6 +404,43 @@ TEST_CASE("pytorch: hostile legacy streams", "[pytorch]") {
   CHECK(code_of(head + tensor_pickle("w", "k", 4, 0, {4}, {1}) + "\x80\x02]." + le(4, 8) + floats4()) ==
         "pytorch.missing_storage");
   CHECK(code_of(head.substr(0, 20)) == "pickle.truncated");
+}
+
+// A ustar archive: 512-byte headers (name, octal size, type '0', magic), data padded to 512.
+std::string make_tar(const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::string out;
+  for (const auto& [name, data] : entries) {
+    std::string h(512, '\0');
+    h.replace(0, name.size(), name);
+    char size[12];
+    std::snprintf(size, sizeof size, "%011o", static_cast<unsigned>(data.size()));
+    h.replace(124, 11, size);
+    h[156] = '0';
+    h.replace(257, 5, "ustar");
+    out += h + data + std::string((512 - data.size() % 512) % 512, '\0');
+  }
+  return out + std::string(1024, '\0');
+}
+
+TEST_CASE("pytorch: old tar format", "[pytorch]") {
+  // storages: count 1, ('k', 'cpu', FloatStorage), 4 elements
+  const std::string storages = B("\x80\x02K\x01.") + "\x80\x02(" + u("k") + u("cpu") + "ctorch\nFloatStorage\nt." +
+                               le(4, 8) + floats4();
+  const std::string pkl = tensor_pickle("w", "k", 4, 1, {3}, {1});
+  std::string tar = make_tar({{"sys_info", "\x80\x02}."}, {"pickle", pkl}, {"storages", storages}});
+  Checkpoint ck = read_bytes(tar);
+  REQUIRE(ck.tensors.size() == 1);
+  // entries at 0, 1024, 2048 (each pickle < 512 bytes): storages data at 2560; the elements follow
+  // the count pickle (5 bytes), the header pickle and the 8-byte element count
+  const uint64_t data = 5 * 512 + 5 + (storages.size() - 5 - 8 - 16) + 8;
+  CHECK(ck.tensors[0].offset == data + 4);
+  CHECK(ck.tensors[0].nbytes == 12u);
+  CHECK(code_of(make_tar({{"pickle", pkl}})) == "pytorch.bad_tar");
+  CHECK(code_of(make_tar({{"pickle", pkl}, {"storages", storages}, {"tensors", ""}})) == "pytorch.unsupported");
+  CHECK(code_of(make_tar({{"pickle", pkl}, {"storages", storages.substr(0, storages.size() - 4)}})) ==
+        "pytorch.storage_out_of_file");
+  std::string cut = tar.substr(0, 3 * 512 + 100);
+  CHECK(code_of(cut) == "pytorch.entry_out_of_file");
 }
 
 TEST_CASE("pytorch: not a checkpoint", "[pytorch]") {
