@@ -468,3 +468,15 @@ TEST_CASE("estimate: invalid workloads are errors with their own codes", "[estim
   big.context = 1LL << 31;
   CHECK(estimate(m.ck, m.layout, big).per_gpu_total == UINT64_MAX);
 }
+
+TEST_CASE("estimate: a real GGUF (stories260K) counts its stored bytes and its GQA cache", "[estimate]") {
+  NUNCHAKU_REQUIRE_SHARED();
+  Checkpoint ck = open_checkpoint(test::shared_testfile("gguf/stories260K.gguf"));
+  ModelLayout layout = describe_model(ck);
+  Estimate e = estimate(ck, layout, Workload{});
+  CHECK(e.component("weights") == ck.total_bytes());
+  // llama.context_length 2048, 5 layers, 4 KV heads × head_dim 8 (64 / 8 heads), F16 cache.
+  CHECK(e.workload.context == 2048);
+  CHECK(e.kv_bytes_per_token == 2 * 5 * 4 * 8 * 2);
+  CHECK(e.kv_dtype == DType::F16);
+}
