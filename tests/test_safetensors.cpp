@@ -214,6 +214,8 @@ TEST_CASE("safetensors rule: header is not JSON", "[safetensors]") {
   CHECK(e.context().offset.has_value());
   // NUL padding is not whitespace (upstream pads with spaces).
   CHECK(error_of(st_raw(std::string("{}\0\0", 4))).code() == "safetensors.header_not_json");
+  // A number past double range (a fuzzer finding: nlohmann throws out_of_range, not parse_error).
+  CHECK(error_of(st_raw(R"({"__metadata__":1e400})")).code() == "safetensors.header_not_json");
 }
 
 TEST_CASE("safetensors rule: header nests too deep", "[safetensors]") {

@@ -217,6 +217,8 @@ TEST_CASE("shards rule: index file problems", "[shards]") {
   CHECK(error_of_index(p).code() == "index.not_json");
   nunchaku::test::write_file(p, std::string("{}\0{", 4));  // text after a NUL must not be ignored
   CHECK(error_of_index(p).code() == "index.not_json");
+  nunchaku::test::write_file(p, std::string(R"({"metadata": {"total_size": 1e400}})"));
+  CHECK(error_of_index(p).code() == "index.not_json");
   nunchaku::test::write_file(p, std::string("[]"));
   CHECK(error_of_index(p).code() == "index.not_object");
   nunchaku::test::write_file(p, std::string(R"({"metadata": {}})"));

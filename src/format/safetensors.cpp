@@ -167,6 +167,9 @@ class Reader {
       // e.byte is 1-based within the header text.
       uint64_t at = 8 + (e.byte > 0 ? e.byte - 1 : 0);
       fail("safetensors.header_not_json", "header is not valid JSON", {}, std::min<uint64_t>(at, 8 + header_len_));
+    } catch (const json::exception&) {
+      // out_of_range 406: a number literal beyond double range (e.g. 1e400); serde_json rejects it too.
+      fail("safetensors.header_not_json", "header is not valid JSON (number out of range)", {}, 8);
     }
     if (!duplicate.empty())
       fail("safetensors.duplicate_name", "the header names this tensor twice", duplicate, locate(duplicate, true));

@@ -102,6 +102,8 @@ json read_index_json(const std::string& path) {
     return json::parse(bytes.begin(), bytes.end());
   } catch (const json::parse_error& e) {
     throw Error("index.not_json", "index is not valid JSON", {.file = path, .offset = e.byte > 0 ? e.byte - 1 : 0});
+  } catch (const json::exception&) {  // out_of_range 406: a number beyond double range
+    throw Error("index.not_json", "index is not valid JSON (number out of range)", {.file = path});
   }
 }
 
