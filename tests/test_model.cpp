@@ -586,6 +586,19 @@ TEST_CASE("tied: tensors sharing a PyTorch storage", "[model]") {
   CHECK(l.tied == std::vector<std::string>{"lm_head.weight=model.embed_tokens.weight"});
 }
 
+TEST_CASE("tied: disjoint views of one storage are not tied", "[model]") {
+  Checkpoint ck = make_ck(llama_hf(16, 1, 4, 2, 4, 40, 50), Format::PyTorch);
+  // Same storage, same shape, but the head starts 16*50 elements further in.
+  ck.tensors[0].storage = "7";
+  ck.tensors[2].storage = "7";
+  ck.tensors[2].storage_offset = 16 * 50;
+  CHECK(describe_model(ck).tied.empty());
+  // Same offset but another shape: a view, not the same parameter.
+  ck.tensors[2].storage_offset = 0;
+  ck.tensors[2].shape = {25, 32};
+  CHECK(describe_model(ck).tied.empty());
+}
+
 TEST_CASE("inferred: dims from shapes; heads only when head_dim shows", "[model]") {
   auto ts = llama_hf(16, 3, 4, 2, 4, 40, 50, /*head=*/false);
   Checkpoint plain = make_ck(ts);

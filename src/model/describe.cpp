@@ -404,11 +404,16 @@ ModelLayout describe_model(const Checkpoint& ck) {
     }
     out.tied.push_back(head + "=" + embed->name);
   }
-  std::map<std::string, size_t> storage_first;
+  // Tied means the same bytes seen the same way: one storage, same element offset, dtype,
+  // shape and strides. Disjoint or overlapping slices of one storage (a fused qkv split
+  // into views, say) share a buffer but are different parameters.
+  std::map<std::string, size_t> view_first;
   for (size_t i = 0; i < ck.tensors.size(); ++i) {
     const auto& t = ck.tensors[i];
     if (t.storage.empty()) continue;
-    auto [it, fresh] = storage_first.try_emplace(t.storage, i);
+    std::string key = fmt::format("{}@{}:{}:{}:{}", t.storage, t.storage_offset, dtype_name(t.dtype),
+                                  fmt::join(t.shape, ","), fmt::join(t.strides, ","));
+    auto [it, fresh] = view_first.try_emplace(std::move(key), i);
     if (!fresh) out.tied.push_back(t.name + "=" + ck.tensors[it->second].name);
   }
   return out;
