@@ -1,0 +1,185 @@
+// Tokenizer from GGUF metadata (tokenizer.ggml.*), as llama.cpp reads it:
+//   model "llama": SentencePiece pieces with scores, token_type, <0xNN> byte tokens;
+//                  a space is prefixed to text at the start and after special tokens,
+//                  spaces become U+2581, then merges by score.
+//   model "gpt2":  byte-level BPE with "a b" merges; tokenizer.ggml.pre names the
+//                  pre-tokenizer regex list (the table below).
+// Token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
+#include <algorithm>
+
+#include "format/gguf.hpp"
+#include "tokenizer/impl.hpp"
+#include "tokenizer/pretokenizers.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace nunchaku {
+
+namespace {
+
+// Reads an integer array of any integer element type.
+bool int_array(const GgufValue& v, std::vector<int64_t>& out) {
+  auto copy = [&](const auto* a) {
+    if (!a) return false;
+    out.assign(a->begin(), a->end());
+    return true;
+  };
+  return copy(v.array<int32_t>()) || copy(v.array<uint32_t>()) || copy(v.array<int8_t>()) ||
+         copy(v.array<uint8_t>()) || copy(v.array<int16_t>()) || copy(v.array<uint16_t>()) ||
+         copy(v.array<int64_t>());
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
+  auto t = std::make_shared<TokenizerImpl>();
+  t->source = g.path;
+  auto str = [&](const char* key) -> std::string {
+    const GgufValue* v = g.find(key);
+    if (!v) return {};
+    const std::string* s = v->as_string();
+    if (!s) t->fail("tokenizer.bad_metadata", std::string(key) + " is not a string");
+    return *s;
+  };
+  auto id = [&](const char* key) -> int32_t {
+    const GgufValue* v = g.find(key);
+    if (!v) return -1;
+    auto x = v->as_int();
+    if (!x) t->fail("tokenizer.bad_metadata", std::string(key) + " is not an integer");
+    if (*x < -1 || *x >= (int64_t{1} << 31)) t->fail("tokenizer.bad_token_id", std::string(key) + " = " + std::to_string(*x) + " is not a token id");
+    return static_cast<int32_t>(*x);
+  };
+  auto flag = [&](const char* key, bool dflt) {
+    const GgufValue* v = g.find(key);
+    if (!v) return dflt;
+    auto b = v->as_bool();
+    if (!b) t->fail("tokenizer.bad_metadata", std::string(key) + " is not a bool");
+    return *b;
+  };
+
+  const std::string model = str("tokenizer.ggml.model");
+  if (model.empty()) t->fail("tokenizer.missing", "no tokenizer.ggml.model in the GGUF metadata", "this file has no embedded tokenizer; pass the HF model directory instead");
+  const GgufValue* tv = g.find("tokenizer.ggml.tokens");
+  const auto* toks = tv ? tv->array<std::string>() : nullptr;
+  if (!toks) t->fail("tokenizer.missing", "tokenizer.ggml.tokens is missing or not a string array");
+  t->tokens = *toks;
+  const size_t n = t->tokens.size();
+
+  t->attr.assign(n, kAttrNormal);
+  if (const GgufValue* v = g.find("tokenizer.ggml.token_type")) {
+    std::vector<int64_t> types;
+    if (!int_array(*v, types)) t->fail("tokenizer.bad_metadata", "tokenizer.ggml.token_type is not an integer array");
+    if (types.size() != n) t->fail("tokenizer.size_mismatch", "tokenizer.ggml.token_type has " + std::to_string(types.size()) + " entries for " + std::to_string(n) + " tokens");
+    for (size_t i = 0; i < n; ++i) {
+      switch (types[i]) {
+        case 2: t->attr[i] = kAttrUnknown; break;
+        case 3: t->attr[i] = kAttrControl; break;
+        case 4: t->attr[i] = kAttrUserDefined; break;
+        case 5: t->attr[i] = kAttrUnused; break;
+        case 6: t->attr[i] = kAttrByte; break;
+        default: t->attr[i] = kAttrNormal; break;
+      }
+    }
+  }
+
+  if (model == "llama") {
+    t->model = ModelKind::SpmScores;
+    t->decode_kind = DecodeKind::Spm;
+    const GgufValue* sv = g.find("tokenizer.ggml.scores");
+    const auto* sc = sv ? sv->array<float>() : nullptr;
+    if (!sc) t->fail("tokenizer.missing", "tokenizer.ggml.scores is missing or not a float32 array (needed by the llama tokenizer)");
+    if (sc->size() != n) t->fail("tokenizer.size_mismatch", "tokenizer.ggml.scores has " + std::to_string(sc->size()) + " entries for " + std::to_string(n) + " tokens");
+    t->scores = *sc;
+    t->spm_space_prefix = flag("tokenizer.ggml.add_space_prefix", true);
+    t->spm_escape_spaces = true;
+    t->strip_leading_space = t->spm_space_prefix;
+    t->byte_fallback = true;
+  } else if (model == "gpt2") {
+    t->model = ModelKind::BpeRanks;
+    t->byte_level = true;
+    t->decode_kind = DecodeKind::ByteLevel;
+    std::string pre = str("tokenizer.ggml.pre");
+    auto table = gguf_pretokenizer(pre.empty() ? "default" : pre);
+    if (!table) t->fail("tokenizer.unknown_pretokenizer", "unknown tokenizer.ggml.pre '" + pre + "'", "supported names are listed in docs/tokenizer.md");
+    for (const std::string& re : table->regexes) {
+      PreStep st;
+      st.regex = std::make_shared<const Regex>(re, g.path);
+      t->pre.push_back(std::move(st));
+    }
+    t->ignore_merges = table->ignore_merges;
+  } else {
+    t->fail("tokenizer.unsupported_model", "tokenizer.ggml.model '" + model + "' is not supported", "supported: llama (SentencePiece) and gpt2 (byte-level BPE)");
+  }
+
+  t->unk = id("tokenizer.ggml.unknown_token_id");
+  t->bos = id("tokenizer.ggml.bos_token_id");
+  t->eos = id("tokenizer.ggml.eos_token_id");
+  t->pad = id("tokenizer.ggml.padding_token_id");
+  if (t->unk < 0 && model == "llama") {
+    for (size_t i = 0; i < n; ++i) if (t->attr[i] & kAttrUnknown) { t->unk = static_cast<int32_t>(i); break; }
+  }
+  const bool add_bos = flag("tokenizer.ggml.add_bos_token", model == "llama");
+  const bool add_eos = flag("tokenizer.ggml.add_eos_token", false);
+  for (int32_t x : {t->unk, t->bos, t->eos, t->pad}) {
+    if (x < -1 || x >= static_cast<int64_t>(n)) t->fail("tokenizer.bad_token_id", "special token id " + std::to_string(x) + " is outside the vocabulary of " + std::to_string(n));
+  }
+  if (add_bos && t->bos >= 0) t->prefix_ids.push_back(t->bos);
+  if (add_eos && t->eos >= 0) t->suffix_ids.push_back(t->eos);
+
+  // Generation ends at EOS, EOT/EOM when given, and the usual end-of-turn control tokens.
+  if (t->eos >= 0) t->eos_ids.push_back(t->eos);
+  for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+    int32_t x = id(key);
+    if (x >= 0 && x < static_cast<int64_t>(n) && std::find(t->eos_ids.begin(), t->eos_ids.end(), x) == t->eos_ids.end()) t->eos_ids.push_back(x);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    static const char* kEog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "</s>"};
+    if (!(t->attr[i] & (kAttrControl | kAttrUserDefined))) continue;
+    for (const char* e : kEog) {
+      if (t->tokens[i] == e && std::find(t->eos_ids.begin(), t->eos_ids.end(), static_cast<int32_t>(i)) == t->eos_ids.end()) {
+        t->eos_ids.push_back(static_cast<int32_t>(i));
+      }
+    }
+  }
+
+  // Control, unknown and user-defined tokens are split out of the text first.
+  for (size_t i = 0; i < n; ++i) {
+    if (t->attr[i] & (kAttrControl | kAttrUnknown | kAttrUserDefined)) {
+      AddedToken a;
+      a.content = t->tokens[i];
+      a.id = static_cast<int32_t>(i);
+      a.special = (t->attr[i] & kAttrUserDefined) == 0;
+      t->added.push_back(std::move(a));
+    }
+  }
+  // Unknown tokens behave like control tokens for is_special / skip_special.
+  for (auto& a : t->attr) if (a & kAttrUnknown) a |= kAttrControl;
+
+  t->chat_template = str("tokenizer.chat_template");
+  t->finish();
+
+  if (model == "gpt2") {
+    // BPE merges "left right" (split at the first space after the first character).
+    const GgufValue* mv = g.find("tokenizer.ggml.merges");
+    const auto* merges = mv ? mv->array<std::string>() : nullptr;
+    if (!merges) t->fail("tokenizer.missing", "tokenizer.ggml.merges is missing or not a string array (needed by the gpt2 tokenizer)");
+    t->merges.reserve(merges->size() * 2);
+    for (size_t r = 0; r < merges->size(); ++r) {
+      const std::string& m = (*merges)[r];
+      size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
+      if (sp == std::string::npos) t->fail("tokenizer.bad_merge", "merge #" + std::to_string(r) + " '" + m + "' is not two tokens separated by a space");
+      auto a = t->token_to_id.find(m.substr(0, sp));
+      auto b = t->token_to_id.find(m.substr(sp + 1));
+      auto ab = t->token_to_id.find(m.substr(0, sp) + m.substr(sp + 1));
+      if (a == t->token_to_id.end() || b == t->token_to_id.end() || ab == t->token_to_id.end()) {
+        t->fail("tokenizer.bad_merge", "merge #" + std::to_string(r) + " '" + m + "' refers to a token that is not in the vocabulary");
+      }
+      uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a->second)) << 32) | static_cast<uint32_t>(b->second);
+      t->merges.emplace(key, std::make_pair(static_cast<int32_t>(r), ab->second));
+    }
+    // User-defined tokens are plain text (llama.cpp prints them as they are).
+    for (size_t i = 0; i < n; ++i) if (t->attr[i] & kAttrUserDefined) t->pieces[i] = t->tokens[i];
+  }
+  return Tokenizer(std::move(t));
+}
+
+}  // namespace nunchaku
