@@ -13,5 +13,6 @@ using Action = std::function<int()>;
 void add_inspect(CLI::App& app, Action& action);
 void add_load(CLI::App& app, Action& action);
 void add_estimate(CLI::App& app, Action& action);
+void add_plan(CLI::App& app, Action& action);
 
 }  // namespace nunchaku::cli

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/workload_options.hpp"
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
 #include "format/open.hpp"
@@ -20,75 +21,10 @@ namespace nunchaku::cli {
 namespace {
 
 struct EstimateOptions {
-  std::string path;
-  std::string mode = "infer", dtype, kv_dtype, quant, optimizer = "adamw", offload = "none", lora_targets, vram;
-  int64_t batch = 1, context = 0, prefill_chunk = 0, lora_rank = 16;
-  int quant_bits = 4, group_size = 128, gpus = 0, zero = 0;
-  bool double_quant = false, grad_ckpt = false, flash = false, all_logits = false, json = false;
-  std::vector<std::string> overheads;
+  std::string path, vram;
+  WorkloadOptions w;
+  bool json = false;
 };
-
-DType user_dtype(const std::string& s, const char* option) {
-  auto d = dtype_from_user(s);
-  if (!d) throw Error("usage.dtype", fmt::format("{}: unknown dtype '{}'", option, s), {.hint = "fp32, bf16, fp16, fp8"});
-  return *d;
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t p = s.find(sep, start);
-    if (p == std::string::npos) p = s.size();
-    if (p > start) out.push_back(s.substr(start, p - start));
-    start = p + 1;
-  }
-  return out;
-}
-
-// --vram: "16G", "16G,24G" or "auto" (free memory of the CUDA devices now).
-std::vector<uint64_t> parse_vram(const std::string& s) {
-  std::vector<uint64_t> out;
-  if (s.empty()) return out;
-  if (s == "auto") {
-    std::string why;
-    for (const auto& d : cuda::list_devices(&why)) out.push_back(d.free_bytes);
-    if (out.empty())
-      throw Error("usage.vram_auto", fmt::format("--vram auto: no CUDA device ({})", why), {.hint = "give sizes, e.g. --vram 24G"});
-    return out;
-  }
-  for (const auto& part : split(s, ',')) out.push_back(parse_size_or_throw(part, "--vram"));
-  if (out.empty()) throw Error("usage.size", "--vram: no size given", {.hint = "e.g. --vram 16G or --vram 16G,24G"});
-  return out;
-}
-
-Workload to_workload(const EstimateOptions& o, size_t n_vram) {
-  Workload w;
-  w.mode = parse_mode(o.mode);
-  w.batch = o.batch;
-  w.context = o.context;
-  w.prefill_chunk = o.prefill_chunk;
-  if (!o.dtype.empty()) w.dtype = user_dtype(o.dtype, "--dtype");
-  if (!o.kv_dtype.empty()) w.kv_dtype = user_dtype(o.kv_dtype, "--kv-dtype");
-  w.quant = parse_quant(o.quant, o.quant_bits, o.group_size, o.double_quant);
-  if (w.quant.scheme == QuantScheme::None && o.double_quant) w.quant.double_quant = true;  // qlora's nf4 base
-  w.optimizer = parse_optimizer(o.optimizer);
-  w.offload = parse_offload(o.offload);
-  w.grad_checkpointing = o.grad_ckpt;
-  w.flash_attention = o.flash;
-  w.all_logits = o.all_logits;
-  w.lora_rank = o.lora_rank;
-  w.lora_targets = split(o.lora_targets, ',');
-  w.gpus = o.gpus > 0 ? o.gpus : std::max<int>(1, static_cast<int>(n_vram));
-  w.zero = o.zero;
-  for (const auto& kv : o.overheads) {
-    auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw Error("usage.overhead", fmt::format("--overhead '{}' is not NAME=SIZE", kv), {.hint = "e.g. --overhead cuda_context=300M"});
-    w.overheads[kv.substr(0, eq)] = parse_size_or_throw(kv.substr(eq + 1), "--overhead");
-  }
-  return w;
-}
 
 void print_table(const Estimate& e) {
   const auto& s = e.spec;
@@ -115,7 +51,7 @@ void print_table(const Estimate& e) {
 
 int run(const EstimateOptions& o) {
   const auto vram = parse_vram(o.vram);
-  Workload w = to_workload(o, vram.size());
+  Workload w = to_workload(o.w, vram.size());
   Checkpoint ck = open_checkpoint(o.path);
   ModelLayout layout = describe_model(ck);
   Estimate e = estimate(ck, layout, w);
@@ -153,27 +89,8 @@ void add_estimate(CLI::App& app, Action& action) {
   auto o = std::make_shared<EstimateOptions>();
   auto* cmd = app.add_subcommand("estimate", "Memory a workload needs per GPU, a verdict against --vram, and what would make it fit");
   cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
-  cmd->add_option("--mode", o->mode, "infer | train | lora | qlora")->capture_default_str();
-  cmd->add_option("--batch", o->batch, "Sequences per forward pass (training: micro-batch per GPU)")->capture_default_str();
-  cmd->add_option("--context", o->context, "Tokens per sequence, prompt + generated (default min(model max, 4096))");
-  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Tokens per prefill forward pass (default: the whole context)");
-  cmd->add_option("--dtype", o->dtype, "Weight/compute dtype (default: as stored): fp32, bf16, fp16, fp8");
-  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype (default: compute dtype; F16 for GGUF)");
-  cmd->add_option("--quant", o->quant, "What-if weight format: int8, nf4, fp4, gptq, awq, q8_0, q4_0, q4_k_m, ...");
-  cmd->add_option("--quant-bits", o->quant_bits, "GPTQ/AWQ bits")->capture_default_str();
-  cmd->add_option("--group-size", o->group_size, "GPTQ/AWQ group size (-1 = per row)")->capture_default_str();
-  cmd->add_flag("--double-quant", o->double_quant, "nf4/fp4 with bitsandbytes double quantization");
-  cmd->add_option("--optimizer", o->optimizer, "adamw | adamw8bit | sgd | sgd-momentum | adafactor | lion")->capture_default_str();
-  cmd->add_flag("--grad-checkpointing", o->grad_ckpt, "Full activation checkpointing (training)");
-  cmd->add_flag("--flash-attention", o->flash, "No materialized attention scores");
-  cmd->add_flag("--all-logits", o->all_logits, "Logits for every position, not just the last (inference)");
-  cmd->add_option("--lora-rank", o->lora_rank, "LoRA rank")->capture_default_str();
-  cmd->add_option("--lora-targets", o->lora_targets, "Comma list of module names, or all-linear (default: PEFT's per-architecture default)");
-  cmd->add_option("--gpus", o->gpus, "GPU count (default: the number of --vram sizes, else 1)");
-  cmd->add_option("--zero", o->zero, "DeepSpeed ZeRO stage 0..3 (training)")->capture_default_str();
-  cmd->add_option("--offload", o->offload, "ZeRO-Offload: none | optimizer | params")->capture_default_str();
+  add_workload_options(cmd, o->w);
   cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)");
-  cmd->add_option("--overhead", o->overheads, "Override a named overhead: cuda_context=300M, cublas_workspace=8M, allocator_slack=0");
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o, &action] { action = [o] { return run(*o); }; });
 }

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   nunchaku::cli::add_inspect(app, action);
   nunchaku::cli::add_load(app, action);
   nunchaku::cli::add_estimate(app, action);
+  nunchaku::cli::add_plan(app, action);
 
   try {
     app.parse(argc, argv);

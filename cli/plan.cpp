@@ -1,0 +1,188 @@
+// nunchaku plan PATH --vram 16G[,24G]: a device map charged for what each device holds at
+// run time, printed as a table or exported (json for load/run, accelerate, llama.cpp,
+// vllm, deepspeed). Exit 3 when nothing fits even with the CPU (and disk with --disk).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/workload_options.hpp"
+#include "core/error.hpp"
+#include "cuda/device_info.hpp"
+#include "format/open.hpp"
+#include "io/weight_store.hpp"
+#include "memory/plan.hpp"
+#include "memory/plan_accelerate.hpp"
+#include "memory/plan_export.hpp"
+#include "memory/units.hpp"
+
+namespace nunchaku::cli {
+namespace {
+
+struct PlanCliOptions {
+  std::string path, vram, cpu_ram, strategy = "balanced", compat, format = "table", output, offload_exec = "cpu";
+  bool disk = false, min_vram = false;
+  WorkloadOptions w;
+};
+
+std::string dev_layers(const DeviceCharge& d) {
+  if (d.layers == 0) return d.modules.empty() ? "-" : fmt::format("{} module{}", d.modules.size(), d.modules.size() == 1 ? "" : "s");
+  return fmt::format("{}-{} ({})", d.first_layer, d.last_layer, d.layers);
+}
+
+void print_table(const DevicePlan& p, const Estimate& e, std::FILE* f) {
+  const auto& s = e.spec;
+  fmt::print(f, "model:    {} ({}), {} layers, {} params; {}, batch {}, context {}\n", s.architecture.empty() ? "?" : s.architecture,
+             s.source, s.num_layers, format_count(e.parameters), mode_name(e.workload.mode), e.workload.batch, e.workload.context);
+  fmt::print(f, "strategy: {}{}\n\n", strategy_name(p.strategy),
+             p.offload_exec == OffloadExec::Cpu ? " (offloaded layers run on the CPU)" : " (offloaded layers streamed to cuda:0)");
+  fmt::print(f, "{:<7} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "device", "layers", "weights", "KV",
+             "activations", "reserve", "total", "budget", "free");
+  for (const auto& d : p.devices) {
+    const uint64_t reserve = d.logits + d.overheads + d.staging + d.train_states;
+    const bool unlimited = d.budget == UINT64_MAX;
+    std::string free = unlimited ? "-" : d.fits() ? format_bytes(d.budget - d.total()) : "-" + format_bytes(d.total() - d.budget);
+    fmt::print(f, "{:<7} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", d.device.str(), dev_layers(d),
+               format_bytes(d.weights), format_bytes(d.kv_cache), format_bytes(d.activations), format_bytes(reserve),
+               format_bytes(d.total()), unlimited ? "-" : format_bytes(d.budget), free);
+  }
+  fmt::print(f, "\nreserve = logits + CUDA context/cuBLAS/allocator overheads + staging{}\n",
+             e.workload.mode == Mode::Infer ? "" : " + gradients/optimizer states");
+  for (const auto& n : p.notes) fmt::print(f, "note: {}\n", n);
+  if (p.fits) fmt::print(f, "fits: {} of {} layers on GPUs\n", p.gpu_layers(), s.num_layers);
+  else fmt::print(f, "does NOT fit: {}\n", p.shortfall);
+}
+
+// Writes `text` to `path` through a temporary file, so a failure leaves nothing half written.
+void write_output(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp-nunchaku";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error("io.write", fmt::format("cannot write {}", path), {.file = path});
+    out << text;
+    if (!out.flush()) throw Error("io.write", fmt::format("cannot write {}", path), {.file = path});
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error("io.write", fmt::format("cannot write {}: {}", path, ec.message()), {.file = path});
+}
+
+int run_plan(const PlanCliOptions& o) {
+  static const std::vector<std::string> formats = {"table", "json", "accelerate", "llama.cpp", "vllm", "deepspeed"};
+  if (std::find(formats.begin(), formats.end(), o.format) == formats.end())
+    throw Error("usage.format", fmt::format("--format: unknown format '{}'", o.format), {.hint = "table, json, accelerate, llama.cpp, vllm, deepspeed"});
+  if (!o.compat.empty() && o.compat != "accelerate")
+    throw Error("usage.compat", fmt::format("--compat: unknown tool '{}'", o.compat), {.hint = "accelerate"});
+  if (o.offload_exec != "cpu" && o.offload_exec != "gpu")
+    throw Error("usage.offload_exec", fmt::format("--offload-exec must be cpu or gpu, not '{}'", o.offload_exec));
+
+  PlanRequest r;
+  r.vram = parse_vram(o.vram);
+  r.strategy = o.compat == "accelerate" ? Strategy::Accelerate : parse_strategy(o.strategy);
+  r.offload_exec = o.offload_exec == "gpu" ? OffloadExec::Gpu : OffloadExec::Cpu;
+  r.allow_disk = o.disk;
+  r.cpu_ram = o.cpu_ram.empty() ? free_bytes_on(Device{Device::Kind::Cpu, 0}) : parse_size_or_throw(o.cpu_ram, "--cpu-ram");
+  std::vector<std::string> notes;
+  if (o.cpu_ram.empty()) notes.push_back(fmt::format("--cpu-ram defaulted to the host's available memory, {}", format_bytes(r.cpu_ram)));
+
+  Workload w = to_workload(o.w, std::max<size_t>(1, r.vram.size()));
+  Checkpoint ck = open_checkpoint(o.path);
+  ModelLayout layout = describe_model(ck);
+  Estimate e = estimate(ck, layout, w);
+
+  std::optional<uint64_t> minv;
+  if (o.min_vram) {
+    const int gpus = std::max<int>(1, static_cast<int>(r.vram.size()));
+    minv = min_vram(e, gpus, r.offload_exec);
+    if (r.vram.empty() && minv) r.vram.assign(static_cast<size_t>(gpus), *minv);
+  }
+  if (r.vram.empty() && o.format != "deepspeed")
+    notes.push_back("no --vram: planning for the CPU alone (give --vram 16G[,24G] or --vram auto)");
+
+  AccelerateMap amap;
+  DevicePlan p = r.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e, r, &amap) : make_plan(e, r);
+  p.notes.insert(p.notes.begin(), notes.begin(), notes.end());
+  if (minv) p.notes.push_back(fmt::format("min VRAM per GPU for everything on {} GPU(s): {} ({} B)", std::max<size_t>(1, r.vram.size()),
+                                          format_bytes(*minv), *minv));
+  else if (o.min_vram) p.notes.push_back("min VRAM: no budget holds every module on the GPUs");
+
+  std::string text;
+  bool fits = p.fits;
+  if (o.format == "table") {
+    // printed below
+  } else if (o.format == "json") {
+    auto j = to_json(p, e);
+    j["path"] = ck.path;
+    if (minv) j["min_vram"] = *minv;
+    text = j.dump(2) + "\n";
+  } else if (o.format == "accelerate") {
+    auto j = r.strategy == Strategy::Accelerate ? accelerate_device_map(amap) : accelerate_device_map(p, e, layout);
+    text = j.dump(2) + "\n";
+  } else if (o.format == "llama.cpp") {
+    auto a = llama_cpp_args(p, e);
+    text = a.command + "\n";
+    p.notes.insert(p.notes.end(), a.notes.begin(), a.notes.end());
+  } else if (o.format == "vllm") {
+    std::vector<uint64_t> totals;
+    std::string why;
+    for (const auto& d : cuda::list_devices(&why)) totals.push_back(d.total_bytes);
+    auto v = vllm_args(e, r.vram, totals);
+    text = v.command + "\n";
+    p.notes.insert(p.notes.end(), v.notes.begin(), v.notes.end());
+  } else if (o.format == "deepspeed") {
+    if (r.vram.empty()) throw Error("usage.vram", "--format deepspeed needs --vram");
+    auto d = deepspeed_config(ck, layout, w, *std::min_element(r.vram.begin(), r.vram.end()));
+    text = d["config"].dump(2) + "\n";
+    fits = d["fits"].get<bool>();
+    p.notes.push_back(fmt::format("DeepSpeed: ZeRO-{} offload {}: {} per GPU ({})", d["zero"].get<int>(), d["offload"].get<std::string>(),
+                                  format_bytes(d["per_gpu_total"].get<uint64_t>()), fits ? "fits" : "does NOT fit even so"));
+  }
+
+  if (o.format == "table") {
+    print_table(p, e, stdout);
+  } else if (!o.output.empty()) {
+    write_output(o.output, text);
+    print_table(p, e, stdout);
+    fmt::print("wrote {} ({})\n", o.output, o.format);
+  } else {
+    fmt::print("{}", text);
+    if (o.format != "json")
+      for (const auto& n : p.notes) fmt::print(stderr, "note: {}\n", n);
+    if (!fits && o.format != "json") fmt::print(stderr, "does NOT fit: {}\n", p.shortfall);
+  }
+  return fits ? 0 : static_cast<int>(Exit::OutOfMemory);
+}
+
+}  // namespace
+
+void add_plan(CLI::App& app, Action& action) {
+  auto o = std::make_shared<PlanCliOptions>();
+  auto* cmd = app.add_subcommand("plan", "Device map over GPUs, CPU and disk charged for what each device holds at run time");
+  cmd->footer(
+      "Each GPU is charged its weights, its layers' KV cache, activations, logits where the head is, the CUDA\n"
+      "context/cuBLAS/allocator overheads, and staging for streamed layers (docs/plan.md). Layers are never split.\n"
+      "Exit codes: 0 fits, 2 bad input, 3 nothing fits even with the CPU (and disk with --disk).\n"
+      "Examples:\n"
+      "  nunchaku plan model/ --vram 16G --context 8192 --batch 4\n"
+      "  nunchaku plan model/ --vram 24G,24G --format accelerate -o device_map.json\n"
+      "  nunchaku plan model/ --vram 8G --format llama.cpp\n"
+      "  nunchaku plan model/ --min-vram --gpus 2");
+  cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
+  cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)");
+  cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory budget (default: the host's available memory)");
+  cmd->add_flag("--disk", o->disk, "Allow modules to stay on disk (read-only mmap, read on use)");
+  cmd->add_option("--strategy", o->strategy, "balanced (most layers on GPUs, then even load) | sequential (fill GPUs in order)")
+      ->capture_default_str();
+  cmd->add_option("--compat", o->compat, "accelerate: reproduce accelerate's infer_auto_device_map exactly");
+  cmd->add_option("--offload-exec", o->offload_exec, "Where offloaded layers run: cpu | gpu (streamed through cuda:0)")->capture_default_str();
+  cmd->add_option("--format", o->format, "table | json | accelerate | llama.cpp | vllm | deepspeed")->capture_default_str();
+  cmd->add_option("-o,--output", o->output, "Write the --format output to FILE (the table goes to stdout)");
+  cmd->add_flag("--min-vram", o->min_vram, "Also find the smallest memory per GPU that holds everything on the GPUs");
+  add_workload_options(cmd, o->w);
+  cmd->callback([o, &action] { action = [o] { return run_plan(*o); }; });
+}
+
+}  // namespace nunchaku::cli

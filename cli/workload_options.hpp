@@ -1,0 +1,31 @@
+// The workload options shared by `estimate` and `plan` (the same flag means the same
+// thing in both), and --vram parsing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "memory/workload.hpp"
+
+namespace nunchaku::cli {
+
+struct WorkloadOptions {
+  std::string mode = "infer", dtype, kv_dtype, quant, optimizer = "adamw", offload = "none", lora_targets;
+  int64_t batch = 1, context = 0, prefill_chunk = 0, lora_rank = 16;
+  int quant_bits = 4, group_size = 128, gpus = 0, zero = 0;
+  bool double_quant = false, grad_ckpt = false, flash = false, all_logits = false;
+  std::vector<std::string> overheads;
+};
+
+// Registers --mode, --batch, --context, ..., --overhead on `cmd`.
+void add_workload_options(CLI::App* cmd, WorkloadOptions& o);
+// Throws Error usage.* (exit 2) on bad values. `n_vram`: the number of --vram sizes (GPU count default).
+Workload to_workload(const WorkloadOptions& o, size_t n_vram);
+// --vram: "16G", "16G,24G" or "auto" (free memory of the CUDA devices now); empty when not given.
+std::vector<uint64_t> parse_vram(const std::string& s);
+std::vector<std::string> split(const std::string& s, char sep);
+
+}  // namespace nunchaku::cli

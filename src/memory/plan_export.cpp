@@ -1,0 +1,145 @@
+// Exports of a plan for accelerate, llama.cpp, vLLM and DeepSpeed (formulas in docs/plan.md).
+#include "memory/plan_export.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.hpp"
+
+namespace nunchaku {
+namespace {
+
+nlohmann::json device_value(const Device& d) {
+  if (d.kind == Device::Kind::Cuda) return d.index;
+  return d.kind == Device::Kind::Cpu ? "cpu" : "disk";
+}
+
+bool hf_rotary_model(const ModelLayout& layout) {
+  if (!layout.spec || layout.spec->source != "config.json") return false;
+  static const std::set<std::string> fams = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "gemma", "gemma2", "phi3"};
+  if (!fams.count(layout.spec->architecture)) return false;
+  return std::any_of(layout.modules.begin(), layout.modules.end(), [](const Module& m) { return m.name.starts_with("model.layers."); });
+}
+
+}  // namespace
+
+nlohmann::json accelerate_device_map(const DevicePlan& p, const Estimate& e, const ModelLayout& layout) {
+  nlohmann::json j = nlohmann::json::object();
+  std::optional<Device> first_layer;
+  for (size_t i = 0; i < e.modules.size() && i < p.module_device.size(); ++i) {
+    j[e.modules[i].name] = device_value(p.module_device[i]);
+    if (e.modules[i].kind == ModuleKind::Layer && !first_layer) first_layer = p.module_device[i];
+  }
+  // A head tied to the embedding is not a tensor of the file, but from_pretrained needs it mapped.
+  for (const auto& t : layout.tied) {
+    const std::string alias = t.substr(0, t.find('=')), target = t.substr(t.find('=') + 1);
+    const std::string alias_mod = alias.substr(0, alias.rfind('.')), target_mod = target.substr(0, target.rfind('.'));
+    if (!j.contains(alias_mod) && j.contains(target_mod)) j[alias_mod] = j[target_mod];
+  }
+  if (hf_rotary_model(layout) && first_layer && !j.contains("model.rotary_emb")) j["model.rotary_emb"] = device_value(*first_layer);
+  return j;
+}
+
+nlohmann::json accelerate_device_map(const AccelerateMap& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, d] : m) j[k] = device_value(d);
+  return j;
+}
+
+LlamaCppArgs llama_cpp_args(const DevicePlan& p, const Estimate& e) {
+  LlamaCppArgs a;
+  size_t layers = 0;
+  bool head_on_gpu = false, all_layers_on_gpu = true;
+  std::vector<size_t> per_gpu;
+  for (size_t i = 0; i < e.modules.size() && i < p.module_device.size(); ++i) {
+    const auto& d = p.module_device[i];
+    const bool gpu = d.kind == Device::Kind::Cuda;
+    if (e.modules[i].kind == ModuleKind::Layer) {
+      layers++;
+      if (gpu) {
+        if (per_gpu.size() <= static_cast<size_t>(d.index)) per_gpu.resize(static_cast<size_t>(d.index) + 1, 0);
+        per_gpu[static_cast<size_t>(d.index)]++;
+      } else {
+        all_layers_on_gpu = false;
+      }
+    }
+    if (e.modules[i].kind == ModuleKind::Head && gpu) head_on_gpu = true;
+  }
+  size_t gpu_layers = 0;
+  for (size_t n : per_gpu) gpu_layers += n;
+  a.n_gpu_layers = static_cast<int>(gpu_layers + (all_layers_on_gpu && layers > 0 && head_on_gpu ? 1 : 0));
+  a.command = fmt::format("-ngl {}", a.n_gpu_layers);
+  if (per_gpu.size() > 1) {
+    a.tensor_split = per_gpu;
+    a.command += fmt::format(" --tensor-split {}", fmt::join(per_gpu, ","));
+  }
+  a.notes.push_back("llama.cpp puts the last -ngl layers on the GPUs and keeps token embeddings in host memory; "
+                    "the plan counted the embedding where it placed it, so llama.cpp needs no more VRAM than planned");
+  if (e.workload.context > 0) a.command += fmt::format(" -c {}", e.workload.context);
+  return a;
+}
+
+VllmArgs vllm_args(const Estimate& e, const std::vector<uint64_t>& vram, const std::vector<uint64_t>& device_total) {
+  VllmArgs v;
+  const int n = std::max<int>(1, static_cast<int>(vram.size()));
+  const int64_t heads = e.spec.num_heads;
+  if (heads > 0 && heads % n != 0) {
+    v.pipeline_parallel = n;
+    v.notes.push_back(fmt::format("{} attention heads do not divide over {} GPUs: pipeline parallel instead of tensor parallel", heads, n));
+  } else {
+    v.tensor_parallel = n;
+  }
+  v.max_model_len = e.workload.context;
+  uint64_t weights = 0, kv = 0, over = 0;
+  for (const auto& m : e.modules) weights += m.weight_bytes, kv += m.kv_bytes;
+  for (const auto& c : e.gpu)
+    if (c.overhead) over += c.bytes;
+  const uint64_t budget = vram.empty() ? 0 : *std::min_element(vram.begin(), vram.end());
+  const uint64_t need = weights / n + kv / n + e.activation_bytes + e.logits_bytes + over;
+  const uint64_t short_by = need > budget ? need - budget : 0;
+  v.cpu_offload_gb = std::ceil(static_cast<double>(short_by) / double(1ull << 30) * 10) / 10;
+  if (!device_total.empty() && device_total.front() > 0) {
+    v.gpu_memory_utilization = std::min(0.99, std::floor(double(budget) / double(device_total.front()) * 100) / 100);
+  } else {
+    v.notes.push_back("device size unknown here: --gpu-memory-utilization 0.9 assumes the --vram budget is 90% of the card");
+  }
+  v.command = fmt::format("--tensor-parallel-size {} --pipeline-parallel-size {} --max-model-len {} --gpu-memory-utilization {:.2f}",
+                          v.tensor_parallel, v.pipeline_parallel, v.max_model_len, v.gpu_memory_utilization);
+  if (v.cpu_offload_gb > 0) v.command += fmt::format(" --cpu-offload-gb {:.1f}", v.cpu_offload_gb);
+  v.notes.push_back(fmt::format("vLLM must hold KV for at least one {}-token sequence: planned {} KV for batch {}", v.max_model_len,
+                                kv / n, e.workload.batch));
+  return v;
+}
+
+nlohmann::json deepspeed_config(const Checkpoint& ck, const ModelLayout& layout, const Workload& w, uint64_t vram) {
+  if (w.mode == Mode::Infer)
+    throw Error("usage.format", "--format deepspeed is for training: add --mode train, lora or qlora");
+  const std::pair<int, Offload> order[] = {{0, Offload::None}, {1, Offload::None},      {2, Offload::None},    {2, Offload::Optimizer},
+                                           {3, Offload::None}, {3, Offload::Optimizer}, {3, Offload::Params}};
+  nlohmann::json out;
+  for (const auto& [z, off] : order) {
+    Workload t = w;
+    t.zero = z;
+    t.offload = off;
+    if (w.zero > z || (w.zero == z && w.offload != Offload::None && off == Offload::None)) continue;  // not below what was asked
+    Estimate e = estimate(ck, layout, t);
+    nlohmann::json zero = {{"stage", z}};
+    if (off != Offload::None) zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
+    if (off == Offload::Params) zero["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
+    nlohmann::json cfg = {{"train_micro_batch_size_per_gpu", t.batch},
+                          {"gradient_accumulation_steps", 1},
+                          {"zero_optimization", zero}};
+    if (e.compute_dtype == DType::BF16) cfg["bf16"] = {{"enabled", true}};
+    if (e.compute_dtype == DType::F16) cfg["fp16"] = {{"enabled", true}};
+    out = {{"config", cfg}, {"fits", e.per_gpu_total <= vram}, {"per_gpu_total", e.per_gpu_total}, {"host_total", e.host_total},
+           {"zero", z}, {"offload", offload_name(off)}};
+    if (e.per_gpu_total <= vram) break;
+  }
+  return out;
+}
+
+}  // namespace nunchaku

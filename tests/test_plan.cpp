@@ -1,0 +1,220 @@
+// plan: the balanced/sequential planner on hand-built costs with hand-computed partitions,
+// --compat accelerate against maps made by accelerate itself (scripts/make_golden_plan.py),
+// the exports, and the CLI (plan -> load round trip, exit 3).
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "format/open.hpp"
+#include "memory/plan.hpp"
+#include "memory/plan_accelerate.hpp"
+#include "memory/plan_export.hpp"
+#include "model/model.hpp"
+#include "tests/helpers.hpp"
+
+using namespace nunchaku;
+using nlohmann::json;
+
+namespace {
+
+const Device kCpu{Device::Kind::Cpu, 0};
+const Device kDisk{Device::Kind::Disk, 0};
+Device gpu(int i) { return Device{Device::Kind::Cuda, i}; }
+
+// emb 5 B | 4 layers of 10 B (KV 1 B each) | norm 1 B | head 5 B; activations 2, logits 3,
+// one overhead of 4 B per GPU in use.
+Estimate toy() {
+  Estimate e;
+  e.spec.num_layers = 4;
+  e.workload.mode = Mode::Infer;
+  e.modules.push_back({"emb", ModuleKind::Embedding, -1, 5, 5, 0, 0, 0});
+  for (int i = 0; i < 4; ++i) e.modules.push_back({"L" + std::to_string(i), ModuleKind::Layer, i, 10, 10, 1, 0, 0});
+  e.modules.push_back({"norm", ModuleKind::FinalNorm, -1, 1, 1, 0, 0, 0});
+  e.modules.push_back({"head", ModuleKind::Head, -1, 5, 5, 0, 0, 0});
+  e.activation_bytes = 2;
+  e.logits_bytes = 3;
+  e.gpu.push_back({"cuda_context", 4, "", true});
+  return e;
+}
+
+PlanRequest req(std::vector<uint64_t> vram, uint64_t cpu = 100, Strategy s = Strategy::Balanced) {
+  PlanRequest r;
+  r.vram = std::move(vram);
+  r.cpu_ram = cpu;
+  r.strategy = s;
+  return r;
+}
+
+std::vector<Device> devices_of(const DevicePlan& p) { return p.module_device; }
+
+json read_json(const std::string& path) {
+  std::ifstream f(path);
+  REQUIRE(f.good());
+  return json::parse(f);
+}
+
+std::string dev_str(const json& v) { return v.is_number() ? std::to_string(v.get<int>()) : v.get<std::string>(); }
+std::string dev_str(const Device& d) {
+  return d.kind == Device::Kind::Cuda ? std::to_string(d.index) : d.kind == Device::Kind::Cpu ? "cpu" : "disk";
+}
+
+}  // namespace
+
+TEST_CASE("plan: sequential fills cuda:0 first, balanced evens the load (hand-computed)", "[plan]") {
+  const Estimate e = toy();
+  // Caps 60, 60. Sequential: cuda:0 takes emb..norm = 46 weights + 4 KV + 2 act + 4 overhead = 56;
+  // adding the head would make 64 (+5 weights, +3 logits). cuda:1 gets the head: 5 + 3 + 4 = 12.
+  DevicePlan s = make_plan(e, req({60, 60}, 100, Strategy::Sequential));
+  REQUIRE(s.fits);
+  CHECK(devices_of(s) == std::vector<Device>{gpu(0), gpu(0), gpu(0), gpu(0), gpu(0), gpu(0), gpu(1)});
+  CHECK(s.devices[0].total() == 56);
+  CHECK(s.devices[1].total() == 12);
+  // Balanced: the split after L1 gives 33 | 37 (max 37); after L0 48 on cuda:1, after L2 44 on cuda:0.
+  DevicePlan b = make_plan(e, req({60, 60}));
+  REQUIRE(b.fits);
+  CHECK(devices_of(b) == std::vector<Device>{gpu(0), gpu(0), gpu(0), gpu(1), gpu(1), gpu(1), gpu(1)});
+  CHECK(b.devices[0].total() == 33);
+  CHECK(b.devices[1].total() == 37);
+  CHECK(b.devices[1].logits == 3);
+  CHECK(b.devices[0].layers == 2);
+  CHECK(b.devices[1].first_layer == 2);
+  CHECK(b.devices[1].last_layer == 3);
+}
+
+TEST_CASE("plan: most layers on the GPUs first, the rest on the CPU, then the disk", "[plan]") {
+  const Estimate e = toy();
+  // Caps 30, 30: cuda:0 holds emb+L0 (22; +L1 = 33), cuda:1 holds L1+L2 (28; +L3 = 39).
+  DevicePlan p = make_plan(e, req({30, 30}));
+  REQUIRE(p.fits);
+  CHECK(devices_of(p) == std::vector<Device>{gpu(0), gpu(0), gpu(1), gpu(1), kCpu, kCpu, kCpu});
+  // The CPU runs L3: 16 weights + 1 KV + 2 activations + 3 logits, no CUDA overhead.
+  CHECK(p.devices[2].total() == 22);
+  CHECK(p.gpu_layers() == 3);
+
+  // The CPU short by 1 byte: no fit without disk, and the message says what is short.
+  DevicePlan shortp = make_plan(e, req({30, 30}, 21));
+  CHECK_FALSE(shortp.fits);
+  CHECK_THAT(shortp.shortfall, Catch::Contains("cpu needs"));
+  // With --disk the tail goes to disk: the head's 5 B weights leave host memory (its logits stay).
+  PlanRequest r = req({30, 30}, 21);
+  r.allow_disk = true;
+  DevicePlan d = make_plan(e, r);
+  REQUIRE(d.fits);
+  CHECK(d.module_device.back() == kDisk);
+  CHECK(d.devices[2].total() == 17);
+}
+
+TEST_CASE("plan: min VRAM per GPU is the best contiguous split (hand-computed)", "[plan]") {
+  const Estimate e = toy();
+  CHECK(min_vram(e, 1) == 64u);  // everything: 51 weights + 4 KV + 2 + 3 + 4
+  CHECK(min_vram(e, 2) == 37u);  // split after L1: max(33, 37)
+  DevicePlan p = make_plan(e, req({37, 37}));
+  CHECK(p.fits);
+  CHECK(p.gpu_layers() == 4);
+  DevicePlan q = make_plan(e, req({36, 36}));
+  CHECK(q.module_device.back() == kCpu);  // the head no longer fits
+}
+
+TEST_CASE("plan: streamed offload charges cuda:0 a double buffer and the offloaded KV", "[plan]") {
+  const Estimate e = toy();
+  PlanRequest r = req({100}, 100);
+  r.offload_exec = OffloadExec::Gpu;
+  DevicePlan p = charge_plan(e, r, {gpu(0), gpu(0), kCpu, kCpu, kCpu, kCpu, kCpu});
+  // cuda:0: weights 15, KV of all 4 layers 4, activations 2, logits 3 (it runs the head),
+  // overhead 4, staging 2 × 10 (largest offloaded module).
+  CHECK(p.devices[0].staging == 20);
+  CHECK(p.devices[0].total() == 15 + 4 + 2 + 3 + 4 + 20);
+  CHECK(p.devices[1].total() == 36);  // the CPU only stores weights
+}
+
+TEST_CASE("plan: llama.cpp counts the output layer once every layer is on a GPU", "[plan]") {
+  const Estimate e = toy();
+  DevicePlan all = make_plan(e, req({60, 60}));
+  auto a = llama_cpp_args(all, e);
+  CHECK(a.n_gpu_layers == 5);
+  CHECK(a.tensor_split == std::vector<size_t>{2, 2});
+  DevicePlan part = make_plan(e, req({30, 30}));
+  auto b = llama_cpp_args(part, e);
+  CHECK(b.n_gpu_layers == 3);
+  CHECK_THAT(b.command, Catch::StartsWith("-ngl 3 --tensor-split 1,2"));
+}
+
+TEST_CASE("accelerate compat: its own test case (64/72/100 B over {0: 200, 1: 200})", "[plan]") {
+  const json g = read_json(test::testdata("golden/plan_accelerate.json"))["modules_case"];
+  TorchTree t;
+  t.nodes.push_back(TorchNode{});
+  size_t l1 = t.child(0, "linear1"), bn = t.child(0, "batchnorm"), l2 = t.child(0, "linear2");
+  t.add(l1, "weight", true, 12 * 4), t.add(l1, "bias", true, 4 * 4);
+  t.add(bn, "weight", true, 16), t.add(bn, "bias", true, 16);
+  t.add(bn, "running_mean", true, 16, true), t.add(bn, "running_var", true, 16, true), t.add(bn, "num_batches_tracked", true, 8, true);
+  t.add(l2, "weight", true, 20 * 4), t.add(l2, "bias", true, 5 * 4);
+  CHECK(g["sizes"]["linear1"] == 64);
+  CHECK(g["sizes"]["batchnorm"] == 72);
+  CHECK(g["sizes"]["linear2"] == 100);
+  auto m = infer_auto_device_map(t, {{gpu(0), 200}, {gpu(1), 200}});
+  std::map<std::string, std::string> got;
+  for (const auto& [k, d] : m) got[k] = dev_str(d);
+  std::map<std::string, std::string> want;
+  for (const auto& [k, v] : g["device_map"].items()) want[k] = dev_str(v);
+  CHECK(got == want);
+  CHECK(got == std::map<std::string, std::string>{{"linear1", "0"}, {"batchnorm", "1"}, {"linear2", "1"}});
+}
+
+TEST_CASE("accelerate compat: maps equal accelerate's on the fixtures", "[plan]") {
+  const json g = read_json(test::testdata("golden/plan_accelerate.json"));
+  int compared = 0;
+  for (const auto& [name, model] : g["models"].items()) {
+    Checkpoint ck = open_checkpoint(test::testdata(name));
+    ModelLayout layout = describe_model(ck);
+    TorchTree tree = torch_tree(ck, layout, std::nullopt);
+    uint64_t total = 0;
+    for (const auto& n : tree.nodes)
+      if (n.tensor) total += n.bytes;
+    INFO(name);
+    CHECK(total == model["total_bytes"].get<uint64_t>());
+    for (const auto& c : model["cases"]) {
+      std::vector<std::pair<Device, uint64_t>> mm;
+      for (int i = 0; c["max_memory"].contains(std::to_string(i)); ++i) mm.push_back({gpu(i), c["max_memory"][std::to_string(i)]});
+      if (c["max_memory"].contains("cpu")) mm.push_back({kCpu, c["max_memory"]["cpu"]});
+      std::map<std::string, std::string> got, want;
+      for (const auto& [k, d] : infer_auto_device_map(tree, mm)) got[k] = dev_str(d);
+      for (const auto& [k, v] : c["device_map"].items()) want[k] = dev_str(v);
+      INFO(c["label"].get<std::string>());
+      CHECK(got == want);
+      ++compared;
+    }
+  }
+  CHECK(compared >= 80);
+}
+
+TEST_CASE("plan CLI: json plan loads; accelerate map covers every module; exit 3 when short", "[plan][cli]") {
+  test::TempDir dir;
+  const std::string plan = dir.file("plan.json");
+  auto r = test::run_cli({"plan", test::testdata("models/llama"), "--format", "json", "-o", plan, "--context", "64"});
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("fits"));
+  Placement p = read_plan_file(plan);
+  Checkpoint ck = open_checkpoint(test::testdata("models/llama"));
+  ModelLayout layout = describe_model(ck);
+  check_placement(p, layout);  // throws when a module is missing or unknown
+  auto l = test::run_cli({"load", test::testdata("models/llama"), "--plan", plan, "--verify"});
+  CHECK(l.exit_code == 0);
+
+  auto a = test::run_cli({"plan", test::testdata("models/qwen2"), "--vram", "600M", "--format", "accelerate"});
+  REQUIRE(a.exit_code == 0);
+  json m = json::parse(a.out);
+  Checkpoint qck = open_checkpoint(test::testdata("models/qwen2"));
+  for (const auto& mod : describe_model(qck).modules) CHECK(m.contains(mod.name));
+  CHECK(m.contains("lm_head"));  // tied to the embedding: not in the file, but from_pretrained maps it
+  CHECK(m["lm_head"] == m["model.embed_tokens"]);
+
+  auto s = test::run_cli({"plan", test::testdata("models/llama"), "--vram", "1M", "--cpu-ram", "1K"});
+  CHECK(s.exit_code == 3);
+  CHECK_THAT(s.out, Catch::Contains("does NOT fit"));
+  auto bad = test::run_cli({"plan", test::testdata("models/llama"), "--format", "yaml"});
+  CHECK(bad.exit_code == 2);
+  auto nodir = test::run_cli({"plan", test::testdata("models/llama"), "--format", "json", "-o", dir.file("no/such/dir/p.json")});
+  CHECK(nodir.exit_code == 2);
+}
