@@ -158,3 +158,280 @@ TEST_CASE("tokenizer: streaming decoder holds back cut UTF-8", "[tokenizer]") {
   CHECK(acc == text);
   CHECK(acc == tok.decode(ids, true));
 }
+
+// ---- HF tokenizer.json fixtures ---------------------------------------------------
+
+namespace {
+
+std::vector<int32_t> ids_of(const json& j) { return j.get<std::vector<int32_t>>(); }
+
+std::vector<ChatMessage> messages_of(const json& j) {
+  std::vector<ChatMessage> out;
+  for (const json& m : j) out.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer: HF tokenizer.json fixtures match tokenizers/transformers", "[tokenizer]") {
+  const fs::path root = test::testdata("tokenizers");
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory()) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  REQUIRE(dirs.size() >= 4);
+  for (const fs::path& d : dirs) {
+    SECTION(d.filename().string()) {
+      const json exp = json::parse(slurp(d / "expected.json"));
+      Tokenizer tok = Tokenizer::from_hf_dir(d.string());
+      CHECK(tok.vocab_size() == exp["vocab_size"].get<int32_t>());
+      if (exp["bos_id"].is_null()) CHECK(!tok.bos_id());
+      else CHECK(tok.bos_id() == exp["bos_id"].get<int32_t>());
+      std::vector<int32_t> eos = tok.eos_ids();
+      std::sort(eos.begin(), eos.end());
+      CHECK(eos == ids_of(exp["eos_ids"]));
+      CHECK(tok.bos_token() == (exp["bos_token"].is_null() ? "" : exp["bos_token"].get<std::string>()));
+      CHECK(tok.eos_token() == exp["eos_token"].get<std::string>());
+
+      const bool nfc = exp["normalizer"].is_object() && exp["normalizer"].value("type", "") == "NFC";
+      for (const json& c : exp["cases"]) {
+        const std::string text = c["text"].get<std::string>();
+        INFO(d.filename().string() << " text: '" << text << "'");
+        if (nfc && c["changed_by_nfc"].get<bool>()) {
+          WARN(d.filename().string() << ": encode of a string that NFC changes not checked (NFC is identity here)");
+        } else {
+          CHECK(show(tok.encode(text, false, true)) == show(ids_of(c["ids"])));
+          CHECK(show(tok.encode(text, true, true)) == show(ids_of(c["ids_add_special"])));
+          CHECK(show(tok.encode(text, false, false)) == show(ids_of(c["ids_no_parse_special"])));
+        }
+        CHECK(tok.decode(ids_of(c["ids"]), false) == c["decoded"].get<std::string>());
+        CHECK(tok.decode(ids_of(c["ids_add_special"]), true) == c["decoded_skip_special"].get<std::string>());
+        // Streaming gives the same text as decode, chunk by chunk.
+        StreamDecoder sd(tok, true);
+        std::string streamed;
+        for (int32_t id : ids_of(c["ids_add_special"])) streamed += sd.push(id);
+        streamed += sd.flush();
+        CHECK(streamed == c["decoded_skip_special"].get<std::string>());
+      }
+
+      // Chat renderings of real templates of the family, as transformers renders them.
+      for (const json& c : exp["chat"]) {
+        const std::string name = c["template"].get<std::string>();
+        INFO("template " << name << ", messages " << c["messages"].dump() << ", generation prompt "
+                         << c["add_generation_prompt"].get<bool>());
+        auto fmt = detect_chat_format(exp["templates"][name].get<std::string>());
+        REQUIRE(fmt);
+        CHECK(apply_chat(*fmt, messages_of(c["messages"]), c["add_generation_prompt"].get<bool>(), tok.bos_token(),
+                         tok.eos_token()) == c["text"].get<std::string>());
+      }
+      // The template from tokenizer_config.json, through the Tokenizer.
+      auto fmt = tok.chat_format();
+      REQUIRE(fmt);
+      for (const json& c : exp["default_chat"]) {
+        CHECK(tok.apply_chat(*fmt, messages_of(c["messages"]), c["add_generation_prompt"].get<bool>()) ==
+              c["text"].get<std::string>());
+      }
+    }
+  }
+}
+
+TEST_CASE("tokenizer: chat family detection", "[tokenizer]") {
+  CHECK(!detect_chat_format(""));
+  CHECK(!detect_chat_format("{{ messages[0]['content'] }}"));
+  CHECK(detect_chat_format("x<|im_start|>y")->family == ChatFamily::ChatML);
+  CHECK(detect_chat_format("<start_of_turn>")->family == ChatFamily::Gemma);
+  CHECK(detect_chat_format("[INST] <<SYS>>")->family == ChatFamily::Llama2);
+  CHECK(detect_chat_format("'[INST] '")->family == ChatFamily::Mistral);
+  CHECK(detect_chat_format("<|user|> eos_token")->family == ChatFamily::Zephyr);
+  CHECK(detect_chat_format("<|user|> <|end|>")->family == ChatFamily::Phi3);
+  CHECK(detect_chat_format("<|start_header_id|>")->family == ChatFamily::Llama3);
+  // The default system prompt is read from the template's own literal.
+  auto q = detect_chat_format("{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}");
+  REQUIRE(q);
+  CHECK(q->default_system == "You are a helpful assistant.");
+  auto expr = detect_chat_format("{{ '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}");
+  REQUIRE(expr);
+  CHECK(expr->default_system.empty());
+}
+
+TEST_CASE("tokenizer: GGUF phi-3 chat template renders as transformers does", "[tokenizer]") {
+  NUNCHAKU_REQUIRE_SHARED();
+  // The same template string is rendered by transformers in the llama2-spm fixture ("phi3-gguf").
+  Tokenizer tok = load_gguf_tokenizer(test::shared_testfile("vocab/ggml-vocab-phi-3.gguf"));
+  auto fmt = tok.chat_format();
+  REQUIRE(fmt);
+  CHECK(fmt->family == ChatFamily::Phi3);
+  const json exp = json::parse(slurp(fs::path(test::testdata("tokenizers")) / "llama2-spm" / "expected.json"));
+  CHECK(exp["templates"]["phi3-gguf"].get<std::string>() == tok.chat_template());
+  // eos ids include <|end|> (end of turn) besides the file's eos.
+  CHECK(tok.is_eos(32000));
+  CHECK(tok.is_eos(*tok.token_to_id("<|end|>")));
+}
+
+// ---- hostile tokenizer.json: one error kind each ------------------------------------
+
+namespace {
+
+// A valid minimal byte-level BPE: "a","b","ab" with merge "a b", then the replacement applied.
+std::string tj(const std::string& model_extra = "", const std::string& top_extra = "") {
+  return R"({"version":"1.0","model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"])" + model_extra +
+         "}" + top_extra + "}";
+}
+
+std::string error_code_of(const std::string& json_text) {
+  try {
+    (void)Tokenizer::from_hf_json(json_text, "hostile.json");
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == 2);
+    CHECK(e.context().file == "hostile.json");
+    return e.code();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer: the minimal inline tokenizer.json works", "[tokenizer]") {
+  Tokenizer t = Tokenizer::from_hf_json(tj(), "ok.json");
+  CHECK(t.encode("ab", false, false) == std::vector<int32_t>{2});
+  CHECK(t.encode("aab", false, false) == std::vector<int32_t>{0, 2});
+  CHECK(t.decode(std::vector<int32_t>{0, 2, 99, -5}, false) == "aab");  // out-of-range ids are skipped
+  // Characters that are not in the vocabulary, with no unk token and no byte fallback, are dropped.
+  CHECK(t.encode("xyz", false, false).empty());
+}
+
+TEST_CASE("tokenizer: hostile tokenizer.json files fail with one error code each", "[tokenizer]") {
+  CHECK(error_code_of("{\"model\": ") == "tokenizer.bad_json");
+  CHECK(error_code_of("[1,2]") == "tokenizer.bad_field");
+  CHECK(error_code_of(R"({"model": 5})") == "tokenizer.bad_field");
+  CHECK(error_code_of(R"({"model":{"type":"BPE","vocab":{"a":"zero"},"merges":[]}})") == "tokenizer.bad_field");
+  CHECK(error_code_of(R"({"model":{"type":"WordPiece","vocab":{"a":0}}})") == "tokenizer.unsupported");
+  CHECK(error_code_of(R"({"model":{"type":"BPE","vocab":{},"merges":[]}})") == "tokenizer.empty_vocab");
+  // ids: negative, beyond 2^30, gaps, two strings on one id, added token far away
+  CHECK(error_code_of(R"({"model":{"type":"BPE","vocab":{"a":-1},"merges":[]}})") == "tokenizer.bad_token_id");
+  CHECK(error_code_of(R"({"model":{"type":"BPE","vocab":{"a":4000000000},"merges":[]}})") == "tokenizer.bad_token_id");
+  CHECK(error_code_of(R"({"model":{"type":"BPE","vocab":{"a":0,"b":5},"merges":[]}})") == "tokenizer.bad_token_id");
+  CHECK(error_code_of(R"({"model":{"type":"BPE","vocab":{"a":0,"b":0},"merges":[]}})") == "tokenizer.duplicate_id");
+  CHECK(error_code_of(tj("", R"(,"added_tokens":[{"id":900000000,"content":"<x>","special":true}])")) ==
+        "tokenizer.bad_token_id");
+  CHECK(error_code_of(tj("", R"(,"added_tokens":[{"id":3,"special":true}])")) == "tokenizer.bad_field");
+  // merges: unknown token, unknown merged token, malformed
+  CHECK(error_code_of(R"({"model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":["a c"]}})") == "tokenizer.bad_merge");
+  CHECK(error_code_of(R"({"model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":["a b"]}})") == "tokenizer.bad_merge");
+  CHECK(error_code_of(R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["ab"]}})") == "tokenizer.bad_merge");
+  CHECK(error_code_of(R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":[["a"]]}})") == "tokenizer.bad_merge");
+  // pre-tokenizer regex that does not compile, unknown components
+  CHECK(error_code_of(tj("", R"(,"pre_tokenizer":{"type":"Split","pattern":{"Regex":"(["},"behavior":"Isolated"})")) ==
+        "tokenizer.bad_regex");
+  CHECK(error_code_of(tj("", R"(,"pre_tokenizer":{"type":"Split","pattern":{"Regex":"a"},"behavior":"Sideways"})")) ==
+        "tokenizer.bad_field");
+  CHECK(error_code_of(tj("", R"(,"pre_tokenizer":{"type":"BertPreTokenizer"})")) == "tokenizer.unsupported");
+  CHECK(error_code_of(tj("", R"(,"normalizer":{"type":"Lowercase"})")) == "tokenizer.unsupported");
+  CHECK(error_code_of(tj("", R"(,"decoder":{"type":"WordPiece"})")) == "tokenizer.unsupported");
+  // post-processor pointing outside the vocabulary
+  CHECK(error_code_of(tj("", R"(,"post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>"}},{"Sequence":{"id":"A"}}],"special_tokens":{"<s>":{"id":"<s>","ids":[77],"tokens":["<s>"]}}})")) ==
+        "tokenizer.bad_token_id");
+}
+
+TEST_CASE("tokenizer: HF directory errors name the file", "[tokenizer]") {
+  test::TempDir dir;
+  try {
+    (void)Tokenizer::from_hf_dir(dir.path.string());
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == "tokenizer.missing");
+    CHECK(e.exit_code() == 2);
+  }
+  test::write_file(dir.file("tokenizer.json"), tj());
+  test::write_file(dir.file("generation_config.json"), std::string(R"({"eos_token_id": [1, 12345]})"));
+  try {
+    (void)Tokenizer::from_hf_dir(dir.path.string());
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == "tokenizer.bad_token_id");
+  }
+  test::write_file(dir.file("generation_config.json"), std::string("{not json"));
+  try {
+    (void)Tokenizer::from_hf_dir(dir.path.string());
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == "tokenizer.bad_json");
+    CHECK(e.context().file.find("generation_config.json") != std::string::npos);
+  }
+}
+
+// ---- hostile GGUF tokenizer metadata ---------------------------------------------------
+
+namespace {
+
+GgufFile gguf_vocab(const std::string& model, std::vector<std::string> tokens) {
+  GgufFile g;
+  g.path = "hostile.gguf";
+  g.kvs.push_back({"tokenizer.ggml.model", GgufValue{std::string(model)}});
+  g.kvs.push_back({"tokenizer.ggml.tokens", GgufValue{GgufArray{std::move(tokens)}}});
+  return g;
+}
+
+void set_kv(GgufFile& g, const std::string& key, GgufValue v) {
+  for (auto& kv : g.kvs)
+    if (kv.first == key) {
+      kv.second = std::move(v);
+      return;
+    }
+  g.kvs.push_back({key, std::move(v)});
+}
+
+std::string gguf_error(const GgufFile& g) {
+  try {
+    (void)Tokenizer::from_gguf(g);
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == 2);
+    CHECK(e.context().file == "hostile.gguf");
+    return e.code();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer: hostile GGUF vocabularies fail with one error code each", "[tokenizer]") {
+  // A valid gpt2 vocabulary first.
+  GgufFile ok = gguf_vocab("gpt2", {"a", "b", "ab"});
+  set_kv(ok, "tokenizer.ggml.merges", GgufValue{GgufArray{std::vector<std::string>{"a b"}}});
+  set_kv(ok, "tokenizer.ggml.pre", GgufValue{std::string("gpt-2")});
+  CHECK(Tokenizer::from_gguf(ok).encode("ab", false, false) == std::vector<int32_t>{2});
+
+  GgufFile g = gguf_vocab("", {"a"});
+  g.kvs.erase(g.kvs.begin());
+  CHECK(gguf_error(g) == "tokenizer.missing");
+  CHECK(gguf_error(gguf_vocab("bert", {"a"})) == "tokenizer.unsupported_model");
+  CHECK(gguf_error(gguf_vocab("llama", {"a"})) == "tokenizer.missing");  // no scores
+  g = gguf_vocab("llama", {"a", "b"});
+  set_kv(g, "tokenizer.ggml.scores", GgufValue{GgufArray{std::vector<float>{0.f}}});
+  CHECK(gguf_error(g) == "tokenizer.size_mismatch");
+  g = gguf_vocab("llama", {"a", "b"});
+  set_kv(g, "tokenizer.ggml.scores", GgufValue{GgufArray{std::vector<float>{0.f, 0.f}}});
+  set_kv(g, "tokenizer.ggml.token_type", GgufValue{GgufArray{std::vector<int32_t>{1}}});
+  CHECK(gguf_error(g) == "tokenizer.size_mismatch");
+  g = gguf_vocab("llama", {"a", "b"});
+  set_kv(g, "tokenizer.ggml.scores", GgufValue{GgufArray{std::vector<float>{0.f, 0.f}}});
+  set_kv(g, "tokenizer.ggml.bos_token_id", GgufValue{uint32_t{7}});
+  CHECK(gguf_error(g) == "tokenizer.bad_token_id");
+  set_kv(g, "tokenizer.ggml.bos_token_id", GgufValue{std::string("one")});
+  CHECK(gguf_error(g) == "tokenizer.bad_metadata");
+  CHECK(gguf_error(gguf_vocab("llama", {})) == "tokenizer.missing");  // scores missing before the empty check
+  g = gguf_vocab("llama", {});
+  set_kv(g, "tokenizer.ggml.scores", GgufValue{GgufArray{std::vector<float>{}}});
+  CHECK(gguf_error(g) == "tokenizer.empty_vocab");
+
+  g = ok;
+  set_kv(g, "tokenizer.ggml.pre", GgufValue{std::string("no-such-pre")});
+  CHECK(gguf_error(g) == "tokenizer.unknown_pretokenizer");
+  g = ok;
+  set_kv(g, "tokenizer.ggml.merges", GgufValue{GgufArray{std::vector<std::string>{"a zz"}}});
+  CHECK(gguf_error(g) == "tokenizer.bad_merge");
+  set_kv(g, "tokenizer.ggml.merges", GgufValue{GgufArray{std::vector<std::string>{"ab"}}});
+  CHECK(gguf_error(g) == "tokenizer.bad_merge");
+  set_kv(g, "tokenizer.ggml.merges", GgufValue{GgufArray{std::vector<float>{1.f}}});
+  CHECK(gguf_error(g) == "tokenizer.missing");
+}

@@ -63,6 +63,7 @@ std::string_view chat_family_name(ChatFamily f) {
 std::optional<ChatFormat> detect_chat_format(std::string_view t) {
   if (t.empty()) return std::nullopt;
   ChatFormat f;
+  f.generation_prompt = has(t, "add_generation_prompt");
   if (has(t, "<|start_header_id|>")) {
     f.family = ChatFamily::Llama3;
     f.llama3_dated_system = has(t, "Cutting Knowledge Date");
@@ -103,6 +104,7 @@ std::optional<ChatFormat> detect_chat_format(std::string_view t) {
 std::string apply_chat(const ChatFormat& f, const std::vector<ChatMessage>& msgs, bool add_generation_prompt,
                        std::string_view bos, std::string_view eos) {
   std::string out;
+  add_generation_prompt = add_generation_prompt && f.generation_prompt;
   const bool has_system = !msgs.empty() && msgs[0].role == "system";
   switch (f.family) {
     case ChatFamily::Llama2: {
@@ -125,7 +127,7 @@ std::string apply_chat(const ChatFormat& f, const std::vector<ChatMessage>& msgs
                f.date_string + "\n\n" + sys + "<|eot_id|>";
       }
       for (size_t i = first; i < msgs.size(); ++i) {
-        if (i == 0) out += bos;
+        if (i == 0 && !f.llama3_dated_system) out += bos;
         out += "<|start_header_id|>" + msgs[i].role + "<|end_header_id|>\n\n" + trim(msgs[i].content) + "<|eot_id|>";
       }
       if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";

@@ -25,6 +25,9 @@ enum class ChatFamily {
 // Family plus the few variant switches seen in the real templates of that family.
 struct ChatFormat {
   ChatFamily family = ChatFamily::ChatML;
+  // The template renders an assistant header for add_generation_prompt (some, like
+  // Llama-2's or plain ChatML ones, ignore the flag).
+  bool generation_prompt = true;
   // ChatML: a system turn inserted when the conversation has none (Qwen2: "You are a
   // helpful assistant."), read from the template's own literal; empty otherwise.
   std::string default_system;
