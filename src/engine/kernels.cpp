@@ -1,0 +1,192 @@
+#include "engine/kernels.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "engine/kernels_impl.hpp"
+#include "engine/quant_blocks.hpp"
+#include "io/convert.hpp"
+
+namespace nunchaku::engine {
+
+using blocks::Quant;
+
+namespace {
+
+Quant quant_of(DType t) {
+  switch (t) {
+    case DType::Q8_0: return Quant::Q8_0;
+    case DType::Q4_0: return Quant::Q4_0;
+    case DType::Q4_K: return Quant::Q4_K;
+    case DType::Q6_K: return Quant::Q6_K;
+    default: return Quant::None;
+  }
+}
+
+// ---- scalar implementations ---------------------------------------------------
+template <class Load>
+void matmul_plain(const uint8_t* base, size_t row_bytes, int64_t cols, Load load, const float* x, int64_t ldx,
+                  int64_t B, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = base + size_t(r) * row_bytes;
+    for (int64_t b = 0; b < B; ++b) {
+      const float* xb = x + b * ldx;
+      float acc = 0;
+      for (int64_t i = 0; i < cols; ++i) acc += load(row, i) * xb[i];
+      y[b * ldy + r] = acc;
+    }
+  }
+}
+
+float scalar_dot_f32(const float* a, const float* b, int64_t n) {
+  float acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+
+void scalar_matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
+                        int64_t r0, int64_t r1) {
+  switch (w.dtype) {
+    case DType::F32:
+      return matmul_plain(w.data, w.row_bytes, w.cols, [](const uint8_t* r, int64_t i) {
+        float v; std::memcpy(&v, r + 4 * i, 4); return v; }, x, ldx, B, y, ldy, r0, r1);
+    case DType::BF16:
+      return matmul_plain(w.data, w.row_bytes, w.cols, [](const uint8_t* r, int64_t i) {
+        return blocks::bf16_to_float(blocks::load_u16(r + 2 * i)); }, x, ldx, B, y, ldy, r0, r1);
+    case DType::F16:
+      return matmul_plain(w.data, w.row_bytes, w.cols, [](const uint8_t* r, int64_t i) {
+        return blocks::half_to_float(blocks::load_u16(r + 2 * i)); }, x, ldx, B, y, ldy, r0, r1);
+    default: break;
+  }
+  // Quantized: dequantize a chunk of blocks into a stack buffer, use it for every batch row.
+  Quant q = quant_of(w.dtype);
+  const auto& info = dtype_info(w.dtype);
+  const int64_t be = info.block_elems, bb = info.block_bytes;
+  constexpr int64_t kChunk = 1024;  // elements; a multiple of 32 and 256
+  float buf[kChunk];
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.data + size_t(r) * w.row_bytes;
+    for (int64_t b = 0; b < B; ++b) y[b * ldy + r] = 0;
+    for (int64_t c = 0; c < w.cols; c += kChunk) {
+      int64_t n = std::min(kChunk, w.cols - c);
+      blocks::dequant_blocks(q, row + (c / be) * bb, n / be, buf);
+      for (int64_t b = 0; b < B; ++b) y[b * ldy + r] += scalar_dot_f32(buf, x + b * ldx + c, n);
+    }
+  }
+}
+
+float scalar_dot_f16(const float* a, const uint16_t* b, int64_t n) {
+  float acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * blocks::half_to_float(b[i]);
+  return acc;
+}
+void scalar_axpy_f32(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+void scalar_axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * blocks::half_to_float(x[i]);
+}
+void scalar_store_f16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], 4);
+    y[i] = f32_to_f16(bits);
+  }
+}
+
+bool cpu_has_avx2() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+Isa initial_isa() {
+  const char* env = std::getenv("NUNCHAKU_ISA");
+  if (env && std::string_view(env) == "scalar") return Isa::Scalar;
+  return avx2_compiled() && cpu_has_avx2() ? Isa::Avx2 : Isa::Scalar;
+}
+
+Isa g_isa = initial_isa();
+const KernelSet* g_kernels = g_isa == Isa::Avx2 ? &kAvx2Kernels : &kScalarKernels;
+
+}  // namespace
+
+const KernelSet kScalarKernels = {scalar_matmul_rows, scalar_dot_f32, scalar_dot_f16,
+                                  scalar_axpy_f32,    scalar_axpy_f16, scalar_store_f16};
+
+bool matmul_supports(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16 || quant_of(t) != Quant::None;
+}
+
+Isa active_isa() { return g_isa; }
+std::string_view isa_name(Isa isa) { return isa == Isa::Avx2 ? "avx2" : "scalar"; }
+Isa set_isa(Isa isa) {
+  if (isa == Isa::Avx2 && !(avx2_compiled() && cpu_has_avx2())) isa = Isa::Scalar;
+  g_isa = isa;
+  g_kernels = isa == Isa::Avx2 ? &kAvx2Kernels : &kScalarKernels;
+  return g_isa;
+}
+
+void matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                 int64_t r1) {
+  g_kernels->matmul_rows(w, x, ldx, B, y, ldy, r0, r1);
+}
+
+void dequant_row(const WeightMatrix& w, int64_t r, float* out) {
+  const uint8_t* row = w.data + size_t(r) * w.row_bytes;
+  switch (w.dtype) {
+    case DType::F32: std::memcpy(out, row, size_t(w.cols) * 4); return;
+    case DType::BF16:
+      for (int64_t i = 0; i < w.cols; ++i) out[i] = blocks::bf16_to_float(blocks::load_u16(row + 2 * i));
+      return;
+    case DType::F16:
+      for (int64_t i = 0; i < w.cols; ++i) out[i] = blocks::half_to_float(blocks::load_u16(row + 2 * i));
+      return;
+    default: break;
+  }
+  Quant q = quant_of(w.dtype);
+  if (q == Quant::None)
+    throw Error("engine.unsupported_dtype", "tensor dtype " + std::string(dtype_name(w.dtype)) + " is not supported by the engine",
+                {.tensor = w.name});
+  blocks::dequant_blocks(q, row, w.cols / dtype_info(w.dtype).block_elems, out);
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) { return g_kernels->dot_f32(a, b, n); }
+float dot_f16(const float* a, const uint16_t* b, int64_t n) { return g_kernels->dot_f16(a, b, n); }
+void axpy_f32(float alpha, const float* x, float* y, int64_t n) { g_kernels->axpy_f32(alpha, x, y, n); }
+void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n) { g_kernels->axpy_f16(alpha, x, y, n); }
+void store_f16(const float* x, uint16_t* y, int64_t n) { g_kernels->store_f16(x, y, n); }
+
+void rmsnorm(const float* x, const float* weight, float eps, int64_t n, float* out) {
+  // Sum in double: n is up to ~16K and the result feeds every later layer.
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  float inv = float(1.0 / std::sqrt(ss / double(n) + double(eps)));
+  for (int64_t i = 0; i < n; ++i) out[i] = weight[i] * (x[i] * inv);
+}
+
+void softmax_inplace(float* x, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  float inv = float(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void silu_mul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+}  // namespace nunchaku::engine

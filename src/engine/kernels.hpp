@@ -1,0 +1,58 @@
+// CPU kernels of the engine. Weights stay in their stored dtype; quantized blocks are
+// dequantized inside the dot products, a block at a time, never into a full fp32 copy.
+//
+// Instruction sets: a scalar implementation (kernels.cpp) and an AVX2+FMA+F16C one
+// (kernels_avx2.cpp, compiled with those flags only), chosen once at run time with
+// __builtin_cpu_supports. NUNCHAKU_ISA=scalar in the environment forces the scalar one.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "format/dtype.hpp"
+
+namespace nunchaku::engine {
+
+// A weight matrix as stored: `rows` output features of `cols` inputs each, row-major,
+// rows `row_bytes` apart (a row of a quantized type is a whole number of blocks).
+// Non-owning: `data` points into a WeightStore (host memory or a file mapping).
+struct WeightMatrix {
+  const uint8_t* data = nullptr;
+  DType dtype = DType::F32;
+  int64_t rows = 0, cols = 0;
+  size_t row_bytes = 0;
+  std::string name;
+};
+
+// Dtypes the matmul kernels read directly.
+bool matmul_supports(DType t);
+
+enum class Isa { Scalar, Avx2 };
+Isa active_isa();
+std::string_view isa_name(Isa isa);  // "scalar", "avx2"
+// For tests: switch implementations (Avx2 only when the CPU has it; returns what is active).
+Isa set_isa(Isa isa);
+
+// y[b*ldy + r] = sum_i W[r][i] * x[b*ldx + i] for r in [r0, r1), b in [0, B).
+// Each weight row is read once for all B activation rows (the point of batching).
+void matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
+                 int64_t r0, int64_t r1);
+
+// out[0..cols) = row r of W as fp32 (embedding lookup, tests).
+void dequant_row(const WeightMatrix& w, int64_t r, float* out);
+
+// Attention helpers over one cache row (k or v of one kv head at one position).
+float dot_f32(const float* a, const float* b, int64_t n);
+float dot_f16(const float* a, const uint16_t* b, int64_t n);     // b: IEEE half
+void axpy_f32(float alpha, const float* x, float* y, int64_t n);  // y += alpha*x
+void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n);
+void store_f16(const float* x, uint16_t* y, int64_t n);
+
+// Row-wise ops (small next to the matmuls; scalar, the compiler vectorizes them).
+void rmsnorm(const float* x, const float* weight, float eps, int64_t n, float* out);
+void softmax_inplace(float* x, int64_t n);
+void silu_mul(float* gate, const float* up, int64_t n);  // gate = silu(gate) * up
+
+}  // namespace nunchaku::engine

@@ -1,0 +1,170 @@
+// AVX2 + FMA + F16C kernels. This file alone is compiled with -mavx2 -mfma -mf16c
+// (CMakeLists.txt); kernels.cpp calls into it only after __builtin_cpu_supports says yes.
+// No std templates here, so no AVX2 copy of a shared inline function reaches the linker.
+#include "engine/kernels_impl.hpp"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+
+#include "engine/quant_blocks.hpp"
+
+namespace nunchaku::engine {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
+struct LoadF32 {
+  static __m256 load(const uint8_t* row, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }
+  static float one(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
+};
+struct LoadBF16 {
+  static __m256 load(const uint8_t* row, int64_t i) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static float one(const uint8_t* row, int64_t i) { return blocks::bf16_to_float(blocks::load_u16(row + 2 * i)); }
+};
+struct LoadF16 {
+  static __m256 load(const uint8_t* row, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+  }
+  static float one(const uint8_t* row, int64_t i) { return blocks::half_to_float(blocks::load_u16(row + 2 * i)); }
+};
+
+// out[b] (+)= row . x_b for NB activation rows; one pass over the weight row.
+template <int NB, class L, bool Accumulate>
+inline void tile(const uint8_t* row, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy) {
+  __m256 acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
+  int64_t i = 0;
+  if constexpr (NB == 1) {  // two chains hide the FMA latency
+    __m256 acc2 = _mm256_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+      acc[0] = _mm256_fmadd_ps(L::load(row, i), _mm256_loadu_ps(x + i), acc[0]);
+      acc2 = _mm256_fmadd_ps(L::load(row, i + 8), _mm256_loadu_ps(x + i + 8), acc2);
+    }
+    acc[0] = _mm256_add_ps(acc[0], acc2);
+  }
+  for (; i + 8 <= n; i += 8) {
+    __m256 w = L::load(row, i);
+    for (int b = 0; b < NB; ++b) acc[b] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + b * ldx + i), acc[b]);
+  }
+  for (int b = 0; b < NB; ++b) {
+    float s = hsum(acc[b]);
+    for (int64_t j = i; j < n; ++j) s += L::one(row, j) * x[b * ldx + j];
+    if (Accumulate) y[b * ldy] += s;
+    else y[b * ldy] = s;
+  }
+}
+
+template <class L, bool Accumulate>
+inline void row_times_batch(const uint8_t* row, int64_t n, const float* x, int64_t ldx, int64_t B, float* y,
+                            int64_t ldy) {
+  int64_t b = 0;
+  for (; b + 4 <= B; b += 4) tile<4, L, Accumulate>(row, n, x + b * ldx, ldx, y + b * ldy, ldy);
+  switch (B - b) {
+    case 3: tile<3, L, Accumulate>(row, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
+    case 2: tile<2, L, Accumulate>(row, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
+    case 1: tile<1, L, Accumulate>(row, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
+    default: break;
+  }
+}
+
+template <class L>
+void matmul_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                  int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.data + size_t(r) * w.row_bytes;
+    if (r + 1 < r1) _mm_prefetch(reinterpret_cast<const char*>(row + w.row_bytes), _MM_HINT_T0);
+    row_times_batch<L, false>(row, w.cols, x, ldx, B, y + r, ldy);
+  }
+}
+
+void matmul_quant(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                  int64_t r1) {
+  blocks::Quant q;
+  int64_t be, bb;
+  switch (w.dtype) {
+    case DType::Q8_0: q = blocks::Quant::Q8_0; be = 32; bb = 34; break;
+    case DType::Q4_0: q = blocks::Quant::Q4_0; be = 32; bb = 18; break;
+    case DType::Q4_K: q = blocks::Quant::Q4_K; be = 256; bb = 144; break;
+    case DType::Q6_K: q = blocks::Quant::Q6_K; be = 256; bb = 210; break;
+    default: return;
+  }
+  constexpr int64_t kChunk = 1024;
+  alignas(32) float buf[kChunk];
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.data + size_t(r) * w.row_bytes;
+    for (int64_t b = 0; b < B; ++b) y[b * ldy + r] = 0;
+    for (int64_t c = 0; c < w.cols; c += kChunk) {
+      int64_t n = w.cols - c < kChunk ? w.cols - c : kChunk;
+      blocks::dequant_blocks(q, row + (c / be) * bb, n / be, buf);
+      row_times_batch<LoadF32, true>(reinterpret_cast<const uint8_t*>(buf), n, x + c, ldx, B, y + r, ldy);
+    }
+  }
+}
+
+void avx2_matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
+                      int64_t r0, int64_t r1) {
+  switch (w.dtype) {
+    case DType::F32: return matmul_plain<LoadF32>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::BF16: return matmul_plain<LoadBF16>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::F16: return matmul_plain<LoadF16>(w, x, ldx, B, y, ldy, r0, r1);
+    default: return matmul_quant(w, x, ldx, B, y, ldy, r0, r1);
+  }
+}
+
+float avx2_dot_f32(const float* a, const float* b, int64_t n) {
+  float out;
+  tile<1, LoadF32, false>(reinterpret_cast<const uint8_t*>(a), n, b, 0, &out, 0);
+  return out;
+}
+float avx2_dot_f16(const float* a, const uint16_t* b, int64_t n) {
+  float out;
+  tile<1, LoadF16, false>(reinterpret_cast<const uint8_t*>(b), n, a, 0, &out, 0);
+  return out;
+}
+void avx2_axpy_f32(float alpha, const float* x, float* y, int64_t n) {
+  __m256 a = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += alpha * x[i];
+}
+void avx2_axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n) {
+  __m256 a = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, xv, _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += alpha * blocks::half_to_float(x[i]);
+}
+void avx2_store_f16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) y[i] = uint16_t(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+
+}  // namespace
+
+const KernelSet kAvx2Kernels = {avx2_matmul_rows, avx2_dot_f32,  avx2_dot_f16,
+                                avx2_axpy_f32,    avx2_axpy_f16, avx2_store_f16};
+bool avx2_compiled() { return true; }
+
+}  // namespace nunchaku::engine
+
+#else  // not built with AVX2 flags (non-x86 compiler): the scalar kernels are used
+
+namespace nunchaku::engine {
+const KernelSet kAvx2Kernels = {};
+bool avx2_compiled() { return false; }
+}  // namespace nunchaku::engine
+
+#endif

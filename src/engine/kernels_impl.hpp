@@ -1,0 +1,22 @@
+// Internal: the per-ISA entry points behind kernels.hpp (one set per *_isa.cpp file).
+#pragma once
+
+#include "engine/kernels.hpp"
+
+namespace nunchaku::engine {
+
+struct KernelSet {
+  // matmul over rows [r0, r1) of a F32/BF16/F16/quantized matrix (see matmul_rows).
+  void (*matmul_rows)(const WeightMatrix&, const float*, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
+  float (*dot_f32)(const float*, const float*, int64_t);
+  float (*dot_f16)(const float*, const uint16_t*, int64_t);
+  void (*axpy_f32)(float, const float*, float*, int64_t);
+  void (*axpy_f16)(float, const uint16_t*, float*, int64_t);
+  void (*store_f16)(const float*, uint16_t*, int64_t);
+};
+
+extern const KernelSet kScalarKernels;
+extern const KernelSet kAvx2Kernels;  // only call when the CPU has AVX2, FMA and F16C
+bool avx2_compiled();                 // false when the compiler could not build that file
+
+}  // namespace nunchaku::engine

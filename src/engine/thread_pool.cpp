@@ -1,0 +1,86 @@
+#include "engine/thread_pool.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NUNCHAKU_PAUSE() _mm_pause()
+#else
+#define NUNCHAKU_PAUSE() ((void)0)
+#endif
+
+namespace nunchaku::engine {
+
+namespace {
+constexpr int kSpin = 20000;  // pause iterations (~tens of microseconds) before sleeping
+}
+
+ThreadPool::ThreadPool(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { worker_main(t); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lk(m_);
+    stop_ = true;
+    generation_.fetch_add(1);
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ThreadPool::work(int thread) {
+  for (int64_t i = next_.fetch_add(1, std::memory_order_relaxed); i < n_; i = next_.fetch_add(1, std::memory_order_relaxed))
+    call_(ctx_, i, thread);
+}
+
+void ThreadPool::run_impl(int64_t n, Call call, void* ctx) {
+  if (n <= 0) return;
+  if (workers_.empty() || n == 1) {
+    for (int64_t i = 0; i < n; ++i) call(ctx, i, 0);
+    return;
+  }
+  {
+    std::lock_guard lk(m_);
+    call_ = call;
+    ctx_ = ctx;
+    n_ = n;
+    next_.store(0, std::memory_order_relaxed);
+    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  work(0);
+  for (int i = 0; i < kSpin && pending_.load(std::memory_order_acquire) != 0; ++i) NUNCHAKU_PAUSE();
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    std::unique_lock lk(m_);
+    done_.wait(lk, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
+}
+
+void ThreadPool::worker_main(int thread) {
+  uint64_t seen = 0;
+  for (;;) {
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    for (int i = 0; i < kSpin && g == seen; ++i) {
+      NUNCHAKU_PAUSE();
+      g = generation_.load(std::memory_order_acquire);
+    }
+    if (g == seen) {
+      std::unique_lock lk(m_);
+      wake_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      g = generation_.load(std::memory_order_acquire);
+    }
+    seen = g;
+    {
+      std::lock_guard lk(m_);  // pairs with the writer: call_/ctx_/n_ are visible
+      if (stop_) return;
+    }
+    work(thread);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard lk(m_);
+      done_.notify_one();
+    }
+  }
+}
+
+}  // namespace nunchaku::engine

@@ -1,0 +1,56 @@
+// A small persistent pool of worker threads for the CPU kernels.
+//
+// run(n, fn) calls fn(task, thread) for every task in [0, n) and returns when all are
+// done; the calling thread works too (thread index 0), so a pool of size 1 has no worker
+// threads at all. Tasks are handed out through an atomic counter, so uneven tasks and
+// cores shared with other processes balance themselves. Dispatch allocates nothing.
+// Workers spin briefly after a dispatch (the next one usually follows within
+// microseconds in the token loop), then sleep on a condition variable.
+// Thread-safety: one run() at a time (the engine is single-threaded above the kernels).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace nunchaku::engine {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);  // total threads incl. the caller; <= 0: hardware threads
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  template <class F>
+  void run(int64_t n, F&& fn) {
+    using Fn = std::remove_reference_t<F>;
+    run_impl(n, [](void* ctx, int64_t task, int thread) { (*static_cast<Fn*>(ctx))(task, thread); },
+             const_cast<void*>(static_cast<const void*>(&fn)));
+  }
+
+ private:
+  using Call = void (*)(void*, int64_t, int);
+  void run_impl(int64_t n, Call call, void* ctx);
+  void work(int thread);
+  void worker_main(int thread);
+
+  std::vector<std::thread> workers_;
+  std::mutex m_;
+  std::condition_variable wake_, done_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> next_{0};
+  std::atomic<int> pending_{0};
+  bool stop_ = false;
+  Call call_ = nullptr;
+  void* ctx_ = nullptr;
+  int64_t n_ = 0;
+};
+
+}  // namespace nunchaku::engine

@@ -1,0 +1,82 @@
+// Helpers shared by the engine tests: load a checkpoint onto the CPU and build a
+// Transformer over it, greedy decoding straight on forward(), SentencePiece piece decoding.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model.hpp"
+#include "format/open.hpp"
+#include "io/loader.hpp"
+#include "io/placement.hpp"
+#include "model/model.hpp"
+
+namespace nunchaku::test {
+
+struct EngineModel {
+  Checkpoint ck;
+  ModelLayout layout;
+  LoadResult load;
+  std::unique_ptr<engine::Transformer> tf;
+};
+
+inline EngineModel load_engine_model(const std::string& path, engine::EngineOptions opts) {
+  EngineModel m;
+  m.ck = open_checkpoint(path);
+  m.layout = describe_model(m.ck);
+  LoadOptions lo;
+  lo.placement = place_all(m.layout, Device{Device::Kind::Cpu, 0});
+  m.load = load_checkpoint(m.ck, m.layout, lo);
+  if (opts.max_context == 0) opts.max_context = 128;
+  m.tf = std::make_unique<engine::Transformer>(*m.layout.spec, m.load.store, opts);
+  return m;
+}
+
+inline int32_t argmax(const float* v, int64_t n) {
+  return int32_t(std::max_element(v, v + n) - v);
+}
+
+// Greedy decoding in slot `slot` on forward() directly (prompt in one chunk, then one
+// token per step); stops after n tokens or when stop_token comes (not included).
+inline std::vector<int32_t> greedy(engine::Transformer& tf, const std::vector<int32_t>& prompt, int n,
+                                   int32_t stop_token = -1, int slot = 0) {
+  std::vector<int32_t> out;
+  engine::SeqChunk ch{slot, 0, prompt, false};
+  auto logits = tf.forward({&ch, 1});
+  int64_t pos = int64_t(prompt.size());
+  for (int i = 0; i < n; ++i) {
+    int32_t next = argmax(logits.data(), tf.vocab());
+    if (next == stop_token) break;
+    out.push_back(next);
+    if (i + 1 == n) break;
+    engine::SeqChunk step{slot, pos++, {&out.back(), 1}, false};
+    logits = tf.forward({&step, 1});
+  }
+  return out;
+}
+
+// Minimal SentencePiece piece decoding for tests ('▁' -> ' ', <0xNN> -> byte); the real
+// tokenizer lives in src/tokenizer.
+inline std::string decode_spm_pieces(const std::vector<std::string>& vocab, const std::vector<int32_t>& ids) {
+  std::string out;
+  for (int32_t id : ids) {
+    const std::string& p = vocab.at(size_t(id));
+    if (p.size() == 6 && p.rfind("<0x", 0) == 0 && p.back() == '>') {
+      out.push_back(char(std::stoi(p.substr(3, 2), nullptr, 16)));
+      continue;
+    }
+    for (size_t i = 0; i < p.size();) {
+      if (p.compare(i, 3, "\xe2\x96\x81") == 0) {
+        out.push_back(' ');
+        i += 3;
+      } else {
+        out.push_back(p[i++]);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace nunchaku::test
