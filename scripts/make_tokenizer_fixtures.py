@@ -202,9 +202,12 @@ def make_qwen2() -> tuple[Tokenizer, dict, dict]:
     return tok, config, gen
 
 
-def make_llama2_spm() -> tuple[Tokenizer, dict, dict]:
-    """SentencePiece-shaped BPE as in Llama-2/TinyLlama tokenizer.json: <unk>, <s>, </s>,
-    then the 256 <0xNN> byte tokens, then the trained pieces; byte_fallback, fuse_unk."""
+def spm_shaped(metaspace: bool) -> dict:
+    """SentencePiece-shaped BPE as in Llama-2/TinyLlama/Mistral tokenizer.json: <unk>, <s>,
+    </s>, then the 256 <0xNN> byte tokens, then the trained pieces; byte_fallback, fuse_unk.
+    metaspace=False: Llama-2 "legacy" shape (Prepend/Replace normalizer, decoder chain
+    Replace+ByteFallback+Fuse+Strip); True: Mistral v0.3 / legacy=false shape (Metaspace
+    pre-tokenizer with prepend_scheme "first", no normalizer, the same decoder chain)."""
     meta = "\u2581"
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     # Train on "▁"-joined words (what the Prepend/Replace normaliser produces), never across them.
@@ -224,7 +227,12 @@ def make_llama2_spm() -> tuple[Tokenizer, dict, dict]:
     trained["added_tokens"] = [
         {"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
          "special": True} for i, c in enumerate(["<unk>", "<s>", "</s>"])]
-    trained["pre_tokenizer"] = None
+    if metaspace:
+        trained["normalizer"] = None
+        trained["pre_tokenizer"] = {"type": "Metaspace", "replacement": meta, "prepend_scheme": "first", "split": False}
+    else:
+        trained["pre_tokenizer"] = None
+    # transformers' LlamaConverter writes this decoder chain for both shapes.
     trained["decoder"] = {"type": "Sequence", "decoders": [
         {"type": "Replace", "pattern": {"String": meta}, "content": " "},
         {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
@@ -236,13 +244,25 @@ def make_llama2_spm() -> tuple[Tokenizer, dict, dict]:
                                           {"SpecialToken": {"id": "<s>", "type_id": 1}},
                                           {"Sequence": {"id": "B", "type_id": 1}}],
                                  "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
-    tok = Tokenizer.from_str(json.dumps(trained))
+    return trained
+
+
+def make_llama2_spm() -> tuple[Tokenizer, dict, dict]:
+    tok = Tokenizer.from_str(json.dumps(spm_shaped(metaspace=False)))
     config = {"tokenizer_class": "LlamaTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
               "unk_token": "<unk>", "pad_token": None, "add_bos_token": True, "add_eos_token": False,
               "legacy": True, "chat_template": ZEPHYR_T, "model_max_length": 2048,
               "clean_up_tokenization_spaces": False}
     gen = {"bos_token_id": 1, "eos_token_id": 2}
     return tok, config, gen
+
+
+def make_mistral_metaspace() -> tuple[Tokenizer, dict, dict]:
+    tok = Tokenizer.from_str(json.dumps(spm_shaped(metaspace=True)))
+    config = {"tokenizer_class": "LlamaTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+              "unk_token": "<unk>", "add_bos_token": True, "add_eos_token": False, "legacy": False,
+              "chat_template": MISTRAL_V2_T, "model_max_length": 32768, "clean_up_tokenization_spaces": False}
+    return tok, config, {"bos_token_id": 1, "eos_token_id": 2}
 
 
 FIXTURES = {
@@ -254,6 +274,8 @@ FIXTURES = {
     "llama2-spm": (make_llama2_spm, ["<s>", "</s>", "<unk>"],
                    {"llama2": LLAMA2_T, "mistral-v0.1": MISTRAL_V1_T, "mistral-v0.2": MISTRAL_V2_T,
                     "zephyr": ZEPHYR_T, "phi3": PHI3_T, "phi3-gguf": PHI3_GGUF_T, "gemma2": GEMMA_T}),
+    "mistral-metaspace": (make_mistral_metaspace, ["<s>", "</s>", "<unk>"],
+                          {"mistral-v0.1": MISTRAL_V1_T, "mistral-v0.2": MISTRAL_V2_T}),
 }
 
 

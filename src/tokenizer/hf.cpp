@@ -342,7 +342,10 @@ struct Loader {
       for (const json& x : list) decoder(x);
     } else if (type == "ByteLevel") {
       t.decode_kind = DecodeKind::ByteLevel;
-    } else if (type == "ByteFallback" || type == "Replace") {
+    } else if (type == "ByteFallback") {
+      t.decode_kind = DecodeKind::Spm;
+      t.byte_fallback_decoder = true;
+    } else if (type == "Replace") {
       t.decode_kind = DecodeKind::Spm;
     } else if (type == "Fuse") {
     } else if (type == "Strip") {
@@ -390,6 +393,7 @@ std::shared_ptr<TokenizerImpl> load_tokenizer_json(std::string_view text, const 
   L.normalizer(j.value("normalizer", json()));
   L.pre_tokenizer(j.value("pre_tokenizer", json()));
   L.post_processor(j.value("post_processor", json()));
+  t->byte_fallback_decoder = false;  // set again by a ByteFallback decoder
   L.decoder(j.value("decoder", json()));
   t->finish();
   // Merges refer to the model's vocab strings (not added tokens that override an id).

@@ -97,6 +97,7 @@ struct TokenizerImpl {
   // ---- decoding
   DecodeKind decode_kind = DecodeKind::Plain;
   bool strip_leading_space = false;  // drop one leading ' ' of the decoded text
+  bool byte_fallback_decoder = true;  // Spm: <0xNN> decodes to the byte (HF ByteFallback decoder)
 
   // ---- special ids and chat
   int32_t bos = -1, eos = -1, pad = -1;

@@ -221,8 +221,9 @@ void TokenizerImpl::finish() {
       }
       case DecodeKind::Spm:
         if (parse_byte_token(t, &byte)) {
-          p.assign(1, static_cast<char>(byte));
           attr[i] |= kAttrByte;
+          if (byte_fallback_decoder) p.assign(1, static_cast<char>(byte));
+          else p = t;
         } else {
           p = t;
           replace_all(p, "\xE2\x96\x81", " ");
