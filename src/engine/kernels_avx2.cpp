@@ -38,25 +38,27 @@ struct LoadF16 {
 };
 
 // out[b] (+)= row . x_b for NB activation rows; one pass over the weight row.
+// Every NB sums in the same order (two chains over alternating 8-wide blocks, then the
+// tail), so a sequence's logits are bit-identical whatever batch it runs in.
 template <int NB, class L, bool Accumulate>
 inline void tile(const uint8_t* row, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy) {
-  __m256 acc[NB];
-  for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
+  __m256 acc0[NB], acc1[NB];
+  for (int b = 0; b < NB; ++b) acc0[b] = acc1[b] = _mm256_setzero_ps();
   int64_t i = 0;
-  if constexpr (NB == 1) {  // two chains hide the FMA latency
-    __m256 acc2 = _mm256_setzero_ps();
-    for (; i + 16 <= n; i += 16) {
-      acc[0] = _mm256_fmadd_ps(L::load(row, i), _mm256_loadu_ps(x + i), acc[0]);
-      acc2 = _mm256_fmadd_ps(L::load(row, i + 8), _mm256_loadu_ps(x + i + 8), acc2);
+  for (; i + 16 <= n; i += 16) {
+    __m256 w0 = L::load(row, i), w1 = L::load(row, i + 8);
+    for (int b = 0; b < NB; ++b) {
+      acc0[b] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + b * ldx + i), acc0[b]);
+      acc1[b] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + b * ldx + i + 8), acc1[b]);
     }
-    acc[0] = _mm256_add_ps(acc[0], acc2);
   }
-  for (; i + 8 <= n; i += 8) {
-    __m256 w = L::load(row, i);
-    for (int b = 0; b < NB; ++b) acc[b] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + b * ldx + i), acc[b]);
+  if (i + 8 <= n) {
+    __m256 w0 = L::load(row, i);
+    for (int b = 0; b < NB; ++b) acc0[b] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + b * ldx + i), acc0[b]);
+    i += 8;
   }
   for (int b = 0; b < NB; ++b) {
-    float s = hsum(acc[b]);
+    float s = hsum(_mm256_add_ps(acc0[b], acc1[b]));
     for (int64_t j = i; j < n; ++j) s += L::one(row, j) * x[b * ldx + j];
     if (Accumulate) y[b * ldy] += s;
     else y[b * ldy] = s;

@@ -1,0 +1,58 @@
+// Batch generation with continuous batching: up to batch_size sequences decode together
+// (one pass over the weights per step serves all of them); a finished sequence's KV slot
+// is given to the next waiting request at once. Prompts are prefilled in chunks that share
+// forward passes with the decode steps of the others.
+//
+// A request that cannot run (empty or over-long prompt, token id outside the vocabulary,
+// bad sampling parameters) gets finish_reason "error" with a message; the others go on.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/model.hpp"
+#include "engine/sampler.hpp"
+
+namespace nunchaku::engine {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;       // token ids, BOS included when the model wants one
+  SamplingParams sampling;
+  int64_t max_tokens = 256;          // generated tokens at most
+  std::vector<int32_t> eos_ids;      // any of these ends the request ("stop"), not included in tokens
+  // Called after every generated token with all tokens so far; true ends the request
+  // ("stop", the tokens kept as they are). The CLI checks stop strings here.
+  std::function<bool(std::span<const int32_t> generated)> stop;
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;       // generated ids (without the EOS that ended it)
+  std::string finish_reason;         // "stop", "length" (max_tokens or context full), "error"
+  std::string error;                 // why, when finish_reason == "error"
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;     // tokens sampled, the ending EOS included
+  double prefill_s = 0;              // admission to first token (wall, shared with the batch)
+  double decode_s = 0;               // first token to finish
+};
+
+struct SchedulerOptions {
+  int batch_size = 0;                // sequences at once; 0 = the model's max_batch
+  int64_t prefill_chunk = 0;         // prompt tokens per forward pass; 0 = the model's max_tokens
+  // Called as each request finishes (input index), in finishing order, from the calling thread.
+  std::function<void(size_t index, const GenerationResult&)> on_finish;
+};
+
+struct GenerationStats {
+  int64_t forward_calls = 0, prompt_tokens = 0, generated_tokens = 0;
+  int max_active = 0;                // most sequences in one forward pass
+  double wall_s = 0;
+};
+
+// Results in input order. Errors of the model itself (engine.*) propagate as Error.
+std::vector<GenerationResult> generate(Transformer& model, std::span<const GenerationRequest> requests,
+                                       const SchedulerOptions& opts = {}, GenerationStats* stats = nullptr);
+
+}  // namespace nunchaku::engine

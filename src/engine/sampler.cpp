@@ -1,0 +1,104 @@
+#include "engine/sampler.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace nunchaku::engine {
+
+Sampler::Sampler(const SamplingParams& params, int64_t vocab)
+    : p_(params), vocab_(vocab), state_(params.seed ^ 0x9E3779B97F4A7C15ull), work_(size_t(vocab)),
+      probs_(size_t(vocab)), order_(size_t(vocab)), seen_(size_t(vocab), 0) {
+  if (p_.temperature < 0 || p_.top_k < 0 || p_.top_p <= 0 || p_.min_p < 0 || p_.min_p > 1 ||
+      p_.repetition_penalty <= 0)
+    throw Error("engine.bad_sampling",
+                "sampling parameters out of range (temperature >= 0, top_k >= 0, 0 < top_p, 0 <= min_p <= 1, "
+                "repetition_penalty > 0)");
+}
+
+double Sampler::next_uniform() {
+  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return double(z >> 11) * (1.0 / 9007199254740992.0);  // 53 bits
+}
+
+void Sampler::prepare(std::span<const float> logits, std::span<const int32_t> history) {
+  if (int64_t(logits.size()) != vocab_) throw Error("engine.bad_sampling", "logits size differs from the vocabulary", {}, Exit::Internal);
+  std::copy(logits.begin(), logits.end(), work_.begin());
+  if (p_.repetition_penalty != 1) {
+    for (int32_t id : history) {
+      if (id < 0 || id >= vocab_ || seen_[size_t(id)]) continue;
+      seen_[size_t(id)] = 1;
+      float& v = work_[size_t(id)];
+      v = v > 0 ? v / p_.repetition_penalty : v * p_.repetition_penalty;
+    }
+    for (int32_t id : history)
+      if (id >= 0 && id < vocab_) seen_[size_t(id)] = 0;
+  }
+  std::fill(probs_.begin(), probs_.end(), 0.0f);
+  if (p_.temperature == 0) {
+    int32_t best = int32_t(std::max_element(work_.begin(), work_.end()) - work_.begin());
+    probs_[size_t(best)] = 1;
+    order_.assign(1, best);
+    return;
+  }
+  for (float& v : work_) v /= p_.temperature;
+  // Candidates: everything, or the top-k (ties with the k-th kept, as transformers does).
+  order_.resize(size_t(vocab_));
+  for (int64_t i = 0; i < vocab_; ++i) order_[size_t(i)] = int32_t(i);
+  auto by_logit = [&](int32_t a, int32_t b) { return work_[size_t(a)] > work_[size_t(b)] || (work_[size_t(a)] == work_[size_t(b)] && a < b); };
+  size_t n = order_.size();
+  if (p_.top_k > 0 && p_.top_k < vocab_) {
+    std::nth_element(order_.begin(), order_.begin() + (p_.top_k - 1), order_.end(), by_logit);
+    float kth = work_[size_t(order_[size_t(p_.top_k - 1)])];
+    n = size_t(std::partition(order_.begin(), order_.end(), [&](int32_t i) { return work_[size_t(i)] >= kth; }) -
+               order_.begin());
+  }
+  order_.resize(n);
+  // Sorting (descending) is needed by top-p and min-p only; plain sampling draws in id order.
+  if (p_.top_p < 1 || p_.min_p > 0) std::sort(order_.begin(), order_.end(), by_logit);
+  // Softmax over the candidates.
+  float mx = -INFINITY;
+  for (int32_t i : order_) mx = std::max(mx, work_[size_t(i)]);
+  double sum = 0;
+  for (int32_t i : order_) sum += std::exp(double(work_[size_t(i)] - mx));
+  for (int32_t i : order_) probs_[size_t(i)] = float(std::exp(double(work_[size_t(i)] - mx)) / sum);
+  if (p_.top_p < 1) {
+    double before = 0;
+    size_t keep = 0;
+    while (keep < order_.size() && (keep == 0 || before < double(p_.top_p))) before += probs_[size_t(order_[keep++])];
+    for (size_t j = keep; j < order_.size(); ++j) probs_[size_t(order_[j])] = 0;
+    order_.resize(keep);
+  }
+  if (p_.min_p > 0) {
+    const float cut = p_.min_p * probs_[size_t(order_[0])];
+    size_t keep = 1;
+    while (keep < order_.size() && probs_[size_t(order_[keep])] >= cut) ++keep;
+    for (size_t j = keep; j < order_.size(); ++j) probs_[size_t(order_[j])] = 0;
+    order_.resize(keep);
+  }
+  double total = 0;
+  for (int32_t i : order_) total += probs_[size_t(i)];
+  for (int32_t i : order_) probs_[size_t(i)] = float(probs_[size_t(i)] / total);
+}
+
+std::span<const float> Sampler::distribution(std::span<const float> logits, std::span<const int32_t> history) {
+  prepare(logits, history);
+  return probs_;
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  prepare(logits, history);
+  if (order_.size() == 1) return order_[0];
+  double u = next_uniform(), acc = 0;
+  for (int32_t i : order_) {
+    acc += probs_[size_t(i)];
+    if (u < acc) return i;
+  }
+  return order_.back();  // rounding left u above the last partial sum
+}
+
+}  // namespace nunchaku::engine

@@ -1,0 +1,234 @@
+// Sampler against hand-computed distributions, and the batch scheduler (continuous
+// batching, chunked prefill, per-request errors, EOS / stop / length) against the
+// transformers greedy continuations in testdata/engine/goldens.json.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "engine/generate.hpp"
+#include "engine/sampler.hpp"
+#include "tests/helpers.hpp"
+#include "tests/test_engine_helpers.hpp"
+
+using namespace nunchaku;
+using namespace nunchaku::engine;
+
+namespace {
+
+std::vector<float> dist(SamplingParams p, std::vector<float> logits, std::vector<int32_t> history = {}) {
+  Sampler s(p, int64_t(logits.size()));
+  auto d = s.distribution(logits, history);
+  return {d.begin(), d.end()};
+}
+
+void check_dist(const std::vector<float>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("token " << i);
+    CHECK(got[i] == Approx(want[i]).margin(1e-6));
+  }
+}
+
+const nlohmann::json& goldens() {
+  static nlohmann::json g = nlohmann::json::parse(std::ifstream(test::testdata("engine/goldens.json")));
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("sampler: greedy takes the lowest id among equal maxima", "[engine]") {
+  check_dist(dist({}, {1, 3, 2, 3}), {0, 1, 0, 0});
+}
+
+TEST_CASE("sampler: repetition penalty divides positive and multiplies negative logits once per token", "[engine]") {
+  // [2, -1, 0.5, 1] with tokens 0 and 1 seen (1 twice), penalty 2 -> [1, -2, 0.5, 1].
+  SamplingParams p;
+  p.repetition_penalty = 2;
+  check_dist(dist(p, {2, -1, 0.5f, 1}, {0, 1, 1}), {1, 0, 0, 0});  // greedy: tie 0/3 -> 0
+  p.temperature = 1;
+  // softmax([1, -2, 0.5, 1]) = e^x / (2e + e^-2 + e^0.5) = e^x / 7.2196167
+  double z = 2 * std::exp(1.0) + std::exp(-2.0) + std::exp(0.5);
+  check_dist(dist(p, {2, -1, 0.5f, 1}, {0, 1, 1}), {std::exp(1.0) / z, std::exp(-2.0) / z, std::exp(0.5) / z, std::exp(1.0) / z});
+}
+
+TEST_CASE("sampler: temperature scales logits before the softmax", "[engine]") {
+  SamplingParams p;
+  p.temperature = 0.5f;
+  // [0, ln2, ln4] / 0.5 -> weights 1, 4, 16
+  check_dist(dist(p, {0, std::log(2.0f), std::log(4.0f)}), {1.0 / 21, 4.0 / 21, 16.0 / 21});
+}
+
+TEST_CASE("sampler: top-k keeps the k largest, and ties with the k-th", "[engine]") {
+  SamplingParams p;
+  p.temperature = 1;
+  p.top_k = 2;
+  check_dist(dist(p, {0, std::log(2.0f), std::log(4.0f), std::log(3.0f)}), {0, 0, 4.0 / 7, 3.0 / 7});
+  check_dist(dist(p, {std::log(4.0f), std::log(2.0f), std::log(2.0f), 0}), {0.5, 0.25, 0.25, 0});
+}
+
+TEST_CASE("sampler: top-p keeps tokens while the mass before them is below p", "[engine]") {
+  SamplingParams p;
+  p.temperature = 1;
+  std::vector<float> l = {std::log(0.15f), std::log(0.5f), std::log(0.05f), std::log(0.3f)};
+  p.top_p = 0.75f;
+  check_dist(dist(p, l), {0, 0.5 / 0.8, 0, 0.3 / 0.8});
+  p.top_p = 0.85f;
+  check_dist(dist(p, l), {0.15 / 0.95, 0.5 / 0.95, 0, 0.3 / 0.95});
+  p.top_p = 0.1f;  // always at least one token
+  check_dist(dist(p, l), {0, 1, 0, 0});
+}
+
+TEST_CASE("sampler: min-p drops tokens below min_p times the top probability", "[engine]") {
+  SamplingParams p;
+  p.temperature = 1;
+  p.min_p = 0.4f;  // cut = 0.2
+  std::vector<float> l = {std::log(0.15f), std::log(0.5f), std::log(0.05f), std::log(0.3f)};
+  check_dist(dist(p, l), {0, 0.5 / 0.8, 0, 0.3 / 0.8});
+}
+
+TEST_CASE("sampler: same seed, same tokens; draws follow the distribution", "[engine]") {
+  SamplingParams p;
+  p.temperature = 1;
+  p.seed = 7;
+  std::vector<float> l = {0, std::log(3.0f), std::log(4.0f), std::log(2.0f)};  // probs .1 .3 .4 .2
+  Sampler a(p, 4), b(p, 4);
+  std::vector<int> count(4);
+  std::vector<int32_t> sa, sb;
+  for (int i = 0; i < 20000; ++i) {
+    sa.push_back(a.sample(l, {}));
+    sb.push_back(b.sample(l, {}));
+    ++count[size_t(sa.back())];
+  }
+  CHECK(sa == sb);
+  p.seed = 8;
+  Sampler c(p, 4);
+  std::vector<int32_t> sc;
+  for (int i = 0; i < 200; ++i) sc.push_back(c.sample(l, {}));
+  CHECK(std::vector<int32_t>(sa.begin(), sa.begin() + 200) != sc);
+  // 20000 draws: standard deviation of a frequency <= 0.0035; 0.015 is > 4 sigma.
+  CHECK(count[0] / 20000.0 == Approx(0.1).margin(0.015));
+  CHECK(count[1] / 20000.0 == Approx(0.3).margin(0.015));
+  CHECK(count[2] / 20000.0 == Approx(0.4).margin(0.015));
+  CHECK(count[3] / 20000.0 == Approx(0.2).margin(0.015));
+}
+
+TEST_CASE("sampler: bad parameters are an error", "[engine]") {
+  SamplingParams p;
+  p.top_p = 0;
+  CHECK_THROWS_AS(Sampler(p, 4), Error);
+  p = {};
+  p.temperature = -1;
+  CHECK_THROWS_AS(Sampler(p, 4), Error);
+}
+
+TEST_CASE("generate: 8 identical prompts in one batch equal batch size 1, greedy and seeded", "[engine]") {
+  EngineOptions o;
+  o.max_batch = 8;
+  o.max_context = 64;
+  auto m = test::load_engine_model(test::testdata("models/llama"), o);
+  const auto& g = goldens().at("models/llama");
+  GenerationRequest rq;
+  rq.prompt = g.at("prompts")[0].get<std::vector<int32_t>>();
+  rq.max_tokens = 16;
+  std::vector<GenerationRequest> eight(8, rq);
+  auto one = generate(*m.tf, std::span(&rq, 1), {.batch_size = 1});
+  GenerationStats st;
+  auto many = generate(*m.tf, eight, {.batch_size = 8}, &st);
+  CHECK(st.max_active == 8);
+  CHECK(one[0].tokens == g.at("continuations")[0].get<std::vector<int32_t>>());
+  for (const auto& r : many) CHECK(r.tokens == one[0].tokens);
+
+  // Sampling: a request's tokens depend on its seed, not on its neighbours.
+  rq.sampling.temperature = 1.0f;
+  rq.sampling.top_p = 0.9f;
+  rq.sampling.seed = 42;
+  auto s1 = generate(*m.tf, std::span(&rq, 1), {.batch_size = 1});
+  std::vector<GenerationRequest> mixed(8, rq);
+  for (size_t i = 0; i < mixed.size(); ++i)
+    if (i % 2) mixed[i].sampling.seed = 100 + i;
+  auto s8 = generate(*m.tf, mixed, {.batch_size = 8});
+  for (size_t i = 0; i < s8.size(); i += 2) CHECK(s8[i].tokens == s1[0].tokens);
+  CHECK(s1[0].tokens.size() == 16);
+}
+
+TEST_CASE("generate: more requests than slots, chunked prefill, one over-long prompt fails alone", "[engine]") {
+  EngineOptions o;
+  o.max_batch = 3;
+  o.max_context = 64;
+  o.max_tokens = 8;  // forces prompts of 8 and 13 tokens to prefill in pieces next to decodes
+  auto m = test::load_engine_model(test::testdata("models/llama"), o);
+  const auto& g = goldens().at("models/llama");
+  auto prompt = [&](int i) { return g.at("prompts")[size_t(i)].get<std::vector<int32_t>>(); };
+  auto cont = [&](int i) { return g.at("continuations")[size_t(i)].get<std::vector<int32_t>>(); };
+
+  std::vector<GenerationRequest> rq;
+  for (int i = 0; i < 3; ++i) {  // 0..2: full greedy continuations
+    GenerationRequest r;
+    r.prompt = prompt(i);
+    r.max_tokens = 16;
+    rq.push_back(r);
+  }
+  GenerationRequest too_long;
+  too_long.prompt.assign(70, 5);
+  rq.push_back(too_long);  // 3
+  GenerationRequest short_one;
+  short_one.prompt = prompt(1);
+  short_one.max_tokens = 5;
+  rq.push_back(short_one);  // 4
+  GenerationRequest eos = short_one;
+  eos.max_tokens = 16;
+  eos.eos_ids = {cont(1)[6]};
+  rq.push_back(eos);  // 5
+  GenerationRequest stopper = short_one;
+  stopper.max_tokens = 16;
+  stopper.stop = [](std::span<const int32_t> gen) { return gen.size() == 3; };
+  rq.push_back(stopper);  // 6
+  GenerationRequest bad_id;
+  bad_id.prompt = {1, 99999};
+  rq.push_back(bad_id);  // 7
+  GenerationRequest fills;
+  fills.prompt.assign(60, 7);
+  fills.max_tokens = 16;
+  rq.push_back(fills);  // 8
+  GenerationRequest last = rq[2];
+  rq.push_back(last);  // 9
+
+  std::vector<size_t> finished;
+  GenerationStats st;
+  auto res = generate(*m.tf, rq, {.prefill_chunk = 4, .on_finish = [&](size_t i, const GenerationResult&) { finished.push_back(i); }}, &st);
+  REQUIRE(res.size() == rq.size());
+  CHECK(finished.size() == rq.size());
+  CHECK(st.max_active <= 3);
+  for (int i : {0, 1, 2, 9}) {
+    INFO("request " << i);
+    CHECK(res[size_t(i)].finish_reason == "length");
+    CHECK(res[size_t(i)].tokens == cont(i == 9 ? 2 : i));
+    CHECK(res[size_t(i)].completion_tokens == 16);
+    CHECK(res[size_t(i)].prompt_tokens == int64_t(rq[size_t(i)].prompt.size()));
+    CHECK(res[size_t(i)].prefill_s >= 0);
+    CHECK(res[size_t(i)].decode_s >= 0);
+  }
+  CHECK(res[3].finish_reason == "error");
+  CHECK(res[3].error.find("does not fit the context") != std::string::npos);
+  CHECK(res[3].tokens.empty());
+  const auto c1 = cont(1);
+  CHECK(res[4].finish_reason == "length");
+  CHECK(res[4].tokens == std::vector<int32_t>(c1.begin(), c1.begin() + 5));
+  // EOS: the first occurrence of that id in the continuation ends it, not included.
+  size_t first = size_t(std::find(c1.begin(), c1.end(), eos.eos_ids[0]) - c1.begin());
+  CHECK(res[5].finish_reason == "stop");
+  CHECK(res[5].tokens == std::vector<int32_t>(c1.begin(), c1.begin() + std::ptrdiff_t(first)));
+  CHECK(res[5].completion_tokens == int64_t(first) + 1);
+  CHECK(res[6].finish_reason == "stop");
+  CHECK(res[6].tokens == std::vector<int32_t>(c1.begin(), c1.begin() + 3));
+  CHECK(res[7].finish_reason == "error");
+  CHECK(res[7].error.find("outside the vocabulary") != std::string::npos);
+  // 60 prompt tokens in a 64-token context: positions 60..63 take 4 generated tokens, and
+  // the logits after the last of them give a 5th.
+  CHECK(res[8].finish_reason == "length");
+  CHECK(res[8].tokens.size() == 5);
+}
