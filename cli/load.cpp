@@ -8,10 +8,13 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/workload_options.hpp"
 #include "core/error.hpp"
 #include "cuda/loader.hpp"
 #include "format/open.hpp"
 #include "io/loader.hpp"
+#include "memory/estimate.hpp"
+#include "memory/plan.hpp"
 #include "memory/units.hpp"
 #include "model/model.hpp"
 
@@ -41,7 +44,7 @@ struct SigintGuard {
   ~SigintGuard() { sigaction(SIGINT, &old, nullptr); }
 };
 
-Placement choose_placement(const LoadCliOptions& o, const ModelLayout& layout, std::vector<std::string>& notes) {
+Placement choose_placement(const LoadCliOptions& o, const Checkpoint& ck, const ModelLayout& layout, std::vector<std::string>& notes) {
   const int given = !o.plan.empty() + !o.device.empty() + (!o.vram.empty() || !o.cpu_ram.empty());
   if (given > 1) throw Error("usage.placement", "use one of --plan, --device, --vram/--cpu-ram");
   if (!o.plan.empty()) return read_plan_file(o.plan);
@@ -51,19 +54,35 @@ Placement choose_placement(const LoadCliOptions& o, const ModelLayout& layout, s
       throw Error("usage.device", "--device must be cpu, cuda or cuda:N, not '" + o.device + "'");
     return place_all(layout, *d);
   }
+  // Budgets: the planner, reserving the KV cache and activations of one sequence at the
+  // default context (no model description: weights and CUDA overheads only).
+  auto planned = [&](std::vector<uint64_t> vram, uint64_t ram, std::map<std::string, uint64_t> overheads) {
+    Estimate e;
+    try {
+      Workload w;
+      w.overheads = overheads;
+      e = estimate(ck, layout, w);
+      notes.push_back(fmt::format("placement: nunchaku plan (balanced), KV cache and activations reserved for batch 1 × {} tokens",
+                                  e.workload.context));
+    } catch (const Error& err) {
+      if (!std::string_view(err.code()).starts_with("estimate.")) throw;
+      e = weights_only_estimate(layout, overheads);
+      notes.push_back("placement: nunchaku plan (balanced) of the weights (no model description for KV/activations)");
+    }
+    return plan_placement(e, std::move(vram), ram);
+  };
   if (!o.vram.empty() || !o.cpu_ram.empty()) {
-    uint64_t vram = o.vram.empty() ? 0 : parse_size_or_throw(o.vram, "--vram");
-    uint64_t ram = o.cpu_ram.empty() ? UINT64_MAX : parse_size_or_throw(o.cpu_ram, "--cpu-ram");
-    notes.push_back("placement: interim contiguous fill of --vram/--cpu-ram (the planner will replace it)");
-    return fill_contiguous(layout, vram, ram);
+    std::vector<uint64_t> vram;
+    if (!o.vram.empty())
+      for (const auto& part : split(o.vram, ',')) vram.push_back(parse_size_or_throw(part, "--vram"));
+    uint64_t ram = o.cpu_ram.empty() ? free_bytes_on(Device{Device::Kind::Cpu, 0}) : parse_size_or_throw(o.cpu_ram, "--cpu-ram");
+    return planned(vram, ram, {});
   }
-  // Nothing given: the GPU when there is one (interim fill of its free memory), else the CPU.
+  // Nothing given: cuda:0's free memory (its context already exists, so not charged again), else the CPU.
   std::string why;
   cuda::MemInfo mi;
-  if (cuda::loader_available(&why) && cuda::mem_info(0, mi, &why)) {
-    notes.push_back("placement: interim fill of cuda:0's free memory less 10%, rest on the CPU");
-    return fill_contiguous(layout, mi.free_bytes / 10 * 9, UINT64_MAX);
-  }
+  if (cuda::loader_available(&why) && cuda::mem_info(0, mi, &why))
+    return planned({mi.free_bytes}, free_bytes_on(Device{Device::Kind::Cpu, 0}), {{"cuda_context", 0}});
   notes.push_back("placement: everything on the CPU (" + why + ")");
   return place_all(layout, Device{Device::Kind::Cpu, 0});
 }
@@ -134,7 +153,7 @@ int run_load(const LoadCliOptions& o) {
   ModelLayout layout = describe_model(ck);
   std::vector<std::string> notes;
   LoadOptions lo;
-  lo.placement = choose_placement(o, layout, notes);
+  lo.placement = choose_placement(o, ck, layout, notes);
   if (!o.dtype.empty()) {
     auto d = dtype_from_user(o.dtype);
     if (!d || (*d != DType::F16 && *d != DType::BF16))
@@ -206,8 +225,8 @@ void add_load(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("load", "Stream a checkpoint into GPU/CPU memory layer by layer and report speed and memory");
   cmd->footer(
       "Placement: --plan FILE (JSON {\"modules\": {name: \"cuda:0\"|\"cpu\"|\"disk\"}}, see docs/load.md), or\n"
-      "--device cpu|cuda[:N] (everything there), or --vram/--cpu-ram (INTERIM: contiguous fill until the\n"
-      "planner exists). With none: cuda:0's free memory then the CPU, or the CPU without CUDA.\n"
+      "--device cpu|cuda[:N] (everything there), or --vram/--cpu-ram (planned as `nunchaku plan` does, the rest\n"
+      "stays on disk). With none: planned over cuda:0's free memory and the CPU, or the CPU without CUDA.\n"
       "Exit codes: 2 bad input or unreadable/truncated file, 3 out of memory, 130 interrupted.\n"
       "Examples:\n"
       "  nunchaku load model/ --device cpu --verify\n"
@@ -215,8 +234,8 @@ void add_load(CLI::App& app, Action& action) {
   cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
   cmd->add_option("--plan", o->plan, "Placement plan JSON (nunchaku plan --format json)");
   cmd->add_option("--device", o->device, "Put every module on one device: cpu, cuda, cuda:N");
-  cmd->add_option("--vram", o->vram, "GPU budget for the interim fill (e.g. 16G)");
-  cmd->add_option("--cpu-ram", o->cpu_ram, "Host RAM budget for the interim fill; the rest stays on disk");
+  cmd->add_option("--vram", o->vram, "GPU budget(s) to plan for (e.g. 16G or 16G,24G)");
+  cmd->add_option("--cpu-ram", o->cpu_ram, "Host RAM budget to plan for (default: available memory); the rest stays on disk");
   cmd->add_option("--staging-size", o->staging_size, "Bytes per staging buffer (default 64M)");
   cmd->add_option("--staging-buffers", o->staging_buffers, "Staging buffers in the ring (default 4)");
   cmd->add_option("--threads", o->threads, "Reader threads (default min(4, cores))");

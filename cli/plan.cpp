@@ -52,7 +52,9 @@ void print_table(const DevicePlan& p, const Estimate& e, std::FILE* f) {
   fmt::print(f, "\nreserve = logits + CUDA context/cuBLAS/allocator overheads + staging{}\n",
              e.workload.mode == Mode::Infer ? "" : " + gradients/optimizer states");
   for (const auto& n : p.notes) fmt::print(f, "note: {}\n", n);
-  if (p.fits) fmt::print(f, "fits: {} of {} layers on GPUs\n", p.gpu_layers(), s.num_layers);
+  if (p.fits && p.devices.size() > 1 && p.devices.front().device.kind == Device::Kind::Cuda)
+    fmt::print(f, "fits: {} of {} layers on GPUs\n", p.gpu_layers(), s.num_layers);
+  else if (p.fits) fmt::print(f, "fits (no GPU budget given)\n");
   else fmt::print(f, "does NOT fit: {}\n", p.shortfall);
 }
 
@@ -95,7 +97,7 @@ int run_plan(const PlanCliOptions& o) {
 
   std::optional<uint64_t> minv;
   if (o.min_vram) {
-    const int gpus = std::max<int>(1, static_cast<int>(r.vram.size()));
+    const int gpus = o.w.gpus > 0 ? o.w.gpus : std::max<int>(1, static_cast<int>(r.vram.size()));
     minv = min_vram(e, gpus, r.offload_exec);
     if (r.vram.empty() && minv) r.vram.assign(static_cast<size_t>(gpus), *minv);
   }
@@ -137,6 +139,7 @@ int run_plan(const PlanCliOptions& o) {
     auto d = deepspeed_config(ck, layout, w, *std::min_element(r.vram.begin(), r.vram.end()));
     text = d["config"].dump(2) + "\n";
     fits = d["fits"].get<bool>();
+    p.shortfall = "no ZeRO stage or offload fits --vram (see the note)";
     p.notes.push_back(fmt::format("DeepSpeed: ZeRO-{} offload {}: {} per GPU ({})", d["zero"].get<int>(), d["offload"].get<std::string>(),
                                   format_bytes(d["per_gpu_total"].get<uint64_t>()), fits ? "fits" : "does NOT fit even so"));
   }

@@ -82,3 +82,38 @@ print(f"accelerate        : {acc_ms:8.1f} ms/run  weights {int(rows[0][2]):,} B 
 print(f"ratio accelerate/nunchaku time: {acc_ms / max(ours_ms, 0.001):.1f}x; "
       f"bytes ratio nunchaku total/accelerate weights: {ours['per_gpu_total'] / rows[0][2]:.3f}")
 EOF
+
+# plan: `nunchaku plan --compat accelerate` against accelerate's infer_auto_device_map on the
+# same model tree and the same max_memory; the two maps must also be equal.
+t0=$(ns)
+for _ in $(seq "$RUNS"); do
+  "$BIN" plan "$DIR" --compat accelerate --vram 24G,24G --cpu-ram 64G --disk --format accelerate > "$DIR/ours_map.json" 2>/dev/null || true
+done
+t1=$(ns)
+plan_ms=$(( (t1 - t0) / RUNS / 1000000 ))
+t0=$(ns)
+for _ in $(seq "$RUNS"); do "$BIN" plan "$DIR" --vram 24G,24G --cpu-ram 64G --disk --format json > /dev/null 2>&1 || true; done
+t1=$(ns)
+balanced_ms=$(( (t1 - t0) / RUNS / 1000000 ))
+python3 - "$DIR" "$RUNS" "$plan_ms" "$balanced_ms" <<'EOF' 2>/dev/null
+import json, os, sys, time
+sys.path.insert(0, os.path.join(os.getcwd(), "scripts"))
+d, runs, plan_ms, balanced_ms = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+from make_golden_estimate import LlamaForCausalLM
+from accelerate import init_empty_weights
+from accelerate.utils import infer_auto_device_map
+import torch
+cfg = json.load(open(os.path.join(d, "config.json")))
+mm = {0: 24 * 2**30, 1: 24 * 2**30, "cpu": 64 * 2**30}
+t0 = time.perf_counter()
+for _ in range(runs):
+    with init_empty_weights():
+        model = LlamaForCausalLM(cfg)
+    dm = infer_auto_device_map(model, max_memory=mm, no_split_module_classes=["DecoderLayer"], dtype=torch.float16)
+acc_ms = (time.perf_counter() - t0) / runs * 1000
+ours = json.load(open(os.path.join(d, "ours_map.json")))
+same = {k: str(v) for k, v in ours.items()} == {k: str(v) for k, v in dm.items()}
+print(f"nunchaku plan --compat accelerate: {plan_ms:8.1f} ms/run (whole process); balanced plan {balanced_ms} ms/run")
+print(f"accelerate infer_auto_device_map : {acc_ms:8.1f} ms/run (meta model build + map; import time excluded)")
+print(f"ratio accelerate/nunchaku time: {acc_ms / max(plan_ms, 0.001):.1f}x; maps identical: {same}")
+EOF

@@ -229,24 +229,6 @@ TEST_CASE("plan file: parse and check against the layout", "[load]") {
   CHECK(catch_error([&] { check_placement(extra, layout); }).code() == "plan.unknown_module");
 }
 
-TEST_CASE("interim fill: modules in order fill the GPU, then the CPU, then disk", "[load]") {
-  ModelLayout l;
-  for (int i = 0; i < 5; ++i) {
-    Module m;
-    m.name = "m" + std::to_string(i);
-    m.bytes = 100;
-    l.modules.push_back(m);
-  }
-  Placement p = fill_contiguous(l, 250, 150);
-  CHECK(p.modules["m0"].str() == "cuda:0");
-  CHECK(p.modules["m1"].str() == "cuda:0");
-  CHECK(p.modules["m2"].str() == "cpu");  // 300 > 250
-  CHECK(p.modules["m3"].str() == "disk"); // 200 > 150
-  CHECK(p.modules["m4"].str() == "disk");
-  Placement all_cpu = fill_contiguous(l, 0, UINT64_MAX);
-  for (auto& [_, d] : all_cpu.modules) CHECK(d.str() == "cpu");
-}
-
 TEST_CASE("load: a failed allocation is exit 3 naming the module, with nothing left allocated", "[load]") {
   Checkpoint ck = open_checkpoint(test::testdata("models/llama"));
   ModelLayout layout = describe_model(ck);

@@ -218,3 +218,18 @@ TEST_CASE("plan CLI: json plan loads; accelerate map covers every module; exit 3
   auto nodir = test::run_cli({"plan", test::testdata("models/llama"), "--format", "json", "-o", dir.file("no/such/dir/p.json")});
   CHECK(nodir.exit_code == 2);
 }
+
+TEST_CASE("load --cpu-ram plans with the planner: the tail stays on disk, KV and activations reserved", "[plan][cli]") {
+  // The llama fixture at its default context (256): weights 417 KiB + KV 128 KiB + activations
+  // 2.25 MiB + logits 1 KiB = 2.78 MiB on the CPU; with 2.6 MiB the last modules stay on disk.
+  auto r = test::run_cli({"load", test::testdata("models/llama"), "--cpu-ram", "2.6M", "--json"});
+  REQUIRE(r.exit_code == 0);
+  json j = json::parse(r.out);
+  CHECK(j["bytes_per_device"].contains("disk"));
+  CHECK(j["bytes_per_device"].contains("cpu"));
+  CHECK(j["modules"]["model.embed_tokens"]["device"] == "cpu");
+  CHECK(j["modules"]["lm_head"]["device"] == "disk");
+  auto s = test::run_cli({"load", test::testdata("models/llama"), "--cpu-ram", "1M"});
+  CHECK(s.exit_code == 3);  // activations alone need 2.25 MiB of host memory
+  CHECK_THAT(s.err, Catch::Contains("cpu needs"));
+}

@@ -94,29 +94,4 @@ Placement place_all(const ModelLayout& layout, Device d) {
   return p;
 }
 
-Placement fill_contiguous(const ModelLayout& layout, uint64_t vram, uint64_t cpu_ram, int cuda_device) {
-  Placement p;
-  p.source = "interim fill (--vram/--cpu-ram)";
-  uint64_t gpu_used = 0, cpu_used = 0;
-  bool gpu_full = vram == 0, cpu_full = cpu_ram == 0;
-  for (const auto& m : layout.modules) {
-    // Contiguous: once a module does not fit a tier, later modules do not go back to it,
-    // so the GPU holds a prefix of the model and the pipeline stays in layer order.
-    if (!gpu_full && gpu_used + m.bytes <= vram) {
-      gpu_used += m.bytes;
-      p.modules[m.name] = {Device::Kind::Cuda, cuda_device};
-      continue;
-    }
-    gpu_full = true;
-    if (!cpu_full && (cpu_ram == UINT64_MAX || cpu_used + m.bytes <= cpu_ram)) {
-      cpu_used += m.bytes;
-      p.modules[m.name] = {Device::Kind::Cpu, 0};
-      continue;
-    }
-    cpu_full = true;
-    p.modules[m.name] = {Device::Kind::Disk, 0};
-  }
-  return p;
-}
-
 }  // namespace nunchaku

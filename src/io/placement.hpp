@@ -6,10 +6,8 @@
 // Every module of the checkpoint (describe_model's names) must be listed; other
 // top-level keys are ignored. Devices: "cuda:N" (or "cuda" = "cuda:0"), "cpu", "disk".
 //
-// INTERIM: until the planner (issue 3) exists, --vram/--cpu-ram budgets are turned into
-// a placement by fill_contiguous(): modules in order fill cuda:0 up to the VRAM budget,
-// then the CPU up to the RAM budget, then the rest stays on disk. No reserves for KV
-// cache, activations or CUDA context are taken out; the planner will do that.
+// Budgets (--vram/--cpu-ram) become a placement through the planner (memory/plan.hpp),
+// which reserves KV cache, activations and the CUDA context on each device.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +33,7 @@ std::optional<Device> parse_device(std::string_view text);
 
 struct Placement {
   std::map<std::string, Device> modules;  // module name -> device
-  std::string source;                     // "plan file X", "--device cpu", "interim fill (--vram/--cpu-ram)"
+  std::string source;                     // "plan file X", "--device cpu", "nunchaku plan (balanced)"
   std::string file;                       // the plan file, "" when not from a file
 
   // Throws Error("plan.missing_module") when the module is not placed.
@@ -53,9 +51,5 @@ void check_placement(const Placement& p, const ModelLayout& layout);
 
 // Everything on one device.
 Placement place_all(const ModelLayout& layout, Device d);
-
-// INTERIM contiguous fill (see the header comment). `vram` = 0 puts nothing on the GPU;
-// cpu_ram = UINT64_MAX means unlimited host memory.
-Placement fill_contiguous(const ModelLayout& layout, uint64_t vram, uint64_t cpu_ram, int cuda_device = 0);
 
 }  // namespace nunchaku

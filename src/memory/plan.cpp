@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "memory/estimate_detail.hpp"
 #include "memory/units.hpp"
 
 namespace nunchaku {
@@ -315,6 +316,30 @@ DevicePlan make_plan(const Estimate& e, const PlanRequest& r) {
   DevicePlan p = Planner(e, r).plan();
   p.strategy = r.strategy;
   return p;
+}
+
+Estimate weights_only_estimate(const ModelLayout& layout, const std::map<std::string, uint64_t>& overheads) {
+  Estimate e;
+  if (layout.spec) e.spec = *layout.spec;
+  e.workload.overheads = overheads;
+  for (const auto& m : layout.modules) {
+    e.modules.push_back({m.name, m.kind, m.layer, m.parameters, m.bytes, 0, 0, 0});
+    e.parameters += m.parameters;
+  }
+  estimate_detail::add_overheads(e, 0);
+  return e;
+}
+
+Placement plan_placement(const Estimate& e, std::vector<uint64_t> vram, uint64_t cpu_ram) {
+  PlanRequest r;
+  r.vram = std::move(vram);
+  r.cpu_ram = cpu_ram;
+  r.allow_disk = true;
+  DevicePlan p = make_plan(e, r);
+  if (!p.fits)
+    throw Error("plan.does_not_fit", "no placement fits: " + p.shortfall,
+                {.hint = "give more --cpu-ram, or see `nunchaku plan --min-vram` for the budget it needs"}, Exit::OutOfMemory);
+  return p.placement(e);
 }
 
 std::optional<uint64_t> min_vram(const Estimate& e, int gpus, OffloadExec exec) {

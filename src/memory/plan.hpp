@@ -69,6 +69,14 @@ struct DevicePlan {
   size_t gpu_layers() const;
 };
 
+// Per-module costs of the weights alone (no model description: KV cache and activations
+// unknown), with the named GPU overheads; for planning a plain load of any checkpoint.
+Estimate weights_only_estimate(const ModelLayout& layout, const std::map<std::string, uint64_t>& overheads = {});
+
+// The placement `load`/`run` use for budgets: the balanced plan of `e`, the rest of the
+// model on disk. Throws Error("plan.does_not_fit", exit 3) with the shortfall.
+Placement plan_placement(const Estimate& e, std::vector<uint64_t> vram, uint64_t cpu_ram);
+
 // Plans with the request's strategy. Never throws for "does not fit": check DevicePlan::fits.
 // Strategy::Accelerate needs the layout and checkpoint; use plan_accelerate() for it.
 DevicePlan make_plan(const Estimate& e, const PlanRequest& r);

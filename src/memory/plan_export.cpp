@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.hpp"
+#include "memory/units.hpp"
 
 namespace nunchaku {
 namespace {
@@ -110,8 +111,8 @@ VllmArgs vllm_args(const Estimate& e, const std::vector<uint64_t>& vram, const s
   v.command = fmt::format("--tensor-parallel-size {} --pipeline-parallel-size {} --max-model-len {} --gpu-memory-utilization {:.2f}",
                           v.tensor_parallel, v.pipeline_parallel, v.max_model_len, v.gpu_memory_utilization);
   if (v.cpu_offload_gb > 0) v.command += fmt::format(" --cpu-offload-gb {:.1f}", v.cpu_offload_gb);
-  v.notes.push_back(fmt::format("vLLM must hold KV for at least one {}-token sequence: planned {} KV for batch {}", v.max_model_len,
-                                kv / n, e.workload.batch));
+  v.notes.push_back(fmt::format("vLLM must hold KV for at least one {}-token sequence: planned {} of KV per GPU for batch {}",
+                                v.max_model_len, format_bytes(kv / n), e.workload.batch));
   return v;
 }
 
