@@ -153,7 +153,7 @@ def write_gguf(model, cfg, path, qtype):
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(cfg.rope_theta)
     w.add_vocab_size(cfg.vocab_size)
-    w.add_file_type({QT.F32: 0, QT.Q8_0: 7, QT.Q4_0: 2}[qtype])
+    w.add_file_type({QT.F32: 0, QT.F16: 1, QT.Q8_0: 7, QT.Q4_0: 2, QT.BF16: 32}[qtype])
     back = {}
     for hf, t in model.state_dict().items():
         a = t.detach().float().numpy().copy()
@@ -161,7 +161,7 @@ def write_gguf(model, cfg, path, qtype):
             a = permute_qk(a, cfg.num_attention_heads)
         elif hf.endswith("k_proj.weight"):
             a = permute_qk(a, cfg.num_key_value_heads)
-        if a.ndim == 2 and qtype != QT.F32:
+        if a.ndim == 2 and qtype != QT.F32:  # (BF16/F16 too: gguf.quants rounds them)
             q = quants.quantize(a, qtype)
             w.add_tensor(gguf_name(hf), q, raw_shape=q.shape, raw_dtype=qtype)
             deq = quants.dequantize(q, qtype).reshape(a.shape)

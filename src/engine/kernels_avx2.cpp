@@ -37,43 +37,43 @@ struct LoadF16 {
   static float one(const uint8_t* row, int64_t i) { return blocks::half_to_float(blocks::load_u16(row + 2 * i)); }
 };
 
-// out[b] (+)= row . x_b for NB activation rows; one pass over the weight row.
-// Every NB sums in the same order (two chains over alternating 8-wide blocks, then the
-// tail), so a sequence's logits are bit-identical whatever batch it runs in.
-template <int NB, class L, bool Accumulate>
-inline void tile(const uint8_t* row, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy) {
-  __m256 acc0[NB], acc1[NB];
-  for (int b = 0; b < NB; ++b) acc0[b] = acc1[b] = _mm256_setzero_ps();
+// y[b*ldy + r] (+)= row_r . x_b for R weight rows (row_bytes apart) and NB activation
+// rows: R*NB independent FMA chains, each weight vector loaded once for NB rows. Every
+// (row, x) pair sums in the same order whatever R and NB are (one 8-wide chain, then the
+// scalar tail), so a sequence's logits are bit-identical in any batch.
+template <int R, int NB, class L, bool Accumulate>
+inline void tile(const uint8_t* row0, size_t row_bytes, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy) {
+  __m256 acc[R][NB];
+  for (int r = 0; r < R; ++r)
+    for (int b = 0; b < NB; ++b) acc[r][b] = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m256 w0 = L::load(row, i), w1 = L::load(row, i + 8);
+  for (; i + 8 <= n; i += 8) {
+    __m256 w[R];
+    for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
     for (int b = 0; b < NB; ++b) {
-      acc0[b] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + b * ldx + i), acc0[b]);
-      acc1[b] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + b * ldx + i + 8), acc1[b]);
+      __m256 xv = _mm256_loadu_ps(x + b * ldx + i);
+      for (int r = 0; r < R; ++r) acc[r][b] = _mm256_fmadd_ps(w[r], xv, acc[r][b]);
     }
   }
-  if (i + 8 <= n) {
-    __m256 w0 = L::load(row, i);
-    for (int b = 0; b < NB; ++b) acc0[b] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + b * ldx + i), acc0[b]);
-    i += 8;
-  }
-  for (int b = 0; b < NB; ++b) {
-    float s = hsum(_mm256_add_ps(acc0[b], acc1[b]));
-    for (int64_t j = i; j < n; ++j) s += L::one(row, j) * x[b * ldx + j];
-    if (Accumulate) y[b * ldy] += s;
-    else y[b * ldy] = s;
-  }
+  for (int r = 0; r < R; ++r)
+    for (int b = 0; b < NB; ++b) {
+      float s = hsum(acc[r][b]);
+      for (int64_t j = i; j < n; ++j) s += L::one(row0 + size_t(r) * row_bytes, j) * x[b * ldx + j];
+      if (Accumulate) y[b * ldy + r] += s;
+      else y[b * ldy + r] = s;
+    }
 }
 
-template <class L, bool Accumulate>
-inline void row_times_batch(const uint8_t* row, int64_t n, const float* x, int64_t ldx, int64_t B, float* y,
-                            int64_t ldy) {
+// R weight rows against all B activation rows, in tiles of 4.
+template <int R, class L, bool Accumulate>
+inline void rows_times_batch(const uint8_t* row0, size_t row_bytes, int64_t n, const float* x, int64_t ldx, int64_t B,
+                             float* y, int64_t ldy) {
   int64_t b = 0;
-  for (; b + 4 <= B; b += 4) tile<4, L, Accumulate>(row, n, x + b * ldx, ldx, y + b * ldy, ldy);
+  for (; b + 4 <= B; b += 4) tile<R, 4, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy);
   switch (B - b) {
-    case 3: tile<3, L, Accumulate>(row, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
-    case 2: tile<2, L, Accumulate>(row, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
-    case 1: tile<1, L, Accumulate>(row, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
+    case 3: tile<R, 3, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
+    case 2: tile<R, 2, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
+    case 1: tile<R, 1, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
     default: break;
   }
 }
@@ -81,11 +81,12 @@ inline void row_times_batch(const uint8_t* row, int64_t n, const float* x, int64
 template <class L>
 void matmul_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                   int64_t r1) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w.data + size_t(r) * w.row_bytes;
-    if (r + 1 < r1) _mm_prefetch(reinterpret_cast<const char*>(row + w.row_bytes), _MM_HINT_T0);
-    row_times_batch<L, false>(row, w.cols, x, ldx, B, y + r, ldy);
-  }
+  int64_t r = r0;
+  const size_t rb = w.row_bytes;
+  if (B == 1)  // decode: 4 rows at a time for 4 independent chains
+    for (; r + 4 <= r1; r += 4) tile<4, 1, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, y + r, ldy);
+  for (; r + 2 <= r1; r += 2) rows_times_batch<2, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
+  for (; r < r1; ++r) rows_times_batch<1, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
 }
 
 void matmul_quant(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
@@ -107,7 +108,7 @@ void matmul_quant(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B,
     for (int64_t c = 0; c < w.cols; c += kChunk) {
       int64_t n = w.cols - c < kChunk ? w.cols - c : kChunk;
       blocks::dequant_blocks(q, row + (c / be) * bb, n / be, buf);
-      row_times_batch<LoadF32, true>(reinterpret_cast<const uint8_t*>(buf), n, x + c, ldx, B, y + r, ldy);
+      rows_times_batch<1, LoadF32, true>(reinterpret_cast<const uint8_t*>(buf), 0, n, x + c, ldx, B, y + r, ldy);
     }
   }
 }
@@ -124,12 +125,12 @@ void avx2_matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_
 
 float avx2_dot_f32(const float* a, const float* b, int64_t n) {
   float out;
-  tile<1, LoadF32, false>(reinterpret_cast<const uint8_t*>(a), n, b, 0, &out, 0);
+  tile<1, 1, LoadF32, false>(reinterpret_cast<const uint8_t*>(a), 0, n, b, 0, &out, 0);
   return out;
 }
 float avx2_dot_f16(const float* a, const uint16_t* b, int64_t n) {
   float out;
-  tile<1, LoadF16, false>(reinterpret_cast<const uint8_t*>(b), n, a, 0, &out, 0);
+  tile<1, 1, LoadF16, false>(reinterpret_cast<const uint8_t*>(b), 0, n, a, 0, &out, 0);
   return out;
 }
 void avx2_axpy_f32(float alpha, const float* x, float* y, int64_t n) {

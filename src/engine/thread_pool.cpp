@@ -1,5 +1,7 @@
 #include "engine/thread_pool.hpp"
 
+#include <algorithm>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define NUNCHAKU_PAUSE() _mm_pause()
@@ -10,7 +12,7 @@
 namespace nunchaku::engine {
 
 namespace {
-constexpr int kSpin = 20000;  // pause iterations (~tens of microseconds) before sleeping
+constexpr int kSpin = 4000;  // pause iterations (tens of microseconds) before sleeping / yielding
 }
 
 ThreadPool::ThreadPool(int threads) {
@@ -29,8 +31,10 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::work(int thread) {
-  for (int64_t i = next_.fetch_add(1, std::memory_order_relaxed); i < n_; i = next_.fetch_add(1, std::memory_order_relaxed))
+  for (int64_t i = next_.fetch_add(1, std::memory_order_relaxed); i < n_; i = next_.fetch_add(1, std::memory_order_relaxed)) {
     call_(ctx_, i, thread);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+  }
 }
 
 void ThreadPool::run_impl(int64_t n, Call call, void* ctx) {
@@ -45,15 +49,25 @@ void ThreadPool::run_impl(int64_t n, Call call, void* ctx) {
     ctx_ = ctx;
     n_ = n;
     next_.store(0, std::memory_order_relaxed);
-    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    open_ = true;
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   work(0);
-  for (int i = 0; i < kSpin && pending_.load(std::memory_order_acquire) != 0; ++i) NUNCHAKU_PAUSE();
-  if (pending_.load(std::memory_order_acquire) != 0) {
-    std::unique_lock lk(m_);
-    done_.wait(lk, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  // Tasks claimed by workers that are still running them.
+  for (int i = 0; done_.load(std::memory_order_acquire) < n; ++i) {
+    if (i < kSpin) NUNCHAKU_PAUSE();
+    else std::this_thread::yield();
+  }
+  {
+    std::lock_guard lk(m_);
+    open_ = false;
+  }
+  // Workers that joined may still be on their way out of work(); n_ etc. stay put until then.
+  for (int i = 0; inside_.load(std::memory_order_acquire) != 0; ++i) {
+    if (i < kSpin) NUNCHAKU_PAUSE();
+    else std::this_thread::yield();
   }
 }
 
@@ -65,20 +79,18 @@ void ThreadPool::worker_main(int thread) {
       NUNCHAKU_PAUSE();
       g = generation_.load(std::memory_order_acquire);
     }
-    if (g == seen) {
-      std::unique_lock lk(m_);
-      wake_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-      g = generation_.load(std::memory_order_acquire);
-    }
-    seen = g;
+    bool join = false;
     {
-      std::lock_guard lk(m_);  // pairs with the writer: call_/ctx_/n_ are visible
+      std::unique_lock lk(m_);
+      if (g == seen) wake_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      seen = generation_.load(std::memory_order_acquire);
       if (stop_) return;
+      join = open_;
+      if (join) inside_.fetch_add(1, std::memory_order_acq_rel);
     }
-    work(thread);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard lk(m_);
-      done_.notify_one();
+    if (join) {
+      work(thread);
+      inside_.fetch_sub(1, std::memory_order_acq_rel);
     }
   }
 }

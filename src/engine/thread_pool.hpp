@@ -5,7 +5,10 @@
 // threads at all. Tasks are handed out through an atomic counter, so uneven tasks and
 // cores shared with other processes balance themselves. Dispatch allocates nothing.
 // Workers spin briefly after a dispatch (the next one usually follows within
-// microseconds in the token loop), then sleep on a condition variable.
+// microseconds in the token loop), then sleep on a condition variable. run() waits for
+// the tasks, not for the workers: a worker the OS has not scheduled yet simply misses
+// that run (it joins only while the run is open), so a busy machine never stalls a
+// dispatch for a time slice.
 // Thread-safety: one run() at a time (the engine is single-threaded above the kernels).
 #pragma once
 
@@ -43,10 +46,12 @@ class ThreadPool {
 
   std::vector<std::thread> workers_;
   std::mutex m_;
-  std::condition_variable wake_, done_;
+  std::condition_variable wake_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int64_t> next_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<int64_t> done_{0};    // tasks finished in this run
+  std::atomic<int> inside_{0};      // workers inside work() for this run
+  bool open_ = false;               // workers may still join this run (under m_)
   bool stop_ = false;
   Call call_ = nullptr;
   void* ctx_ = nullptr;

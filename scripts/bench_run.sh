@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Engine throughput: prompt and decode tok/s at batch 1 and 8 on a ~0.1B random-weight
+# llama (f32 and bf16 safetensors), the DRAM read bandwidth measured in the same run, and
+# decode tok/s as a fraction of the bandwidth bound (tok/s x bytes of weights per step /
+# bandwidth; batch 8 reads the weights once per step for 8 tokens).
+#
+#   scripts/bench_run.sh [--threads N] [--llama-cpp] [--build DIR]
+#
+# --llama-cpp also runs llama.cpp (llama-cpp-python, built from source by pip into
+# $BENCH_DIR/venv; that build can take >10 min on 2 cores) on GGUF copies of the same
+# weights (written with gguf-py, convert_hf_to_gguf layout) with the same thread count,
+# and prints nunchaku/llama.cpp ratios (batch 1: llama-cpp-python runs one sequence).
+# Models and the venv are cached in $BENCH_DIR (default /tmp/nunchaku-bench).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+THREADS=$(nproc)
+LLAMA_CPP=0
+BUILD=build-eng
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --threads) THREADS=$2; shift 2 ;;
+    --llama-cpp) LLAMA_CPP=1; shift ;;
+    --build) BUILD=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+PY=${PYTHON:-/tmp/fxenv/bin/python}
+DIR=${BENCH_DIR:-/tmp/nunchaku-bench}
+PROMPT=${BENCH_PROMPT:-128}
+DECODE=${BENCH_DECODE:-32}
+mkdir -p "$DIR"
+
+if [[ ! -f "$DIR/f32/model.safetensors" || ! -f "$DIR/bf16/model.safetensors" ]]; then
+  echo "== writing the random-weight bench model to $DIR" >&2
+  HF_HUB_OFFLINE=1 "$PY" - "$DIR" <<'PY'
+import sys, torch
+from transformers import LlamaConfig, LlamaForCausalLM
+out = sys.argv[1]
+torch.manual_seed(0)
+cfg = LlamaConfig(hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
+                  num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048, tie_word_embeddings=False)
+m = LlamaForCausalLM(cfg).float()
+print(f"{sum(p.numel() for p in m.parameters())/1e6:.1f}M parameters", file=sys.stderr)
+m.save_pretrained(f"{out}/f32", safe_serialization=True)
+m.to(torch.bfloat16).save_pretrained(f"{out}/bf16", safe_serialization=True)
+PY
+fi
+
+if [[ ! -x "$BUILD/nunchaku_tests" ]]; then
+  cmake -S . -B "$BUILD" -G Ninja -DNUNCHAKU_CUDA=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+cmake --build "$BUILD" --target nunchaku_tests -j2 >/dev/null
+
+RESULTS="$DIR/results.jsonl"
+: > "$RESULTS"
+for dt in f32 bf16; do
+  echo "== nunchaku $dt, $THREADS threads" >&2
+  NUNCHAKU_BENCH_MODEL="$DIR/$dt" NUNCHAKU_BENCH_THREADS=$THREADS NUNCHAKU_BENCH_PROMPT=$PROMPT \
+    NUNCHAKU_BENCH_DECODE=$DECODE "$BUILD/nunchaku_tests" "[.engine-bench]" | sed -n 's/^BENCH //p' |
+    python3 -c "import json,sys; d=json.load(sys.stdin); d['dtype']='$dt'; d['engine']='nunchaku'; print(json.dumps(d))" >> "$RESULTS"
+done
+
+if [[ $LLAMA_CPP == 1 ]]; then
+  if [[ ! -x "$DIR/venv/bin/python" ]]; then
+    python3 -m venv --system-site-packages "$DIR/venv"
+  fi
+  if ! "$DIR/venv/bin/python" -c "import llama_cpp" 2>/dev/null; then
+    echo "== pip install llama-cpp-python (builds llama.cpp from source; slow)" >&2
+    CMAKE_ARGS="-DGGML_NATIVE=ON" "$DIR/venv/bin/pip" install llama-cpp-python >&2
+  fi
+  for dt in f32 bf16; do
+    if [[ ! -f "$DIR/$dt.gguf" ]]; then
+      HF_HUB_OFFLINE=1 "$PY" - "$DIR" "$dt" <<'PY'
+import sys
+sys.path.insert(0, "scripts")
+import torch
+from gguf import GGMLQuantizationType as QT
+from transformers import LlamaForCausalLM
+from make_engine_goldens import write_gguf
+d, dt = sys.argv[1], sys.argv[2]
+m = LlamaForCausalLM.from_pretrained(f"{d}/{dt}", dtype=torch.float32)
+write_gguf(m, m.config, f"{d}/{dt}.gguf", QT.F32 if dt == "f32" else QT.BF16)
+PY
+    fi
+    echo "== llama.cpp $dt, $THREADS threads" >&2
+    "$DIR/venv/bin/python" - "$DIR/$dt.gguf" "$THREADS" "$PROMPT" "$DECODE" "$dt" >> "$RESULTS" <<'PY'
+import json, sys, time
+from llama_cpp import Llama
+path, threads, P, D, dt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+llm = Llama(model_path=path, n_threads=threads, n_threads_batch=threads, n_ctx=P + D + 8, n_batch=P,
+            vocab_only=False, verbose=False)
+prompt = [int((i * 7919 + 3) % 32000) for i in range(P)]
+llm.reset(); llm.eval(prompt)  # warm-up
+llm.reset()
+t0 = time.perf_counter(); llm.eval(prompt); prefill = time.perf_counter() - t0
+t0 = time.perf_counter()
+for s in range(D):
+    llm.eval([int((s * 31 + 5) % 32000)])
+decode = time.perf_counter() - t0
+print(json.dumps({"engine": "llama.cpp", "dtype": dt, "b1": {"prompt_tok_s": P / prefill, "decode_tok_s": D / decode}}))
+PY
+  done
+fi
+
+python3 - "$RESULTS" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ours = {r["dtype"]: r for r in rows if r["engine"] == "nunchaku"}
+ref = {r["dtype"]: r for r in rows if r["engine"] == "llama.cpp"}
+for dt, r in ours.items():
+    bw = r["dram_read_bytes_s"]
+    wb = r["weight_bytes"]
+    print(f"{dt}: {r['describe']}")
+    print(f"  DRAM read bandwidth {bw/1e9:.1f} GB/s ({r['threads']} threads); weights read per step {wb/1e6:.0f} MB"
+          f" -> decode bound {bw/wb:.1f} steps/s")
+    for b in ("b1", "b8"):
+        n = 1 if b == "b1" else 8
+        dec, pre = r[b]["decode_tok_s"], r[b]["prompt_tok_s"]
+        frac = (dec / n) * wb / bw
+        line = f"  batch {n}: prompt {pre:8.1f} tok/s   decode {dec:8.1f} tok/s   ({frac:.0%} of the bandwidth bound per step)"
+        if dt in ref and b in ref[dt]:
+            lr = ref[dt][b]
+            line += f"   vs llama.cpp: prompt {pre/lr['prompt_tok_s']:.2f}x, decode {dec/lr['decode_tok_s']:.2f}x"
+        print(line)
+PY
