@@ -332,6 +332,17 @@ def main() -> None:
                 "decoded": ref.decode(plain, skip_special_tokens=False),
                 "decoded_skip_special": ref.decode(with_special, skip_special_tokens=True),
             })
+        # Decoding arbitrary id sequences: prefixes that cut characters, and random ids
+        # (invalid UTF-8, byte-fallback runs, special tokens), with and without skipping.
+        rng = random.Random(5)
+        id_seqs = []
+        for text in ["我想在apple工作 🦙🚀 héllo", "emoji 👨‍👩‍👧 done"]:
+            ids = ref.encode(text, add_special_tokens=False).ids
+            id_seqs += [ids[:k] for k in range(len(ids) + 1)]
+        n = ref.get_vocab_size(with_added_tokens=True)
+        id_seqs += [[rng.randrange(n) for _ in range(rng.randint(1, 10))] for _ in range(40)]
+        decode_cases = [{"ids": seq, "skip_special": skip, "text": ref.decode(seq, skip_special_tokens=skip)}
+                        for seq in id_seqs for skip in (False, True)]
         chats = []
         for tname, template in templates.items():
             for msgs in CONVERSATIONS:
@@ -358,6 +369,7 @@ def main() -> None:
             "bos_token": hf.bos_token,
             "eos_token": hf.eos_token,
             "cases": cases,
+            "decode_cases": decode_cases,
             "templates": templates,
             "chat": chats,
             "default_chat": default_chat,

@@ -214,6 +214,19 @@ TEST_CASE("tokenizer: HF tokenizer.json fixtures match tokenizers/transformers",
         CHECK(streamed == c["decoded_skip_special"].get<std::string>());
       }
 
+      // Decoding arbitrary id sequences (cut characters, invalid byte runs, specials).
+      for (const json& c : exp["decode_cases"]) {
+        const std::vector<int32_t> ids = ids_of(c["ids"]);
+        const bool skip = c["skip_special"].get<bool>();
+        INFO(d.filename().string() << " decode " << show(ids) << (skip ? " skipping specials" : ""));
+        CHECK(tok.decode(ids, skip) == c["text"].get<std::string>());
+        StreamDecoder sd(tok, skip);
+        std::string streamed;
+        for (int32_t id : ids) streamed += sd.push(id);
+        streamed += sd.flush();
+        CHECK(streamed == c["text"].get<std::string>());
+      }
+
       // Chat renderings of real templates of the family, as transformers renders them.
       for (const json& c : exp["chat"]) {
         const std::string name = c["template"].get<std::string>();
@@ -434,4 +447,24 @@ TEST_CASE("tokenizer: hostile GGUF vocabularies fail with one error code each", 
   CHECK(gguf_error(g) == "tokenizer.bad_merge");
   set_kv(g, "tokenizer.ggml.merges", GgufValue{GgufArray{std::vector<float>{1.f}}});
   CHECK(gguf_error(g) == "tokenizer.missing");
+}
+
+TEST_CASE("tokenizer: long degenerate inputs round-trip (no quadratic blow-up, no crash)", "[tokenizer]") {
+  NUNCHAKU_REQUIRE_SHARED();
+  for (const char* vocab : {"vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-deepseek-llm.gguf"}) {
+    INFO(vocab);
+    Tokenizer tok = load_gguf_tokenizer(test::shared_testfile(vocab));
+    for (const std::string& text : {std::string(200000, ' '), std::string(200000, 'a'), std::string(100000, '\n'),
+                                    std::string(50000, '3') + "\t" + std::string(50000, '!')}) {
+      std::vector<int32_t> ids = tok.encode(text, false, false);
+      CHECK(!ids.empty());
+      CHECK(tok.decode(ids, false) == text);
+    }
+    // Invalid UTF-8 becomes U+FFFD before tokenizing, never a crash.
+    std::string junk;
+    for (int i = 0; i < 5000; ++i) junk += static_cast<char>((i * 131 + 7) % 256);
+    std::vector<int32_t> ids = tok.encode(junk, true, true);
+    CHECK(!ids.empty());
+    for (int32_t id : ids) CHECK((id >= 0 && id < tok.vocab_size()));
+  }
 }

@@ -45,6 +45,7 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
     if (!v) return -1;
     auto x = v->as_int();
     if (!x) t->fail("tokenizer.bad_metadata", std::string(key) + " is not an integer");
+    if (*x == 0xFFFFFFFFll || *x < 0) return -1;  // -1 stored as uint32: "no such token" (llama.cpp's LLAMA_TOKEN_NULL)
     if (*x < -1 || *x >= (int64_t{1} << 31)) t->fail("tokenizer.bad_token_id", std::string(key) + " = " + std::to_string(*x) + " is not a token id");
     return static_cast<int32_t>(*x);
   };

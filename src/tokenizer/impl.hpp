@@ -84,6 +84,7 @@ struct TokenizerImpl {
 
   // ---- text pipeline
   std::vector<AddedToken> added;  // longest first
+  std::array<std::vector<uint32_t>, 256> added_by_byte;  // indices into `added` by first byte, longest first
   std::string prepend_normalizer;  // HF Prepend normalizer ("▁"), added to every non-empty segment
   std::vector<std::pair<std::string, std::string>> replace_normalizer;  // HF Replace, in order
   bool spm_space_prefix = false;   // GGUF llama: " " before text that starts the input or follows a special

@@ -240,6 +240,8 @@ void TokenizerImpl::finish() {
   }
   added.erase(std::remove_if(added.begin(), added.end(), [](const AddedToken& a) { return a.content.empty(); }), added.end());
   std::stable_sort(added.begin(), added.end(), [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+  for (auto& v : added_by_byte) v.clear();
+  for (size_t i = 0; i < added.size(); ++i) added_by_byte[static_cast<unsigned char>(added[i].content[0])].push_back(static_cast<uint32_t>(i));
 
   auto check = [&](int32_t id, const char* what) {
     if (id != -1 && !valid(id)) fail("tokenizer.bad_token_id", std::string(what) + " id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(tokens.size()));
@@ -536,7 +538,8 @@ std::vector<Segment> split_added(const TokenizerImpl& t, std::string_view text, 
   size_t i = 0;
   while (i < text.size()) {
     const AddedToken* hit = nullptr;
-    for (const AddedToken& a : t.added) {  // longest first
+    for (uint32_t k : t.added_by_byte[static_cast<unsigned char>(text[i])]) {  // longest first
+      const AddedToken& a = t.added[k];
       if (a.special && !parse_special) continue;
       if (text.compare(i, a.content.size(), a.content) != 0) continue;
       if (a.single_word) {
@@ -604,10 +607,11 @@ std::string Tokenizer::decode_piece(int32_t id, bool skip_special) const {
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
-  std::string raw;
-  for (int32_t id : ids) raw += decode_piece(id, skip_special);
-  if (impl_->strip_leading_space && !raw.empty() && raw[0] == ' ') raw.erase(0, 1);
-  return utf8_sanitize(raw);
+  StreamDecoder d(*this, skip_special);
+  std::string out;
+  for (int32_t id : ids) out += d.push(id);
+  out += d.flush();
+  return out;
 }
 
 int32_t Tokenizer::vocab_size() const { return impl_->size(); }
@@ -637,25 +641,74 @@ std::string Tokenizer::apply_chat(const ChatFormat& fmt, const std::vector<ChatM
 
 StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special) : impl_(tok.impl_), skip_special_(skip_special) {}
 
-std::string StreamDecoder::push(int32_t id) {
-  const TokenizerImpl& t = *impl_;
-  if (!t.valid(id) || (skip_special_ && (t.attr[id] & kAttrControl))) return {};
-  std::string_view piece = t.pieces[id];
-  if (first_ && !piece.empty()) {
-    first_ = false;
-    if (t.strip_leading_space && piece[0] == ' ') piece.remove_prefix(1);
+// True when `s` is valid UTF-8 except for an incomplete (but so far valid) last character.
+static bool utf8_valid_prefix(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    size_t prefix = 1;
+    size_t n = utf8_valid_at(s, i, &prefix);
+    if (n) {
+      i += n;
+      continue;
+    }
+    return i + prefix == s.size() && utf8_len(static_cast<unsigned char>(s[i])) > prefix;
   }
-  pending_ += piece;
-  size_t n = utf8_complete_prefix(pending_);
-  std::string out = utf8_sanitize(std::string_view(pending_).substr(0, n));
-  pending_.erase(0, n);
+  return true;
+}
+
+static std::string replacement_chars(size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out += "\xEF\xBF\xBD";
   return out;
 }
 
-std::string StreamDecoder::flush() {
-  std::string out = utf8_sanitize(pending_);
-  pending_.clear();
+std::string StreamDecoder::emit(std::string text) {
+  if (first_ && !text.empty()) {
+    first_ = false;
+    if (impl_->strip_leading_space && text[0] == ' ') text.erase(0, 1);
+  }
+  return text;
+}
+
+std::string StreamDecoder::end_byte_run() {
+  std::string out;
+  if (byte_run_tokens_ && !byte_run_invalid_) {
+    // A run that ends on a complete, valid string is that string; one cut short is invalid.
+    out = utf8_valid_prefix(byte_run_) && utf8_complete_prefix(byte_run_) == byte_run_.size()
+              ? byte_run_
+              : replacement_chars(byte_run_tokens_);
+  }
+  byte_run_.clear();
+  byte_run_tokens_ = 0;
+  byte_run_invalid_ = false;
   return out;
+}
+
+std::string StreamDecoder::push(int32_t id) {
+  const TokenizerImpl& t = *impl_;
+  if (!t.valid(id) || (skip_special_ && (t.attr[id] & kAttrControl))) return {};
+  const std::string& piece = t.pieces[id];
+  if (t.decode_kind == DecodeKind::Spm && t.byte_fallback_decoder && (t.attr[id] & kAttrByte)) {
+    ++byte_run_tokens_;
+    if (byte_run_invalid_) return emit(replacement_chars(1));
+    byte_run_ += piece;
+    if (utf8_valid_prefix(byte_run_)) return {};  // held until the run ends
+    byte_run_invalid_ = true;  // the whole run decodes to U+FFFD per token, whatever follows
+    byte_run_.clear();
+    return emit(replacement_chars(byte_run_tokens_));
+  }
+  std::string out = end_byte_run();
+  pending_ += piece;
+  size_t n = utf8_complete_prefix(pending_);
+  out += utf8_sanitize(std::string_view(pending_).substr(0, n));
+  pending_.erase(0, n);
+  return emit(std::move(out));
+}
+
+std::string StreamDecoder::flush() {
+  std::string out = end_byte_run();
+  out += utf8_sanitize(pending_);
+  pending_.clear();
+  return emit(std::move(out));
 }
 
 }  // namespace nunchaku

@@ -77,7 +77,8 @@ class Tokenizer {
 // Incremental detokenizer for streaming and stop strings: push() returns only text that
 // is complete UTF-8, holding back the bytes of a character cut across tokens, and applies
 // the same leading-space rule as decode(), so the concatenation of all pushes plus
-// flush() equals decode(all ids).
+// flush() equals decode(all ids) (decode is implemented with it). As HF's ByteFallback
+// decoder, a run of <0xNN> tokens that is not valid UTF-8 becomes one U+FFFD per token.
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tok, bool skip_special = true);
@@ -85,10 +86,16 @@ class StreamDecoder {
   std::string flush();  // whatever is still held back, invalid bytes as U+FFFD
 
  private:
+  std::string emit(std::string text);  // applies the leading-space rule once
+  std::string end_byte_run();
+
   std::shared_ptr<const TokenizerImpl> impl_;
   bool skip_special_;
   bool first_ = true;
-  std::string pending_;
+  std::string pending_;        // bytes of a character not yet complete
+  std::string byte_run_;       // consecutive <0xNN> tokens, decoded together (HF ByteFallback)
+  size_t byte_run_tokens_ = 0;
+  bool byte_run_invalid_ = false;
 };
 
 }  // namespace nunchaku

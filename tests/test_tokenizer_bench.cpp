@@ -1,0 +1,42 @@
+// Throughput of encode/decode, hidden from the normal run (tag [.tokenizer_bench]);
+// scripts/bench_tokenizer.sh runs it next to HF tokenizers on the same text:
+//   NUNCHAKU_BENCH_TOKENIZER=<hf dir> NUNCHAKU_BENCH_TEXT=<file> nunchaku_tests "[.tokenizer_bench]"
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "tokenizer/tokenizer.hpp"
+
+using namespace nunchaku;
+
+TEST_CASE("tokenizer: encode/decode throughput", "[.tokenizer_bench]") {
+  const char* dir = std::getenv("NUNCHAKU_BENCH_TOKENIZER");
+  const char* file = std::getenv("NUNCHAKU_BENCH_TEXT");
+  if (!dir || !file) {
+    WARN("set NUNCHAKU_BENCH_TOKENIZER and NUNCHAKU_BENCH_TEXT");
+    return;
+  }
+  std::ifstream f(file, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string text = ss.str();
+  Tokenizer tok = Tokenizer::from_hf_dir(dir);
+  using clock = std::chrono::steady_clock;
+  std::vector<int32_t> ids;
+  double best_enc = 1e30, best_dec = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = clock::now();
+    ids = tok.encode(text, false, false);
+    auto t1 = clock::now();
+    std::string back = tok.decode(ids, false);
+    auto t2 = clock::now();
+    best_enc = std::min(best_enc, std::chrono::duration<double>(t1 - t0).count());
+    best_dec = std::min(best_dec, std::chrono::duration<double>(t2 - t1).count());
+  }
+  std::printf("nunchaku encode_s=%.6f decode_s=%.6f tokens=%zu bytes=%zu\n", best_enc, best_dec, ids.size(), text.size());
+  CHECK(!ids.empty());
+}
