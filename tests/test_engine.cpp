@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.hpp"
 #include "engine/kernels.hpp"
 #include "engine/model.hpp"
 #include "format/gguf.hpp"
@@ -232,4 +233,54 @@ TEST_CASE("engine: stories260K greedy from BOS tells llama2.c's published story"
   // run.c drops the space the first piece carries after BOS.
   if (!text.empty() && text[0] == ' ') text.erase(0, 1);
   CHECK(text.substr(0, expected.size()) == expected);
+}
+
+TEST_CASE("engine: disk-offloaded weights (mmap views of the file) run as they are", "[engine]") {
+  Checkpoint ck = open_checkpoint(test::testdata("engine/llama-small-gguf/llama-small-q8_0.gguf"));
+  ModelLayout layout = describe_model(ck);
+  LoadOptions lo;
+  lo.placement = place_all(layout, Device{Device::Kind::Disk, 0});
+  LoadResult lr = load_checkpoint(ck, layout, lo);
+  REQUIRE(lr.store.find("blk.0.attn_q.weight")->device.kind == Device::Kind::Disk);
+  EngineOptions o;
+  o.max_context = 64;
+  Transformer tf(*layout.spec, lr.store, o);
+  const json& g = goldens().at("engine/llama-small-gguf/llama-small-q8_0.gguf");
+  for (size_t i = 0; i < g.at("prompts").size(); ++i) {
+    auto prompt = g.at("prompts")[i].get<std::vector<int32_t>>();
+    CHECK(test::greedy(tf, prompt, 16) == g.at("continuations")[i].get<std::vector<int32_t>>());
+  }
+}
+
+TEST_CASE("engine: unsupported models and misuse are errors with a code", "[engine]") {
+  auto code_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return std::string("no error");
+  };
+  Checkpoint ck = open_checkpoint(test::testdata("models/mixtral"));
+  ModelLayout layout = describe_model(ck);
+  LoadOptions lo;
+  lo.placement = place_all(layout, Device{Device::Kind::Cpu, 0});
+  LoadResult lr = load_checkpoint(ck, layout, lo);
+  CHECK(code_of([&] { Transformer tf(*layout.spec, lr.store); }) == "engine.unsupported_architecture");
+
+  EngineOptions o;
+  o.max_context = 16;
+  o.max_batch = 2;
+  auto m = test::load_engine_model(test::testdata("engine/llama-small"), o);
+  std::vector<int32_t> ids = {1, 2, 3};
+  std::vector<int32_t> bad = {1, 500};
+  std::vector<int32_t> long_ids(17, 3);
+  SeqChunk two[2] = {{0, 0, ids}, {0, 0, ids}};
+  CHECK(code_of([&] { m.tf->forward(two); }) == "engine.bad_batch");
+  SeqChunk slot{5, 0, ids};
+  CHECK(code_of([&] { m.tf->forward({&slot, 1}); }) == "engine.bad_batch");
+  SeqChunk tok{0, 0, bad};
+  CHECK(code_of([&] { m.tf->forward({&tok, 1}); }) == "engine.bad_token");
+  SeqChunk full{0, 0, long_ids};
+  CHECK(code_of([&] { m.tf->forward({&full, 1}); }) == "engine.context_full");
 }
