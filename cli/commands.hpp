@@ -14,5 +14,6 @@ void add_inspect(CLI::App& app, Action& action);
 void add_load(CLI::App& app, Action& action);
 void add_estimate(CLI::App& app, Action& action);
 void add_plan(CLI::App& app, Action& action);
+void add_run(CLI::App& app, Action& action);
 
 }  // namespace nunchaku::cli

@@ -1,0 +1,55 @@
+// Batch I/O of `nunchaku run`: one request per input line, one JSON object per request out.
+//
+// Input lines (blank lines skipped):
+//   plain text                       -> a prompt (--input-format lines, or auto for a line not starting with '{')
+//   {"id"|"custom_id": .., "prompt": "..." | "messages": [{"role","content"}...],
+//    "max_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "seed",
+//    "stop": "s" | ["s", ...]}      -> per-request parameters override the command line
+//   OpenAI batch request: {"custom_id", "method", "url", "body": {"messages" | "prompt", "max_tokens", ...}}
+//     ("max_completion_tokens" is read as max_tokens)
+// A line that fails to parse becomes a request with `error` set; the batch goes on.
+#pragma once
+
+#include <cstdint>
+#include <istream>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/chat.hpp"
+
+namespace nunchaku {
+
+enum class InputFormat { Auto, Lines, Jsonl };
+InputFormat parse_input_format(std::string_view s);  // Error usage.input_format
+
+struct RequestParams {
+  std::optional<int64_t> max_tokens;
+  std::optional<float> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int> top_k;
+  std::optional<uint64_t> seed;
+  std::optional<std::vector<std::string>> stop;
+};
+
+struct BatchRequest {
+  size_t index = 0;               // 0-based position among the requests
+  size_t line = 0;                // 1-based input line
+  nlohmann::json id;              // "id" or "custom_id" as given, else the 0-based index
+  bool custom_id = false;         // the id came as "custom_id" (echoed under that key)
+  std::string prompt;             // raw prompt text (when !chat)
+  bool chat = false;              // messages given
+  std::vector<ChatMessage> messages;
+  RequestParams params;
+  std::string error;              // non-empty: the line could not be used
+};
+
+BatchRequest parse_request(std::string_view line, size_t index, size_t line_no, InputFormat fmt);
+std::vector<BatchRequest> read_requests(std::istream& in, InputFormat fmt);
+
+// Where a stop string first occurs in `text` (npos when none), over all `stops`.
+size_t find_stop(std::string_view text, const std::vector<std::string>& stops);
+
+}  // namespace nunchaku
