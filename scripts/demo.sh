@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs nunchaku on the bundled tiny models
 # (testdata/models/: a tiny random Llama written by transformers, as sharded
-# safetensors and as GGUF).
+# safetensors and as GGUF; testdata/run/: tiny models with trained tokenizers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -16,6 +16,10 @@ run $N inspect testdata/models/llama-gguf/model.gguf --tensors --filter 'blk.0.*
 run $N inspect testdata/models/llama --verify
 say "$N inspect testdata/models/llama --json | head -c 400"
 $N inspect testdata/models/llama --json | head -c 400; echo " ..."
-if $N --help | grep -q estimate; then
-  run $N estimate testdata/models/llama --context 256 --batch 4 --vram 1G
-fi
+run $N estimate testdata/models/llama --context 256 --batch 4 --vram 1G
+run $N plan testdata/models/llama --vram 600M,600M --context 256
+run $N plan testdata/models/llama --vram 600M --format accelerate
+run $N plan testdata/models/llama --format json -o /tmp/nunchaku-demo-plan.json
+run $N load testdata/models/llama --plan /tmp/nunchaku-demo-plan.json --verify
+say "printf 'Once upon a time\\n{\"id\": \"q1\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\\n' | $N run testdata/run/qwen2-bpe --max-tokens 8"
+printf 'Once upon a time\n{"id": "q1", "messages": [{"role": "user", "content": "hi"}]}\n' | $N run testdata/run/qwen2-bpe --max-tokens 8
