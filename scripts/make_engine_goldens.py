@@ -129,6 +129,8 @@ LAYER_NAMES = {
     "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight", "input_layernorm.weight": "attn_norm.weight",
     "post_attention_layernorm.weight": "ffn_norm.weight",
+    "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.bias": "attn_v.bias",
 }
 
 
@@ -139,9 +141,12 @@ def gguf_name(hf):
     return f"blk.{parts[2]}." + LAYER_NAMES[".".join(parts[3:])]
 
 
-def write_gguf(model, cfg, path, qtype):
-    """Returns the state dict (HF names, fp32) of what a reader dequantizes back."""
-    w = gguf.GGUFWriter(str(path), "llama")
+def write_gguf(model, cfg, path, qtype, arch="llama"):
+    """Returns the state dict (HF names, fp32) of what a reader dequantizes back.
+    Q/K rows are permuted for arch llama only (convert_hf_to_gguf's LlamaModel); qwen2
+    keeps HF order (llama.cpp uses NeoX rope for it). Tied models get no output.weight."""
+    w = gguf.GGUFWriter(str(path), arch)
+    permute = arch == "llama"
     w.add_name("engine-test")
     w.add_context_length(cfg.max_position_embeddings)
     w.add_embedding_length(cfg.hidden_size)
@@ -156,10 +161,12 @@ def write_gguf(model, cfg, path, qtype):
     w.add_file_type({QT.F32: 0, QT.F16: 1, QT.Q8_0: 7, QT.Q4_0: 2, QT.BF16: 32}[qtype])
     back = {}
     for hf, t in model.state_dict().items():
+        if hf == "lm_head.weight" and cfg.tie_word_embeddings:
+            continue
         a = t.detach().float().numpy().copy()
-        if hf.endswith("q_proj.weight"):
+        if permute and hf.endswith("q_proj.weight"):
             a = permute_qk(a, cfg.num_attention_heads)
-        elif hf.endswith("k_proj.weight"):
+        elif permute and hf.endswith("k_proj.weight"):
             a = permute_qk(a, cfg.num_key_value_heads)
         if a.ndim == 2 and qtype != QT.F32:  # (BF16/F16 too: gguf.quants rounds them)
             q = quants.quantize(a, qtype)
@@ -168,9 +175,9 @@ def write_gguf(model, cfg, path, qtype):
         else:
             w.add_tensor(gguf_name(hf), a)
             deq = a
-        if hf.endswith("q_proj.weight"):
+        if permute and hf.endswith("q_proj.weight"):
             deq = unpermute_qk(deq, cfg.num_attention_heads)
-        elif hf.endswith("k_proj.weight"):
+        elif permute and hf.endswith("k_proj.weight"):
             deq = unpermute_qk(deq, cfg.num_key_value_heads)
         back[hf] = torch.from_numpy(np.ascontiguousarray(deq, dtype=np.float32))
     w.write_header_to_file()
@@ -186,14 +193,14 @@ def f16_bytes(vals):
 
 
 def quant_rows(rng, qtype, rows, cols):
-    if qtype in (QT.Q8_0, QT.Q4_0):
+    if qtype in (QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1):
         a = rng.standard_normal((rows, cols)).astype(np.float32)
         return quants.quantize(a, qtype)
     bs, nbytes = gguf.GGML_QUANT_SIZES[qtype]
     nb = cols // bs
     raw = rng.integers(0, 256, (rows, nb, nbytes), dtype=np.uint8)
     d = rng.uniform(0.001, 0.05, (rows, nb)).astype(np.float16)
-    if qtype == QT.Q4_K:  # d (f16), dmin (f16), scales[12], qs[128]
+    if qtype in (QT.Q4_K, QT.Q5_K):  # d (f16), dmin (f16), scales[12], [qh[32]], qs[128]
         dmin = rng.uniform(0.001, 0.05, (rows, nb)).astype(np.float16)
         raw[:, :, 0:2] = d.view(np.uint8).reshape(rows, nb, 2)
         raw[:, :, 2:4] = dmin.view(np.uint8).reshape(rows, nb, 2)
@@ -207,7 +214,8 @@ def quant_rows(rng, qtype, rows, cols):
 def quant_blocks():
     rng = np.random.default_rng(SEED)
     out = []
-    for qtype, cols in ((QT.Q8_0, 96), (QT.Q4_0, 96), (QT.Q4_K, 512), (QT.Q6_K, 512)):
+    for qtype, cols in ((QT.Q8_0, 96), (QT.Q4_0, 96), (QT.Q4_1, 96), (QT.Q5_0, 96), (QT.Q5_1, 96),
+                        (QT.Q4_K, 512), (QT.Q5_K, 512), (QT.Q6_K, 512)):
         rows = 5
         q = quant_rows(rng, qtype, rows, cols)
         deq = quants.dequantize(q, qtype).reshape(rows, cols).astype(np.float32)
@@ -280,6 +288,12 @@ def main():
         ref = LlamaForCausalLM(cfg).float()
         ref.load_state_dict(back)
         goldens[f"engine/llama-small-gguf/llama-small-{suffix}.gguf"] = reference(ref, 128)
+
+    # qwen2 as GGUF (arch qwen2: biases, tied, HF row order, NeoX rope): same weights as
+    # testdata/models/qwen2, so the engine test compares it with that model's goldens.
+    q2 = AutoModelForCausalLM.from_pretrained(MODELS / "qwen2", dtype=torch.float32)
+    q2.config.head_dim = q2.config.hidden_size // q2.config.num_attention_heads
+    write_gguf(q2, q2.config, OUT / "qwen2-f32.gguf", QT.F32, arch="qwen2")
 
     for k, v in goldens.items():
         print(f"{k:50s} min greedy margin {v['min_greedy_margin']:.2e}")

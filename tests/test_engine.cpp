@@ -150,6 +150,15 @@ TEST_CASE("engine: GGUF F32 copy gives the same greedy tokens as the safetensors
                        test::testdata("engine/llama-small-gguf/llama-small-f32.gguf"), 1e-4);
 }
 
+TEST_CASE("engine: GGUF qwen2 (HF row order, biases, tied) uses NeoX rope and matches transformers", "[engine]") {
+  // The same weights as testdata/models/qwen2, written with llama.cpp names under arch
+  // qwen2, for which llama.cpp uses LLAMA_ROPE_TYPE_NEOX and convert_hf_to_gguf does not
+  // permute Q/K.
+  auto gg = test::load_engine_model(test::testdata("engine/qwen2-f32.gguf"), {});
+  CHECK(gg.tf->rope_style() == RopeStyle::NeoX);
+  check_against_golden("models/qwen2", test::testdata("engine/qwen2-f32.gguf"), 1e-4);
+}
+
 TEST_CASE("engine: GGUF Q8_0 and Q4_0 match a reference over gguf-py's dequantized weights", "[engine]") {
   // The reference is transformers in fp32 over gguf.quants.dequantize(...) of the written
   // blocks; the engine dequantizes the same blocks inside its dot products, so only the
@@ -162,7 +171,7 @@ TEST_CASE("engine: GGUF Q8_0 and Q4_0 match a reference over gguf-py's dequantiz
 
 TEST_CASE("engine: quant block kernels match gguf-py dequantization", "[engine]") {
   json cases = json::parse(std::ifstream(test::testdata("engine/quant_blocks.json")));
-  REQUIRE(cases.size() == 4);
+  REQUIRE(cases.size() == 8);  // Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K
   for (Isa isa : {Isa::Scalar, Isa::Avx2}) {
     Isa was = active_isa();
     Isa now = set_isa(isa);

@@ -15,15 +15,7 @@ using blocks::Quant;
 
 namespace {
 
-Quant quant_of(DType t) {
-  switch (t) {
-    case DType::Q8_0: return Quant::Q8_0;
-    case DType::Q4_0: return Quant::Q4_0;
-    case DType::Q4_K: return Quant::Q4_K;
-    case DType::Q6_K: return Quant::Q6_K;
-    default: return Quant::None;
-  }
-}
+using blocks::quant_of;
 
 // ---- scalar implementations ---------------------------------------------------
 template <class Load>

@@ -91,15 +91,9 @@ void matmul_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B,
 
 void matmul_quant(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                   int64_t r1) {
-  blocks::Quant q;
-  int64_t be, bb;
-  switch (w.dtype) {
-    case DType::Q8_0: q = blocks::Quant::Q8_0; be = 32; bb = 34; break;
-    case DType::Q4_0: q = blocks::Quant::Q4_0; be = 32; bb = 18; break;
-    case DType::Q4_K: q = blocks::Quant::Q4_K; be = 256; bb = 144; break;
-    case DType::Q6_K: q = blocks::Quant::Q6_K; be = 256; bb = 210; break;
-    default: return;
-  }
+  const blocks::Quant q = blocks::quant_of(w.dtype);
+  if (q == blocks::Quant::None) return;
+  const int64_t be = dtype_info(w.dtype).block_elems, bb = dtype_info(w.dtype).block_bytes;
   constexpr int64_t kChunk = 1024;
   alignas(32) float buf[kChunk];
   for (int64_t r = r0; r < r1; ++r) {

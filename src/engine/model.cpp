@@ -46,7 +46,7 @@ WeightMatrix matrix(const TensorView& t, int64_t rows, int64_t cols) {
   if (!matmul_supports(t.dtype))
     throw engine_error("engine.unsupported_dtype",
                        "dtype " + std::string(dtype_name(t.dtype)) + " is not supported by the CPU kernels", t.name,
-                       "supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K");
+                       "supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K");
   auto rb = dtype_nbytes(t.dtype, uint64_t(cols));
   if (!rb || *rb * uint64_t(rows) != t.nbytes)
     throw engine_error("engine.bad_shape", "row length is not a whole number of blocks", t.name);
