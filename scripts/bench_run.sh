@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Engine throughput: prompt and decode tok/s at batch 1 and 8 on a ~0.1B random-weight
-# llama (f32 and bf16 safetensors), the DRAM read bandwidth measured in the same run, and
+# llama (f32 and bf16 safetensors, and a Q8_0 GGUF of the same weights), the DRAM read bandwidth measured in the same run, and
 # decode tok/s as a fraction of the bandwidth bound (tok/s x bytes of weights per step /
 # bandwidth; batch 8 reads the weights once per step for 8 tokens).
 #
@@ -46,6 +46,20 @@ m.to(torch.bfloat16).save_pretrained(f"{out}/bf16", safe_serialization=True)
 PY
 fi
 
+if [[ ! -f "$DIR/q8_0.gguf" ]]; then
+  echo "== writing the Q8_0 GGUF copy (gguf-py, convert_hf_to_gguf layout)" >&2
+  HF_HUB_OFFLINE=1 "$PY" - "$DIR" <<'PY'
+import sys
+sys.path.insert(0, "scripts")
+import torch
+from gguf import GGMLQuantizationType as QT
+from transformers import LlamaForCausalLM
+from make_engine_goldens import write_gguf
+m = LlamaForCausalLM.from_pretrained(f"{sys.argv[1]}/f32", dtype=torch.float32)
+write_gguf(m, m.config, f"{sys.argv[1]}/q8_0.gguf", QT.Q8_0)
+PY
+fi
+
 if [[ ! -x "$BUILD/nunchaku_tests" ]]; then
   cmake -S . -B "$BUILD" -G Ninja -DNUNCHAKU_CUDA=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
@@ -53,9 +67,11 @@ cmake --build "$BUILD" --target nunchaku_tests -j2 >/dev/null
 
 RESULTS="$DIR/results.jsonl"
 : > "$RESULTS"
-for dt in f32 bf16; do
+for dt in f32 bf16 q8_0; do
+  model="$DIR/$dt"
+  [[ $dt == q8_0 ]] && model="$DIR/q8_0.gguf"
   echo "== nunchaku $dt, $THREADS threads" >&2
-  NUNCHAKU_BENCH_MODEL="$DIR/$dt" NUNCHAKU_BENCH_THREADS=$THREADS NUNCHAKU_BENCH_PROMPT=$PROMPT \
+  NUNCHAKU_BENCH_MODEL="$model" NUNCHAKU_BENCH_THREADS=$THREADS NUNCHAKU_BENCH_PROMPT=$PROMPT \
     NUNCHAKU_BENCH_DECODE=$DECODE "$BUILD/nunchaku_tests" "[.engine-bench]" | sed -n 's/^BENCH //p' |
     python3 -c "import json,sys; d=json.load(sys.stdin); d['dtype']='$dt'; d['engine']='nunchaku'; print(json.dumps(d))" >> "$RESULTS"
 done
@@ -68,7 +84,7 @@ if [[ $LLAMA_CPP == 1 ]]; then
     echo "== pip install llama-cpp-python (builds llama.cpp from source; slow)" >&2
     CMAKE_ARGS="-DGGML_NATIVE=ON" "$DIR/venv/bin/pip" install llama-cpp-python >&2
   fi
-  for dt in f32 bf16; do
+  for dt in f32 bf16 q8_0; do
     if [[ ! -f "$DIR/$dt.gguf" ]]; then
       HF_HUB_OFFLINE=1 "$PY" - "$DIR" "$dt" <<'PY'
 import sys
