@@ -6,6 +6,8 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "engine/quant_blocks.hpp"
 
 namespace nunchaku::engine {
@@ -149,6 +151,130 @@ void matmul_quant32(const WeightMatrix& w, const float* x, int64_t ldx, int64_t 
   }
 }
 
+// 32 unsigned/signed 8-bit values -> 4 float vectors.
+inline void u8x32_to_ps(__m256i v, __m256 out[4]) {
+  const __m128i v0 = _mm256_castsi256_si128(v), v1 = _mm256_extracti128_si256(v, 1);
+  out[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v0));
+  out[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v0, 8)));
+  out[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v1));
+  out[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v1, 8)));
+}
+inline void i8x32_to_ps(__m256i v, __m256 out[4]) {
+  const __m128i v0 = _mm256_castsi256_si128(v), v1 = _mm256_extracti128_si256(v, 1);
+  out[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v0));
+  out[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v0, 8)));
+  out[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v1));
+  out[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v1, 8)));
+}
+
+// Q4_K fused: per sub-block j of 32, dot(y, x) = d*sc_j * dot(q, x) - dmin*m_j * sum(x).
+template <int NB>
+inline void q4k_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
+  __m256 acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
+  const __m256i mask = _mm256_set1_epi8(15);
+  for (int64_t k = 0; k < nblocks; ++k) {
+    const uint8_t* blk = row + k * 144;
+    const float d = _cvtsh_ss(blocks::load_u16(blk)), dmin = _cvtsh_ss(blocks::load_u16(blk + 2));
+    const uint8_t* scales = blk + 4;
+    for (int j = 0; j < 8; j += 2) {
+      int sc0, m0, sc1, m1;
+      blocks::q4k_scale_min(j, scales, sc0, m0);
+      blocks::q4k_scale_min(j + 1, scales, sc1, m1);
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 16 * j));
+      __m256 lo[4], hi[4];
+      u8x32_to_ps(_mm256_and_si256(v, mask), lo);
+      u8x32_to_ps(_mm256_and_si256(_mm256_srli_epi16(v, 4), mask), hi);
+      const __m256 dl = _mm256_set1_ps(d * float(sc0)), ml = _mm256_set1_ps(dmin * float(m0));
+      const __m256 dh = _mm256_set1_ps(d * float(sc1)), mh = _mm256_set1_ps(dmin * float(m1));
+      for (int b = 0; b < NB; ++b) {
+        const float* xb = x + b * ldx + k * 256 + j * 32;
+        __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8), x2 = _mm256_loadu_ps(xb + 16),
+               x3 = _mm256_loadu_ps(xb + 24);
+        __m256 tl = _mm256_fmadd_ps(lo[1], x1, _mm256_mul_ps(lo[0], x0));
+        tl = _mm256_fmadd_ps(lo[3], x3, _mm256_fmadd_ps(lo[2], x2, tl));
+        __m256 sl = _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
+        __m256 y0 = _mm256_loadu_ps(xb + 32), y1 = _mm256_loadu_ps(xb + 40), y2 = _mm256_loadu_ps(xb + 48),
+               y3 = _mm256_loadu_ps(xb + 56);
+        __m256 th = _mm256_fmadd_ps(hi[1], y1, _mm256_mul_ps(hi[0], y0));
+        th = _mm256_fmadd_ps(hi[3], y3, _mm256_fmadd_ps(hi[2], y2, th));
+        __m256 sh = _mm256_add_ps(_mm256_add_ps(y0, y1), _mm256_add_ps(y2, y3));
+        acc[b] = _mm256_fmadd_ps(dl, tl, acc[b]);
+        acc[b] = _mm256_fnmadd_ps(ml, sl, acc[b]);
+        acc[b] = _mm256_fmadd_ps(dh, th, acc[b]);
+        acc[b] = _mm256_fnmadd_ps(mh, sh, acc[b]);
+      }
+    }
+  }
+  for (int b = 0; b < NB; ++b) y[b * ldy] = hsum(acc[b]);
+}
+
+// Q6_K fused: per 128 values, four groups of 32 (two 16-value sub-blocks each, int8 scales).
+template <int NB>
+inline void q6k_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
+  __m256 acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+  for (int64_t k = 0; k < nblocks; ++k) {
+    const uint8_t* blk = row + k * 210;
+    const float d = _cvtsh_ss(blocks::load_u16(blk + 208));
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    for (int half = 0; half < 2; ++half) {
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * half));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * half + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * half));
+      const __m256i q[4] = {
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)), off),
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)), off),
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)), off),
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)), off)};
+      const int8_t* s = sc + 8 * half;
+      for (int g = 0; g < 4; ++g) {  // values [32g, 32g+32) of this half; sub-block scales s[2g], s[2g+1]
+        __m256 f[4];
+        i8x32_to_ps(q[g], f);
+        const __m256 da = _mm256_set1_ps(d * float(s[2 * g])), db = _mm256_set1_ps(d * float(s[2 * g + 1]));
+        for (int b = 0; b < NB; ++b) {
+          const float* xb = x + b * ldx + k * 256 + half * 128 + g * 32;
+          __m256 ta = _mm256_fmadd_ps(f[1], _mm256_loadu_ps(xb + 8), _mm256_mul_ps(f[0], _mm256_loadu_ps(xb)));
+          __m256 tb = _mm256_fmadd_ps(f[3], _mm256_loadu_ps(xb + 24), _mm256_mul_ps(f[2], _mm256_loadu_ps(xb + 16)));
+          acc[b] = _mm256_fmadd_ps(da, ta, acc[b]);
+          acc[b] = _mm256_fmadd_ps(db, tb, acc[b]);
+        }
+      }
+    }
+  }
+  for (int b = 0; b < NB; ++b) y[b * ldy] = hsum(acc[b]);
+}
+
+template <int NB, class F>
+inline void dispatch_nb(int64_t B, F&& f) {
+  int64_t b = 0;
+  for (; b + 4 <= B; b += 4) f(std::integral_constant<int, 4>{}, b);
+  switch (B - b) {
+    case 3: f(std::integral_constant<int, 3>{}, b); break;
+    case 2: f(std::integral_constant<int, 2>{}, b); break;
+    case 1: f(std::integral_constant<int, 1>{}, b); break;
+    default: break;
+  }
+}
+
+void matmul_kquant(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                   int64_t r1) {
+  const int64_t nblocks = w.cols / 256;
+  const bool q4k = w.dtype == DType::Q4_K;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.data + size_t(r) * w.row_bytes;
+    dispatch_nb<4>(B, [&](auto nb, int64_t b) {
+      constexpr int NB = decltype(nb)::value;
+      if (q4k) q4k_tile<NB>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
+      else q6k_tile<NB>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
+    });
+  }
+}
+
 void matmul_quant(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                   int64_t r1) {
   const blocks::Quant q = blocks::quant_of(w.dtype);
@@ -175,6 +301,8 @@ void avx2_matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_
     case DType::F16: return matmul_plain<LoadF16>(w, x, ldx, B, y, ldy, r0, r1);
     case DType::Q8_0: return matmul_quant32<BlockQ8_0>(w, x, ldx, B, y, ldy, r0, r1);
     case DType::Q4_0: return matmul_quant32<BlockQ4_0>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::Q4_K:
+    case DType::Q6_K: return matmul_kquant(w, x, ldx, B, y, ldy, r0, r1);
     default: return matmul_quant(w, x, ldx, B, y, ldy, r0, r1);
   }
 }
