@@ -26,7 +26,7 @@ struct LoadCliOptions {
   std::string staging_size = "64M";
   int staging_buffers = 4;
   int threads = 0;
-  bool direct_io = false, verify = false, json = false, no_pin = false, measure_h2d = false;
+  bool direct_io = false, verify = false, json = false, no_pin = false, measure_h2d = false, copy = false;
 };
 
 std::atomic<bool> g_interrupted{false};
@@ -107,6 +107,8 @@ nlohmann::json report_json(const Checkpoint& ck, const LoadResult& r) {
           {"bytes_read", p.bytes_read},
           {"bytes_direct", p.bytes_direct},
           {"bytes_staged", p.bytes_staged},
+          {"mapped_modules", p.mapped_modules},
+          {"bytes_mapped", p.bytes_mapped},
           {"chunks", p.chunks},
           {"reader_threads", p.reader_threads},
           {"staging_buffers", p.staging_buffers},
@@ -137,6 +139,9 @@ void print_text(const Checkpoint& ck, const LoadResult& r, bool verify) {
   fmt::print("reads: {} straight into place, {} through staging", format_bytes(p.bytes_direct), format_bytes(p.bytes_staged));
   if (p.staging_buffers) fmt::print(" ({} x {})", p.staging_buffers, format_bytes(p.staging_bytes));
   fmt::print("{}\n", p.direct_io ? ", O_DIRECT" : "");
+  if (p.mapped_modules)
+    fmt::print("mapped: {} CPU module{} ({}) as populated read-only mappings of the page cache (no copy; --copy to copy)\n",
+               p.mapped_modules, p.mapped_modules == 1 ? "" : "s", format_bytes(p.bytes_mapped));
   if (p.converted_tensors) fmt::print("converted {} tensors\n", p.converted_tensors);
   fmt::print("host memory: {} allocated at peak, max RSS {}\n", format_bytes(p.host_peak_bytes), format_bytes(p.max_rss_bytes));
   for (const auto& [d, g] : p.gpu) {
@@ -166,6 +171,7 @@ int run_load(const LoadCliOptions& o) {
   lo.direct_io = o.direct_io;
   lo.verify = o.verify;
   lo.pin_host = !o.no_pin;
+  lo.map_host = !o.copy;
   lo.cancel = &g_interrupted;
   const bool tty = !o.json && ::isatty(STDERR_FILENO);
   if (tty)
@@ -241,6 +247,7 @@ void add_load(CLI::App& app, Action& action) {
   cmd->add_option("--threads", o->threads, "Reader threads (default min(4, cores))");
   cmd->add_option("--dtype", o->dtype, "Convert F32/F16/BF16 tensors to fp16 or bf16 while loading");
   cmd->add_flag("--direct-io", o->direct_io, "Read with O_DIRECT where alignment allows (bypasses the page cache)");
+  cmd->add_flag("--copy", o->copy, "CPU modules as private copies, not populated read-only mappings of the page cache");
   cmd->add_flag("--no-pin", o->no_pin, "Keep CPU-offloaded modules in pageable memory even with CUDA");
   cmd->add_flag("--verify", o->verify, "Checksum every tensor after it lands against the file bytes");
   cmd->add_flag("--measure-h2d", o->measure_h2d, "Also measure the pinned host-to-device peak (1 GiB x 5) before loading");

@@ -60,16 +60,20 @@ void check_byte_exact(const Checkpoint& ck, const LoadResult& r) {
   }
 }
 
+// threads > 0: private copies read by that many threads (the pread path); 0: the default,
+// populated read-only mappings for CPU modules.
 LoadResult load_cpu(const std::string& path, int threads = 0, bool direct = false) {
   Checkpoint ck = open_checkpoint(path);
   ModelLayout layout = describe_model(ck);
   LoadOptions o = cpu_options(layout);
   o.reader_threads = threads;
   o.direct_io = direct;
+  o.map_host = threads == 0;
   o.verify = true;
   LoadResult r = load_checkpoint(ck, layout, o);
   check_byte_exact(ck, r);
   CHECK(r.report.verified_tensors == ck.tensors.size());
+  if (threads > 0) CHECK(r.report.mapped_modules == 0);
   CHECK(r.report.bytes_per_device.count(Device{Device::Kind::Cpu, 0}) == (ck.total_bytes() > 0 || !ck.tensors.empty()));
   return r;
 }
@@ -137,6 +141,7 @@ TEST_CASE("load: real files in shared/testfiles land byte-exactly", "[load]") {
 TEST_CASE("load: stories260K has 48 F32 tensors on the CPU", "[load]") {
   NUNCHAKU_REQUIRE_SHARED();
   auto r = load_cpu(test::shared_testfile("gguf/stories260K.gguf"));
+  CHECK(r.report.mapped_modules == r.store.modules().size());  // one file, no conversion: all mapped
   CHECK(r.report.tensors == 48);
   const TensorView* emb = r.store.find("token_embd.weight");
   REQUIRE(emb);
@@ -234,7 +239,9 @@ TEST_CASE("load: a failed allocation is exit 3 naming the module, with nothing l
   ModelLayout layout = describe_model(ck);
   const int live0 = testing::live_allocations();
   testing::fail_nth_allocation(3);
-  Error e = catch_error([&] { load_checkpoint(ck, layout, cpu_options(layout)); });
+  LoadOptions copy = cpu_options(layout);
+  copy.map_host = false;  // mapped modules allocate nothing
+  Error e = catch_error([&] { load_checkpoint(ck, layout, copy); });
   testing::fail_nth_allocation(0);
   CHECK(e.code() == "load.out_of_memory");
   CHECK(e.exit_code() == 3);

@@ -220,11 +220,38 @@ LoadResult load_checkpoint(const Checkpoint& ck, const ModelLayout& layout_in, c
   std::vector<uint64_t> module_bytes(layout.modules.size(), 0);
   std::vector<Device> module_dev(layout.modules.size());
   uint64_t host_module_bytes = 0;
+  // Mapped CPU modules: the page-aligned file range covering their tensors.
+  struct MapRange {
+    bool on = false;
+    uint32_t file = 0;
+    uint64_t off = 0, len = 0;
+  };
+  std::vector<MapRange> mapped(layout.modules.size());
+  const bool pin_possible = use_cuda && o.pin_host;
   for (size_t mi = 0; mi < layout.modules.size(); ++mi) {
     const Module& m = layout.modules[mi];
     const Device dev = placement.device_of(m.name);
     module_dev[mi] = dev;
     if (dev.kind == Device::Kind::Disk) continue;
+    if (dev.kind == Device::Kind::Cpu && o.map_host && !pin_possible && !m.tensors.empty()) {
+      MapRange r{true, UINT32_MAX, UINT64_MAX, 0};
+      uint64_t end = 0;
+      for (size_t ti : m.tensors) {
+        if (ti >= ck.tensors.size()) throw Error("load.bad_layout", "module refers to a missing tensor", {}, Exit::Internal);
+        const TensorInfo& t = ck.tensors[ti];
+        const bool conv = o.dtype && t.dtype != *o.dtype && conversion_supported(t.dtype, *o.dtype);
+        if (conv || (r.file != UINT32_MAX && t.file != r.file) || t.file >= ck.files.size()) r.on = false;
+        r.file = t.file;
+        r.off = std::min(r.off, t.offset);
+        end = std::max(end, t.offset + t.nbytes);
+      }
+      if (r.on && end > r.off) {
+        r.off &= ~(kPage - 1);
+        r.len = end - r.off;
+        mapped[mi] = r;
+        continue;
+      }
+    }
     std::vector<size_t> plain, conv;
     for (size_t ti : m.tensors) {
       if (ti >= ck.tensors.size()) throw Error("load.bad_layout", "module refers to a missing tensor", {}, Exit::Internal);
@@ -304,6 +331,30 @@ LoadResult load_checkpoint(const Checkpoint& ck, const ModelLayout& layout_in, c
     if (dev.kind == Device::Kind::Disk) {
       blk.memory = MemoryKind::FileMap;
       store.add_module(std::move(blk), Allocation{});
+      continue;
+    }
+    if (mapped[mi].on) {
+      const MapRange& r = mapped[mi];
+      const auto& fi = ck.files[r.file];
+      File f = File::open_read_only(fi.path);
+      if (r.off + r.len > f.size())  // truncated since it was indexed: mapping past EOF would SIGBUS
+        throw Error("load.short_read", "file ended at byte " + std::to_string(f.size()) + " before the module's tensor data",
+                    {.file = fi.path, .tensor = ck.tensors[m.tensors.front()].name, .offset = f.size(),
+                     .hint = "the file was truncated or changed after it was indexed"});
+      void* p = ::mmap(nullptr, r.len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, f.fd(), static_cast<off_t>(r.off));
+      if (p == MAP_FAILED)
+        throw Error("io.mmap", std::string("mmap failed: ") + std::strerror(errno), {.file = fi.path, .tensor = m.name});
+      ::madvise(p, r.len, MADV_WILLNEED);
+      Allocation a(MemoryKind::FileMap, dev, p, r.len);
+      blk.memory = MemoryKind::FileMap;
+      blk.base = p;
+      blk.bytes = r.len;
+      module_base[mi] = static_cast<uint8_t*>(p);
+      rep.host_peak_bytes += r.len;
+      rep.mapped_modules++;
+      rep.bytes_mapped += r.len;
+      for (size_t ti : m.tensors) rep.total_bytes += ck.tensors[ti].nbytes;
+      store.add_module(std::move(blk), std::move(a));
       continue;
     }
     Allocation a;
@@ -574,6 +625,8 @@ LoadResult load_checkpoint(const Checkpoint& ck, const ModelLayout& layout_in, c
                       {.file = ck.files[t.file].path, .tensor = t.name, .offset = map_size[t.file]});
         v.data = it->second + t.offset;
         ++rep.disk_tensors;
+      } else if (mapped[mi].on) {
+        v.data = module_base[mi] + (t.offset - mapped[mi].off);
       } else {
         v.data = module_base[mi] + slot_of[ti].off;
         v.dtype = slot_of[ti].dtype;

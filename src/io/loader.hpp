@@ -45,6 +45,10 @@ struct LoadOptions {
   int reader_threads = 0;              // 0 = min(4, hardware threads)
   bool direct_io = false;              // O_DIRECT reads where alignment allows
   bool pin_host = true;                // host modules pinned when CUDA is used (see docs/load.md)
+  // CPU modules that need no conversion and lie in one file become populated read-only
+  // private mappings of the file (the page cache's pages, no copy), as llama.cpp's mmap
+  // loading; false (--copy) makes private copies. Ignored for pinned host modules.
+  bool map_host = true;
   bool verify = false;                 // checksum every tensor after it lands against the file
   const std::atomic<bool>* cancel = nullptr;  // set (e.g. by SIGINT) to stop: Error load.interrupted
   std::function<void(const LoadProgress&)> progress;  // from the calling thread, ~10 times a second
@@ -63,6 +67,8 @@ struct LoadReport {
   uint64_t bytes_direct = 0;    // read straight into their destination
   uint64_t bytes_staged = 0;    // went through the staging ring
   size_t tensors = 0, converted_tensors = 0, disk_tensors = 0;
+  size_t mapped_modules = 0;    // CPU modules served by populated file mappings (map_host)
+  uint64_t bytes_mapped = 0;
   size_t chunks = 0;
   int reader_threads = 0;
   int staging_buffers = 0;      // 0 when nothing needed staging
