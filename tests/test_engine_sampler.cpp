@@ -232,3 +232,42 @@ TEST_CASE("generate: more requests than slots, chunked prefill, one over-long pr
   CHECK(res[8].finish_reason == "length");
   CHECK(res[8].tokens.size() == 5);
 }
+
+TEST_CASE("sampler: top-p over a large vocabulary equals the full-sort definition", "[engine]") {
+  // 5000 logits from a fixed LCG; the nucleus needs hundreds of tokens, more than the
+  // sampler's first partial sort. Reference: softmax in double, full sort, keep while the
+  // mass before a token is < p, renormalize (transformers' TopPLogitsWarper).
+  const int V = 5000;
+  std::vector<float> logits(V);
+  uint32_t st = 12345;
+  for (auto& l : logits) {
+    st = st * 1664525u + 1013904223u;
+    l = float(st >> 8) / float(1 << 24) * 3.0f;
+  }
+  for (float top_p : {0.3f, 0.9f}) {
+    INFO("top_p " << top_p);
+    SamplingParams p;
+    p.temperature = 0.7f;
+    p.top_p = top_p;
+    auto got = dist(p, logits);
+    std::vector<double> pr(V);
+    double mx = *std::max_element(logits.begin(), logits.end()) / 0.7, z = 0;
+    for (int i = 0; i < V; ++i) z += pr[size_t(i)] = std::exp(double(logits[size_t(i)]) / 0.7 - mx);
+    std::vector<int> idx(V);
+    for (int i = 0; i < V; ++i) idx[size_t(i)] = i, pr[size_t(i)] /= z;
+    std::sort(idx.begin(), idx.end(), [&](int a, int b) { return pr[size_t(a)] > pr[size_t(b)]; });
+    std::vector<double> want(V, 0.0);
+    double before = 0, kept = 0;
+    int n = 0;
+    for (int i : idx) {
+      if (n > 0 && before >= top_p) break;
+      before += pr[size_t(i)];
+      want[size_t(i)] = pr[size_t(i)];
+      kept += pr[size_t(i)];
+      ++n;
+    }
+    CHECK(n > 64);
+    for (auto& w : want) w /= kept;
+    for (int i = 0; i < V; ++i) REQUIRE(got[size_t(i)] == Approx(want[size_t(i)]).margin(1e-6));
+  }
+}

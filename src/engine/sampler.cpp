@@ -58,8 +58,6 @@ void Sampler::prepare(std::span<const float> logits, std::span<const int32_t> hi
                order_.begin());
   }
   order_.resize(n);
-  // Sorting (descending) is needed by top-p and min-p only; plain sampling draws in id order.
-  if (p_.top_p < 1 || p_.min_p > 0) std::sort(order_.begin(), order_.end(), by_logit);
   // Softmax over the candidates.
   float mx = -INFINITY;
   for (int32_t i : order_) mx = std::max(mx, work_[size_t(i)]);
@@ -67,18 +65,30 @@ void Sampler::prepare(std::span<const float> logits, std::span<const int32_t> hi
   for (int32_t i : order_) sum += std::exp(double(work_[size_t(i)] - mx));
   for (int32_t i : order_) probs_[size_t(i)] = float(std::exp(double(work_[size_t(i)] - mx)) / sum);
   if (p_.top_p < 1) {
-    double before = 0;
-    size_t keep = 0;
-    while (keep < order_.size() && (keep == 0 || before < double(p_.top_p))) before += probs_[size_t(order_[keep++])];
+    // Sort only as much of the head as the nucleus needs: 64 candidates, then 4x more
+    // until their mass reaches top_p (a large vocabulary is rarely sorted in full).
+    size_t m = std::min<size_t>(order_.size(), 64), keep = 0;
+    for (;;) {
+      std::partial_sort(order_.begin(), order_.begin() + std::ptrdiff_t(m), order_.end(), by_logit);
+      double before = 0;
+      keep = 0;
+      while (keep < m && (keep == 0 || before < double(p_.top_p))) before += probs_[size_t(order_[keep++])];
+      if (keep < m || before >= double(p_.top_p) || m == order_.size()) break;
+      m = std::min(order_.size(), m * 4);
+    }
     for (size_t j = keep; j < order_.size(); ++j) probs_[size_t(order_[j])] = 0;
     order_.resize(keep);
   }
   if (p_.min_p > 0) {
-    const float cut = p_.min_p * probs_[size_t(order_[0])];
-    size_t keep = 1;
-    while (keep < order_.size() && probs_[size_t(order_[keep])] >= cut) ++keep;
-    for (size_t j = keep; j < order_.size(); ++j) probs_[size_t(order_[j])] = 0;
-    order_.resize(keep);
+    float top = 0;
+    for (int32_t i : order_) top = std::max(top, probs_[size_t(i)]);
+    const float cut = p_.min_p * top;
+    size_t kept = 0;
+    for (int32_t i : order_) {
+      if (probs_[size_t(i)] >= cut) order_[kept++] = i;
+      else probs_[size_t(i)] = 0;
+    }
+    order_.resize(kept);
   }
   double total = 0;
   for (int32_t i : order_) total += probs_[size_t(i)];
