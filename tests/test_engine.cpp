@@ -295,3 +295,22 @@ TEST_CASE("engine: unsupported models and misuse are errors with a code", "[engi
   SeqChunk full{0, 0, long_ids};
   CHECK(code_of([&] { m.tf->forward({&full, 1}); }) == "engine.context_full");
 }
+
+TEST_CASE("engine: a KV cache larger than the available memory is engine.out_of_memory (exit 3)", "[engine]") {
+  Checkpoint ck = open_checkpoint(test::testdata("engine/llama-small"));
+  ModelLayout layout = describe_model(ck);
+  LoadOptions lo;
+  lo.placement = place_all(layout, Device{Device::Kind::Cpu, 0});
+  LoadResult lr = load_checkpoint(ck, layout, lo);
+  EngineOptions o;
+  o.max_batch = 1 << 20;
+  o.max_context = 1 << 20;  // 2^40 positions x 16 floats x 2 layers x 2: far beyond any RAM
+  o.max_tokens = 8;
+  try {
+    Transformer tf(*layout.spec, lr.store, o);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == "engine.out_of_memory");
+    CHECK(e.exit_code() == 3);
+  }
+}

@@ -189,23 +189,40 @@ Transformer::Transformer(const ModelSpec& spec, const WeightStore& ws, const Eng
   backend_ = make_cpu_backend(opts_.threads, opts_.max_context);
 
   const size_t T = size_t(opts_.max_tokens);
-  x_.resize(T * size_t(hidden_));
-  xn_.resize(T * size_t(hidden_));
-  tmp_.resize(T * size_t(hidden_));
-  q_.resize(T * size_t(q_dim));
-  att_.resize(T * size_t(q_dim));
-  k_.resize(T * size_t(kv_dim));
-  v_.resize(T * size_t(kv_dim));
-  gate_.resize(T * size_t(inter_));
-  up_.resize(T * size_t(inter_));
-  sel_.resize(size_t(opts_.logit_rows) * size_t(hidden_));
-  logits_.resize(size_t(opts_.logit_rows) * size_t(vocab_));
-  tok_slot_.resize(T);
-  tok_pos_.resize(T);
-  tok_id_.resize(T);
   const size_t esize = opts_.kv_dtype == DType::F16 ? 2 : 4;
   kv_layer_bytes_ = size_t(opts_.max_batch) * size_t(opts_.max_context) * size_t(kv_dim) * esize;
-  kv_.reset(new uint8_t[kv_layer_bytes_ * 2 * layers_.size()]);  // pages are touched as positions fill
+  auto oom = [&](const std::string& why) {
+    return Error("engine.out_of_memory",
+                 fmt::format("cannot allocate the run state: KV cache {} bytes ({} slots x {} positions x {} layers, {}) "
+                             "plus activations for {} tokens{}",
+                             kv_layer_bytes_ * 2 * layers_.size(), opts_.max_batch, opts_.max_context, layers_.size(),
+                             dtype_name(opts_.kv_dtype), opts_.max_tokens, why),
+                 {.hint = "lower --context or --batch-size, or use an f16 KV cache"}, Exit::OutOfMemory);
+  };
+  // The KV cache's pages are only touched as positions fill, so an over-large one would
+  // "succeed" and be killed later; check it against the memory available now instead.
+  const uint64_t kv_total = uint64_t(kv_layer_bytes_) * 2 * layers_.size();
+  if (uint64_t avail = free_bytes_on(Device{Device::Kind::Cpu, 0}); avail > 0 && kv_total > avail)
+    throw oom(fmt::format("; {} bytes are available", avail));
+  try {
+    x_.resize(T * size_t(hidden_));
+    xn_.resize(T * size_t(hidden_));
+    tmp_.resize(T * size_t(hidden_));
+    q_.resize(T * size_t(q_dim));
+    att_.resize(T * size_t(q_dim));
+    k_.resize(T * size_t(kv_dim));
+    v_.resize(T * size_t(kv_dim));
+    gate_.resize(T * size_t(inter_));
+    up_.resize(T * size_t(inter_));
+    sel_.resize(size_t(opts_.logit_rows) * size_t(hidden_));
+    logits_.resize(size_t(opts_.logit_rows) * size_t(vocab_));
+    tok_slot_.resize(T);
+    tok_pos_.resize(T);
+    tok_id_.resize(T);
+    kv_.reset(new uint8_t[kv_layer_bytes_ * 2 * layers_.size()]);  // pages are touched as positions fill
+  } catch (const std::bad_alloc&) {
+    throw oom("");
+  }
 }
 
 Transformer::~Transformer() = default;
