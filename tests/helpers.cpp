@@ -12,6 +12,12 @@ namespace fs = std::filesystem;
 
 namespace nunchaku::test {
 
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  if (!f.good()) throw std::runtime_error("cannot read " + path);
+  return nlohmann::json::parse(f);
+}
+
 std::string testdata(const std::string& rel) { return std::string(NUNCHAKU_SOURCE_DIR) + "/testdata/" + rel; }
 
 static fs::path shared_root() { return fs::path(NUNCHAKU_SOURCE_DIR).parent_path() / "shared" / "testfiles"; }

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace nunchaku::test {
 
 // <repo>/testdata/<rel>
@@ -25,6 +27,8 @@ struct TempDir {
 };
 
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
+// Parses a JSON file (golden files, expectations); a test failure when it cannot be read.
+nlohmann::json read_json(const std::string& path);
 void write_file(const std::string& path, const std::string& text);
 
 struct RunResult {

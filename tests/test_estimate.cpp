@@ -23,12 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-json read_json(const std::string& path) {
-  std::ifstream f(path);
-  REQUIRE(f.good());
-  return json::parse(f);
-}
-
 // The tensors of an HF LlamaForCausalLM with this config (names and shapes as in the
 // real model.safetensors.index.json of meta-llama/Llama-2-7b-hf).
 std::vector<std::pair<std::string, std::vector<int64_t>>> llama_tensors(const json& c) {
@@ -83,7 +77,7 @@ struct Model {
 
 Model llama(const std::string& dir, DType dt = DType::F16) {
   Model m;
-  m.ck = index_of(llama_tensors(read_json(fixture_config(dir))), dt, fixture_config(dir));
+  m.ck = index_of(llama_tensors(test::read_json(fixture_config(dir))), dt, fixture_config(dir));
   m.layout = describe_model(m.ck);
   REQUIRE(m.layout.spec.has_value());
   return m;
@@ -159,7 +153,7 @@ TEST_CASE("estimate: Llama-3-8B KV cache with GQA", "[estimate]") {
 
 TEST_CASE("estimate: a sparse safetensors file read through open_checkpoint", "[estimate]") {
   test::TempDir dir;
-  const json cfg = read_json(fixture_config("llama2-7b-config"));
+  const json cfg = test::read_json(fixture_config("llama2-7b-config"));
   test::write_file(dir.file("config.json"), cfg.dump(2));
   write_sparse_safetensors(dir.file("model.safetensors"), llama_tensors(cfg));
   Checkpoint ck = open_checkpoint(dir.path.string());
@@ -302,7 +296,7 @@ TEST_CASE("estimate: bitsandbytes / GPTQ / AWQ tensor bytes by hand", "[estimate
 }
 
 TEST_CASE("estimate: weights against accelerate's estimator on the same config", "[estimate]") {
-  const json g = read_json(test::testdata("golden/estimate_accelerate.json"));
+  const json g = test::read_json(test::testdata("golden/estimate_accelerate.json"));
   for (const char* name : {"llama2-7b-config", "llama3-8b-config"}) {
     Model m = llama(name);
     const json& a = g["models"][name];
@@ -332,7 +326,7 @@ TEST_CASE("estimate: weights against accelerate's estimator on the same config",
 }
 
 TEST_CASE("estimate: ZeRO-2/3 model states agree with DeepSpeed's estimators", "[estimate]") {
-  const json g = read_json(test::testdata("golden/estimate_deepspeed.json"));
+  const json g = test::read_json(test::testdata("golden/estimate_deepspeed.json"));
   Model m = llama("llama2-7b-config", DType::BF16);
   Workload w;
   w.mode = Mode::Train;
@@ -356,7 +350,7 @@ TEST_CASE("estimate: ZeRO-2/3 model states agree with DeepSpeed's estimators", "
 }
 
 TEST_CASE("estimate: training terms against a measured torch training step", "[estimate]") {
-  const json g = read_json(test::testdata("golden/estimate_torch_train.json"));
+  const json g = test::read_json(test::testdata("golden/estimate_torch_train.json"));
   std::vector<std::pair<std::string, std::vector<int64_t>>> ts;
   for (const auto& t : g["tensors"]) ts.push_back({t["name"], t["shape"].get<std::vector<int64_t>>()});
   test::TempDir dir;

@@ -49,12 +49,6 @@ PlanRequest req(std::vector<uint64_t> vram, uint64_t cpu = 100, Strategy s = Str
 
 std::vector<Device> devices_of(const DevicePlan& p) { return p.module_device; }
 
-json read_json(const std::string& path) {
-  std::ifstream f(path);
-  REQUIRE(f.good());
-  return json::parse(f);
-}
-
 std::string dev_str(const json& v) { return v.is_number() ? std::to_string(v.get<int>()) : v.get<std::string>(); }
 std::string dev_str(const Device& d) {
   return d.kind == Device::Kind::Cuda ? std::to_string(d.index) : d.kind == Device::Kind::Cpu ? "cpu" : "disk";
@@ -142,7 +136,7 @@ TEST_CASE("plan: llama.cpp counts the output layer once every layer is on a GPU"
 }
 
 TEST_CASE("accelerate compat: its own test case (64/72/100 B over {0: 200, 1: 200})", "[plan]") {
-  const json g = read_json(test::testdata("golden/plan_accelerate.json"))["modules_case"];
+  const json g = test::read_json(test::testdata("golden/plan_accelerate.json"))["modules_case"];
   TorchTree t;
   t.nodes.push_back(TorchNode{});
   size_t l1 = t.child(0, "linear1"), bn = t.child(0, "batchnorm"), l2 = t.child(0, "linear2");
@@ -163,7 +157,7 @@ TEST_CASE("accelerate compat: its own test case (64/72/100 B over {0: 200, 1: 20
 }
 
 TEST_CASE("accelerate compat: maps equal accelerate's on the fixtures", "[plan]") {
-  const json g = read_json(test::testdata("golden/plan_accelerate.json"));
+  const json g = test::read_json(test::testdata("golden/plan_accelerate.json"));
   int compared = 0;
   for (const auto& [name, model] : g["models"].items()) {
     Checkpoint ck = open_checkpoint(test::testdata(name));

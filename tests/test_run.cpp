@@ -16,12 +16,6 @@ using nlohmann::json;
 
 namespace {
 
-json read_json(const std::string& path) {
-  std::ifstream f(path);
-  REQUIRE(f.good());
-  return json::parse(f);
-}
-
 std::vector<json> jsonl(const std::string& out) {
   std::vector<json> v;
   std::istringstream in(out);
@@ -36,7 +30,7 @@ std::vector<json> jsonl(const std::string& out) {
 TEST_CASE("run: greedy tokens and text equal transformers' generate on the fixtures", "[run]") {
   for (const std::string name : {"llama-spm", "qwen2-bpe"}) {
     const std::string dir = test::testdata("run/" + name);
-    const json exp = read_json(dir + "/expected.json");
+    const json exp = test::read_json(dir + "/expected.json");
     std::string raw_in, chat_in;
     std::vector<json> raw_cases, chat_cases;
     for (const auto& c : exp["cases"]) {
@@ -93,7 +87,7 @@ TEST_CASE("run: a bad request fails alone; ids, custom_ids and the OpenAI batch 
 
 TEST_CASE("run: a stop string ends the text before it", "[run]") {
   const std::string dir = test::testdata("run/llama-spm");
-  const json exp = read_json(dir + "/expected.json");
+  const json exp = test::read_json(dir + "/expected.json");
   const json& c = exp["cases"][0];  // raw "Once upon a time"
   const std::string full = c["text"];
   // A stop string from the middle of transformers' greedy text.
@@ -154,7 +148,7 @@ TEST_CASE("run: stories260K.gguf from BOS tells llama2.c's greedy story", "[run]
 
 TEST_CASE("run: layers left on disk by --cpu-ram give the same tokens", "[run]") {
   const std::string dir = test::testdata("run/llama-spm");
-  const json exp = read_json(dir + "/expected.json");
+  const json exp = test::read_json(dir + "/expected.json");
   // At batch 3 the plan needs 6.57 MiB of KV/activations/logits plus 312 KiB of weights on
   // the CPU: with 6.75 MiB the last modules stay on disk (mmap, read on use).
   auto p = test::run_cli({"plan", dir, "--batch", "3", "--cpu-ram", "6.75M", "--disk", "--format", "json"});
