@@ -294,6 +294,8 @@ TEST_CASE("engine: unsupported models and misuse are errors with a code", "[engi
   CHECK(code_of([&] { m.tf->forward({&tok, 1}); }) == "engine.bad_token");
   SeqChunk full{0, 0, long_ids};
   CHECK(code_of([&] { m.tf->forward({&full, 1}); }) == "engine.context_full");
+  SeqChunk gap{1, 2, ids};  // slot 1 holds nothing yet
+  CHECK(code_of([&] { m.tf->forward({&gap, 1}); }) == "engine.bad_batch");
 }
 
 TEST_CASE("engine: a KV cache larger than the available memory is engine.out_of_memory (exit 3)", "[engine]") {

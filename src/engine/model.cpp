@@ -219,6 +219,7 @@ Transformer::Transformer(const ModelSpec& spec, const WeightStore& ws, const Eng
     tok_slot_.resize(T);
     tok_pos_.resize(T);
     tok_id_.resize(T);
+    slot_len_.assign(size_t(opts_.max_batch), 0);
     kv_.reset(new uint8_t[kv_layer_bytes_ * 2 * layers_.size()]);  // pages are touched as positions fill
   } catch (const std::bad_alloc&) {
     throw oom("");
@@ -270,6 +271,9 @@ std::span<const float> Transformer::forward(std::span<const SeqChunk> chunks) {
       throw engine_error("engine.context_full",
                          fmt::format("positions {}..{} do not fit a context of {}", ch.start,
                                      ch.start + int64_t(ch.tokens.size()), opts_.max_context));
+    if (ch.start > slot_len_[size_t(ch.slot)])
+      throw engine_error("engine.bad_batch", fmt::format("slot {} holds {} positions; a chunk starting at {} would attend to "
+                                                         "unwritten ones", ch.slot, slot_len_[size_t(ch.slot)], ch.start));
     T += int64_t(ch.tokens.size());
     R += ch.all_logits ? int64_t(ch.tokens.size()) : 1;
   }
@@ -290,6 +294,7 @@ std::span<const float> Transformer::forward(std::span<const SeqChunk> chunks) {
       }
   }
   if (T == 0) return {};
+  for (const SeqChunk& ch : chunks) slot_len_[size_t(ch.slot)] = ch.start + int64_t(ch.tokens.size());
 
   const int64_t H = hidden_, q_dim = heads_ * head_dim_, kv_dim = kv_heads_ * head_dim_;
   const bool f16 = opts_.kv_dtype == DType::F16;

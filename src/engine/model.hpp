@@ -41,7 +41,8 @@ struct EngineOptions {
 };
 
 // One sequence's piece of a forward pass: tokens at positions [start, start + n) of
-// cache slot `slot`, whose positions [0, start) must already be in the cache.
+// cache slot `slot`, whose positions [0, start) must already be in the cache (start may be
+// below what the slot holds: a new sequence in a reused slot starts at 0 and overwrites).
 struct SeqChunk {
   int slot = 0;
   int64_t start = 0;
@@ -100,6 +101,7 @@ class Transformer {
   std::vector<int32_t> tok_slot_;
   std::vector<int64_t> tok_pos_;
   std::vector<int32_t> tok_id_;
+  std::vector<int64_t> slot_len_;  // [max_batch] positions written per slot
   std::unique_ptr<uint8_t[]> kv_;  // [layers][2 (k,v)][max_batch][max_context][kv_dim]
   size_t kv_layer_bytes_ = 0;      // one of k or v for one layer
 };
