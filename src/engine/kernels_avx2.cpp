@@ -54,6 +54,7 @@ inline void tile(const uint8_t* row0, size_t row_bytes, int64_t n, const float* 
     for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
     for (int b = 0; b < NB; ++b) {
       __m256 xv = _mm256_loadu_ps(x + b * ldx + i);
+      if constexpr (R > 1) asm("" : "+x"(xv));  // one load per x vector, not one per FMA (load ports)
       for (int r = 0; r < R; ++r) acc[r][b] = _mm256_fmadd_ps(w[r], xv, acc[r][b]);
     }
   }
