@@ -85,7 +85,8 @@ if [[ $LLAMA_CPP == 1 ]]; then
     CMAKE_ARGS="-DGGML_NATIVE=ON" "$DIR/venv/bin/pip" install llama-cpp-python >&2
   fi
   for dt in f32 bf16 q8_0; do
-    if [[ ! -f "$DIR/$dt.gguf" ]]; then
+    gg="$DIR/llamacpp-$dt.gguf"  # same weights, plus a placeholder vocabulary llama.cpp insists on
+    if [[ ! -f "$gg" ]]; then
       HF_HUB_OFFLINE=1 "$PY" - "$DIR" "$dt" <<'PY'
 import sys
 sys.path.insert(0, "scripts")
@@ -94,12 +95,13 @@ from gguf import GGMLQuantizationType as QT
 from transformers import LlamaForCausalLM
 from make_engine_goldens import write_gguf
 d, dt = sys.argv[1], sys.argv[2]
-m = LlamaForCausalLM.from_pretrained(f"{d}/{dt}", dtype=torch.float32)
-write_gguf(m, m.config, f"{d}/{dt}.gguf", QT.F32 if dt == "f32" else QT.BF16)
+m = LlamaForCausalLM.from_pretrained(f"{d}/{'f32' if dt == 'q8_0' else dt}", dtype=torch.float32)
+write_gguf(m, m.config, f"{d}/llamacpp-{dt}.gguf", {"f32": QT.F32, "bf16": QT.BF16, "q8_0": QT.Q8_0}[dt],
+           dummy_vocab=True)
 PY
     fi
     echo "== llama.cpp $dt, $THREADS threads" >&2
-    "$DIR/venv/bin/python" - "$DIR/$dt.gguf" "$THREADS" "$PROMPT" "$DECODE" "$dt" >> "$RESULTS" <<'PY'
+    "$DIR/venv/bin/python" - "$gg" "$THREADS" "$PROMPT" "$DECODE" "$dt" >> "$RESULTS" <<'PY'
 import json, sys, time
 from llama_cpp import Llama
 path, threads, P, D, dt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

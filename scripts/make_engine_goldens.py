@@ -141,10 +141,12 @@ def gguf_name(hf):
     return f"blk.{parts[2]}." + LAYER_NAMES[".".join(parts[3:])]
 
 
-def write_gguf(model, cfg, path, qtype, arch="llama"):
+def write_gguf(model, cfg, path, qtype, arch="llama", dummy_vocab=False):
     """Returns the state dict (HF names, fp32) of what a reader dequantizes back.
     Q/K rows are permuted for arch llama only (convert_hf_to_gguf's LlamaModel); qwen2
-    keeps HF order (llama.cpp uses NeoX rope for it). Tied models get no output.weight."""
+    keeps HF order (llama.cpp uses NeoX rope for it). Tied models get no output.weight.
+    dummy_vocab: add a placeholder SentencePiece vocabulary (<unk> <s> </s>, 256 byte
+    tokens, then "▁t<i>") so llama.cpp loads the file (the bench needs that)."""
     w = gguf.GGUFWriter(str(path), arch)
     permute = arch == "llama"
     w.add_name("engine-test")
@@ -158,6 +160,16 @@ def write_gguf(model, cfg, path, qtype, arch="llama"):
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(cfg.rope_theta)
     w.add_vocab_size(cfg.vocab_size)
+    if dummy_vocab:
+        toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+        toks += [f"\u2581t{i}" for i in range(cfg.vocab_size - len(toks))]
+        w.add_tokenizer_model("llama")
+        w.add_token_list(toks)
+        w.add_token_scores([0.0] * len(toks))
+        w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (len(toks) - 259))
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.add_unk_token_id(0)
     w.add_file_type({QT.F32: 0, QT.F16: 1, QT.Q8_0: 7, QT.Q4_0: 2, QT.BF16: 32}[qtype])
     back = {}
     for hf, t in model.state_dict().items():
