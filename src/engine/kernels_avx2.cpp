@@ -67,14 +67,18 @@ inline void tile(const uint8_t* row0, size_t row_bytes, int64_t n, const float* 
     }
 }
 
-// R weight rows against all B activation rows, in tiles of 4.
+// R weight rows against all B activation rows, in tiles of 6 (R = 2: 12 accumulators,
+// each converted weight vector used 6 times), then the remainder.
 template <int R, class L, bool Accumulate>
 inline void rows_times_batch(const uint8_t* row0, size_t row_bytes, int64_t n, const float* x, int64_t ldx, int64_t B,
                              float* y, int64_t ldy) {
+  constexpr int kNB = R <= 2 ? 6 : 3;
   int64_t b = 0;
-  for (; b + 4 <= B; b += 4) tile<R, 4, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy);
+  for (; b + kNB <= B; b += kNB) tile<R, kNB, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy);
   switch (B - b) {
-    case 3: tile<R, 3, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
+    case 5: if constexpr (kNB > 5) tile<R, 5, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
+    case 4: if constexpr (kNB > 4) tile<R, 4, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
+    case 3: if constexpr (kNB > 3) tile<R, 3, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
     case 2: tile<R, 2, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
     case 1: tile<R, 1, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
     default: break;
