@@ -56,7 +56,7 @@ void check_byte_exact(const Checkpoint& ck, const LoadResult& r) {
     CHECK(v.shape == t.shape);
     REQUIRE(v.nbytes == t.nbytes);
     auto expect = pread_range(ck.files[t.file].path, t.offset, t.nbytes);
-    CHECK(std::memcmp(v.data, expect.data(), t.nbytes) == 0);
+    if (t.nbytes > 0) CHECK(std::memcmp(v.data, expect.data(), t.nbytes) == 0);  // memcmp(nullptr, .., 0) is UB
   }
 }
 
