@@ -14,8 +14,9 @@ run $N --version
 run $N inspect testdata/models/llama-sharded
 run $N inspect testdata/models/llama-gguf/model.gguf --tensors --filter 'blk.0.*'
 run $N inspect testdata/models/llama --verify
-say "$N inspect testdata/models/llama --json | head -c 400"
-$N inspect testdata/models/llama --json | head -c 400; echo " ..."
+say "$N inspect testdata/models/llama --json   # first 400 bytes"
+json=$($N inspect testdata/models/llama --json)   # not piped into head: with pipefail, SIGPIPE would fail the demo
+printf '%s ...\n' "${json:0:400}"
 run $N estimate testdata/models/llama --context 256 --batch 4 --vram 1G
 run $N plan testdata/models/llama --vram 600M,600M --context 256
 run $N plan testdata/models/llama --vram 600M --format accelerate
