@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang and runs each for SECONDS (default 60).
 #   ./scripts/fuzz.sh 300      # 5 minutes per parser
+#   ./scripts/fuzz.sh 300 fuzz_tokenizer fuzz_requests   # only these targets
 # Seeds come from testdata/ (and ../shared/testfiles when present); the corpus
 # grows in fuzz-corpus/<target>/ (git-ignored). Crashes land in fuzz-corpus/crashes/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER=${1:-60}
+shift || true
+ONLY=("$@")
 ./scripts/setup.sh --fuzz
 BUILD_DIR=build-fuzz
 if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
@@ -26,9 +29,15 @@ seed fuzz_safetensors testdata/**/*.safetensors ../shared/testfiles/safetensors/
 seed fuzz_gguf testdata/**/*.gguf ../shared/testfiles/gguf/*.gguf
 seed fuzz_pytorch testdata/**/*.pt testdata/**/*.bin ../shared/testfiles/pytorch/*.pt ../shared/testfiles/pytorch/*.tar
 seed fuzz_pickle
+seed fuzz_tokenizer testdata/tokenizers/*/tokenizer.json
+seed fuzz_requests
+printf '%s\n' 'plain prompt' '{"id": 1, "prompt": "x", "stop": ["a"], "seed": 3}' \
+  '{"custom_id": "c", "body": {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "max_tokens": 4}}' \
+  > fuzz-corpus/fuzz_requests/seed.jsonl
 printf "%-20s %12s %10s %s\n" target executions seconds result
 for bin in $BUILD_DIR/fuzz_*; do
   t=$(basename "$bin")
+  if ((${#ONLY[@]})) && [[ ! " ${ONLY[*]} " == *" $t "* ]]; then continue; fi
   log=fuzz-corpus/$t.log
   set +e
   "$bin" "fuzz-corpus/$t" -max_total_time="$SECONDS_PER" -rss_limit_mb=2048 -timeout=10 \
