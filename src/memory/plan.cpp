@@ -195,29 +195,24 @@ struct Planner {
   uint64_t over;
   std::vector<uint64_t> w, kv, tr, lay;  // prefix sums over the sequence
   std::vector<uint64_t> wmax_suffix;     // largest weight in sequence[j..n)
-  std::vector<bool> holds_head;
+  size_t head_pos = SIZE_MAX;             // position of the head holder in the sequence
 
   Planner(const Estimate& e_, const PlanRequest& r_) : e(e_), r(r_), roles(roles_of(e_)), K(r_.vram.size()) {
     n = roles.sequence.size();
     over = overhead_bytes(e);
     w.assign(n + 1, 0), kv.assign(n + 1, 0), tr.assign(n + 1, 0), lay.assign(n + 1, 0), wmax_suffix.assign(n + 1, 0);
-    holds_head.assign(n, false);
     for (size_t j = 0; j < n; ++j) {
       const ModuleCost& m = e.modules[roles.sequence[j]];
       w[j + 1] = w[j] + m.weight_bytes;
       kv[j + 1] = kv[j] + m.kv_bytes;
       tr[j + 1] = tr[j] + m.train_bytes;
       lay[j + 1] = lay[j] + (is_layer(m) ? 1 : 0);
-      holds_head[j] = roles.head_holder && *roles.head_holder == roles.sequence[j];
+      if (roles.head_holder && *roles.head_holder == roles.sequence[j]) head_pos = j;
     }
     for (size_t j = n; j-- > 0;) wmax_suffix[j] = std::max(wmax_suffix[j + 1], e.modules[roles.sequence[j]].weight_bytes);
   }
 
-  bool head_in(size_t i, size_t j) const {
-    for (size_t x = i; x < j; ++x)
-      if (holds_head[x]) return true;
-    return false;
-  }
+  bool head_in(size_t i, size_t j) const { return head_pos >= i && head_pos < j; }
 
   // What GPU k pays for sequence[i..j) when sequence[prefix..n) is offloaded.
   uint64_t gpu_cost(size_t k, size_t i, size_t j, size_t prefix) const {

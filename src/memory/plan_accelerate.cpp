@@ -35,13 +35,6 @@ size_t TorchTree::child(size_t parent, const std::string& local) {
 
 namespace {
 
-// HF decoder families whose model registers a rotary embedding module after the final norm.
-bool has_rotary_module(const ModelLayout& layout) {
-  if (!layout.spec || layout.spec->source != "config.json") return false;
-  static const std::set<std::string> fams = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "gemma", "gemma2", "phi3"};
-  return fams.count(layout.spec->architecture) > 0;
-}
-
 uint64_t accel_bytes(const TensorInfo& t, std::optional<DType> dtype) {
   if (!dtype) return t.nbytes;
   const auto& info = dtype_info(t.dtype);
@@ -50,6 +43,13 @@ uint64_t accel_bytes(const TensorInfo& t, std::optional<DType> dtype) {
 }
 
 }  // namespace
+
+bool has_hf_rotary_module(const ModelLayout& layout) {
+  if (!layout.spec || layout.spec->source != "config.json") return false;
+  static const std::set<std::string> fams = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "gemma", "gemma2", "phi3"};
+  if (!fams.count(layout.spec->architecture)) return false;
+  return std::any_of(layout.modules.begin(), layout.modules.end(), [](const Module& m) { return m.name.starts_with("model.layers."); });
+}
 
 TorchTree torch_tree(const Checkpoint& ck, const ModelLayout& layout, std::optional<DType> dtype) {
   TorchTree tree;
@@ -98,7 +98,7 @@ TorchTree torch_tree(const Checkpoint& ck, const ModelLayout& layout, std::optio
   }
   for (const auto& a : aliases)
     if (!ck.find(a)) place(a, 0);
-  if (has_rotary_module(layout) && layout.spec->head_dim > 0) {
+  if (has_hf_rotary_module(layout) && layout.spec->head_dim > 0) {
     const size_t model = tree.child(0, "model");
     const size_t rot = tree.child(model, "rotary_emb");
     const uint64_t elem = dtype ? std::min<uint64_t>(4, dtype_info(*dtype).block_bytes) : 4;  // inv_freq is fp32

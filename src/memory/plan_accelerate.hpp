@@ -48,6 +48,10 @@ struct TorchTree {
 // compute_module_sizes: with `dtype`, floats cost min(dtype size, their own).
 TorchTree torch_tree(const Checkpoint& ck, const ModelLayout& layout, std::optional<DType> dtype);
 
+// Whether transformers builds this model with a parameter-free model.rotary_emb module (HF
+// decoder families read from config.json with model.layers.N naming).
+bool has_hf_rotary_module(const ModelLayout& layout);
+
 // A device of accelerate's map: GPU ordinal, "cpu" or "disk".
 using AccelerateMap = std::vector<std::pair<std::string, Device>>;  // in assignment order
 

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -17,13 +16,6 @@ namespace {
 nlohmann::json device_value(const Device& d) {
   if (d.kind == Device::Kind::Cuda) return d.index;
   return d.kind == Device::Kind::Cpu ? "cpu" : "disk";
-}
-
-bool hf_rotary_model(const ModelLayout& layout) {
-  if (!layout.spec || layout.spec->source != "config.json") return false;
-  static const std::set<std::string> fams = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "gemma", "gemma2", "phi3"};
-  if (!fams.count(layout.spec->architecture)) return false;
-  return std::any_of(layout.modules.begin(), layout.modules.end(), [](const Module& m) { return m.name.starts_with("model.layers."); });
 }
 
 }  // namespace
@@ -41,7 +33,7 @@ nlohmann::json accelerate_device_map(const DevicePlan& p, const Estimate& e, con
     const std::string alias_mod = alias.substr(0, alias.rfind('.')), target_mod = target.substr(0, target.rfind('.'));
     if (!j.contains(alias_mod) && j.contains(target_mod)) j[alias_mod] = j[target_mod];
   }
-  if (hf_rotary_model(layout) && first_layer && !j.contains("model.rotary_emb")) j["model.rotary_emb"] = device_value(*first_layer);
+  if (has_hf_rotary_module(layout) && first_layer && !j.contains("model.rotary_emb")) j["model.rotary_emb"] = device_value(*first_layer);
   return j;
 }
 
