@@ -109,8 +109,10 @@ llm = Llama(model_path=path, n_threads=threads, n_threads_batch=threads, n_ctx=P
             vocab_only=False, verbose=False)
 prompt = [int((i * 7919 + 3) % 32000) for i in range(P)]
 llm.reset(); llm.eval(prompt)  # warm-up
-llm.reset()
-t0 = time.perf_counter(); llm.eval(prompt); prefill = time.perf_counter() - t0
+prefill = 1e30  # best of 3, as on our side
+for _ in range(3):
+    llm.reset()
+    t0 = time.perf_counter(); llm.eval(prompt); prefill = min(prefill, time.perf_counter() - t0)
 t0 = time.perf_counter()
 for s in range(D):
     llm.eval([int((s * 31 + 5) % 32000)])

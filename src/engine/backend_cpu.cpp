@@ -21,15 +21,17 @@ class CpuBackend final : public Backend {
   int threads() const override { return pool_.size(); }
 
   void matmul(std::span<const MatmulJob> jobs, const float* x, int64_t ldx, int64_t B) override {
-    // Tasks: (chunk of weight rows) x (chunk of activation rows). A chunk of kBatch
-    // activation rows stays in L2 while the task's weight rows stream past it once.
-    constexpr int64_t kBatch = 32;
+    // Tasks: (chunk of weight rows) x (chunk of activation rows). Small batches (decode):
+    // a chunk of kBatch activation rows stays in L2 while the task's weight rows stream
+    // past it once. Large ones (prefill): a task takes all activation rows, so each weight
+    // row comes from memory once per forward; the kernel blocks for the caches.
+    const int64_t kBatch = B >= kMatmulGemmBatch ? B : 32;
     int64_t total_rows = 0;
     for (const auto& j : jobs) total_rows += j.w->rows;
     const int64_t bchunks = (B + kBatch - 1) / kBatch;
     const int64_t want_tasks = int64_t(pool_.size()) * 8;
     int64_t rows_per = std::max<int64_t>(1, (total_rows * bchunks + want_tasks - 1) / want_tasks);
-    rows_per = std::min<int64_t>(rows_per, 64);
+    rows_per = std::min<int64_t>((rows_per + 1) / 2 * 2, 64);  // even: the kernels take rows in pairs
     const int64_t row_tasks = (total_rows + rows_per - 1) / rows_per;
     pool_.run(row_tasks * bchunks, [&](int64_t task, int) {
       int64_t bc = task / row_tasks, rt = task % row_tasks;

@@ -37,6 +37,9 @@ Isa set_isa(Isa isa);
 
 // y[b*ldy + r] = sum_i W[r][i] * x[b*ldx + i] for r in [r0, r1), b in [0, B).
 // Each weight row is read once for all B activation rows (the point of batching).
+// From this many activation rows on, matmul_rows runs as a cache-blocked GEMM (same sums
+// in the same order, so results do not depend on which path a batch takes).
+constexpr int64_t kMatmulGemmBatch = 16;
 void matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
                  int64_t r0, int64_t r1);
 

@@ -85,9 +85,98 @@ inline void rows_times_batch(const uint8_t* row0, size_t row_bytes, int64_t n, c
   }
 }
 
+// The tile above over columns [k0, k1) only (k1 - k0 a multiple of 8), its R*NB vector
+// accumulators kept in acc (NB-major, 8 floats each) between column blocks. The lanes
+// see the same additions in the same order as one pass of `tile`, so the blocked GEMM
+// below gives bit-identical results to the unblocked kernels (batch invariance holds
+// whichever path a batch size takes). `last`: reduce, add the scalar tail, store to y.
+template <int R, int NB, class L>
+inline void tile_k(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1, int64_t n, const float* x,
+                   int64_t ldx, float* acc_buf, bool first, bool last, float* y, int64_t ldy) {
+  __m256 acc[R][NB];
+  for (int r = 0; r < R; ++r)
+    for (int b = 0; b < NB; ++b) acc[r][b] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc_buf + (b * R + r) * 8);
+  for (int64_t i = k0; i < k1; i += 8) {
+    __m256 w[R];
+    for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
+    for (int b = 0; b < NB; ++b) {
+      __m256 xv = _mm256_loadu_ps(x + b * ldx + i);
+      if constexpr (R > 1) asm("" : "+x"(xv));
+      for (int r = 0; r < R; ++r) acc[r][b] = _mm256_fmadd_ps(w[r], xv, acc[r][b]);
+    }
+  }
+  if (!last) {
+    for (int r = 0; r < R; ++r)
+      for (int b = 0; b < NB; ++b) _mm256_store_ps(acc_buf + (b * R + r) * 8, acc[r][b]);
+    return;
+  }
+  for (int r = 0; r < R; ++r)
+    for (int b = 0; b < NB; ++b) {
+      float s = hsum(acc[r][b]);
+      for (int64_t j = k1; j < n; ++j) s += L::one(row0 + size_t(r) * row_bytes, j) * x[b * ldx + j];
+      y[b * ldy + r] = s;
+    }
+}
+
+// Prefill GEMM (many activation rows). Blocks: kGemmRows weight rows x kGemmBatch
+// activation rows x at most kGemmCols columns (equal column blocks, multiples of 8). Per
+// column block, a group of 6 activation rows (<= 24 KiB) stays in L1 while the block's
+// weight rows come from L2 two at a time: 2 weight loads and 6 L1 loads per 12 FMAs.
+// Whole rows of up to 1024 columns are one block: no accumulator traffic at all.
+constexpr int64_t kGemmRows = 64, kGemmBatch = 48, kGemmCols = 1024;
+alignas(32) thread_local float g_gemm_acc[kGemmRows * kGemmBatch * 8];
+
+template <int R, class L>
+inline void gemm_rows_group(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1, int64_t n, const float* x,
+                            int64_t ldx, int64_t nb, float* acc, bool first, bool last, float* y, int64_t ldy) {
+  switch (nb) {
+    case 6: return tile_k<R, 6, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
+    case 5: return tile_k<R, 5, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
+    case 4: return tile_k<R, 4, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
+    case 3: return tile_k<R, 3, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
+    case 2: return tile_k<R, 2, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
+    default: return tile_k<R, 1, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
+  }
+}
+
+template <class L>
+void gemm_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                int64_t r1) {
+  const size_t rb = w.row_bytes;
+  const int64_t n = w.cols, n8 = n / 8 * 8;
+  const int64_t kblocks = (n8 + kGemmCols - 1) / kGemmCols;
+  const int64_t kc = kblocks <= 1 ? kGemmCols : (n8 / 8 + kblocks - 1) / kblocks * 8;
+  float* acc = g_gemm_acc;
+  for (int64_t rc = r0; rc < r1; rc += kGemmRows) {
+    const int64_t rce = rc + kGemmRows < r1 ? rc + kGemmRows : r1;
+    for (int64_t bc = 0; bc < B; bc += kGemmBatch) {
+      const int64_t bce = bc + kGemmBatch < B ? bc + kGemmBatch : B;
+      for (int64_t k0 = 0; k0 < n8 || k0 == 0; k0 += kc) {
+        const int64_t k1 = k0 + kc < n8 ? k0 + kc : n8;
+        const bool first = k0 == 0, last = k1 == n8;
+        for (int64_t b = bc; b < bce; b += 6) {
+          const int64_t nb = bce - b < 6 ? bce - b : 6;
+          const float* xb = x + b * ldx;
+          float* yb = y + b * ldy;
+          float* ab = acc + (b - bc) * kGemmRows * 8;  // this group's accumulators, row-pair blocks of 2*nb*8
+          int64_t r = rc;
+          for (; r + 2 <= rce; r += 2)
+            gemm_rows_group<2, L>(w.data + size_t(r) * rb, rb, k0, k1, n, xb, ldx, nb, ab + (r - rc) * nb * 8, first, last,
+                                  yb + r, ldy);
+          if (r < rce)
+            gemm_rows_group<1, L>(w.data + size_t(r) * rb, rb, k0, k1, n, xb, ldx, nb, ab + (r - rc) * nb * 8, first, last,
+                                  yb + r, ldy);
+        }
+        if (k1 == n8) break;
+      }
+    }
+  }
+}
+
 template <class L>
 void matmul_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                   int64_t r1) {
+  if (B >= kMatmulGemmBatch) return gemm_plain<L>(w, x, ldx, B, y, ldy, r0, r1);
   int64_t r = r0;
   const size_t rb = w.row_bytes;
   if (B == 1)  // decode: 4 rows at a time for 4 independent chains

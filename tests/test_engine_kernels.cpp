@@ -1,0 +1,156 @@
+// matmul_rows over every path it takes: decode tiles (few activation rows), the blocked
+// prefill GEMM (kMatmulGemmBatch rows and more, column blocks for long rows), row ranges
+// that start and end anywhere, odd row counts and column tails. Two expectations, both
+// independent of the kernels' blocking: (1) each output equals a float64 dot product of
+// dequant_row (checked against gguf-py elsewhere) with x, to fp32 summation accuracy;
+// (2) each activation row's outputs are bit-identical whatever the batch size and row
+// range: batch invariance, which generate's continuous batching relies on.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "engine/kernels.hpp"
+#include "format/dtype.hpp"
+
+using namespace nunchaku;
+using namespace nunchaku::engine;
+
+namespace {
+
+struct Lcg {
+  uint64_t s;
+  uint32_t next() {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return uint32_t(s >> 33);
+  }
+  float uniform() { return float(next() & 0xffffff) / float(0x1000000) * 2.0f - 1.0f; }  // [-1, 1)
+};
+
+uint16_t to_bf16(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return uint16_t(b >> 16);
+}
+
+// Random weights of `dtype`: floats in [-1, 1); quantized blocks with random quants and a
+// valid half scale (0.03125, and dmin 0.0625 for K-quants) so every value is finite.
+std::vector<uint8_t> random_matrix(DType dt, int64_t rows, int64_t cols, Lcg& g, size_t& row_bytes) {
+  row_bytes = size_t(*dtype_nbytes(dt, uint64_t(cols)));
+  std::vector<uint8_t> out(row_bytes * size_t(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = out.data() + size_t(r) * row_bytes;
+    if (dt == DType::F32) {
+      for (int64_t i = 0; i < cols; ++i) {
+        float f = g.uniform();
+        std::memcpy(row + 4 * i, &f, 4);
+      }
+    } else if (dt == DType::BF16) {
+      for (int64_t i = 0; i < cols; ++i) {
+        uint16_t h = to_bf16(g.uniform());
+        std::memcpy(row + 2 * i, &h, 2);
+      }
+    } else if (dt == DType::F16) {
+      for (int64_t i = 0; i < cols; ++i) {
+        uint16_t h = uint16_t(0x3000 + (g.next() % 0x0c00)) | uint16_t((g.next() & 1) << 15);  // +-[0.125, 0.5)
+        std::memcpy(row + 2 * i, &h, 2);
+      }
+    } else {
+      for (size_t i = 0; i < row_bytes; ++i) row[i] = uint8_t(g.next());
+      const auto& info = dtype_info(dt);
+      const uint16_t d = 0x2800, dmin = 0x2c00;  // 0.03125, 0.0625
+      for (size_t blk = 0; blk < row_bytes; blk += info.block_bytes) {
+        uint8_t* b = row + blk;
+        if (dt == DType::Q6_K) {
+          std::memcpy(b + 208, &d, 2);
+        } else {
+          std::memcpy(b, &d, 2);
+          if (dt == DType::Q4_1 || dt == DType::Q5_1 || dt == DType::Q4_K || dt == DType::Q5_K) std::memcpy(b + 2, &dmin, 2);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("matmul_rows: every path equals a float64 reference and is batch-invariant to the bit", "[engine]") {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  const DType types[] = {DType::F32, DType::BF16, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                         DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  const int64_t batches[] = {1, 2, 5, 7, 15, 16, 17, 48, 53, 100};
+  for (Isa isa : {Isa::Scalar, Isa::Avx2}) {
+    const Isa was = active_isa();
+    const Isa now = set_isa(isa);
+    for (DType dt : types) {
+      const int64_t be = dtype_info(dt).block_elems;
+      // Column counts: a tail after the 8-wide lanes (plain dtypes), one short block, one
+      // row of exactly one GEMM column block, and rows split into 2 and 3 column blocks.
+      std::vector<Shape> shapes = {{67, 256}, {5, 1280}, {33, 2560}};
+      if (be == 1) shapes.push_back({9, 37});
+      if (be == 32) shapes.push_back({70, 96});
+      for (Shape sh : shapes) {
+        INFO(dtype_name(dt) << " " << sh.rows << "x" << sh.cols << " on " << isa_name(now));
+        Lcg g{uint64_t(sh.rows * 131 + sh.cols)};
+        size_t rb = 0;
+        auto data = random_matrix(dt, sh.rows, sh.cols, g, rb);
+        WeightMatrix w{data.data(), dt, sh.rows, sh.cols, rb, "w"};
+        const int64_t maxB = 100;
+        std::vector<float> x(size_t(maxB * sh.cols));
+        for (float& v : x) v = g.uniform();
+
+        // Reference: float64 dot products over the dequantized rows, and their error scale.
+        std::vector<double> ref(size_t(maxB * sh.rows)), mag(size_t(maxB * sh.rows));
+        std::vector<float> wr(static_cast<size_t>(sh.cols));
+        for (int64_t r = 0; r < sh.rows; ++r) {
+          dequant_row(w, r, wr.data());
+          for (int64_t b = 0; b < maxB; ++b) {
+            double s = 0, m = 0;
+            for (int64_t i = 0; i < sh.cols; ++i) {
+              s += double(wr[size_t(i)]) * x[size_t(b * sh.cols + i)];
+              m += std::abs(double(wr[size_t(i)]) * x[size_t(b * sh.cols + i)]);
+            }
+            ref[size_t(b * sh.rows + r)] = s;
+            mag[size_t(b * sh.rows + r)] = m;
+          }
+        }
+
+        // Batch 1 over all rows, one call per row range of 1..3 rows: the baseline bits.
+        std::vector<float> base(size_t(maxB * sh.rows));
+        for (int64_t b = 0; b < maxB; ++b)
+          for (int64_t r = 0; r < sh.rows; r += 1 + r % 3)
+            matmul_rows(w, x.data() + b * sh.cols, sh.cols, 1, base.data() + b * sh.rows, sh.rows, r,
+                        std::min(sh.rows, r + 1 + r % 3));
+        // fp32 accumulation: relative to the sum of |terms|, a few units of 2^-24 per
+        // sequential addition along the lane, far below 1e-5 for these lengths.
+        size_t worst = 0;
+        double worst_err = 0;
+        for (size_t i = 0; i < base.size(); ++i)
+          if (double e = std::abs(base[i] - ref[i]) / (mag[i] + 1e-30); e > worst_err) worst_err = e, worst = i;
+        INFO("worst: row " << worst % size_t(sh.rows) << " batch row " << worst / size_t(sh.rows) << ": " << base[worst]
+                           << " vs float64 " << ref[worst]);
+        CHECK(worst_err < 1e-5);
+
+        for (int64_t B : batches) {
+          // The whole matrix at once, and the rows split unevenly (an odd first range).
+          for (int64_t split : {sh.rows, int64_t(3)}) {
+            std::vector<float> y(size_t(B * sh.rows), NAN);
+            for (int64_t r = 0; r < sh.rows; r += split)
+              matmul_rows(w, x.data(), sh.cols, B, y.data(), sh.rows, r, std::min(sh.rows, r + split));
+            size_t first_diff = y.size();
+            for (size_t i = 0; i < y.size() && first_diff == y.size(); ++i)
+              if (std::memcmp(&y[i], &base[i], 4) != 0) first_diff = i;
+            INFO("batch " << B << " split " << split << ": first difference at row " << first_diff % size_t(sh.rows)
+                          << " batch row " << first_diff / size_t(sh.rows));
+            CHECK(first_diff == y.size());
+          }
+        }
+      }
+    }
+    set_isa(was);
+  }
+}
