@@ -7,6 +7,7 @@
 // range: batch invariance, which generate's continuous batching relies on.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -151,6 +152,50 @@ TEST_CASE("matmul_rows: every path equals a float64 reference and is batch-invar
         }
       }
     }
+    set_isa(was);
+  }
+}
+
+TEST_CASE("attention kernels: scores and weighted sums over cache rows equal float64", "[engine]") {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2}) {
+    const Isa was = active_isa();
+    const Isa now = set_isa(isa);
+    for (bool half : {false, true})
+      for (int64_t d : {3, 8, 64, 100, 128})
+        for (int64_t n : {1, 5, 37}) {
+          INFO((half ? "f16" : "f32") << " d " << d << " n " << n << " on " << isa_name(now));
+          Lcg g{uint64_t(d * 7 + n)};
+          const int64_t stride = d + 5;  // rows of a wider cache (other heads between them)
+          std::vector<float> q(static_cast<size_t>(d)), w(static_cast<size_t>(n)), rows(size_t(n * stride));
+          std::vector<uint16_t> hrows(rows.size());
+          for (float& v : q) v = g.uniform();
+          for (float& v : w) v = g.uniform();
+          for (size_t i = 0; i < rows.size(); ++i) {
+            hrows[i] = uint16_t(0x3000 + (g.next() % 0x0c00)) | uint16_t((g.next() & 1) << 15);
+            rows[i] = g.uniform();
+          }
+          auto row_val = [&](int64_t p, int64_t i) {  // the cache element as the kernels see it
+            if (!half) return double(rows[size_t(p * stride + i)]);
+            uint16_t h = hrows[size_t(p * stride + i)];  // normal halves only: +-2^(e-15) * (1 + m/1024)
+            return (h & 0x8000 ? -1.0 : 1.0) * std::ldexp(1.0 + double(h & 0x3ff) / 1024.0, int((h >> 10) & 31) - 15);
+          };
+          const void* base = half ? static_cast<const void*>(hrows.data()) : static_cast<const void*>(rows.data());
+          std::vector<float> sc(static_cast<size_t>(n)), out(static_cast<size_t>(d));
+          attn_scores(q.data(), base, half, stride, n, d, 0.5f, sc.data());
+          attn_mix(w.data(), base, half, stride, n, d, out.data());
+          double worst = 0;
+          for (int64_t p = 0; p < n; ++p) {
+            double s = 0, m = 0;
+            for (int64_t i = 0; i < d; ++i) s += q[size_t(i)] * row_val(p, i), m += std::abs(q[size_t(i)] * row_val(p, i));
+            worst = std::max(worst, std::abs(sc[size_t(p)] - 0.5 * s) / (0.5 * m + 1e-30));
+          }
+          for (int64_t i = 0; i < d; ++i) {
+            double s = 0, m = 0;
+            for (int64_t p = 0; p < n; ++p) s += w[size_t(p)] * row_val(p, i), m += std::abs(w[size_t(p)] * row_val(p, i));
+            worst = std::max(worst, std::abs(out[size_t(i)] - s) / (m + 1e-30));
+          }
+          CHECK(worst < 1e-6);
+        }
     set_isa(was);
   }
 }

@@ -57,18 +57,15 @@ class CpuBackend final : public Backend {
       float* out = a.out + t * q_dim + h * a.head_dim;
       float* sc = scores_.data() + size_t(thread) * size_t(max_context_);
       const size_t base = size_t(a.slot[t]) * size_t(a.max_context);
-      for (int64_t p = lo; p <= pos; ++p) {
-        size_t off = (base + size_t(p)) * size_t(kv_dim) + size_t(g * a.head_dim);
-        sc[p - lo] = a.scale * (a.f16 ? dot_f16(q, static_cast<const uint16_t*>(a.k) + off, a.head_dim)
-                                      : dot_f32(q, static_cast<const float*>(a.k) + off, a.head_dim));
-      }
-      softmax_inplace(sc, pos - lo + 1);
-      std::fill(out, out + a.head_dim, 0.0f);
-      for (int64_t p = lo; p <= pos; ++p) {
-        size_t off = (base + size_t(p)) * size_t(kv_dim) + size_t(g * a.head_dim);
-        if (a.f16) axpy_f16(sc[p - lo], static_cast<const uint16_t*>(a.v) + off, out, a.head_dim);
-        else axpy_f32(sc[p - lo], static_cast<const float*>(a.v) + off, out, a.head_dim);
-      }
+      const size_t first = (base + size_t(lo)) * size_t(kv_dim) + size_t(g * a.head_dim);  // element index
+      const int64_t n = pos - lo + 1;
+      const void* krows = a.f16 ? static_cast<const void*>(static_cast<const uint16_t*>(a.k) + first)
+                                : static_cast<const void*>(static_cast<const float*>(a.k) + first);
+      const void* vrows = a.f16 ? static_cast<const void*>(static_cast<const uint16_t*>(a.v) + first)
+                                : static_cast<const void*>(static_cast<const float*>(a.v) + first);
+      attn_scores(q, krows, a.f16, kv_dim, n, a.head_dim, a.scale, sc);
+      softmax_inplace(sc, n);
+      attn_mix(sc, vrows, a.f16, kv_dim, n, a.head_dim, out);
     });
   }
 

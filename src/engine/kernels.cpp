@@ -72,16 +72,31 @@ void scalar_matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int6
   }
 }
 
-float scalar_dot_f16(const float* a, const uint16_t* b, int64_t n) {
-  float acc = 0;
-  for (int64_t i = 0; i < n; ++i) acc += a[i] * blocks::half_to_float(b[i]);
-  return acc;
+void scalar_attn_scores(const float* q, const void* rows, bool half, int64_t stride, int64_t n, int64_t d, float scale,
+                        float* out) {
+  for (int64_t p = 0; p < n; ++p) {
+    float acc = 0;
+    if (half) {
+      const uint16_t* r = static_cast<const uint16_t*>(rows) + p * stride;
+      for (int64_t i = 0; i < d; ++i) acc += q[i] * blocks::half_to_float(r[i]);
+    } else {
+      const float* r = static_cast<const float*>(rows) + p * stride;
+      for (int64_t i = 0; i < d; ++i) acc += q[i] * r[i];
+    }
+    out[p] = scale * acc;
+  }
 }
-void scalar_axpy_f32(float alpha, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
-}
-void scalar_axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += alpha * blocks::half_to_float(x[i]);
+void scalar_attn_mix(const float* w, const void* rows, bool half, int64_t stride, int64_t n, int64_t d, float* out) {
+  for (int64_t i = 0; i < d; ++i) out[i] = 0;
+  for (int64_t p = 0; p < n; ++p) {
+    if (half) {
+      const uint16_t* r = static_cast<const uint16_t*>(rows) + p * stride;
+      for (int64_t i = 0; i < d; ++i) out[i] += w[p] * blocks::half_to_float(r[i]);
+    } else {
+      const float* r = static_cast<const float*>(rows) + p * stride;
+      for (int64_t i = 0; i < d; ++i) out[i] += w[p] * r[i];
+    }
+  }
 }
 void scalar_store_f16(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
@@ -114,8 +129,7 @@ const KernelSet* g_kernels = g_isa == Isa::Avx2 ? &kAvx2Kernels : &kScalarKernel
 
 }  // namespace
 
-const KernelSet kScalarKernels = {scalar_matmul_rows, scalar_dot_f32, scalar_dot_f16,
-                                  scalar_axpy_f32,    scalar_axpy_f16, scalar_store_f16};
+const KernelSet kScalarKernels = {scalar_matmul_rows, scalar_attn_scores, scalar_attn_mix, scalar_store_f16};
 
 bool matmul_supports(DType t) {
   return t == DType::F32 || t == DType::BF16 || t == DType::F16 || quant_of(t) != Quant::None;
@@ -154,10 +168,13 @@ void dequant_row(const WeightMatrix& w, int64_t r, float* out) {
   blocks::dequant_blocks(q, row, w.cols / dtype_info(w.dtype).block_elems, out);
 }
 
-float dot_f32(const float* a, const float* b, int64_t n) { return g_kernels->dot_f32(a, b, n); }
-float dot_f16(const float* a, const uint16_t* b, int64_t n) { return g_kernels->dot_f16(a, b, n); }
-void axpy_f32(float alpha, const float* x, float* y, int64_t n) { g_kernels->axpy_f32(alpha, x, y, n); }
-void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n) { g_kernels->axpy_f16(alpha, x, y, n); }
+void attn_scores(const float* q, const void* rows, bool half, int64_t stride, int64_t n, int64_t d, float scale,
+                 float* out) {
+  g_kernels->attn_scores(q, rows, half, stride, n, d, scale, out);
+}
+void attn_mix(const float* w, const void* rows, bool half, int64_t stride, int64_t n, int64_t d, float* out) {
+  g_kernels->attn_mix(w, rows, half, stride, n, d, out);
+}
 void store_f16(const float* x, uint16_t* y, int64_t n) { g_kernels->store_f16(x, y, n); }
 
 void rmsnorm(const float* x, const float* weight, float eps, int64_t n, float* out) {

@@ -46,11 +46,14 @@ void matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, 
 // out[0..cols) = row r of W as fp32 (embedding lookup, tests).
 void dequant_row(const WeightMatrix& w, int64_t r, float* out);
 
-// Attention helpers over one cache row (k or v of one kv head at one position).
-float dot_f32(const float* a, const float* b, int64_t n);
-float dot_f16(const float* a, const uint16_t* b, int64_t n);     // b: IEEE half
-void axpy_f32(float alpha, const float* x, float* y, int64_t n);  // y += alpha*x
-void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n);
+// Attention over cache rows: n rows of d values (f32, or IEEE half when `half`), rows
+// `stride` elements apart. One call per (query head, token), so q and the running sums
+// stay in registers across positions.
+// scores: out[p] = scale * (q . row_p)
+void attn_scores(const float* q, const void* rows, bool half, int64_t stride, int64_t n, int64_t d, float scale,
+                 float* out);
+// mix: out[0..d) = sum_p w[p] * row_p (out is overwritten)
+void attn_mix(const float* w, const void* rows, bool half, int64_t stride, int64_t n, int64_t d, float* out);
 void store_f16(const float* x, uint16_t* y, int64_t n);
 
 // Row-wise ops (small next to the matmuls; scalar, the compiler vectorizes them).

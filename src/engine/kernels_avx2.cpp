@@ -24,6 +24,7 @@ inline float hsum(__m256 v) {
 struct LoadF32 {
   static __m256 load(const uint8_t* row, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }
   static float one(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
+  static const uint8_t* addr(const uint8_t* row, int64_t i) { return row + 4 * i; }
 };
 struct LoadBF16 {
   static __m256 load(const uint8_t* row, int64_t i) {
@@ -31,12 +32,14 @@ struct LoadBF16 {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
   static float one(const uint8_t* row, int64_t i) { return blocks::bf16_to_float(blocks::load_u16(row + 2 * i)); }
+  static const uint8_t* addr(const uint8_t* row, int64_t i) { return row + 2 * i; }
 };
 struct LoadF16 {
   static __m256 load(const uint8_t* row, int64_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
   }
   static float one(const uint8_t* row, int64_t i) { return blocks::half_to_float(blocks::load_u16(row + 2 * i)); }
+  static const uint8_t* addr(const uint8_t* row, int64_t i) { return row + 2 * i; }
 };
 
 // y[b*ldy + r] (+)= row_r . x_b for R weight rows (row_bytes apart) and NB activation
@@ -52,6 +55,9 @@ inline void tile(const uint8_t* row0, size_t row_bytes, int64_t n, const float* 
   for (; i + 8 <= n; i += 8) {
     __m256 w[R];
     for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
+    if constexpr (NB == 1 && R == 4)  // decode: rows are short streams the prefetcher barely trains on
+      if ((i & 15) == 0)
+        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(L::addr(row0 + size_t(r + 2 * R) * row_bytes, i)), _MM_HINT_T0);
     for (int b = 0; b < NB; ++b) {
       __m256 xv = _mm256_loadu_ps(x + b * ldx + i);
       if constexpr (R > 1) asm("" : "+x"(xv));  // one load per x vector, not one per FMA (load ports)
@@ -190,16 +196,23 @@ void matmul_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B,
 // block sum is scaled into the row's accumulator. Same order for every NB (batch-invariant).
 struct BlockQ8_0 {
   static constexpr int64_t kBytes = 34;
-  static __m256i values(const uint8_t* b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)); }
+  // The 32 values as 4 float vectors; each 8 bytes go straight from memory into vpmovsxbd.
+  static void floats(const uint8_t* b, __m256 q[4]) {
+    for (int j = 0; j < 4; ++j)
+      q[j] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * j))));
+  }
 };
 struct BlockQ4_0 {
   static constexpr int64_t kBytes = 18;
-  static __m256i values(const uint8_t* b) {
+  static void floats(const uint8_t* b, __m256 q[4]) {
     __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
     const __m128i mask = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
     __m128i lo = _mm_sub_epi8(_mm_and_si128(v, mask), eight);                     // elements 0..15
     __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), mask), eight);  // elements 16..31
-    return _mm256_set_m128i(hi, lo);
+    q[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
+    q[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
+    q[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
+    q[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
   }
 };
 
@@ -210,28 +223,57 @@ inline void quant32_tile(const uint8_t* row, int64_t nblocks, const float* x, in
   for (int64_t k = 0; k < nblocks; ++k) {
     const uint8_t* blk = row + k * Q::kBytes;
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk)));
-    const __m256i v = Q::values(blk);
-    const __m128i v0 = _mm256_castsi256_si128(v), v1 = _mm256_extracti128_si256(v, 1);
-    const __m256 q0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v0));
-    const __m256 q1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v0, 8)));
-    const __m256 q2 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v1));
-    const __m256 q3 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v1, 8)));
+    __m256 q[4];
+    Q::floats(blk, q);
     for (int b = 0; b < NB; ++b) {
       const float* xb = x + b * ldx + k * 32;
-      __m256 t = _mm256_mul_ps(q0, _mm256_loadu_ps(xb));
-      t = _mm256_fmadd_ps(q1, _mm256_loadu_ps(xb + 8), t);
-      t = _mm256_fmadd_ps(q2, _mm256_loadu_ps(xb + 16), t);
-      t = _mm256_fmadd_ps(q3, _mm256_loadu_ps(xb + 24), t);
+      __m256 t = _mm256_mul_ps(q[0], _mm256_loadu_ps(xb));
+      t = _mm256_fmadd_ps(q[1], _mm256_loadu_ps(xb + 8), t);
+      t = _mm256_fmadd_ps(q[2], _mm256_loadu_ps(xb + 16), t);
+      t = _mm256_fmadd_ps(q[3], _mm256_loadu_ps(xb + 24), t);
       acc[b] = _mm256_fmadd_ps(d, t, acc[b]);
     }
   }
   for (int b = 0; b < NB; ++b) y[b * ldy] = hsum(acc[b]);
 }
 
+// Decode (one activation row): R weight rows at once, each block's 4 x vectors loaded
+// once for all of them; R independent chains hide the latency one row's chain would
+// expose. Per (row, x) the same operations in the same order as quant32_tile.
+template <int R, class Q>
+inline void quant32_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks, const float* x, float* y) {
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < nblocks; ++k) {
+    const float* xb = x + k * 32;
+    const __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8), x2 = _mm256_loadu_ps(xb + 16),
+                 x3 = _mm256_loadu_ps(xb + 24);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = row0 + size_t(r) * row_bytes + k * Q::kBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(blk + R * row_bytes), _MM_HINT_T0);  // the next R rows
+      const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk)));
+      __m256 q[4];
+      Q::floats(blk, q);
+      __m256 t = _mm256_mul_ps(q[0], x0);
+      t = _mm256_fmadd_ps(q[1], x1, t);
+      t = _mm256_fmadd_ps(q[2], x2, t);
+      t = _mm256_fmadd_ps(q[3], x3, t);
+      acc[r] = _mm256_fmadd_ps(d, t, acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]);
+}
+
 template <class Q>
 void matmul_quant32(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                     int64_t r1) {
   const int64_t nblocks = w.cols / 32;
+  if (B == 1) {
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) quant32_rows<4, Q>(w.data + size_t(r) * w.row_bytes, w.row_bytes, nblocks, x, y + r);
+    for (; r < r1; ++r) quant32_rows<1, Q>(w.data + size_t(r) * w.row_bytes, w.row_bytes, nblocks, x, y + r);
+    return;
+  }
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + size_t(r) * w.row_bytes;
     int64_t b = 0;
@@ -401,30 +443,57 @@ void avx2_matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_
   }
 }
 
-float avx2_dot_f32(const float* a, const float* b, int64_t n) {
-  float out;
-  tile<1, 1, LoadF32, false>(reinterpret_cast<const uint8_t*>(a), 0, n, b, 0, &out, 0);
-  return out;
-}
-float avx2_dot_f16(const float* a, const uint16_t* b, int64_t n) {
-  float out;
-  tile<1, 1, LoadF16, false>(reinterpret_cast<const uint8_t*>(b), 0, n, a, 0, &out, 0);
-  return out;
-}
-void avx2_axpy_f32(float alpha, const float* x, float* y, int64_t n) {
-  __m256 a = _mm256_set1_ps(alpha);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += alpha * x[i];
-}
-void avx2_axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n) {
-  __m256 a = _mm256_set1_ps(alpha);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, xv, _mm256_loadu_ps(y + i)));
+// Attention: 4 cache rows at a time against one query (4 independent FMA chains).
+template <class L>
+void attn_scores_impl(const float* q, const uint8_t* rows, size_t row_bytes, int64_t n, int64_t d, float scale, float* out) {
+  int64_t p = 0;
+  for (; p + 4 <= n; p += 4) {
+    float s[4];
+    tile<4, 1, L, false>(rows + size_t(p) * row_bytes, row_bytes, d, q, 0, s, 0);
+    for (int r = 0; r < 4; ++r) out[p + r] = scale * s[r];
   }
-  for (; i < n; ++i) y[i] += alpha * blocks::half_to_float(x[i]);
+  for (; p < n; ++p) {
+    float s;
+    tile<1, 1, L, false>(rows + size_t(p) * row_bytes, row_bytes, d, q, 0, &s, 0);
+    out[p] = scale * s;
+  }
+}
+
+// sum_p w[p] * row_p over NV*8 output values [c, c + 8*NV), held in registers across all rows.
+template <int NV, class L>
+inline void attn_mix_chunk(const float* w, const uint8_t* rows, size_t row_bytes, int64_t n, int64_t c, float* out) {
+  __m256 acc[NV];
+  for (int j = 0; j < NV; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < n; ++p) {
+    const __m256 wv = _mm256_set1_ps(w[p]);
+    const uint8_t* row = rows + size_t(p) * row_bytes;
+    for (int j = 0; j < NV; ++j) acc[j] = _mm256_fmadd_ps(wv, L::load(row, c + 8 * j), acc[j]);
+  }
+  for (int j = 0; j < NV; ++j) _mm256_storeu_ps(out + c + 8 * j, acc[j]);
+}
+
+template <class L>
+void attn_mix_impl(const float* w, const uint8_t* rows, size_t row_bytes, int64_t n, int64_t d, float* out) {
+  int64_t c = 0;
+  for (; c + 64 <= d; c += 64) attn_mix_chunk<8, L>(w, rows, row_bytes, n, c, out);
+  for (; c + 8 <= d; c += 8) attn_mix_chunk<1, L>(w, rows, row_bytes, n, c, out);
+  for (; c < d; ++c) {
+    float acc = 0;
+    for (int64_t p = 0; p < n; ++p) acc += w[p] * L::one(rows + size_t(p) * row_bytes, c);
+    out[c] = acc;
+  }
+}
+
+void avx2_attn_scores(const float* q, const void* rows, bool half, int64_t stride, int64_t n, int64_t d, float scale,
+                      float* out) {
+  const uint8_t* r = static_cast<const uint8_t*>(rows);
+  if (half) attn_scores_impl<LoadF16>(q, r, size_t(stride) * 2, n, d, scale, out);
+  else attn_scores_impl<LoadF32>(q, r, size_t(stride) * 4, n, d, scale, out);
+}
+void avx2_attn_mix(const float* w, const void* rows, bool half, int64_t stride, int64_t n, int64_t d, float* out) {
+  const uint8_t* r = static_cast<const uint8_t*>(rows);
+  if (half) attn_mix_impl<LoadF16>(w, r, size_t(stride) * 2, n, d, out);
+  else attn_mix_impl<LoadF32>(w, r, size_t(stride) * 4, n, d, out);
 }
 void avx2_store_f16(const float* x, uint16_t* y, int64_t n) {
   int64_t i = 0;
@@ -435,8 +504,7 @@ void avx2_store_f16(const float* x, uint16_t* y, int64_t n) {
 
 }  // namespace
 
-const KernelSet kAvx2Kernels = {avx2_matmul_rows, avx2_dot_f32,  avx2_dot_f16,
-                                avx2_axpy_f32,    avx2_axpy_f16, avx2_store_f16};
+const KernelSet kAvx2Kernels = {avx2_matmul_rows, avx2_attn_scores, avx2_attn_mix, avx2_store_f16};
 bool avx2_compiled() { return true; }
 
 }  // namespace nunchaku::engine

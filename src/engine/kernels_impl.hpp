@@ -8,10 +8,8 @@ namespace nunchaku::engine {
 struct KernelSet {
   // matmul over rows [r0, r1) of a F32/BF16/F16/quantized matrix (see matmul_rows).
   void (*matmul_rows)(const WeightMatrix&, const float*, int64_t, int64_t, float*, int64_t, int64_t, int64_t);
-  float (*dot_f32)(const float*, const float*, int64_t);
-  float (*dot_f16)(const float*, const uint16_t*, int64_t);
-  void (*axpy_f32)(float, const float*, float*, int64_t);
-  void (*axpy_f16)(float, const uint16_t*, float*, int64_t);
+  void (*attn_scores)(const float*, const void*, bool, int64_t, int64_t, int64_t, float, float*);
+  void (*attn_mix)(const float*, const void*, bool, int64_t, int64_t, int64_t, float*);
   void (*store_f16)(const float*, uint16_t*, int64_t);
 };
 
