@@ -264,9 +264,75 @@ inline void quant32_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks,
   for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]);
 }
 
+// quant32_tile over blocks [k0, k1) with its accumulators kept in acc_buf (vector j at
+// acc_buf + j*acc_stride) between block ranges: the same operations in the same order.
+template <int NB, class Q>
+inline void quant32_tile_k(const uint8_t* row, int64_t k0, int64_t k1, const float* x, int64_t ldx, float* acc_buf,
+                           int64_t acc_stride, bool first, bool last, float* y, int64_t ldy) {
+  __m256 acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc_buf + b * acc_stride);
+  for (int64_t k = k0; k < k1; ++k) {
+    const uint8_t* blk = row + k * Q::kBytes;
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk)));
+    __m256 q[4];
+    Q::floats(blk, q);
+    for (int b = 0; b < NB; ++b) {
+      const float* xb = x + b * ldx + k * 32;
+      __m256 t = _mm256_mul_ps(q[0], _mm256_loadu_ps(xb));
+      t = _mm256_fmadd_ps(q[1], _mm256_loadu_ps(xb + 8), t);
+      t = _mm256_fmadd_ps(q[2], _mm256_loadu_ps(xb + 16), t);
+      t = _mm256_fmadd_ps(q[3], _mm256_loadu_ps(xb + 24), t);
+      acc[b] = _mm256_fmadd_ps(d, t, acc[b]);
+    }
+  }
+  if (last)
+    for (int b = 0; b < NB; ++b) y[b * ldy] = hsum(acc[b]);
+  else
+    for (int b = 0; b < NB; ++b) _mm256_store_ps(acc_buf + b * acc_stride, acc[b]);
+}
+
+// Prefill GEMM over 32-value blocks, blocked like gemm_plain: 4 activation rows x up to
+// 32 blocks (16 KiB) stay in L1 while the chunk's weight rows pass; each block's values
+// are converted once per 4 activation rows.
+template <class Q>
+void gemm_quant32(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                  int64_t r1) {
+  constexpr int64_t kBlocks = 32;
+  const int64_t nblocks = w.cols / 32;
+  const int64_t kparts = (nblocks + kBlocks - 1) / kBlocks;
+  const int64_t kc = kparts <= 1 ? kBlocks : (nblocks + kparts - 1) / kparts;
+  float* acc = g_gemm_acc;
+  for (int64_t rc = r0; rc < r1; rc += kGemmRows) {
+    const int64_t rce = rc + kGemmRows < r1 ? rc + kGemmRows : r1;
+    for (int64_t bc = 0; bc < B; bc += kGemmBatch) {
+      const int64_t bce = bc + kGemmBatch < B ? bc + kGemmBatch : B;
+      for (int64_t k0 = 0; k0 < nblocks; k0 += kc) {
+        const int64_t k1 = k0 + kc < nblocks ? k0 + kc : nblocks;
+        const bool first = k0 == 0, last = k1 == nblocks;
+        for (int64_t b = bc; b < bce; b += 4) {
+          const int64_t nb = bce - b < 4 ? bce - b : 4;
+          for (int64_t r = rc; r < rce; ++r) {
+            const uint8_t* row = w.data + size_t(r) * w.row_bytes;
+            float* ab = acc + ((b - bc) * kGemmRows + (r - rc)) * 8;
+            const int64_t as = kGemmRows * 8;
+            float* yb = y + b * ldy + r;
+            switch (nb) {
+              case 4: quant32_tile_k<4, Q>(row, k0, k1, x + b * ldx, ldx, ab, as, first, last, yb, ldy); break;
+              case 3: quant32_tile_k<3, Q>(row, k0, k1, x + b * ldx, ldx, ab, as, first, last, yb, ldy); break;
+              case 2: quant32_tile_k<2, Q>(row, k0, k1, x + b * ldx, ldx, ab, as, first, last, yb, ldy); break;
+              default: quant32_tile_k<1, Q>(row, k0, k1, x + b * ldx, ldx, ab, as, first, last, yb, ldy); break;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 template <class Q>
 void matmul_quant32(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                     int64_t r1) {
+  if (B >= kMatmulGemmBatch) return gemm_quant32<Q>(w, x, ldx, B, y, ldy, r0, r1);
   const int64_t nblocks = w.cols / 32;
   if (B == 1) {
     int64_t r = r0;
