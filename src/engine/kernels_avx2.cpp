@@ -291,9 +291,9 @@ inline void quant32_tile_k(const uint8_t* row, int64_t k0, int64_t k1, const flo
     for (int b = 0; b < NB; ++b) _mm256_store_ps(acc_buf + b * acc_stride, acc[b]);
 }
 
-// Prefill GEMM over 32-value blocks, blocked like gemm_plain: 4 activation rows x up to
-// 32 blocks (16 KiB) stay in L1 while the chunk's weight rows pass; each block's values
-// are converted once per 4 activation rows.
+// Prefill GEMM over 32-value blocks, blocked like gemm_plain: 6 activation rows x up to
+// 32 blocks (24 KiB) stay in L1 while the chunk's weight rows pass; each block's values
+// are converted once per 6 activation rows.
 template <class Q>
 void gemm_quant32(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                   int64_t r1) {
@@ -309,14 +309,16 @@ void gemm_quant32(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B,
       for (int64_t k0 = 0; k0 < nblocks; k0 += kc) {
         const int64_t k1 = k0 + kc < nblocks ? k0 + kc : nblocks;
         const bool first = k0 == 0, last = k1 == nblocks;
-        for (int64_t b = bc; b < bce; b += 4) {
-          const int64_t nb = bce - b < 4 ? bce - b : 4;
+        for (int64_t b = bc; b < bce; b += 6) {
+          const int64_t nb = bce - b < 6 ? bce - b : 6;
           for (int64_t r = rc; r < rce; ++r) {
             const uint8_t* row = w.data + size_t(r) * w.row_bytes;
             float* ab = acc + ((b - bc) * kGemmRows + (r - rc)) * 8;
             const int64_t as = kGemmRows * 8;
             float* yb = y + b * ldy + r;
             switch (nb) {
+              case 6: quant32_tile_k<6, Q>(row, k0, k1, x + b * ldx, ldx, ab, as, first, last, yb, ldy); break;
+              case 5: quant32_tile_k<5, Q>(row, k0, k1, x + b * ldx, ldx, ab, as, first, last, yb, ldy); break;
               case 4: quant32_tile_k<4, Q>(row, k0, k1, x + b * ldx, ldx, ab, as, first, last, yb, ldy); break;
               case 3: quant32_tile_k<3, Q>(row, k0, k1, x + b * ldx, ldx, ab, as, first, last, yb, ldy); break;
               case 2: quant32_tile_k<2, Q>(row, k0, k1, x + b * ldx, ldx, ab, as, first, last, yb, ldy); break;
