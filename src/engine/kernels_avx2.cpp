@@ -55,7 +55,7 @@ inline void tile(const uint8_t* row0, size_t row_bytes, int64_t n, const float* 
   for (; i + 8 <= n; i += 8) {
     __m256 w[R];
     for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
-    if constexpr (NB == 1 && R == 4)  // decode: rows are short streams the prefetcher barely trains on
+    if constexpr (NB == 1 && R >= 4)  // decode: rows are short streams the prefetcher barely trains on
       if ((i & 15) == 0)
         for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(L::addr(row0 + size_t(r + 2 * R) * row_bytes, i)), _MM_HINT_T0);
     for (int b = 0; b < NB; ++b) {
@@ -185,8 +185,8 @@ void matmul_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B,
   if (B >= kMatmulGemmBatch) return gemm_plain<L>(w, x, ldx, B, y, ldy, r0, r1);
   int64_t r = r0;
   const size_t rb = w.row_bytes;
-  if (B == 1)  // decode: 4 rows at a time for 4 independent chains
-    for (; r + 4 <= r1; r += 4) tile<4, 1, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, y + r, ldy);
+  if (B == 1)  // decode: 8 rows at a time, 8 independent chains
+    for (; r + 8 <= r1; r += 8) tile<8, 1, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, y + r, ldy);
   for (; r + 2 <= r1; r += 2) rows_times_batch<2, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
   for (; r < r1; ++r) rows_times_batch<1, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
 }
@@ -250,7 +250,7 @@ inline void quant32_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks,
                  x3 = _mm256_loadu_ps(xb + 24);
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = row0 + size_t(r) * row_bytes + k * Q::kBytes;
-      _mm_prefetch(reinterpret_cast<const char*>(blk + R * row_bytes), _MM_HINT_T0);  // the next R rows
+      _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * R * row_bytes), _MM_HINT_T0);  // the next R rows
       const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk)));
       __m256 q[4];
       Q::floats(blk, q);
