@@ -22,11 +22,13 @@ inline float hsum(__m256 v) {
 }
 
 struct LoadF32 {
+  static constexpr int kElemBytes = 4;
   static __m256 load(const uint8_t* row, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }
   static float one(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
   static const uint8_t* addr(const uint8_t* row, int64_t i) { return row + 4 * i; }
 };
 struct LoadBF16 {
+  static constexpr int kElemBytes = 2;
   static __m256 load(const uint8_t* row, int64_t i) {
     __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -35,6 +37,7 @@ struct LoadBF16 {
   static const uint8_t* addr(const uint8_t* row, int64_t i) { return row + 2 * i; }
 };
 struct LoadF16 {
+  static constexpr int kElemBytes = 2;
   static __m256 load(const uint8_t* row, int64_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
   }
@@ -52,12 +55,22 @@ inline void tile(const uint8_t* row0, size_t row_bytes, int64_t n, const float* 
   for (int r = 0; r < R; ++r)
     for (int b = 0; b < NB; ++b) acc[r][b] = _mm256_setzero_ps();
   int64_t i = 0;
+  // Decode, 16-bit weights: the tile after next (R rows, contiguous) is prefetched as one
+  // sequential stream spread evenly over this tile's steps; R short row streams train the
+  // hardware prefetcher poorly (measured: +12% single-thread bf16, but -15% for f32).
+  const char* pf = reinterpret_cast<const char*>(row0 + 2 * R * row_bytes);
+  const size_t pf_step = n >= 8 ? (R * row_bytes * 8 / size_t(n) + 63) / 64 * 64 : 0;
   for (; i + 8 <= n; i += 8) {
     __m256 w[R];
     for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
-    if constexpr (NB == 1 && R >= 4)  // decode: rows are short streams the prefetcher barely trains on
-      if ((i & 15) == 0)
+    if constexpr (NB == 1 && R >= 4) {
+      if constexpr (L::kElemBytes == 2) {
+        for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+        pf += pf_step;
+      } else if ((i & 15) == 0) {  // f32 rows are long enough for the hardware; a nudge 2 tiles ahead
         for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(L::addr(row0 + size_t(r + 2 * R) * row_bytes, i)), _MM_HINT_T0);
+      }
+    }
     for (int b = 0; b < NB; ++b) {
       __m256 xv = _mm256_loadu_ps(x + b * ldx + i);
       if constexpr (R > 1) asm("" : "+x"(xv));  // one load per x vector, not one per FMA (load ports)
