@@ -204,9 +204,12 @@ void matmul_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B,
   for (; r < r1; ++r) rows_times_batch<1, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
 }
 
-// Q8_0 / Q4_0: blocks of 32 signed 8-bit values and an f16 scale, fused: per block the
-// 32 values become 4 float vectors once, are dotted with each activation row, and the
-// block sum is scaled into the row's accumulator. Same order for every NB (batch-invariant).
+// Q8_0 / Q4_0: blocks of 32 signed 8-bit values and an f16 scale d. Every kernel sums
+// like the F32 ones over the dequantized matrix: w = d*q (exact in f32: 8 x 11 significant
+// bits; the value gguf-py's dequantize gives), then acc[lane] += w*x along the row, one
+// 8-wide chain per (row, x) pair. So decode tiles, small batches and the prefill GEMM
+// (which dequantizes a panel of rows once and runs the F32 GEMM on it) give bit-identical
+// results.
 struct BlockQ8_0 {
   static constexpr int64_t kBytes = 34;
   // The 32 values as 4 float vectors; each 8 bytes go straight from memory into vpmovsxbd.
@@ -229,118 +232,80 @@ struct BlockQ4_0 {
   }
 };
 
+// The block's 32 dequantized values as 4 vectors.
+template <class Q>
+inline void dequant32(const uint8_t* blk, __m256 w[4]) {
+  const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk)));
+  Q::floats(blk, w);
+  for (int j = 0; j < 4; ++j) w[j] = _mm256_mul_ps(d, w[j]);
+}
+
+// NB activation rows against one weight row.
 template <int NB, class Q>
 inline void quant32_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
   __m256 acc[NB];
   for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
   for (int64_t k = 0; k < nblocks; ++k) {
-    const uint8_t* blk = row + k * Q::kBytes;
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk)));
-    __m256 q[4];
-    Q::floats(blk, q);
-    for (int b = 0; b < NB; ++b) {
-      const float* xb = x + b * ldx + k * 32;
-      __m256 t = _mm256_mul_ps(q[0], _mm256_loadu_ps(xb));
-      t = _mm256_fmadd_ps(q[1], _mm256_loadu_ps(xb + 8), t);
-      t = _mm256_fmadd_ps(q[2], _mm256_loadu_ps(xb + 16), t);
-      t = _mm256_fmadd_ps(q[3], _mm256_loadu_ps(xb + 24), t);
-      acc[b] = _mm256_fmadd_ps(d, t, acc[b]);
-    }
+    __m256 w[4];
+    dequant32<Q>(row + k * Q::kBytes, w);
+    for (int b = 0; b < NB; ++b)
+      for (int j = 0; j < 4; ++j) acc[b] = _mm256_fmadd_ps(w[j], _mm256_loadu_ps(x + b * ldx + k * 32 + 8 * j), acc[b]);
   }
   for (int b = 0; b < NB; ++b) y[b * ldy] = hsum(acc[b]);
 }
 
-// Decode (one activation row): R weight rows at once, each block's 4 x vectors loaded
-// once for all of them; R independent chains hide the latency one row's chain would
-// expose. Per (row, x) the same operations in the same order as quant32_tile.
+// Decode (one activation row): R weight rows at once for R independent chains; the tile
+// after next (R contiguous rows) is prefetched as one sequential stream spread over the
+// blocks of this one.
 template <int R, class Q>
 inline void quant32_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks, const float* x, float* y) {
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const char* pf = reinterpret_cast<const char*>(row0 + 2 * R * row_bytes);
+  const size_t pf_step = nblocks > 0 ? (R * row_bytes / size_t(nblocks) + 63) / 64 * 64 : 0;
   for (int64_t k = 0; k < nblocks; ++k) {
-    const float* xb = x + k * 32;
-    const __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8), x2 = _mm256_loadu_ps(xb + 16),
-                 x3 = _mm256_loadu_ps(xb + 24);
+    if constexpr (R > 1) {
+      for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+      pf += pf_step;
+    }
     for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = row0 + size_t(r) * row_bytes + k * Q::kBytes;
-      _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * R * row_bytes), _MM_HINT_T0);  // the next R rows
-      const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk)));
-      __m256 q[4];
-      Q::floats(blk, q);
-      __m256 t = _mm256_mul_ps(q[0], x0);
-      t = _mm256_fmadd_ps(q[1], x1, t);
-      t = _mm256_fmadd_ps(q[2], x2, t);
-      t = _mm256_fmadd_ps(q[3], x3, t);
-      acc[r] = _mm256_fmadd_ps(d, t, acc[r]);
+      __m256 w[4];
+      dequant32<Q>(row0 + size_t(r) * row_bytes + k * Q::kBytes, w);
+      for (int j = 0; j < 4; ++j) acc[r] = _mm256_fmadd_ps(w[j], _mm256_loadu_ps(x + k * 32 + 8 * j), acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]);
 }
 
-// quant32_tile over blocks [k0, k1) with its accumulators kept in acc_buf (vector j at
-// acc_buf + j*acc_stride) between block ranges: the same operations in the same order.
-template <int NB, class Q>
-inline void quant32_tile_k(const uint8_t* row, int64_t k0, int64_t k1, const float* x, int64_t ldx, float* acc_buf,
-                           int64_t acc_stride, bool first, bool last, float* y, int64_t ldy) {
-  __m256 acc[NB];
-  for (int b = 0; b < NB; ++b) acc[b] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc_buf + b * acc_stride);
-  for (int64_t k = k0; k < k1; ++k) {
-    const uint8_t* blk = row + k * Q::kBytes;
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk)));
-    __m256 q[4];
-    Q::floats(blk, q);
-    for (int b = 0; b < NB; ++b) {
-      const float* xb = x + b * ldx + k * 32;
-      __m256 t = _mm256_mul_ps(q[0], _mm256_loadu_ps(xb));
-      t = _mm256_fmadd_ps(q[1], _mm256_loadu_ps(xb + 8), t);
-      t = _mm256_fmadd_ps(q[2], _mm256_loadu_ps(xb + 16), t);
-      t = _mm256_fmadd_ps(q[3], _mm256_loadu_ps(xb + 24), t);
-      acc[b] = _mm256_fmadd_ps(d, t, acc[b]);
-    }
-  }
-  if (last)
-    for (int b = 0; b < NB; ++b) y[b * ldy] = hsum(acc[b]);
-  else
-    for (int b = 0; b < NB; ++b) _mm256_store_ps(acc_buf + b * acc_stride, acc[b]);
-}
+// Prefill: kPanelRows weight rows at a time are dequantized into a per-thread f32 panel
+// (grown on demand, one per worker thread, never freed), then the F32 GEMM runs on it.
+constexpr int64_t kPanelRows = 16;
+thread_local float* g_panel = nullptr;
+thread_local size_t g_panel_floats = 0;
 
-// Prefill GEMM over 32-value blocks, blocked like gemm_plain: 6 activation rows x up to
-// 32 blocks (24 KiB) stay in L1 while the chunk's weight rows pass; each block's values
-// are converted once per 6 activation rows.
 template <class Q>
 void gemm_quant32(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                   int64_t r1) {
-  constexpr int64_t kBlocks = 32;
   const int64_t nblocks = w.cols / 32;
-  const int64_t kparts = (nblocks + kBlocks - 1) / kBlocks;
-  const int64_t kc = kparts <= 1 ? kBlocks : (nblocks + kparts - 1) / kparts;
-  float* acc = g_gemm_acc;
-  for (int64_t rc = r0; rc < r1; rc += kGemmRows) {
-    const int64_t rce = rc + kGemmRows < r1 ? rc + kGemmRows : r1;
-    for (int64_t bc = 0; bc < B; bc += kGemmBatch) {
-      const int64_t bce = bc + kGemmBatch < B ? bc + kGemmBatch : B;
-      for (int64_t k0 = 0; k0 < nblocks; k0 += kc) {
-        const int64_t k1 = k0 + kc < nblocks ? k0 + kc : nblocks;
-        const bool first = k0 == 0, last = k1 == nblocks;
-        for (int64_t b = bc; b < bce; b += 6) {
-          const int64_t nb = bce - b < 6 ? bce - b : 6;
-          for (int64_t r = rc; r < rce; ++r) {
-            const uint8_t* row = w.data + size_t(r) * w.row_bytes;
-            float* ab = acc + ((b - bc) * kGemmRows + (r - rc)) * 8;
-            const int64_t as = kGemmRows * 8;
-            float* yb = y + b * ldy + r;
-            switch (nb) {
-              case 6: quant32_tile_k<6, Q>(row, k0, k1, x + b * ldx, ldx, ab, as, first, last, yb, ldy); break;
-              case 5: quant32_tile_k<5, Q>(row, k0, k1, x + b * ldx, ldx, ab, as, first, last, yb, ldy); break;
-              case 4: quant32_tile_k<4, Q>(row, k0, k1, x + b * ldx, ldx, ab, as, first, last, yb, ldy); break;
-              case 3: quant32_tile_k<3, Q>(row, k0, k1, x + b * ldx, ldx, ab, as, first, last, yb, ldy); break;
-              case 2: quant32_tile_k<2, Q>(row, k0, k1, x + b * ldx, ldx, ab, as, first, last, yb, ldy); break;
-              default: quant32_tile_k<1, Q>(row, k0, k1, x + b * ldx, ldx, ab, as, first, last, yb, ldy); break;
-            }
-          }
-        }
+  const size_t need = size_t(kPanelRows) * size_t(w.cols);
+  if (g_panel_floats < need) {
+    delete[] g_panel;
+    g_panel = new float[need];
+    g_panel_floats = need;
+  }
+  for (int64_t rc = r0; rc < r1; rc += kPanelRows) {
+    const int64_t rows = rc + kPanelRows < r1 ? kPanelRows : r1 - rc;
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* row = w.data + size_t(rc + r) * w.row_bytes;
+      float* out = g_panel + size_t(r) * size_t(w.cols);
+      for (int64_t k = 0; k < nblocks; ++k) {
+        __m256 v[4];
+        dequant32<Q>(row + k * Q::kBytes, v);
+        for (int j = 0; j < 4; ++j) _mm256_storeu_ps(out + k * 32 + 8 * j, v[j]);
       }
     }
+    WeightMatrix panel{reinterpret_cast<const uint8_t*>(g_panel), DType::F32, rows, w.cols, size_t(w.cols) * 4, {}};
+    gemm_plain<LoadF32>(panel, x, ldx, B, y + rc, ldy, 0, rows);
   }
 }
 
@@ -351,7 +316,7 @@ void matmul_quant32(const WeightMatrix& w, const float* x, int64_t ldx, int64_t 
   const int64_t nblocks = w.cols / 32;
   if (B == 1) {
     int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) quant32_rows<4, Q>(w.data + size_t(r) * w.row_bytes, w.row_bytes, nblocks, x, y + r);
+    for (; r + 8 <= r1; r += 8) quant32_rows<8, Q>(w.data + size_t(r) * w.row_bytes, w.row_bytes, nblocks, x, y + r);
     for (; r < r1; ++r) quant32_rows<1, Q>(w.data + size_t(r) * w.row_bytes, w.row_bytes, nblocks, x, y + r);
     return;
   }
