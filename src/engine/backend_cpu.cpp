@@ -9,6 +9,9 @@
 namespace nunchaku::engine {
 namespace {
 
+// Most weight rows in one decode task (prefill tasks match the GEMM's 64-row blocks).
+constexpr int64_t kDecodeRows = 256;
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(int threads, int64_t max_context)
@@ -29,9 +32,11 @@ class CpuBackend final : public Backend {
     int64_t total_rows = 0;
     for (const auto& j : jobs) total_rows += j.w->rows;
     const int64_t bchunks = (B + kBatch - 1) / kBatch;
-    const int64_t want_tasks = int64_t(pool_.size()) * 8;
+    const int64_t want_tasks = int64_t(pool_.size()) * (B >= kMatmulGemmBatch ? 8 : 4);
     int64_t rows_per = std::max<int64_t>(1, (total_rows * bchunks + want_tasks - 1) / want_tasks);
-    rows_per = std::min<int64_t>((rows_per + 1) / 2 * 2, 64);  // even: the kernels take rows in pairs
+    // Multiples of 8 (decode tiles take 8 rows, the others 2). Decode prefetches 2 tiles
+    // ahead within a task, so its tasks are longer; prefill tasks match the GEMM blocks.
+    rows_per = std::min<int64_t>((rows_per + 7) / 8 * 8, B >= kMatmulGemmBatch ? 64 : kDecodeRows);
     const int64_t row_tasks = (total_rows + rows_per - 1) / rows_per;
     pool_.run(row_tasks * bchunks, [&](int64_t task, int) {
       int64_t bc = task / row_tasks, rt = task % row_tasks;

@@ -483,9 +483,17 @@ void avx2_matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_
     case DType::F16: return matmul_plain<LoadF16>(w, x, ldx, B, y, ldy, r0, r1);
     case DType::Q8_0: return matmul_quant32<BlockQ8_0>(w, x, ldx, B, y, ldy, r0, r1);
     case DType::Q4_0: return matmul_quant32<BlockQ4_0>(w, x, ldx, B, y, ldy, r0, r1);
-    case DType::Q4_K:
-    case DType::Q6_K: return matmul_kquant(w, x, ldx, B, y, ldy, r0, r1);
-    default: return matmul_quant(w, x, ldx, B, y, ldy, r0, r1);
+    default: break;
+  }
+  // No GEMM for the other block types yet: a weight row at a time against 32 activation
+  // rows at a time (those stay in L2 while the task's weight rows pass, from L2 after the
+  // first chunk). Each (row, x) pair's sum does not depend on the chunking.
+  constexpr int64_t kChunk = 32;
+  const bool kq = w.dtype == DType::Q4_K || w.dtype == DType::Q6_K;
+  for (int64_t b0 = 0; b0 < B; b0 += kChunk) {
+    const int64_t nb = B - b0 < kChunk ? B - b0 : kChunk;
+    if (kq) matmul_kquant(w, x + b0 * ldx, ldx, nb, y + b0 * ldy, ldy, r0, r1);
+    else matmul_quant(w, x + b0 * ldx, ldx, nb, y + b0 * ldy, ldy, r0, r1);
   }
 }
 
