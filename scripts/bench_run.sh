@@ -12,7 +12,8 @@
 # --llama-cpp also runs llama.cpp (llama-cpp-python, built from source by pip into
 # $BENCH_DIR/venv; that build can take >10 min on 2 cores) on GGUF copies of the same
 # weights (written with gguf-py, convert_hf_to_gguf layout) with the same thread count,
-# and prints nunchaku/llama.cpp ratios (batch 1: llama-cpp-python runs one sequence).
+# and prints nunchaku/llama.cpp ratios at batch 1 and 8 (scripts/bench_llamacpp.py drives
+# llama.cpp's C API through llama-cpp-python: 8 sequences in one context for batch 8).
 # Models and the venv are cached in $BENCH_DIR (default /tmp/nunchaku-bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -109,26 +110,9 @@ PY
 fi
 
 run_llama() {  # run_llama DTYPE
-  local dt=$1 gg="$DIR/llamacpp-$1.gguf"
-  echo "== llama.cpp $dt, $THREADS threads" >&2
-  "$DIR/venv/bin/python" - "$gg" "$THREADS" "$PROMPT" "$DECODE" "$dt" >> "$RESULTS" <<'PY'
-import json, sys, time
-from llama_cpp import Llama
-path, threads, P, D, dt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-llm = Llama(model_path=path, n_threads=threads, n_threads_batch=threads, n_ctx=P + D + 8, n_batch=P,
-          vocab_only=False, verbose=False)
-prompt = [int((i * 7919 + 3) % 32000) for i in range(P)]
-llm.reset(); llm.eval(prompt)  # warm-up
-prefill = 1e30  # best of 3, as on our side
-for _ in range(3):
-  llm.reset()
-  t0 = time.perf_counter(); llm.eval(prompt); prefill = min(prefill, time.perf_counter() - t0)
-t0 = time.perf_counter()
-for s in range(D):
-  llm.eval([int((s * 31 + 5) % 32000)])
-decode = time.perf_counter() - t0
-print(json.dumps({"engine": "llama.cpp", "dtype": dt, "b1": {"prompt_tok_s": P / prefill, "decode_tok_s": D / decode}}))
-PY
+  echo "== llama.cpp $1, $THREADS threads" >&2
+  "$DIR/venv/bin/python" scripts/bench_llamacpp.py "$DIR/llamacpp-$1.gguf" "$THREADS" "$PROMPT" "$DECODE" "$1" \
+    >> "$RESULTS" 2> "$DIR/llamacpp-$1.log" || { echo "llama.cpp failed: see $DIR/llamacpp-$1.log" >&2; exit 1; }
 }
 
 for round in $(seq "$ROUNDS"); do
