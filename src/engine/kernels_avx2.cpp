@@ -278,33 +278,40 @@ inline void quant32_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks,
 }
 
 // Prefill: kPanelRows weight rows at a time are dequantized into a per-thread f32 panel
-// (grown on demand, one per worker thread, never freed), then the F32 GEMM runs on it.
+// (grown on demand, freed when its thread ends), then the F32 GEMM runs on it.
 constexpr int64_t kPanelRows = 16;
-thread_local float* g_panel = nullptr;
-thread_local size_t g_panel_floats = 0;
+struct Panel {
+  float* data = nullptr;
+  size_t floats = 0;
+  float* get(size_t n) {
+    if (floats < n) {
+      delete[] data;
+      data = new float[n];
+      floats = n;
+    }
+    return data;
+  }
+  ~Panel() { delete[] data; }
+};
+thread_local Panel g_panel;
 
 template <class Q>
 void gemm_quant32(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                   int64_t r1) {
   const int64_t nblocks = w.cols / 32;
-  const size_t need = size_t(kPanelRows) * size_t(w.cols);
-  if (g_panel_floats < need) {
-    delete[] g_panel;
-    g_panel = new float[need];
-    g_panel_floats = need;
-  }
+  float* panel_data = g_panel.get(size_t(kPanelRows) * size_t(w.cols));
   for (int64_t rc = r0; rc < r1; rc += kPanelRows) {
     const int64_t rows = rc + kPanelRows < r1 ? kPanelRows : r1 - rc;
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t* row = w.data + size_t(rc + r) * w.row_bytes;
-      float* out = g_panel + size_t(r) * size_t(w.cols);
+      float* out = panel_data + size_t(r) * size_t(w.cols);
       for (int64_t k = 0; k < nblocks; ++k) {
         __m256 v[4];
         dequant32<Q>(row + k * Q::kBytes, v);
         for (int j = 0; j < 4; ++j) _mm256_storeu_ps(out + k * 32 + 8 * j, v[j]);
       }
     }
-    WeightMatrix panel{reinterpret_cast<const uint8_t*>(g_panel), DType::F32, rows, w.cols, size_t(w.cols) * 4, {}};
+    WeightMatrix panel{reinterpret_cast<const uint8_t*>(panel_data), DType::F32, rows, w.cols, size_t(w.cols) * 4, {}};
     gemm_plain<LoadF32>(panel, x, ldx, B, y + rc, ldy, 0, rows);
   }
 }
