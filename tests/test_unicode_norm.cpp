@@ -2,16 +2,20 @@
 //  - NFC/NFD/NFKC/NFKD of the strings in testdata/tokenizers/unicode_norm.json, whose
 //    expected forms come from HF tokenizers' normalizers (scripts/make_unicode_norm_fixtures.py);
 //  - the normalization-form invariants over every code point (UAX #15: NFC(x) = NFC(NFD(x)),
-//    NFKC(x) = NFC(NFKD(x)), ...), idempotence, invalid UTF-8.
+//    NFKC(x) = NFC(NFKD(x)), ...), idempotence, invalid UTF-8;
+//  - tokenizer.json fixtures with NFC/NFD/NFKC/NFKD in their normalizer Sequence: token ids
+//    of non-normalized text equal HF tokenizers' ids.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <map>
 #include <random>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "tests/helpers.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "tokenizer/unicode_norm.hpp"
 
 using namespace nunchaku;
@@ -156,5 +160,26 @@ TEST_CASE("unicode_norm: invalid UTF-8 passes through", "[tokenizer]") {
       INFO(name_of(f) << " of " << code_points(s));
       CHECK(normalize(once, f) == once);
     }
+  }
+}
+
+TEST_CASE("tokenizer: Unicode normalizers in tokenizer.json give HF tokenizers' ids", "[tokenizer]") {
+  // testdata/tokenizers/<fixture>/tokenizer.json with its normalizer replaced; the ids
+  // are HF tokenizers' encode(text, add_special_tokens=False) of the same file.
+  const json& cases = fixture()["tokenizer_cases"];
+  REQUIRE(cases.size() >= 40);
+  std::map<std::string, Tokenizer> loaded;
+  for (const json& c : cases) {
+    const std::string fixture_name = c["fixture"].get<std::string>();
+    const std::string key = fixture_name + c["normalizer"].dump();
+    auto it = loaded.find(key);
+    if (it == loaded.end()) {
+      json tj = test::read_json(test::testdata("tokenizers/" + fixture_name + "/tokenizer.json"));
+      tj["normalizer"] = c["normalizer"];
+      it = loaded.emplace(key, Tokenizer::from_hf_json(tj.dump(), fixture_name + "/tokenizer.json")).first;
+    }
+    const std::string text = c["text"].get<std::string>();
+    INFO(fixture_name << " normalizer " << c["normalizer"].dump() << "\ntext " << code_points(text));
+    CHECK(it->second.encode(text, /*add_special=*/false, /*parse_special=*/true) == c["ids"].get<std::vector<int32_t>>());
   }
 }

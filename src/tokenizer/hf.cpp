@@ -5,8 +5,8 @@
 // Supported tokenizer.json parts (anything else is tokenizer.unsupported, exit 2):
 //   model:         BPE (vocab, merges as "a b" or ["a","b"], byte_fallback, ignore_merges,
 //                  fuse_unk, unk_token)
-//   normalizer:    Sequence, Prepend, Replace (string pattern), NFC/NFKC (treated as
-//                  identity: text is expected to be normalised already), ByteLevel
+//   normalizer:    Sequence (steps applied in order), Prepend, Replace (string pattern),
+//                  NFC/NFD/NFKC/NFKD (unicode_norm.hpp), ByteLevel
 //   pre_tokenizer: Sequence, Split (regex or string; all behaviours; invert), ByteLevel,
 //                  Metaspace, Digits
 //   post_processor: TemplateProcessing, ByteLevel, Sequence, RobertaProcessing, BertProcessing
@@ -215,14 +215,14 @@ struct Loader {
       if (!list.is_array()) bad("normalizer.normalizers is not an array");
       for (const json& x : list) normalizer(x);
     } else if (type == "Prepend") {
-      if (!t.replace_normalizer.empty() || !t.prepend_normalizer.empty()) unsupported("a Prepend normalizer after another normalizer");
-      t.prepend_normalizer = string_at(n, "prepend", "normalizer");
+      t.normalizers.push_back({NormStep::Prepend, NormForm::NFC, string_at(n, "prepend", "normalizer"), ""});
     } else if (type == "Replace") {
       const json& p = obj(n, "pattern", "normalizer");
       if (!p.is_object() || !p.contains("String") || !p["String"].is_string()) unsupported("a Replace normalizer with a regex pattern");
-      t.replace_normalizer.emplace_back(p["String"].get<std::string>(), string_at(n, "content", "normalizer"));
-    } else if (type == "NFC" || type == "NFKC") {
-      // Identity here: inputs are expected in NFC already (documented limitation).
+      t.normalizers.push_back({NormStep::Replace, NormForm::NFC, p["String"].get<std::string>(), string_at(n, "content", "normalizer")});
+    } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+      const NormForm form = type == "NFC" ? NormForm::NFC : type == "NFD" ? NormForm::NFD : type == "NFKC" ? NormForm::NFKC : NormForm::NFKD;
+      t.normalizers.push_back({NormStep::Unicode, form, "", ""});
     } else if (type == "ByteLevel") {
       t.byte_level = true;
     } else {

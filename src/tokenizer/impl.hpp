@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "tokenizer/regex.hpp"
+#include "tokenizer/unicode_norm.hpp"
 
 namespace nunchaku {
 
@@ -56,6 +57,14 @@ struct PreStep {
   bool split = false;
 };
 
+// One HF normalizer step, applied to every text segment between added tokens.
+struct NormStep {
+  enum Kind { Unicode, Prepend, Replace } kind = Unicode;
+  NormForm form = NormForm::NFC;  // Unicode
+  std::string text;               // Prepend: the prefix (added to non-empty text); Replace: the pattern
+  std::string content;            // Replace: the replacement
+};
+
 enum class DecodeKind {
   ByteLevel,  // vocab strings are GPT-2 byte-to-unicode encoded
   Spm,        // "▁" is a space, <0xNN> is a byte
@@ -85,8 +94,7 @@ struct TokenizerImpl {
   // ---- text pipeline
   std::vector<AddedToken> added;  // longest first
   std::array<std::vector<uint32_t>, 256> added_by_byte;  // indices into `added` by first byte, longest first
-  std::string prepend_normalizer;  // HF Prepend normalizer ("▁"), added to every non-empty segment
-  std::vector<std::pair<std::string, std::string>> replace_normalizer;  // HF Replace, in order
+  std::vector<NormStep> normalizers;  // HF normalizer (Sequence flattened), applied in order
   bool spm_space_prefix = false;   // GGUF llama: " " before text that starts the input or follows a special
   bool spm_escape_spaces = false;  // GGUF llama: " " -> "▁"
   std::vector<PreStep> pre;

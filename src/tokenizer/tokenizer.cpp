@@ -1,6 +1,7 @@
 // Encoding and decoding. Pipeline for encode():
 //   1. split added/special tokens out of the raw text (leftmost-longest match);
-//   2. per text segment: normaliser (Prepend, Replace) or the GGUF-llama space prefix;
+//   2. per text segment: the normaliser steps in order (NFC/NFD/NFKC/NFKD, Prepend,
+//      Replace) or the GGUF-llama space prefix;
 //   3. pre-tokenizer steps (regex Split, Metaspace, Digits) into pieces;
 //   4. the model on every piece: BPE by merge rank, or SentencePiece by score,
 //      on a linked list of symbols with a priority queue of candidate pairs
@@ -591,8 +592,13 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
       continue;
     }
     after_special = false;
-    if (!t.prepend_normalizer.empty() && !s.empty()) s.insert(0, t.prepend_normalizer);
-    for (const auto& [from, to] : t.replace_normalizer) replace_all(s, from, to);
+    for (const NormStep& n : t.normalizers) {
+      switch (n.kind) {
+        case NormStep::Unicode: normalize_in_place(s, n.form); break;
+        case NormStep::Prepend: if (!s.empty()) s.insert(0, n.text); break;
+        case NormStep::Replace: replace_all(s, n.text, n.content); break;
+      }
+    }
     for (const Piece& p : pre_tokenize(t, std::move(s), sg.b == 0)) bpe_ranks(t, p.text, out);
   }
   if (add_special) out.insert(out.end(), t.suffix_ids.begin(), t.suffix_ids.end());
