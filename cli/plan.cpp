@@ -2,8 +2,6 @@
 // run time, printed as a table or exported (json for load/run, accelerate, llama.cpp,
 // vllm, deepspeed). Exit 3 when nothing fits even with the CPU (and disk with --disk).
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include <fmt/format.h>
@@ -13,6 +11,7 @@
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
 #include "format/open.hpp"
+#include "io/atomic_output.hpp"
 #include "io/weight_store.hpp"
 #include "memory/plan.hpp"
 #include "memory/plan_accelerate.hpp"
@@ -56,20 +55,6 @@ void print_table(const DevicePlan& p, const Estimate& e, std::FILE* f) {
     fmt::print(f, "fits: {} of {} layers on GPUs\n", p.gpu_layers(), s.num_layers);
   else if (p.fits) fmt::print(f, "fits (no GPU budget given)\n");
   else fmt::print(f, "does NOT fit: {}\n", p.shortfall);
-}
-
-// Writes `text` to `path` through a temporary file, so a failure leaves nothing half written.
-void write_output(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp-nunchaku";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("io.write", fmt::format("cannot write {}", path), {.file = path});
-    out << text;
-    if (!out.flush()) throw Error("io.write", fmt::format("cannot write {}", path), {.file = path});
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error("io.write", fmt::format("cannot write {}: {}", path, ec.message()), {.file = path});
 }
 
 int run_plan(const PlanCliOptions& o) {
@@ -147,7 +132,7 @@ int run_plan(const PlanCliOptions& o) {
   if (o.format == "table") {
     print_table(p, e, stdout);
   } else if (!o.output.empty()) {
-    write_output(o.output, text);
+    write_file_atomically(o.output, text);
     print_table(p, e, stdout);
     fmt::print("wrote {} ({})\n", o.output, o.format);
   } else {

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -19,6 +20,7 @@
 #include "engine/model.hpp"
 #include "format/gguf.hpp"
 #include "format/open.hpp"
+#include "io/atomic_output.hpp"
 #include "io/loader.hpp"
 #include "io/source.hpp"
 #include "memory/estimate.hpp"
@@ -158,13 +160,9 @@ int run_batch(const RunCliOptions& o) {
                 {.file = o.path});
 
   // Output stream: a file (written whole, then renamed into place) or stdout.
-  std::FILE* out = stdout;
-  std::string tmp;
-  if (!o.output.empty()) {
-    tmp = o.output + ".tmp-nunchaku";
-    out = std::fopen(tmp.c_str(), "wb");
-    if (!out) throw Error("io.write", fmt::format("cannot write {}", o.output), {.file = o.output});
-  }
+  std::optional<AtomicOutput> file_out;
+  if (!o.output.empty()) file_out.emplace(o.output);
+  std::FILE* out = file_out ? file_out->file() : stdout;
 
   std::vector<engine::GenerationRequest> gen;
   std::vector<size_t> gen_of(reqs.size(), SIZE_MAX);  // request -> index into gen
@@ -235,12 +233,7 @@ int run_batch(const RunCliOptions& o) {
   engine::generate(model, gen, so, &stats);
   flush_ready();
   if (tty) fmt::print(stderr, "\r{:40}\r", "");
-  if (out != stdout) {
-    if (std::fclose(out) != 0) throw Error("io.write", fmt::format("cannot write {}", o.output), {.file = o.output});
-    std::error_code ec;
-    std::filesystem::rename(tmp, o.output, ec);
-    if (ec) throw Error("io.write", fmt::format("cannot write {}: {}", o.output, ec.message()), {.file = o.output});
-  }
+  if (file_out) file_out->commit();
   if (!o.quiet)
     fmt::print(stderr, "{} requests ({} failed): {} prompt + {} generated tokens in {:.2f} s ({:.1f} generated tok/s), {}\n",
                reqs.size(), failed, stats.prompt_tokens, stats.generated_tokens, stats.wall_s,
