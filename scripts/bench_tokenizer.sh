@@ -20,7 +20,7 @@ while sum(len(l) for l in lines) < 2_000_000:
     lines.append(" ".join(rng.choice(words) for _ in range(rng.randint(5, 25))))
 open(sys.argv[1], "w").write("\n".join(lines))
 PY
-for name in gpt2-bpe llama3-bpe llama2-spm; do
+for name in gpt2-bpe llama3-bpe qwen2-bpe llama2-spm; do  # qwen2-bpe: NFC normalizer
   dir=testdata/tokenizers/$name
   ours=$(NUNCHAKU_BENCH_TOKENIZER=$dir NUNCHAKU_BENCH_TEXT=$TEXT "$BUILD/nunchaku_tests" "[.tokenizer_bench]" | grep '^nunchaku')
   theirs=$(TOKENIZERS_PARALLELISM=false "$PY" - "$dir/tokenizer.json" "$TEXT" <<'PY'

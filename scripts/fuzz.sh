@@ -31,6 +31,9 @@ seed fuzz_pytorch testdata/**/*.pt testdata/**/*.bin ../shared/testfiles/pytorch
 seed fuzz_pickle
 seed fuzz_tokenizer testdata/tokenizers/*/tokenizer.json
 seed fuzz_requests
+seed fuzz_unicode_norm
+printf 'cafe\xcc\x81 \xe2\x84\xab\xe2\x84\xa6 \xef\xac\x81 \xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8 a\xcc\x81\xcc\xa3 \xef\xbd\xb6\xef\xbe\x9e' \
+  > fuzz-corpus/fuzz_unicode_norm/seed.txt
 printf '%s\n' 'plain prompt' '{"id": 1, "prompt": "x", "stop": ["a"], "seed": 3}' \
   '{"custom_id": "c", "body": {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "max_tokens": 4}}' \
   > fuzz-corpus/fuzz_requests/seed.jsonl

@@ -1,8 +1,9 @@
-// Unicode normalization (UAX #15, Unicode 3.11 D117-D118): full decomposition (canonical
-// or compatibility, recursive over single-level mappings; Hangul algorithmic), canonical
-// ordering (stable by combining class), canonical composition (a character composes with
-// the last starter unless blocked). A quick check skips what is already normalized; only
-// the stretch between the safe boundaries around a rejected character is rewritten.
+// Unicode normalization (UAX #15; The Unicode Standard, section 3.11): full decomposition
+// (canonical or compatibility, recursive over single-level mappings; Hangul algorithmic),
+// canonical ordering (stable by combining class), canonical composition (a character
+// composes with the last starter unless blocked). A quick check skips what is already
+// normalized; only the stretch between the safe boundaries around a rejected character
+// is rewritten.
 #include "tokenizer/unicode_norm.hpp"
 
 #include <algorithm>
@@ -17,7 +18,7 @@ namespace {
 
 using namespace unorm;
 
-// Hangul syllables (Unicode 3.12): S = SBase + (L * VCount + V) * TCount + T.
+// Hangul syllables (The Unicode Standard, section 3.12): S = SBase + (L * VCount + V) * TCount + T.
 constexpr uint32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;
 constexpr uint32_t kLCount = 19, kVCount = 21, kTCount = 28, kNCount = kVCount * kTCount, kSCount = kLCount * kNCount;
 
