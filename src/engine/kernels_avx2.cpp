@@ -49,21 +49,23 @@ struct LoadF16 {
 // rows: R*NB independent FMA chains, each weight vector loaded once for NB rows. Every
 // (row, x) pair sums in the same order whatever R and NB are (one 8-wide chain, then the
 // scalar tail), so a sequence's logits are bit-identical in any batch.
-template <int R, int NB, class L, bool Accumulate>
+template <int R, int NB, class L, bool Accumulate, bool Prefetch = false>
 inline void tile(const uint8_t* row0, size_t row_bytes, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy) {
   __m256 acc[R][NB];
   for (int r = 0; r < R; ++r)
     for (int b = 0; b < NB; ++b) acc[r][b] = _mm256_setzero_ps();
   int64_t i = 0;
-  // Decode, 16-bit weights: the tile after next (R rows, contiguous) is prefetched as one
-  // sequential stream spread evenly over this tile's steps; R short row streams train the
-  // hardware prefetcher poorly (measured: +12% single-thread bf16, but -15% for f32).
+  // Prefetch (decode and small batches: weights come from DRAM once per step): the tile
+  // after next (R contiguous rows) is fetched ahead, for 16-bit weights as one sequential
+  // stream spread evenly over this tile's steps (R short row streams train the hardware
+  // prefetcher poorly: +12% single-thread bf16), for f32 row by row (the sequential
+  // stream measured -15% there).
   const char* pf = reinterpret_cast<const char*>(row0 + 2 * R * row_bytes);
   const size_t pf_step = n >= 8 ? (R * row_bytes * 8 / size_t(n) + 63) / 64 * 64 : 0;
   for (; i + 8 <= n; i += 8) {
     __m256 w[R];
     for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
-    if constexpr (NB == 1 && R >= 4) {
+    if constexpr (Prefetch) {
       if constexpr (L::kElemBytes == 2) {
         for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
         pf += pf_step;
@@ -93,6 +95,10 @@ inline void rows_times_batch(const uint8_t* row0, size_t row_bytes, int64_t n, c
                              float* y, int64_t ldy) {
   constexpr int kNB = R <= 2 ? 6 : 3;
   int64_t b = 0;
+  if (B >= kNB) {  // the first pass over these rows prefetches the rows after next
+    tile<R, kNB, L, Accumulate, true>(row0, row_bytes, n, x, ldx, y, ldy);
+    b = kNB;
+  }
   for (; b + kNB <= B; b += kNB) tile<R, kNB, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy);
   switch (B - b) {
     case 5: if constexpr (kNB > 5) tile<R, 5, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
@@ -199,7 +205,7 @@ void matmul_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B,
   int64_t r = r0;
   const size_t rb = w.row_bytes;
   if (B == 1)  // decode: 8 rows at a time, 8 independent chains
-    for (; r + 8 <= r1; r += 8) tile<8, 1, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, y + r, ldy);
+    for (; r + 8 <= r1; r += 8) tile<8, 1, L, false, true>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, y + r, ldy);
   for (; r + 2 <= r1; r += 2) rows_times_batch<2, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
   for (; r < r1; ++r) rows_times_batch<1, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
 }
@@ -279,7 +285,7 @@ inline void quant32_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks,
 
 // Prefill: kPanelRows weight rows at a time are dequantized into a per-thread f32 panel
 // (grown on demand, freed when its thread ends), then the F32 GEMM runs on it.
-constexpr int64_t kPanelRows = 16;
+constexpr int64_t kPanelRows = 32;
 struct Panel {
   float* data = nullptr;
   size_t floats = 0;
@@ -510,7 +516,9 @@ void attn_scores_impl(const float* q, const uint8_t* rows, size_t row_bytes, int
   int64_t p = 0;
   for (; p + 4 <= n; p += 4) {
     float s[4];
-    tile<4, 1, L, false>(rows + size_t(p) * row_bytes, row_bytes, d, q, 0, s, 0);
+    // f32 cache rows: the row-by-row prefetch suits these strided rows (not the 16-bit
+    // sequential stream, which assumes contiguous rows).
+    tile<4, 1, L, false, L::kElemBytes == 4>(rows + size_t(p) * row_bytes, row_bytes, d, q, 0, s, 0);
     for (int r = 0; r < 4; ++r) out[p + r] = scale * s[r];
   }
   for (; p < n; ++p) {
