@@ -90,7 +90,7 @@ TEST_CASE("matmul_rows: every path equals a float64 reference and is batch-invar
     for (DType dt : types) {
       const int64_t be = dtype_info(dt).block_elems;
       // Column counts: a tail after the 8-wide lanes (plain dtypes), one short block, one
-      // row of exactly one GEMM column block, and rows split into 2 and 3 column blocks.
+      // row within one GEMM column block, and rows split into 2 and 4 column blocks.
       std::vector<Shape> shapes = {{67, 256}, {5, 1280}, {33, 2560}};
       if (be == 1) shapes.push_back({9, 37});
       if (be == 32) shapes.push_back({70, 96});
