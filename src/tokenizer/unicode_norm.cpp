@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tokenizer/unicode_norm_tables.hpp"
+#include "tokenizer/utf8.hpp"
 
 namespace nunchaku {
 
@@ -78,23 +79,8 @@ size_t decode(std::string_view s, size_t i, uint32_t& cp) {
 }
 
 void encode(uint32_t cp, std::string& out) {
-  if (cp >= kRawByte) {
-    out += static_cast<char>(cp - kRawByte);
-  } else if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  if (cp >= kRawByte) out += static_cast<char>(cp - kRawByte);
+  else append_utf8(out, cp);
 }
 
 struct Char {
