@@ -8,6 +8,7 @@
 
 #include <type_traits>
 
+
 #include "engine/quant_blocks.hpp"
 
 namespace nunchaku::engine {
@@ -211,53 +212,69 @@ void matmul_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B,
   for (; r < r1; ++r) rows_times_batch<1, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
 }
 
-// Q8_0 / Q4_0: blocks of 32 signed 8-bit values and an f16 scale d. Every kernel sums
-// like the F32 ones over the dequantized matrix: w = d*q (exact in f32: 8 x 11 significant
-// bits; the value gguf-py's dequantize gives), then acc[lane] += w*x along the row, one
-// 8-wide chain per (row, x) pair. So decode tiles, small batches and the prefill GEMM
-// (which dequantizes a panel of rows once and runs the F32 GEMM on it) give bit-identical
-// results.
+// Q8_0 / Q4_0 / Q4_K. Every kernel sums like the F32 ones over the dequantized matrix: each 32-value sub-block becomes 4 vectors of the values gguf-py's dequantize
+// gives, then acc[lane] += w*x along the row, one 8-wide chain per (row, x) pair. So
+// decode tiles, small batches and the prefill GEMM (which dequantizes a panel of rows
+// once and runs the F32 GEMM on it) give bit-identical results. The values are exact
+// products in f32 (Q8_0/Q4_0: d*q, 11 x 8 significant bits; Q4_K: (d*sc)*q - dmin*m,
+// exact products and one rounding of the difference, which fmsub gives too), so the
+// order the factors are multiplied in does not matter. (Q6_K below keeps a fused kernel:
+// its values unpacked this way decoded 30% slower.)
+//
+// A policy: kBytes per block, kSubs sub-blocks of 32 values, sub(blk, s, w) -> w[0..4).
 struct BlockQ8_0 {
-  static constexpr int64_t kBytes = 34;
-  // The 32 values as 4 float vectors; each 8 bytes go straight from memory into vpmovsxbd.
-  static void floats(const uint8_t* b, __m256 q[4]) {
+  static constexpr int64_t kBytes = 34, kSubs = 1;
+  static void sub(const uint8_t* b, int, __m256 w[4]) {  // 8 bytes at a time straight into vpmovsxbd
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b)));
     for (int j = 0; j < 4; ++j)
-      q[j] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * j))));
+      w[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                  _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * j)))));
   }
 };
 struct BlockQ4_0 {
-  static constexpr int64_t kBytes = 18;
-  static void floats(const uint8_t* b, __m256 q[4]) {
+  static constexpr int64_t kBytes = 18, kSubs = 1;
+  static void sub(const uint8_t* b, int, __m256 w[4]) {
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b)));
     __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
     const __m128i mask = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
     __m128i lo = _mm_sub_epi8(_mm_and_si128(v, mask), eight);                     // elements 0..15
     __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), mask), eight);  // elements 16..31
-    q[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
-    q[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
-    q[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
-    q[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
+    w[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)));
+    w[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))));
+    w[2] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)));
+    w[3] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))));
   }
 };
-
-// The block's 32 dequantized values as 4 vectors.
-template <class Q>
-inline void dequant32(const uint8_t* blk, __m256 w[4]) {
-  const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk)));
-  Q::floats(blk, w);
-  for (int j = 0; j < 4; ++j) w[j] = _mm256_mul_ps(d, w[j]);
-}
-
+// Q4_K: sub-block s = low (s even) or high (s odd) nibbles of qs[32*(s/2) ...], 6-bit
+// scale and min: w = (d*sc)*q - dmin*m.
+struct BlockQ4_K {
+  static constexpr int64_t kBytes = 144, kSubs = 8;
+  static void sub(const uint8_t* b, int s, __m256 w[4]) {
+    int sc, m;
+    blocks::q4k_scale_min(s, b + 4, sc, m);
+    const __m256 ds = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b)) * float(sc));
+    const __m256 ms = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b + 2)) * float(m));
+    const uint8_t* q = b + 16 + 32 * (s / 2);
+    for (int g = 0; g < 4; ++g) {
+      __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * g)));
+      v = (s & 1) ? _mm256_srli_epi32(v, 4) : _mm256_and_si256(v, _mm256_set1_epi32(15));
+      w[g] = _mm256_fmsub_ps(ds, _mm256_cvtepi32_ps(v), ms);
+    }
+  }
+};
 // NB activation rows against one weight row.
 template <int NB, class Q>
-inline void quant32_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
+inline void blockq_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
   __m256 acc[NB];
   for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < nblocks; ++k) {
-    __m256 w[4];
-    dequant32<Q>(row + k * Q::kBytes, w);
-    for (int b = 0; b < NB; ++b)
-      for (int j = 0; j < 4; ++j) acc[b] = _mm256_fmadd_ps(w[j], _mm256_loadu_ps(x + b * ldx + k * 32 + 8 * j), acc[b]);
-  }
+  for (int64_t k = 0; k < nblocks; ++k)
+    for (int s = 0; s < Q::kSubs; ++s) {
+      __m256 w[4];
+      Q::sub(row + k * Q::kBytes, s, w);
+      const int64_t c = (k * Q::kSubs + s) * 32;
+      for (int b = 0; b < NB; ++b)
+        for (int j = 0; j < 4; ++j) acc[b] = _mm256_fmadd_ps(w[j], _mm256_loadu_ps(x + b * ldx + c + 8 * j), acc[b]);
+    }
   for (int b = 0; b < NB; ++b) y[b * ldy] = hsum(acc[b]);
 }
 
@@ -265,7 +282,7 @@ inline void quant32_tile(const uint8_t* row, int64_t nblocks, const float* x, in
 // after next (R contiguous rows) is prefetched as one sequential stream spread over the
 // blocks of this one.
 template <int R, class Q>
-inline void quant32_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks, const float* x, float* y) {
+inline void blockq_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks, const float* x, float* y) {
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const char* pf = reinterpret_cast<const char*>(row0 + 2 * R * row_bytes);
@@ -275,10 +292,13 @@ inline void quant32_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks,
       for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
       pf += pf_step;
     }
-    for (int r = 0; r < R; ++r) {
-      __m256 w[4];
-      dequant32<Q>(row0 + size_t(r) * row_bytes + k * Q::kBytes, w);
-      for (int j = 0; j < 4; ++j) acc[r] = _mm256_fmadd_ps(w[j], _mm256_loadu_ps(x + k * 32 + 8 * j), acc[r]);
+    for (int s = 0; s < Q::kSubs; ++s) {
+      const float* xs = x + (k * Q::kSubs + s) * 32;
+      for (int r = 0; r < R; ++r) {
+        __m256 w[4];
+        Q::sub(row0 + size_t(r) * row_bytes + k * Q::kBytes, s, w);
+        for (int j = 0; j < 4; ++j) acc[r] = _mm256_fmadd_ps(w[j], _mm256_loadu_ps(xs + 8 * j), acc[r]);
+      }
     }
   }
   for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]);
@@ -303,20 +323,21 @@ struct Panel {
 thread_local Panel g_panel;
 
 template <class Q>
-void gemm_quant32(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
-                  int64_t r1) {
-  const int64_t nblocks = w.cols / 32;
+void gemm_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                 int64_t r1) {
+  const int64_t nblocks = w.cols / (32 * Q::kSubs);
   float* panel_data = g_panel.get(size_t(kPanelRows) * size_t(w.cols));
   for (int64_t rc = r0; rc < r1; rc += kPanelRows) {
     const int64_t rows = rc + kPanelRows < r1 ? kPanelRows : r1 - rc;
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t* row = w.data + size_t(rc + r) * w.row_bytes;
       float* out = panel_data + size_t(r) * size_t(w.cols);
-      for (int64_t k = 0; k < nblocks; ++k) {
-        __m256 v[4];
-        dequant32<Q>(row + k * Q::kBytes, v);
-        for (int j = 0; j < 4; ++j) _mm256_storeu_ps(out + k * 32 + 8 * j, v[j]);
-      }
+      for (int64_t k = 0; k < nblocks; ++k)
+        for (int s = 0; s < Q::kSubs; ++s) {
+          __m256 v[4];
+          Q::sub(row + k * Q::kBytes, s, v);
+          for (int j = 0; j < 4; ++j) _mm256_storeu_ps(out + (k * Q::kSubs + s) * 32 + 8 * j, v[j]);
+        }
     }
     WeightMatrix panel{reinterpret_cast<const uint8_t*>(panel_data), DType::F32, rows, w.cols, size_t(w.cols) * 4, {}};
     gemm_plain<LoadF32>(panel, x, ldx, B, y + rc, ldy, 0, rows);
@@ -324,37 +345,31 @@ void gemm_quant32(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B,
 }
 
 template <class Q>
-void matmul_quant32(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
-                    int64_t r1) {
-  if (B >= kMatmulGemmBatch) return gemm_quant32<Q>(w, x, ldx, B, y, ldy, r0, r1);
-  const int64_t nblocks = w.cols / 32;
+void matmul_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                   int64_t r1) {
+  if (B >= kMatmulGemmBatch) return gemm_blockq<Q>(w, x, ldx, B, y, ldy, r0, r1);
+  const int64_t nblocks = w.cols / (32 * Q::kSubs);
   if (B == 1) {
     int64_t r = r0;
-    for (; r + 8 <= r1; r += 8) quant32_rows<8, Q>(w.data + size_t(r) * w.row_bytes, w.row_bytes, nblocks, x, y + r);
-    for (; r < r1; ++r) quant32_rows<1, Q>(w.data + size_t(r) * w.row_bytes, w.row_bytes, nblocks, x, y + r);
+    for (; r + 8 <= r1; r += 8) blockq_rows<8, Q>(w.data + size_t(r) * w.row_bytes, w.row_bytes, nblocks, x, y + r);
+    for (; r < r1; ++r) blockq_rows<1, Q>(w.data + size_t(r) * w.row_bytes, w.row_bytes, nblocks, x, y + r);
     return;
   }
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + size_t(r) * w.row_bytes;
     int64_t b = 0;
-    for (; b + 4 <= B; b += 4) quant32_tile<4, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
+    for (; b + 4 <= B; b += 4) blockq_tile<4, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
     switch (B - b) {
-      case 3: quant32_tile<3, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy); break;
-      case 2: quant32_tile<2, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy); break;
-      case 1: quant32_tile<1, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy); break;
+      case 3: blockq_tile<3, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy); break;
+      case 2: blockq_tile<2, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy); break;
+      case 1: blockq_tile<1, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy); break;
       default: break;
     }
   }
 }
 
-// 32 unsigned/signed 8-bit values -> 4 float vectors.
-inline void u8x32_to_ps(__m256i v, __m256 out[4]) {
-  const __m128i v0 = _mm256_castsi256_si128(v), v1 = _mm256_extracti128_si256(v, 1);
-  out[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v0));
-  out[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v0, 8)));
-  out[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v1));
-  out[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v1, 8)));
-}
+// Q6_K, fused (no GEMM): per 128 values, four groups of 32, each dotted with x as
+// integers-as-floats and scaled per 16-value sub-block. Same order for every batch size.
 inline void i8x32_to_ps(__m256i v, __m256 out[4]) {
   const __m128i v0 = _mm256_castsi256_si128(v), v1 = _mm256_extracti128_si256(v, 1);
   out[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v0));
@@ -363,49 +378,6 @@ inline void i8x32_to_ps(__m256i v, __m256 out[4]) {
   out[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v1, 8)));
 }
 
-// Q4_K fused: per sub-block j of 32, dot(y, x) = d*sc_j * dot(q, x) - dmin*m_j * sum(x).
-template <int NB>
-inline void q4k_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
-  __m256 acc[NB];
-  for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
-  const __m256i mask = _mm256_set1_epi8(15);
-  for (int64_t k = 0; k < nblocks; ++k) {
-    const uint8_t* blk = row + k * 144;
-    const float d = _cvtsh_ss(blocks::load_u16(blk)), dmin = _cvtsh_ss(blocks::load_u16(blk + 2));
-    const uint8_t* scales = blk + 4;
-    for (int j = 0; j < 8; j += 2) {
-      int sc0, m0, sc1, m1;
-      blocks::q4k_scale_min(j, scales, sc0, m0);
-      blocks::q4k_scale_min(j + 1, scales, sc1, m1);
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 16 * j));
-      __m256 lo[4], hi[4];
-      u8x32_to_ps(_mm256_and_si256(v, mask), lo);
-      u8x32_to_ps(_mm256_and_si256(_mm256_srli_epi16(v, 4), mask), hi);
-      const __m256 dl = _mm256_set1_ps(d * float(sc0)), ml = _mm256_set1_ps(dmin * float(m0));
-      const __m256 dh = _mm256_set1_ps(d * float(sc1)), mh = _mm256_set1_ps(dmin * float(m1));
-      for (int b = 0; b < NB; ++b) {
-        const float* xb = x + b * ldx + k * 256 + j * 32;
-        __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8), x2 = _mm256_loadu_ps(xb + 16),
-               x3 = _mm256_loadu_ps(xb + 24);
-        __m256 tl = _mm256_fmadd_ps(lo[1], x1, _mm256_mul_ps(lo[0], x0));
-        tl = _mm256_fmadd_ps(lo[3], x3, _mm256_fmadd_ps(lo[2], x2, tl));
-        __m256 sl = _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
-        __m256 y0 = _mm256_loadu_ps(xb + 32), y1 = _mm256_loadu_ps(xb + 40), y2 = _mm256_loadu_ps(xb + 48),
-               y3 = _mm256_loadu_ps(xb + 56);
-        __m256 th = _mm256_fmadd_ps(hi[1], y1, _mm256_mul_ps(hi[0], y0));
-        th = _mm256_fmadd_ps(hi[3], y3, _mm256_fmadd_ps(hi[2], y2, th));
-        __m256 sh = _mm256_add_ps(_mm256_add_ps(y0, y1), _mm256_add_ps(y2, y3));
-        acc[b] = _mm256_fmadd_ps(dl, tl, acc[b]);
-        acc[b] = _mm256_fnmadd_ps(ml, sl, acc[b]);
-        acc[b] = _mm256_fmadd_ps(dh, th, acc[b]);
-        acc[b] = _mm256_fnmadd_ps(mh, sh, acc[b]);
-      }
-    }
-  }
-  for (int b = 0; b < NB; ++b) y[b * ldy] = hsum(acc[b]);
-}
-
-// Q6_K fused: per 128 values, four groups of 32 (two 16-value sub-blocks each, int8 scales).
 template <int NB>
 inline void q6k_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
   __m256 acc[NB];
@@ -457,16 +429,13 @@ inline void dispatch_nb(int64_t B, F&& f) {
   }
 }
 
-void matmul_kquant(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
-                   int64_t r1) {
+void matmul_q6k(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                int64_t r1) {
   const int64_t nblocks = w.cols / 256;
-  const bool q4k = w.dtype == DType::Q4_K;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + size_t(r) * w.row_bytes;
     dispatch_nb<4>(B, [&](auto nb, int64_t b) {
-      constexpr int NB = decltype(nb)::value;
-      if (q4k) q4k_tile<NB>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
-      else q6k_tile<NB>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
+      q6k_tile<decltype(nb)::value>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
     });
   }
 }
@@ -495,18 +464,18 @@ void avx2_matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_
     case DType::F32: return matmul_plain<LoadF32>(w, x, ldx, B, y, ldy, r0, r1);
     case DType::BF16: return matmul_plain<LoadBF16>(w, x, ldx, B, y, ldy, r0, r1);
     case DType::F16: return matmul_plain<LoadF16>(w, x, ldx, B, y, ldy, r0, r1);
-    case DType::Q8_0: return matmul_quant32<BlockQ8_0>(w, x, ldx, B, y, ldy, r0, r1);
-    case DType::Q4_0: return matmul_quant32<BlockQ4_0>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::Q8_0: return matmul_blockq<BlockQ8_0>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::Q4_0: return matmul_blockq<BlockQ4_0>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::Q4_K: return matmul_blockq<BlockQ4_K>(w, x, ldx, B, y, ldy, r0, r1);
     default: break;
   }
-  // No GEMM for the other block types yet: a weight row at a time against 32 activation
+  // Q6_K/Q4_1/Q5_0/Q5_1/Q5_K have no GEMM yet: a weight row at a time against 32 activation
   // rows at a time (those stay in L2 while the task's weight rows pass, from L2 after the
   // first chunk). Each (row, x) pair's sum does not depend on the chunking.
   constexpr int64_t kChunk = 32;
-  const bool kq = w.dtype == DType::Q4_K || w.dtype == DType::Q6_K;
   for (int64_t b0 = 0; b0 < B; b0 += kChunk) {
     const int64_t nb = B - b0 < kChunk ? B - b0 : kChunk;
-    if (kq) matmul_kquant(w, x + b0 * ldx, ldx, nb, y + b0 * ldy, ldy, r0, r1);
+    if (w.dtype == DType::Q6_K) matmul_q6k(w, x + b0 * ldx, ldx, nb, y + b0 * ldy, ldy, r0, r1);
     else matmul_quant(w, x + b0 * ldx, ldx, nb, y + b0 * ldy, ldy, r0, r1);
   }
 }
