@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <random>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,13 @@ nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);
   if (!f.good()) throw std::runtime_error("cannot read " + path);
   return nlohmann::json::parse(f);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 
 std::string testdata(const std::string& rel) { return std::string(NUNCHAKU_SOURCE_DIR) + "/testdata/" + rel; }

@@ -29,6 +29,8 @@ struct TempDir {
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
 // Parses a JSON file (golden files, expectations); a test failure when it cannot be read.
 nlohmann::json read_json(const std::string& path);
+// The whole file as bytes ("" when it cannot be read: the comparison that follows fails).
+std::string read_text(const std::string& path);
 void write_file(const std::string& path, const std::string& text);
 
 struct RunResult {

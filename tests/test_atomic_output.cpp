@@ -3,8 +3,6 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
 #include "core/error.hpp"
@@ -13,14 +11,6 @@
 
 using namespace nunchaku;
 
-namespace {
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-}  // namespace
 
 TEST_CASE("atomic output: commit replaces the file; an abandoned write leaves it untouched", "[units]") {
   test::TempDir dir;
@@ -33,20 +23,20 @@ TEST_CASE("atomic output: commit replaces the file; an abandoned write leaves it
     throw std::runtime_error("a request failed the run");
   } catch (const std::runtime_error&) {
   }
-  CHECK(slurp(path) == "old contents\n");
+  CHECK(test::read_text(path) == "old contents\n");
   CHECK_FALSE(std::filesystem::exists(path + ".tmp-nunchaku"));
 
   {
     AtomicOutput out(path);
     std::fputs("new contents\n", out.file());
-    CHECK(slurp(path) == "old contents\n");  // nothing visible before commit
+    CHECK(test::read_text(path) == "old contents\n");  // nothing visible before commit
     out.commit();
   }
-  CHECK(slurp(path) == "new contents\n");
+  CHECK(test::read_text(path) == "new contents\n");
   CHECK_FALSE(std::filesystem::exists(path + ".tmp-nunchaku"));
 
   write_file_atomically(path, "third\n");
-  CHECK(slurp(path) == "third\n");
+  CHECK(test::read_text(path) == "third\n");
 }
 
 TEST_CASE("atomic output: an unwritable place is io.write naming the file", "[units]") {

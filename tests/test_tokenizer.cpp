@@ -27,13 +27,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // The .inp/.out pair as llama.cpp's test-tokenizer-0 reads it: inputs separated by
 // "\n__ggml_vocab_test__\n", one line of space-separated ids per input.
 struct VocabCase {
@@ -42,7 +35,7 @@ struct VocabCase {
 };
 
 std::vector<VocabCase> read_vocab_cases(const fs::path& inp, const fs::path& out) {
-  const std::string raw = slurp(inp);
+  const std::string raw = test::read_text(inp.string());
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<std::string> texts;
   for (size_t pos = 0; pos < raw.size();) {
@@ -55,7 +48,7 @@ std::vector<VocabCase> read_vocab_cases(const fs::path& inp, const fs::path& out
     pos = next + sep.size();
   }
   std::vector<VocabCase> cases;
-  std::istringstream lines(slurp(out));
+  std::istringstream lines(test::read_text(out.string()));
   std::string line;
   for (const std::string& t : texts) {
     REQUIRE(std::getline(lines, line));
@@ -182,7 +175,7 @@ TEST_CASE("tokenizer: HF tokenizer.json fixtures match tokenizers/transformers",
   REQUIRE(dirs.size() >= 4);
   for (const fs::path& d : dirs) {
     SECTION(d.filename().string()) {
-      const json exp = json::parse(slurp(d / "expected.json"));
+      const json exp = json::parse(test::read_text((d / "expected.json").string()));
       Tokenizer tok = Tokenizer::from_hf_dir(d.string());
       CHECK(tok.vocab_size() == exp["vocab_size"].get<int32_t>());
       if (exp["bos_id"].is_null()) CHECK(!tok.bos_id());
@@ -269,7 +262,7 @@ TEST_CASE("tokenizer: GGUF phi-3 chat template renders as transformers does", "[
   auto fmt = tok.chat_format();
   REQUIRE(fmt);
   CHECK(fmt->family == ChatFamily::Phi3);
-  const json exp = json::parse(slurp(fs::path(test::testdata("tokenizers")) / "llama2-spm" / "expected.json"));
+  const json exp = json::parse(test::read_text(test::testdata("tokenizers/llama2-spm/expected.json")));
   CHECK(exp["templates"]["phi3-gguf"].get<std::string>() == tok.chat_template());
   // eos ids include <|end|> (end of turn) besides the file's eos.
   CHECK(tok.is_eos(32000));

@@ -6,9 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
+#include "tests/helpers.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer/unicode_norm.hpp"
 
@@ -21,10 +20,7 @@ TEST_CASE("tokenizer: encode/decode throughput", "[.tokenizer_bench]") {
     WARN("set NUNCHAKU_BENCH_TOKENIZER and NUNCHAKU_BENCH_TEXT");
     return;
   }
-  std::ifstream f(file, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = test::read_text(file);
   Tokenizer tok = Tokenizer::from_hf_dir(dir);
   using clock = std::chrono::steady_clock;
   std::vector<int32_t> ids;
