@@ -28,15 +28,16 @@ class CpuBackend final : public Backend {
     // a chunk of kBatch activation rows stays in L2 while the task's weight rows stream
     // past it once. Large ones (prefill): a task takes all activation rows, so each weight
     // row comes from memory once per forward; the kernel blocks for the caches.
-    const int64_t kBatch = B >= kMatmulGemmBatch ? B : 32;
+    const bool gemm = B >= kMatmulGemmBatch;
+    const int64_t kBatch = gemm ? B : 32;
     int64_t total_rows = 0;
     for (const auto& j : jobs) total_rows += j.w->rows;
     const int64_t bchunks = (B + kBatch - 1) / kBatch;
-    const int64_t want_tasks = int64_t(pool_.size()) * (B >= kMatmulGemmBatch ? 8 : 4);
+    const int64_t want_tasks = int64_t(pool_.size()) * (gemm ? 8 : 4);
     int64_t rows_per = std::max<int64_t>(1, (total_rows * bchunks + want_tasks - 1) / want_tasks);
     // Multiples of 8 (decode tiles take 8 rows, the others 2). Decode prefetches 2 tiles
     // ahead within a task, so its tasks are longer; prefill tasks match the GEMM blocks.
-    rows_per = std::min<int64_t>((rows_per + 7) / 8 * 8, B >= kMatmulGemmBatch ? 64 : kDecodeRows);
+    rows_per = std::min<int64_t>((rows_per + 7) / 8 * 8, gemm ? 64 : kDecodeRows);
     const int64_t row_tasks = (total_rows + rows_per - 1) / rows_per;
     pool_.run(row_tasks * bchunks, [&](int64_t task, int) {
       int64_t bc = task / row_tasks, rt = task % row_tasks;
@@ -62,12 +63,11 @@ class CpuBackend final : public Backend {
       float* out = a.out + t * q_dim + h * a.head_dim;
       float* sc = scores_.data() + size_t(thread) * size_t(max_context_);
       const size_t base = size_t(a.slot[t]) * size_t(a.max_context);
-      const size_t first = (base + size_t(lo)) * size_t(kv_dim) + size_t(g * a.head_dim);  // element index
+      // Byte offset of this head's slice of the first attended position.
+      const size_t first = ((base + size_t(lo)) * size_t(kv_dim) + size_t(g * a.head_dim)) * (a.f16 ? 2 : 4);
       const int64_t n = pos - lo + 1;
-      const void* krows = a.f16 ? static_cast<const void*>(static_cast<const uint16_t*>(a.k) + first)
-                                : static_cast<const void*>(static_cast<const float*>(a.k) + first);
-      const void* vrows = a.f16 ? static_cast<const void*>(static_cast<const uint16_t*>(a.v) + first)
-                                : static_cast<const void*>(static_cast<const float*>(a.v) + first);
+      const void* krows = static_cast<const uint8_t*>(a.k) + first;
+      const void* vrows = static_cast<const uint8_t*>(a.v) + first;
       attn_scores(q, krows, a.f16, kv_dim, n, a.head_dim, a.scale, sc);
       softmax_inplace(sc, n);
       attn_mix(sc, vrows, a.f16, kv_dim, n, a.head_dim, out);

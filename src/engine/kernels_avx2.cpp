@@ -50,12 +50,18 @@ struct LoadF16 {
 // rows: R*NB independent FMA chains, each weight vector loaded once for NB rows. Every
 // (row, x) pair sums in the same order whatever R and NB are (one 8-wide chain, then the
 // scalar tail), so a sequence's logits are bit-identical in any batch.
-template <int R, int NB, class L, bool Accumulate, bool Prefetch = false>
-inline void tile(const uint8_t* row0, size_t row_bytes, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy) {
+//
+// Columns [k0, k1) only (k1 - k0 a multiple of 8): the blocked GEMM passes one column
+// block at a time and keeps the R*NB vector accumulators in acc_buf (8 floats each)
+// between blocks; the lanes see the same additions in the same order as one pass.
+// `first`: start from zero (else from acc_buf); `last`: reduce, add the scalar tail
+// [k1, n) and store (or add, Accumulate) to y (else save to acc_buf).
+template <int R, int NB, class L, bool Accumulate = false, bool Prefetch = false>
+inline void tile_k(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1, int64_t n, const float* x,
+                   int64_t ldx, float* acc_buf, bool first, bool last, float* y, int64_t ldy) {
   __m256 acc[R][NB];
   for (int r = 0; r < R; ++r)
-    for (int b = 0; b < NB; ++b) acc[r][b] = _mm256_setzero_ps();
-  int64_t i = 0;
+    for (int b = 0; b < NB; ++b) acc[r][b] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc_buf + (b * R + r) * 8);
   // Prefetch (decode and small batches: weights come from DRAM once per step): the tile
   // after next (R contiguous rows) is fetched ahead, for 16-bit weights as one sequential
   // stream spread evenly over this tile's steps (R short row streams train the hardware
@@ -63,7 +69,7 @@ inline void tile(const uint8_t* row0, size_t row_bytes, int64_t n, const float* 
   // stream measured -15% there).
   const char* pf = reinterpret_cast<const char*>(row0 + 2 * R * row_bytes);
   const size_t pf_step = n >= 8 ? (R * row_bytes * 8 / size_t(n) + 63) / 64 * 64 : 0;
-  for (; i + 8 <= n; i += 8) {
+  for (int64_t i = k0; i < k1; i += 8) {
     __m256 w[R];
     for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
     if constexpr (Prefetch) {
@@ -80,13 +86,24 @@ inline void tile(const uint8_t* row0, size_t row_bytes, int64_t n, const float* 
       for (int r = 0; r < R; ++r) acc[r][b] = _mm256_fmadd_ps(w[r], xv, acc[r][b]);
     }
   }
+  if (!last) {
+    for (int r = 0; r < R; ++r)
+      for (int b = 0; b < NB; ++b) _mm256_store_ps(acc_buf + (b * R + r) * 8, acc[r][b]);
+    return;
+  }
   for (int r = 0; r < R; ++r)
     for (int b = 0; b < NB; ++b) {
       float s = hsum(acc[r][b]);
-      for (int64_t j = i; j < n; ++j) s += L::one(row0 + size_t(r) * row_bytes, j) * x[b * ldx + j];
+      for (int64_t j = k1; j < n; ++j) s += L::one(row0 + size_t(r) * row_bytes, j) * x[b * ldx + j];
       if (Accumulate) y[b * ldy + r] += s;
       else y[b * ldy + r] = s;
     }
+}
+
+// All columns in one pass.
+template <int R, int NB, class L, bool Accumulate = false, bool Prefetch = false>
+inline void tile(const uint8_t* row0, size_t row_bytes, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy) {
+  tile_k<R, NB, L, Accumulate, Prefetch>(row0, row_bytes, 0, n / 8 * 8, n, x, ldx, nullptr, true, true, y, ldy);
 }
 
 // R weight rows against all B activation rows, in tiles of 6 (R = 2: 12 accumulators,
@@ -109,39 +126,6 @@ inline void rows_times_batch(const uint8_t* row0, size_t row_bytes, int64_t n, c
     case 1: tile<R, 1, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
     default: break;
   }
-}
-
-// The tile above over columns [k0, k1) only (k1 - k0 a multiple of 8), its R*NB vector
-// accumulators kept in acc (NB-major, 8 floats each) between column blocks. The lanes
-// see the same additions in the same order as one pass of `tile`, so the blocked GEMM
-// below gives bit-identical results to the unblocked kernels (batch invariance holds
-// whichever path a batch size takes). `last`: reduce, add the scalar tail, store to y.
-template <int R, int NB, class L>
-inline void tile_k(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1, int64_t n, const float* x,
-                   int64_t ldx, float* acc_buf, bool first, bool last, float* y, int64_t ldy) {
-  __m256 acc[R][NB];
-  for (int r = 0; r < R; ++r)
-    for (int b = 0; b < NB; ++b) acc[r][b] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc_buf + (b * R + r) * 8);
-  for (int64_t i = k0; i < k1; i += 8) {
-    __m256 w[R];
-    for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
-    for (int b = 0; b < NB; ++b) {
-      __m256 xv = _mm256_loadu_ps(x + b * ldx + i);
-      if constexpr (R > 1) asm("" : "+x"(xv));
-      for (int r = 0; r < R; ++r) acc[r][b] = _mm256_fmadd_ps(w[r], xv, acc[r][b]);
-    }
-  }
-  if (!last) {
-    for (int r = 0; r < R; ++r)
-      for (int b = 0; b < NB; ++b) _mm256_store_ps(acc_buf + (b * R + r) * 8, acc[r][b]);
-    return;
-  }
-  for (int r = 0; r < R; ++r)
-    for (int b = 0; b < NB; ++b) {
-      float s = hsum(acc[r][b]);
-      for (int64_t j = k1; j < n; ++j) s += L::one(row0 + size_t(r) * row_bytes, j) * x[b * ldx + j];
-      y[b * ldy + r] = s;
-    }
 }
 
 // Prefill GEMM (many activation rows). Blocks: kGemmRows weight rows x kGemmBatch
@@ -262,6 +246,20 @@ struct BlockQ4_K {
     }
   }
 };
+// f(integral_constant<int, NB>, b) over activation rows [b, b + NB): groups of 4, then
+// the remainder.
+template <class F>
+inline void by_groups_of_4(int64_t B, F&& f) {
+  int64_t b = 0;
+  for (; b + 4 <= B; b += 4) f(std::integral_constant<int, 4>{}, b);
+  switch (B - b) {
+    case 3: f(std::integral_constant<int, 3>{}, b); break;
+    case 2: f(std::integral_constant<int, 2>{}, b); break;
+    case 1: f(std::integral_constant<int, 1>{}, b); break;
+    default: break;
+  }
+}
+
 // NB activation rows against one weight row.
 template <int NB, class Q>
 inline void blockq_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
@@ -357,14 +355,9 @@ void matmul_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B
   }
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + size_t(r) * w.row_bytes;
-    int64_t b = 0;
-    for (; b + 4 <= B; b += 4) blockq_tile<4, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
-    switch (B - b) {
-      case 3: blockq_tile<3, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy); break;
-      case 2: blockq_tile<2, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy); break;
-      case 1: blockq_tile<1, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy); break;
-      default: break;
-    }
+    by_groups_of_4(B, [&](auto nb, int64_t b) {
+      blockq_tile<decltype(nb)::value, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
+    });
   }
 }
 
@@ -417,24 +410,12 @@ inline void q6k_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_
   for (int b = 0; b < NB; ++b) y[b * ldy] = hsum(acc[b]);
 }
 
-template <int NB, class F>
-inline void dispatch_nb(int64_t B, F&& f) {
-  int64_t b = 0;
-  for (; b + 4 <= B; b += 4) f(std::integral_constant<int, 4>{}, b);
-  switch (B - b) {
-    case 3: f(std::integral_constant<int, 3>{}, b); break;
-    case 2: f(std::integral_constant<int, 2>{}, b); break;
-    case 1: f(std::integral_constant<int, 1>{}, b); break;
-    default: break;
-  }
-}
-
 void matmul_q6k(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                 int64_t r1) {
   const int64_t nblocks = w.cols / 256;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + size_t(r) * w.row_bytes;
-    dispatch_nb<4>(B, [&](auto nb, int64_t b) {
+    by_groups_of_4(B, [&](auto nb, int64_t b) {
       q6k_tile<decltype(nb)::value>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
     });
   }
