@@ -247,15 +247,12 @@ TEST_CASE("engine: stories260K greedy from BOS tells llama2.c's published story"
 }
 
 TEST_CASE("engine: disk-offloaded weights (mmap views of the file) run as they are", "[engine]") {
-  Checkpoint ck = open_checkpoint(test::testdata("engine/llama-small-gguf/llama-small-q8_0.gguf"));
-  ModelLayout layout = describe_model(ck);
-  LoadOptions lo;
-  lo.placement = place_all(layout, Device{Device::Kind::Disk, 0});
-  LoadResult lr = load_checkpoint(ck, layout, lo);
-  REQUIRE(lr.store.find("blk.0.attn_q.weight")->device.kind == Device::Kind::Disk);
   EngineOptions o;
   o.max_context = 64;
-  Transformer tf(*layout.spec, lr.store, o);
+  auto m = test::load_engine_model(test::testdata("engine/llama-small-gguf/llama-small-q8_0.gguf"), o,
+                                   Device{Device::Kind::Disk, 0});
+  REQUIRE(m.load.store.find("blk.0.attn_q.weight")->device.kind == Device::Kind::Disk);
+  Transformer& tf = *m.tf;
   const json& g = goldens().at("engine/llama-small-gguf/llama-small-q8_0.gguf");
   for (size_t i = 0; i < g.at("prompts").size(); ++i) {
     auto prompt = g.at("prompts")[i].get<std::vector<int32_t>>();
@@ -299,17 +296,12 @@ TEST_CASE("engine: unsupported models and misuse are errors with a code", "[engi
 }
 
 TEST_CASE("engine: a KV cache larger than the available memory is engine.out_of_memory (exit 3)", "[engine]") {
-  Checkpoint ck = open_checkpoint(test::testdata("engine/llama-small"));
-  ModelLayout layout = describe_model(ck);
-  LoadOptions lo;
-  lo.placement = place_all(layout, Device{Device::Kind::Cpu, 0});
-  LoadResult lr = load_checkpoint(ck, layout, lo);
   EngineOptions o;
   o.max_batch = 1 << 20;
   o.max_context = 1 << 20;  // 2^40 positions x 16 floats x 2 layers x 2: far beyond any RAM
   o.max_tokens = 8;
   try {
-    Transformer tf(*layout.spec, lr.store, o);
+    test::load_engine_model(test::testdata("engine/llama-small"), o);
     FAIL("no error");
   } catch (const Error& e) {
     CHECK(e.code() == "engine.out_of_memory");

@@ -1,4 +1,4 @@
-// Helpers shared by the engine tests: load a checkpoint onto the CPU and build a
+// Helpers shared by the engine tests: load a checkpoint (onto the CPU by default) and build a
 // Transformer over it, greedy decoding straight on forward(), SentencePiece piece decoding.
 #pragma once
 
@@ -22,12 +22,14 @@ struct EngineModel {
   std::unique_ptr<engine::Transformer> tf;
 };
 
-inline EngineModel load_engine_model(const std::string& path, engine::EngineOptions opts) {
+// Every weight on `where` (CPU memory by default; Disk leaves them as file mappings).
+inline EngineModel load_engine_model(const std::string& path, engine::EngineOptions opts,
+                                     Device where = Device{Device::Kind::Cpu, 0}) {
   EngineModel m;
   m.ck = open_checkpoint(path);
   m.layout = describe_model(m.ck);
   LoadOptions lo;
-  lo.placement = place_all(m.layout, Device{Device::Kind::Cpu, 0});
+  lo.placement = place_all(m.layout, where);
   m.load = load_checkpoint(m.ck, m.layout, lo);
   if (opts.max_context == 0) opts.max_context = 128;
   m.tf = std::make_unique<engine::Transformer>(*m.layout.spec, m.load.store, opts);
