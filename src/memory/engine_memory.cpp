@@ -1,0 +1,42 @@
+#include "memory/engine_memory.hpp"
+
+#include <algorithm>
+
+namespace nunchaku {
+
+EngineDims engine_dims(const ModelSpec& spec) {
+  EngineDims d;
+  d.hidden = spec.hidden_size;
+  d.heads = spec.num_heads;
+  d.kv_heads = spec.num_kv_heads > 0 ? spec.num_kv_heads : spec.num_heads;
+  d.head_dim = spec.head_dim > 0 ? spec.head_dim : (d.heads > 0 ? d.hidden / d.heads : 0);
+  d.inter = spec.intermediate_size;
+  d.vocab = spec.vocab_size;
+  d.layers = spec.num_layers;
+  return d;
+}
+
+EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
+  EngineMemory m;
+  EngineConfig& c = m.config;
+  c = cfg;
+  if (c.max_batch <= 0) c.max_batch = 1;
+  if (c.max_context <= 0) c.max_context = spec.max_context > 0 ? std::min<int64_t>(spec.max_context, 4096) : 2048;
+  if (c.max_tokens <= 0) c.max_tokens = std::max<int64_t>(256, c.max_batch);
+  if (c.logit_rows <= 0) c.logit_rows = c.max_batch;
+  if (c.threads <= 0) c.threads = 1;
+  const EngineDims d = engine_dims(spec);
+  const uint64_t T = uint64_t(c.max_tokens), R = uint64_t(c.logit_rows);
+  // x, normed x, residual delta (hidden); q and attention output (q_dim); k, v (kv_dim);
+  // gate, up (intermediate): fp32 each. Token tables: slot (int32), position (int64), id (int32).
+  const uint64_t per_token = uint64_t(3 * d.hidden + 2 * d.q_dim() + 2 * d.kv_dim() + 2 * d.inter) * 4;
+  m.activations = T * per_token + T * (4 + 8 + 4) + uint64_t(c.max_batch) * 8;
+  const uint64_t esize = c.kv_dtype == DType::F16 ? 2 : 4;
+  m.kv_cache = uint64_t(d.layers) * 2 * uint64_t(c.max_batch) * uint64_t(c.max_context) * uint64_t(d.kv_dim()) * esize;
+  m.logits = R * uint64_t(d.hidden + d.vocab) * 4;
+  m.scratch = uint64_t(c.threads) * uint64_t(c.max_context) * 4;
+  m.stream_pool = uint64_t(std::max<int64_t>(0, c.stream_slots)) * c.stream_slot_bytes;
+  return m;
+}
+
+}  // namespace nunchaku

@@ -1,0 +1,50 @@
+// What nunchaku's own engine allocates for a run, computed from the model's dimensions
+// and the run options alone. The engine sizes its buffers with this function and
+// `estimate --runtime nunchaku` / `plan` charge with it, so the prediction for our own
+// runtime is exact by construction (tests compare it with what the engine allocated).
+#pragma once
+
+#include <cstdint>
+
+#include "format/dtype.hpp"
+#include "model/model.hpp"
+
+namespace nunchaku {
+
+// The options `run` passes to the engine; 0 means "the default", resolved below.
+struct EngineConfig {
+  int max_batch = 1;            // KV slots: sequences held at once
+  int64_t max_context = 0;      // positions per slot; 0 = min(spec.max_context, 4096) (2048 if unknown)
+  int64_t max_tokens = 0;       // tokens one forward pass may carry; 0 = max(256, max_batch)
+  int64_t logit_rows = 0;       // logit rows one forward pass may return; 0 = max_batch
+  DType kv_dtype = DType::F32;  // F32 or F16
+  int threads = 1;              // CPU threads (attention scratch is per thread)
+  // Streamed weights: a ring of `stream_slots` slots of `stream_slot_bytes` each (the
+  // largest streamed module); 0 slots = every weight resident.
+  int64_t stream_slots = 0;
+  uint64_t stream_slot_bytes = 0;
+};
+
+// The engine's dimensions as it runs them (head_dim and kv heads resolved).
+struct EngineDims {
+  int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, inter = 0, vocab = 0, layers = 0;
+  int64_t q_dim() const { return heads * head_dim; }
+  int64_t kv_dim() const { return kv_heads * head_dim; }
+};
+EngineDims engine_dims(const ModelSpec& spec);
+
+// Bytes per buffer, each as the engine allocates it.
+struct EngineMemory {
+  EngineConfig config;        // with the defaults resolved
+  uint64_t activations = 0;   // per-token work buffers for max_tokens tokens (fp32) + token tables
+  uint64_t kv_cache = 0;      // layers x 2 x max_batch x max_context x kv_dim x sizeof(kv_dtype)
+  uint64_t logits = 0;        // logit_rows x (hidden + vocab) fp32: selected rows and their logits
+  uint64_t scratch = 0;       // attention scores: threads x max_context fp32
+  uint64_t stream_pool = 0;   // stream_slots x stream_slot_bytes
+  uint64_t total() const { return activations + kv_cache + logits + scratch + stream_pool; }
+};
+
+// Resolves the defaults of `cfg` against the spec and sizes every buffer.
+EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg);
+
+}  // namespace nunchaku
