@@ -15,5 +15,6 @@ void add_load(CLI::App& app, Action& action);
 void add_estimate(CLI::App& app, Action& action);
 void add_plan(CLI::App& app, Action& action);
 void add_run(CLI::App& app, Action& action);
+void add_convert(CLI::App& app, Action& action);
 
 }  // namespace nunchaku::cli

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   nunchaku::cli::add_estimate(app, action);
   nunchaku::cli::add_plan(app, action);
   nunchaku::cli::add_run(app, action);
+  nunchaku::cli::add_convert(app, action);
 
   try {
     app.parse(argc, argv);

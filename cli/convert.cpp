@@ -1,0 +1,107 @@
+// nunchaku convert IN OUT: reshard and convert checkpoints in a stream. Thin adapter over
+// convert_checkpoint (src/convert/): options in, a summary (or one JSON object) out.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "convert/convert.hpp"
+#include "core/error.hpp"
+#include "memory/units.hpp"
+
+namespace nunchaku::cli {
+namespace {
+
+struct CliOptions {
+  std::string in, out, dtype, shard_size, shard_by, format, buffer = "256M";
+  bool verify = false, json = false, quiet = false;
+};
+
+convert::ConvertOptions to_options(const CliOptions& c) {
+  convert::ConvertOptions o;
+  o.in = c.in;
+  o.out = c.out;
+  if (!c.dtype.empty()) {
+    const auto d = dtype_from_user(c.dtype);
+    const bool q8 = c.dtype == "q8_0" || c.dtype == "Q8_0";
+    if (!d && !q8)
+      throw Error("usage.dtype", "unknown --dtype '" + c.dtype + "'", {.hint = "bf16, fp16, fp32 or q8_0 (gguf)"});
+    o.dtype = q8 ? DType::Q8_0 : *d;
+  }
+  if (!c.shard_size.empty() && !c.shard_by.empty())
+    throw Error("usage.shard", "--shard-size and --shard-by exclude each other");
+  if (!c.shard_size.empty()) {
+    o.shard_size = parse_size_or_throw(c.shard_size, "--shard-size");
+    if (o.shard_size == 0) throw Error("usage.size", "--shard-size must be more than 0");
+  }
+  if (!c.shard_by.empty()) {
+    if (c.shard_by != "layer") throw Error("usage.shard", "--shard-by takes 'layer'");
+    o.shard_by_layer = true;
+  }
+  if (c.format == "gguf") o.format = convert::OutFormat::GGUF;
+  else if (c.format == "safetensors") o.format = convert::OutFormat::Safetensors;
+  else if (!c.format.empty()) throw Error("usage.format", "--format takes safetensors or gguf");
+  o.buffer_bytes = parse_size_or_throw(c.buffer, "--buffer");
+  if (o.buffer_bytes < (1u << 20)) throw Error("usage.size", "--buffer must be at least 1M");
+  o.verify = c.verify;
+  return o;
+}
+
+void print_summary(const convert::ConvertReport& r) {
+  fmt::print("wrote {} ({}): {} tensors, {} in {} file{}\n", r.out,
+             r.format == convert::OutFormat::GGUF ? "gguf" : "safetensors", r.tensors, format_bytes(r.bytes_out),
+             r.files.size(), r.files.size() == 1 ? "" : "s");
+  for (const auto& f : r.files)
+    fmt::print("  {:<40} {:>12}{}\n", f.name, format_bytes(f.bytes), f.tensors ? fmt::format("  {} tensors", f.tensors) : "");
+  for (const auto& d : r.dropped) {
+    const auto eq = d.find('=');
+    fmt::print("shared storage: {} written once as {}\n", d.substr(0, eq), d.substr(eq + 1));
+  }
+  if (!r.sidecars.empty()) fmt::print("sidecars: {}\n", fmt::join(r.sidecars, ", "));
+  fmt::print("read {} in {:.2f} s ({:.2f} GB/s){}\n", format_bytes(r.bytes_in), r.seconds,
+             r.seconds > 0 ? r.bytes_in / r.seconds / 1e9 : 0.0, r.verified ? "; verified" : "");
+}
+
+int run_convert(const CliOptions& c) {
+  auto o = to_options(c);
+  if (!c.quiet && !c.json && ::isatty(STDERR_FILENO)) {
+    auto t0 = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+    auto last = std::make_shared<double>(-1);
+    o.progress = [t0, last](uint64_t done, uint64_t total) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - *t0).count();
+      if (s - *last < 0.2 && done < total) return;
+      *last = s;
+      const double rate = s > 0 ? done / s : 0;
+      fmt::print(stderr, "\r{} / {}  {:.2f} GB/s  ETA {:.0f} s   ", format_bytes(done), format_bytes(total),
+                 rate / 1e9, rate > 0 ? (total - done) / rate : 0.0);
+    };
+  }
+  const auto r = convert::convert_checkpoint(o);
+  if (o.progress) fmt::print(stderr, "\n");
+  if (c.json) fmt::print("{}\n", r.to_json().dump(2));
+  else if (!c.quiet) print_summary(r);
+  return 0;
+}
+
+}  // namespace
+
+void add_convert(CLI::App& app, Action& action) {
+  auto o = std::make_shared<CliOptions>();
+  auto* cmd = app.add_subcommand("convert", "Reshard / convert a checkpoint to safetensors or GGUF in a stream");
+  cmd->add_option("IN", o->in, "Checkpoint file or directory (anything inspect opens)")->required();
+  cmd->add_option("OUT", o->out, "Output directory (safetensors) or .gguf file; must not exist")->required();
+  cmd->add_option("--dtype", o->dtype, "Cast float tensors: bf16, fp16, fp32 (q8_0 for GGUF output)");
+  cmd->add_option("--shard-size", o->shard_size, "Max bytes per safetensors shard, as transformers (default 5GB)");
+  cmd->add_option("--shard-by", o->shard_by, "'layer': one file per module (embedding, each layer, norm, head)");
+  cmd->add_option("--format", o->format, "safetensors or gguf (default: gguf when OUT ends in .gguf)");
+  cmd->add_option("--buffer", o->buffer, "Streaming buffer size (default 256M)");
+  cmd->add_flag("--verify", o->verify, "Re-read the output and compare every tensor with the input");
+  cmd->add_flag("--json", o->json, "Print the summary as one JSON object");
+  cmd->add_flag("-q,--quiet", o->quiet, "No summary, no progress");
+  cmd->callback([o, &action] { action = [o] { return run_convert(*o); }; });
+}
+
+}  // namespace nunchaku::cli

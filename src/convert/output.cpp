@@ -1,0 +1,119 @@
+#include "convert/output.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace nunchaku::convert {
+namespace fs = std::filesystem;
+
+namespace {
+volatile std::sig_atomic_t g_signal = 0;
+void on_signal(int sig) { g_signal = sig; }
+struct sigaction g_old_int, g_old_term;
+}  // namespace
+
+InterruptGuard::InterruptGuard() {
+  g_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &g_old_int);
+  sigaction(SIGTERM, &sa, &g_old_term);
+}
+
+InterruptGuard::~InterruptGuard() {
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
+}
+
+void check_interrupted() {
+  const int sig = g_signal;
+  if (sig == 0) return;
+  throw Error("convert.interrupted", sig == SIGINT ? "interrupted (SIGINT); nothing was written" : "terminated (SIGTERM); nothing was written",
+              {}, static_cast<Exit>(128 + sig));
+}
+
+StagedOutput::StagedOutput(std::string out, bool directory) : out_(std::move(out)), dir_(directory) {
+  while (out_.size() > 1 && out_.back() == '/') out_.pop_back();
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(out_, ec)))
+    throw Error("convert.out_exists", "the output already exists", {.file = out_,
+                .hint = "convert never overwrites: remove it or choose another OUT"});
+  fs::path p(out_);
+  fs::path parent = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  if (!fs::is_directory(parent, ec))
+    throw Error("convert.no_parent", "the output's parent directory does not exist", {.file = parent.string()});
+  tmp_ = (parent / fmt::format(".{}.tmp-nunchaku-{}", p.filename().string(), ::getpid())).string();
+  fs::remove_all(tmp_, ec);
+  if (dir_ && !fs::create_directory(tmp_, ec))
+    throw Error("io.write", fmt::format("cannot create {}: {}", tmp_, ec.message()), {.file = tmp_});
+}
+
+StagedOutput::~StagedOutput() {
+  if (committed_) return;
+  std::error_code ec;
+  fs::remove_all(tmp_, ec);
+}
+
+std::string StagedOutput::path_for(const std::string& name) const {
+  return dir_ ? (fs::path(tmp_) / name).string() : tmp_;
+}
+
+void StagedOutput::commit() {
+  // RENAME_NOREPLACE: an OUT created while we ran is never replaced.
+  if (::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, out_.c_str(), RENAME_NOREPLACE) != 0) {
+    const int e = errno;
+    if (e == EEXIST)
+      throw Error("convert.out_exists", "the output appeared while converting; nothing was replaced", {.file = out_});
+    throw Error("io.write", fmt::format("cannot rename {} to {}: {}", tmp_, out_, std::strerror(e)), {.file = out_},
+                Exit::Internal);
+  }
+  committed_ = true;
+}
+
+OutFile::OutFile(std::string tmp_path, std::string shown_path) : shown_(std::move(shown_path)) {
+  fd_ = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw Error("io.write", fmt::format("cannot create: {}", std::strerror(errno)), {.file = shown_}, Exit::Internal);
+}
+
+OutFile::~OutFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void OutFile::write(const void* data, size_t n) {
+  auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd_, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int e = w < 0 ? errno : ENOSPC;
+      if (e == ENOSPC || e == EDQUOT)
+        throw Error("convert.disk_full", "no space left on the device; the partial output was removed",
+                    {.file = shown_, .offset = off_, .hint = "free space or choose an OUT on another file system"},
+                    Exit::Internal);
+      throw Error("io.write", fmt::format("write failed: {}", std::strerror(e)), {.file = shown_, .offset = off_},
+                  Exit::Internal);
+    }
+    p += w, n -= size_t(w), off_ += uint64_t(w);
+  }
+}
+
+void OutFile::close() {
+  const int fd = fd_;
+  fd_ = -1;
+  if (fd >= 0 && ::close(fd) != 0)
+    throw Error("io.write", fmt::format("close failed: {}", std::strerror(errno)), {.file = shown_}, Exit::Internal);
+}
+
+}  // namespace nunchaku::convert

@@ -1,0 +1,60 @@
+// Where `convert` writes: everything goes under a temporary name in OUT's parent
+// (".NAME.tmp-nunchaku-PID", a directory or a file) and is renamed to OUT, without
+// replacing anything, only when complete. Until then a failure, an exception or SIGINT /
+// SIGTERM (checked between chunks) removes the temporary; IN is never opened for writing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace nunchaku::convert {
+
+class StagedOutput {
+ public:
+  // Refuses (exit 2) when `out` exists or its parent directory does not.
+  StagedOutput(std::string out, bool directory);
+  ~StagedOutput();
+  StagedOutput(const StagedOutput&) = delete;
+  StagedOutput& operator=(const StagedOutput&) = delete;
+
+  const std::string& out() const { return out_; }
+  // The temporary path of file `name` in the output directory (or of the output file).
+  std::string path_for(const std::string& name) const;
+  const std::string& staging() const { return tmp_; }
+  // Renames the temporary to `out` (fails, exit 2, if `out` appeared meanwhile).
+  void commit();
+
+ private:
+  std::string out_, tmp_;
+  bool dir_ = false, committed_ = false;
+};
+
+// A new file written sequentially; write errors name the final file and its offset.
+// ENOSPC/EDQUOT give Error("convert.disk_full", exit 1).
+class OutFile {
+ public:
+  OutFile(std::string tmp_path, std::string shown_path);
+  ~OutFile();
+  OutFile(const OutFile&) = delete;
+  OutFile& operator=(const OutFile&) = delete;
+  void write(const void* data, size_t n);
+  uint64_t written() const { return off_; }
+  int fd() const { return fd_; }
+  void close();  // fsync is left to the OS; close errors are reported
+
+ private:
+  std::string shown_;
+  int fd_ = -1;
+  uint64_t off_ = 0;
+};
+
+// Installs SIGINT/SIGTERM handlers for its lifetime that only record the signal.
+class InterruptGuard {
+ public:
+  InterruptGuard();
+  ~InterruptGuard();
+};
+// Throws Error("convert.interrupted", exit 130 or 143) once a signal was recorded.
+void check_interrupted();
+
+}  // namespace nunchaku::convert
