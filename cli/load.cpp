@@ -1,7 +1,5 @@
 // nunchaku load PATH: stream a checkpoint into memory by a placement and report how
 // it went. Thin adapter: options -> Placement -> load_checkpoint -> text or JSON.
-#include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <unistd.h>
 
@@ -10,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "cli/workload_options.hpp"
 #include "core/error.hpp"
+#include "core/interrupt.hpp"
 #include "cuda/loader.hpp"
 #include "format/open.hpp"
 #include "io/loader.hpp"
@@ -27,21 +26,6 @@ struct LoadCliOptions {
   int staging_buffers = 4;
   int threads = 0;
   bool direct_io = false, verify = false, json = false, no_pin = false, measure_h2d = false, copy = false;
-};
-
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) { g_interrupted = true; }
-
-// SIGINT sets a flag the loader polls; the previous handler is restored afterwards.
-struct SigintGuard {
-  struct sigaction old {};
-  SigintGuard() {
-    struct sigaction sa {};
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
-  }
-  ~SigintGuard() { sigaction(SIGINT, &old, nullptr); }
 };
 
 Placement choose_placement(const LoadCliOptions& o, const Checkpoint& ck, const ModelLayout& layout, std::vector<std::string>& notes) {
@@ -172,7 +156,7 @@ int run_load(const LoadCliOptions& o) {
   lo.verify = o.verify;
   lo.pin_host = !o.no_pin;
   lo.map_host = !o.copy;
-  lo.cancel = &g_interrupted;
+  lo.cancel = &interrupt_flag();  // SIGINT/SIGTERM set it (core/interrupt.hpp)
   const bool tty = !o.json && ::isatty(STDERR_FILENO);
   if (tty)
     lo.progress = [](const LoadProgress& p) {
@@ -196,11 +180,14 @@ int run_load(const LoadCliOptions& o) {
     h2d_peak = cuda::measure_h2d_peak(h2d_dev, 1ull << 30, 5, &err);
     if (h2d_peak <= 0) throw Error("load.cuda", "cannot measure the H2D peak: " + err, {}, Exit::Internal);
   }
-  g_interrupted = false;
-  SigintGuard guard;
+  InterruptGuard guard;
   LoadResult r = [&] {
     try {
       return load_checkpoint(ck, layout, lo);
+    } catch (const Error& e) {
+      if (tty) fmt::print(stderr, "\r{:70}\r", "");
+      if (e.code() == "load.interrupted") throw Error(e.code(), e.message(), e.context(), interrupted_exit());  // 143 for SIGTERM
+      throw;
     } catch (...) {
       if (tty) fmt::print(stderr, "\r{:70}\r", "");
       throw;
@@ -233,7 +220,7 @@ void add_load(CLI::App& app, Action& action) {
       "Placement: --plan FILE (JSON {\"modules\": {name: \"cuda:0\"|\"cpu\"|\"disk\"}}, see docs/load.md), or\n"
       "--device cpu|cuda[:N] (everything there), or --vram/--cpu-ram (planned as `nunchaku plan` does, the rest\n"
       "stays on disk). With none: planned over cuda:0's free memory and the CPU, or the CPU without CUDA.\n"
-      "Exit codes: 2 bad input or unreadable/truncated file, 3 out of memory, 130 interrupted.\n"
+      "Exit codes: 2 bad input or unreadable/truncated file, 3 out of memory, 130/143 SIGINT/SIGTERM.\n"
       "Examples:\n"
       "  nunchaku load model/ --device cpu --verify\n"
       "  nunchaku load model/ --plan plan.json --dtype fp16 --json");

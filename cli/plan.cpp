@@ -77,6 +77,9 @@ int run_plan(const PlanCliOptions& o) {
 
   Workload w = to_workload(o.w, std::max<size_t>(1, r.vram.size()));
   Checkpoint ck = open_checkpoint(o.path);
+  note_input_path(o.path);  // -o must not name the checkpoint or a file beside it
+  for (const auto& f : ck.files) note_input_path(f.path);
+  if (!o.output.empty()) check_not_input(o.output);  // refused before any work
   ModelLayout layout = describe_model(ck);
   Estimate e = estimate(ck, layout, w);
 

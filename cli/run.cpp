@@ -1,21 +1,33 @@
-// nunchaku run PATH: batch inference for shell scripts. Prompts in (lines or JSONL, file or
-// stdin), one JSON object per request out, in input order, as soon as each is ready.
-// Thin adapter: requests -> tokenizer (+ chat template) -> engine::generate -> JSONL.
+// nunchaku run PATH: batch inference for shell scripts. Requests in (lines or JSONL, file or
+// stdin, read as they arrive), one JSON object per request out, in input order (or as each
+// finishes with --unordered), as soon as each is ready. SIGINT/SIGTERM keep what finished.
+// Thin adapter: lines -> requests -> tokenizer (+ chat template) -> generate_stream -> JSONL.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "batch/line_input.hpp"
 #include "batch/requests.hpp"
+#include "batch/results.hpp"
+#include "batch/stream.hpp"
 #include "cli/commands.hpp"
 #include "core/error.hpp"
+#include "core/interrupt.hpp"
 #include "engine/generate.hpp"
 #include "engine/model.hpp"
 #include "format/gguf.hpp"
@@ -38,7 +50,9 @@ struct RunCliOptions {
   float temperature = 0, top_p = 1, min_p = 0, repetition_penalty = 1;
   uint64_t seed = 0;
   std::vector<std::string> stop;
-  bool raw = false, quiet = false;
+  int max_pending = 1024;
+  bool raw = false, quiet = false, unordered = false, exit_on_request_error = false, split_special = false;
+  bool progress = false;  // set by run_batch: a counter on stderr
 };
 
 Tokenizer load_tokenizer(const Checkpoint& ck, const std::string& path) {
@@ -88,156 +102,297 @@ engine::SamplingParams sampling_for(const RunCliOptions& o, const RequestParams&
   return s;
 }
 
-// Per request: the token ids to feed, or why there are none.
-std::vector<int32_t> prompt_ids(const RunCliOptions& o, const Tokenizer& tok, const BatchRequest& r, std::string& error) {
-  const auto fmt = tok.chat_format();
-  if (r.chat || (!o.raw && fmt)) {
-    if (!fmt) {
-      error = "\"messages\" given, but the model has no chat template nunchaku recognises; send \"prompt\" instead";
-      return {};
-    }
-    std::vector<ChatMessage> msgs = r.chat ? r.messages : std::vector<ChatMessage>{{"user", r.prompt}};
-    if (!o.system.empty() && (msgs.empty() || msgs.front().role != "system")) msgs.insert(msgs.begin(), {"system", o.system});
-    return tok.encode(tok.apply_chat(*fmt, msgs, true), /*add_special=*/false, /*parse_special=*/true);
-  }
-  return tok.encode(r.prompt, /*add_special=*/true, /*parse_special=*/true);
-}
-
-nlohmann::json result_json(const BatchRequest& r, const engine::GenerationResult* g, const std::string& text, const std::string& error) {
-  nlohmann::json j;
-  j[r.custom_id ? "custom_id" : "id"] = r.id;
-  if (!error.empty() || !g || g->finish_reason == "error") {
-    j["finish_reason"] = "error";
-    j["error"] = {{"message", !error.empty() ? error : g ? g->error : "not run"}};
-    return j;
-  }
-  j["text"] = text;
-  j["finish_reason"] = g->finish_reason;
-  j["completion_tokens"] = g->tokens;
-  j["usage"] = {{"prompt_tokens", g->prompt_tokens},
-                {"completion_tokens", g->completion_tokens},
-                {"total_tokens", g->prompt_tokens + g->completion_tokens}};
-  const double tps = g->decode_s > 0 && g->completion_tokens > 1 ? double(g->completion_tokens - 1) / g->decode_s : 0;
-  j["timings"] = {{"prefill_s", g->prefill_s}, {"decode_s", g->decode_s}, {"decode_tokens_per_s", tps}};
-  return j;
-}
-
-int run_batch(const RunCliOptions& o) {
+// The command-line values, against the same table the request fields are checked with.
+void check_flags(const RunCliOptions& o) {
   if (o.batch_size < 1) throw Error("usage.batch_size", "--batch-size must be at least 1");
-  if (o.max_tokens < 1) throw Error("usage.max_tokens", "--max-tokens must be at least 1");
-  const InputFormat fmt_in = parse_input_format(o.input_format);
-  DType kv;
-  if (o.kv_dtype == "f32" || o.kv_dtype == "fp32") kv = DType::F32;
-  else if (o.kv_dtype == "f16" || o.kv_dtype == "fp16") kv = DType::F16;
-  else throw Error("usage.kv_dtype", fmt::format("--kv-dtype must be f32 or f16, not '{}'", o.kv_dtype));
+  if (o.max_pending < 1) throw Error("usage.max_pending", "--max-pending must be at least 1");
+  const std::pair<const char*, double> flags[] = {{"max_tokens", double(o.max_tokens)}, {"temperature", o.temperature},
+                                                  {"top_k", double(o.top_k)},           {"top_p", o.top_p},
+                                                  {"min_p", o.min_p},                   {"repetition_penalty", o.repetition_penalty}};
+  for (const auto& [field, v] : flags)
+    if (std::string why = param_error(field, v); !why.empty()) {
+      std::string flag = std::string("--") + field;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      throw Error(std::string("usage.") + field, fmt::format("{} {}", flag, why));
+    }
+}
 
-  // Requests first: a bad input file fails before the model is loaded.
-  std::vector<BatchRequest> reqs;
-  if (o.input == "-") {
-    reqs = read_requests(std::cin, fmt_in);
-  } else {
-    std::ifstream in(o.input);
-    if (!in) throw Error("io.open", fmt::format("cannot read {}", o.input), {.file = o.input});
-    reqs = read_requests(in, fmt_in);
-  }
+// What run needs of the model: the weights (which must outlive the engine) and the engine.
+struct RunModel {
+  LoadResult loaded;
+  std::unique_ptr<engine::Transformer> model;
+};
 
-  Checkpoint ck = open_checkpoint(o.path);
-  ModelLayout layout = describe_model(ck);
-  if (!layout.spec) throw Error("run.no_model", fmt::format("{}: cannot tell what model this is", o.path), {.file = o.path});
-  Tokenizer tok = load_tokenizer(ck, o.path);
+std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& ck, const ModelLayout& layout, DType kv) {
   LoadOptions lo;
   lo.placement = run_placement(o, ck, layout);
-  LoadResult loaded = load_checkpoint(ck, layout, lo);
-
+  lo.cancel = &interrupt_flag();
+  auto m = std::unique_ptr<RunModel>(new RunModel{load_checkpoint(ck, layout, lo), nullptr});
   engine::EngineOptions eo;
   eo.max_batch = o.batch_size;
   eo.max_context = o.context;
   eo.kv_dtype = kv;
   eo.threads = o.threads;
-  engine::Transformer model(*layout.spec, loaded.store, eo);
+  m->model = std::make_unique<engine::Transformer>(*layout.spec, m->loaded.store, eo);
+  return m;
+}
+
+// Longest byte string one token stands for: a prompt longer than context x this cannot fit.
+size_t longest_token_bytes(const Tokenizer& tok) {
+  size_t n = 1;
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) n = std::max(n, tok.decode_piece(id, false).size());
+  return n;
+}
+
+// Per request: the token ids to feed, or why there are none (error set). Tokenizer
+// failures (a pre-tokenizer's match limit, ...) are that request's error.
+std::vector<int32_t> prompt_ids(const RunCliOptions& o, const Tokenizer& tok, const BatchRequest& r, std::string& error) {
+  try {
+    const auto fmt = tok.chat_format();
+    if (r.chat || (!o.raw && !r.completion && fmt)) {
+      if (!fmt) {
+        error = "\"messages\" given, but the model has no chat template nunchaku recognises; send \"prompt\" instead";
+        return {};
+      }
+      std::vector<ChatMessage> msgs = r.chat ? r.messages : std::vector<ChatMessage>{{"user", r.prompt}};
+      if (!o.system.empty() && (msgs.empty() || msgs.front().role != "system")) msgs.insert(msgs.begin(), {"system", o.system});
+      return tok.encode(tok.apply_chat(*fmt, msgs, true), /*add_special=*/false, /*parse_special=*/true);
+    }
+    return tok.encode(r.prompt, /*add_special=*/true, /*parse_special=*/!o.split_special);
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    error = fmt::format("cannot tokenize the prompt: {}", e.what());
+    return {};
+  }
+}
+
+// One run: requests pulled from the input as slots free up, results out as they finish.
+class BatchRun {
+ public:
+  BatchRun(const RunCliOptions& o, const Tokenizer& tok, engine::Transformer& model, LineInput& in, ResultWriter& out,
+           ResultContext ctx)
+      : o_(o), tok_(tok), model_(model), in_(in), out_(out), ctx_(std::move(ctx)), fmt_(parse_input_format(o.input_format)) {
+    max_prompt_bytes_ = size_t(model.max_context()) * longest_token_bytes(tok);
+    in_.set_max_line(6 * max_prompt_bytes_ + (64 << 10));  // a JSON escape spends at most 6 bytes per prompt byte
+  }
+
+  engine::GenerationStats run() {
+    StreamOptions so;
+    so.batch_size = o_.batch_size;
+    so.prefill_chunk = o_.prefill_chunk;
+    so.pull = [this](bool wait, size_t& id, engine::GenerationRequest& g) { return pull(wait, id, g); };
+    so.on_finish = [this](size_t id, const engine::GenerationResult& g) { on_finish(id, g); };
+    so.should_stop = [] { return interrupted(); };
+    return generate_stream(model_, so);
+  }
+
+  size_t read() const { return read_; }
+  size_t done() const { return done_; }
+  size_t failed() const { return failed_; }
+
+ private:
+  // The next request that can run; lines that cannot are answered here and skipped.
+  Pull pull(bool wait, size_t& id, engine::GenerationRequest& g) {
+    for (;;) {
+      if (interrupted()) return Pull::End;
+      if (!wait && read_ - out_.written() >= size_t(o_.max_pending)) return Pull::NotYet;  // backpressure
+      InputLine line;
+      LineStatus st = in_.next(wait, line);
+      if (st == LineStatus::End) return Pull::End;
+      if (st == LineStatus::NotYet) return Pull::NotYet;
+      const size_t index = read_++;
+      BatchRequest r;
+      std::string err;
+      if (line.too_long) {
+        r.index = index, r.line = line.line_no, r.id = index, r.openai = last_openai_;
+        err = fmt::format("line {}: {} bytes, more than any request whose prompt fits the context of {} tokens can take",
+                          line.line_no, line.bytes, model_.max_context());
+      } else {
+        r = parse_request(line.text, index, line.line_no, fmt_);
+        if (r.error.empty()) last_openai_ = r.openai;
+        else r.openai = last_openai_;
+        err = r.error;
+      }
+      if (err.empty() && prompt_bytes(r) > max_prompt_bytes_)
+        err = fmt::format("line {}: prompt of {} bytes cannot fit the context of {} tokens (no token is longer than {} bytes)",
+                          r.line, prompt_bytes(r), model_.max_context(), max_prompt_bytes_ / size_t(model_.max_context()));
+      std::vector<int32_t> ids;
+      if (err.empty()) ids = prompt_ids(o_, tok_, r, err);
+      Slim& slim = reqs_[index] = Slim{r.index, r.line, r.id, r.custom_id, r.openai, r.completion, {}};
+      if (!err.empty()) {
+        finish_error(index, err);
+        continue;
+      }
+      g = engine::GenerationRequest{};
+      g.prompt = std::move(ids);
+      g.sampling = sampling_for(o_, r.params);
+      g.max_tokens = r.params.max_tokens.value_or(o_.max_tokens);
+      g.eos_ids = tok_.eos_ids();
+      slim.stops = r.params.stop.value_or(o_.stop);
+      if (!slim.stops.empty()) {
+        // Incremental check: decode only the new tokens, look at the tail that can hold a stop string.
+        auto state = std::make_shared<std::pair<StreamDecoder, std::string>>(StreamDecoder(tok_, true), std::string());
+        auto stops = slim.stops;
+        g.stop = [state, stops](std::span<const int32_t> generated) {
+          state->second += state->first.push(generated.back());
+          return find_stop(state->second, stops) != std::string::npos;
+        };
+      }
+      id = index;
+      return Pull::Got;
+    }
+  }
+
+  // What is kept of a request while it runs (not its prompt).
+  struct Slim {
+    size_t index, line;
+    nlohmann::json id;
+    bool custom_id, openai, completion;
+    std::vector<std::string> stops;
+    BatchRequest as_request() const {
+      BatchRequest r;
+      r.index = index, r.line = line, r.id = id, r.custom_id = custom_id, r.openai = openai, r.completion = completion;
+      return r;
+    }
+  };
+
+  void finish_error(size_t index, const std::string& err) {
+    ++done_, ++failed_;
+    auto node = reqs_.extract(index);
+    out_.put(index, result_json(node.mapped().as_request(), nullptr, err, ctx_));
+    progress();
+  }
+
+  void on_finish(size_t id, const engine::GenerationResult& g) {
+    if (g.finish_reason == "error") return finish_error(id, g.error);
+    Completion c;
+    c.text = tok_.decode(g.tokens, /*skip_special=*/true);
+    c.finish_reason = g.finish_reason;
+    auto node = reqs_.extract(id);  // forgotten once answered: a long stream keeps no trace of it
+    if (size_t cut = find_stop(c.text, node.mapped().stops); cut != std::string::npos) {
+      c.text.resize(cut);
+      c.finish_reason = "stop";
+    }
+    c.token_ids = g.tokens;
+    c.prompt_tokens = g.prompt_tokens;
+    c.prefill_s = g.prefill_s;
+    c.decode_s = g.decode_s;
+    ++done_;
+    out_.put(id, result_json(node.mapped().as_request(), &c, "", ctx_));
+    progress();
+  }
+
+  void progress() const {
+    if (o_.progress) fmt::print(stderr, "\r{} requests done", done_);
+  }
+
+  const RunCliOptions& o_;
+  const Tokenizer& tok_;
+  engine::Transformer& model_;
+  LineInput& in_;
+  ResultWriter& out_;
+  ResultContext ctx_;
+  InputFormat fmt_;
+  size_t max_prompt_bytes_ = 0;
+  std::unordered_map<size_t, Slim> reqs_;  // read and not yet answered
+  size_t read_ = 0;
+  bool last_openai_ = false;
+  size_t done_ = 0, failed_ = 0;
+};
+
+std::string model_name(const std::string& path) {
+  std::filesystem::path p(path);
+  if (!p.has_filename()) p = p.parent_path();
+  return p.filename().string();
+}
+
+// The input as a descriptor: stdin, or -i opened read-only (kept open by the caller).
+int open_input(const std::string& input) {
+  if (input == "-") return STDIN_FILENO;
+  int fd = ::open(input.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("io.open", fmt::format("cannot read {}: {}", input, std::strerror(errno)), {.file = input});
+  return fd;
+}
+
+int run_batch(RunCliOptions o) {
+  check_flags(o);
+  DType kv;
+  if (o.kv_dtype == "f32" || o.kv_dtype == "fp32") kv = DType::F32;
+  else if (o.kv_dtype == "f16" || o.kv_dtype == "fp16") kv = DType::F16;
+  else throw Error("usage.kv_dtype", fmt::format("--kv-dtype must be f32 or f16, not '{}'", o.kv_dtype));
+  parse_input_format(o.input_format);
+  InterruptGuard guard;
+
+  // Input and output first: a bad -i, -o or closed stdout fails before the model loads.
+  struct stat st {};
+  if (o.output.empty() && ::fstat(STDOUT_FILENO, &st) != 0)
+    throw Error("io.write", fmt::format("cannot write stdout: {}", std::strerror(errno)));
+  const int in_fd = open_input(o.input);
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { if (fd != STDIN_FILENO) ::close(fd); }
+  } closer{in_fd};
+  LineInput in(in_fd, o.input == "-" ? "stdin" : o.input, 1 << 20);
+
+  Checkpoint ck = open_checkpoint(o.path);
+  note_input_path(o.path);
+  for (const auto& f : ck.files) note_input_path(f.path);
+  note_input_fd(in_fd);
+  if (!o.plan.empty()) note_input_path(o.plan);
+  std::optional<AtomicOutput> file_out;
+  if (!o.output.empty()) file_out.emplace(o.output);
+
+  ModelLayout layout = describe_model(ck);
+  if (!layout.spec) throw Error("run.no_model", fmt::format("{}: cannot tell what model this is", o.path), {.file = o.path});
+  Tokenizer tok = load_tokenizer(ck, o.path);
+  std::unique_ptr<RunModel> m;
+  try {
+    m = load_model(o, ck, layout, kv);
+  } catch (const Error& e) {
+    if (e.code() == "load.interrupted") throw interrupted_error("0 requests completed; the model was still loading");
+    throw;
+  }
+  engine::Transformer& model = *m->model;
   if (tok.vocab_size() > model.vocab())
     throw Error("run.vocab_mismatch", fmt::format("the tokenizer has {} tokens but the model's vocabulary is {}", tok.vocab_size(), model.vocab()),
                 {.file = o.path});
+  throw_if_interrupted("0 requests completed; the model was loading");
 
-  // Output stream: a file (written whole, then renamed into place) or stdout.
-  std::optional<AtomicOutput> file_out;
-  if (!o.output.empty()) file_out.emplace(o.output);
-  std::FILE* out = file_out ? file_out->file() : stdout;
+  const bool tty_in = o.input == "-" && ::isatty(STDIN_FILENO);
+  if (tty_in && !o.quiet) fmt::print(stderr, "nunchaku run: reading requests from the terminal, one per line; Ctrl-D ends the input\n");
+  o.progress = !o.quiet && !tty_in && ::isatty(STDERR_FILENO);
 
-  std::vector<engine::GenerationRequest> gen;
-  std::vector<size_t> gen_of(reqs.size(), SIZE_MAX);  // request -> index into gen
-  std::vector<std::string> errors(reqs.size());
-  std::vector<std::vector<std::string>> stops(reqs.size());
-  for (auto& r : reqs) {
-    std::string& err = errors[r.index];
-    err = r.error;
-    if (!err.empty()) continue;
-    std::vector<int32_t> ids = prompt_ids(o, tok, r, err);
-    if (!err.empty()) continue;
-    engine::GenerationRequest g;
-    g.prompt = std::move(ids);
-    g.sampling = sampling_for(o, r.params);
-    g.max_tokens = r.params.max_tokens.value_or(o.max_tokens);
-    g.eos_ids = tok.eos_ids();
-    stops[r.index] = r.params.stop.value_or(o.stop);
-    if (!stops[r.index].empty()) {
-      // Incremental check: decode only the new tokens, look at the tail that can hold a stop string.
-      auto state = std::make_shared<std::pair<StreamDecoder, std::string>>(StreamDecoder(tok, true), std::string());
-      auto st = stops[r.index];
-      g.stop = [state, st](std::span<const int32_t> generated) {
-        state->second += state->first.push(generated.back());
-        return find_stop(state->second, st) != std::string::npos;
-      };
-    }
-    gen_of[r.index] = gen.size();
-    gen.push_back(std::move(g));
-  }
-
-  // Emit in input order: results wait until every earlier request has been written.
-  std::vector<std::optional<nlohmann::json>> ready(reqs.size());
-  size_t next = 0, done = 0, failed = 0;
-  const bool tty = !o.quiet && ::isatty(STDERR_FILENO);
-  auto flush_ready = [&] {
-    while (next < reqs.size() && ready[next]) {
-      std::string line = ready[next]->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-      std::fwrite(line.data(), 1, line.size(), out);
-      ready[next].reset();
-      ++next;
-    }
-    std::fflush(out);
-    if (tty) fmt::print(stderr, "\r{} / {} requests", done, reqs.size());
-  };
-  std::vector<size_t> req_of(gen.size());
-  for (size_t i = 0; i < reqs.size(); ++i)
-    if (gen_of[i] != SIZE_MAX) req_of[gen_of[i]] = i;
-    else ready[i] = result_json(reqs[i], nullptr, "", errors[i]), ++done, ++failed;
-  flush_ready();
-
-  engine::SchedulerOptions so;
-  so.batch_size = o.batch_size;
-  so.prefill_chunk = o.prefill_chunk;
-  so.on_finish = [&](size_t gi, const engine::GenerationResult& g) {
-    const size_t ri = req_of[gi];
-    std::string text = g.finish_reason == "error" ? "" : tok.decode(g.tokens, /*skip_special=*/true);
-    engine::GenerationResult copy = g;
-    if (size_t cut = find_stop(text, stops[ri]); cut != std::string::npos) {
-      text.resize(cut);
-      copy.finish_reason = "stop";
-    }
-    ready[ri] = result_json(reqs[ri], &copy, text, "");
-    ++done;
-    if (g.finish_reason == "error") ++failed;
-    flush_ready();
-  };
+  ResultWriter out(file_out ? file_out->file() : stdout, file_out ? o.output : "stdout", !o.unordered);
+  BatchRun run(o, tok, model, in, out, {model_name(o.path), int64_t(std::time(nullptr))});
   engine::GenerationStats stats;
-  engine::generate(model, gen, so, &stats);
-  flush_ready();
-  if (tty) fmt::print(stderr, "\r{:40}\r", "");
-  if (file_out) file_out->commit();
+  // A stop (signal) or a fatal error midway: the finished results are kept, in input order.
+  auto keep_finished = [&] {
+    if (o.progress) fmt::print(stderr, "\r{:40}\r", "");
+    if (out.broken()) return std::string();
+    out.write_held();
+    if (file_out) file_out->commit();
+    return file_out ? fmt::format(" (written to {})", o.output) : std::string();
+  };
+  try {
+    stats = run.run();
+  } catch (const Error& e) {
+    if (out.broken()) throw;
+    const std::string where = keep_finished();
+    throw Error(e.code(), fmt::format("{}; {} of {} requests completed{}", e.message(), run.done(), run.read(), where),
+                e.context(), static_cast<Exit>(e.exit_code()));
+  }
+  if (interrupted()) {
+    const std::string where = keep_finished();
+    throw interrupted_error(fmt::format("{} of {} requests completed{}", run.done(), run.read(), where));
+  }
+  keep_finished();
   if (!o.quiet)
     fmt::print(stderr, "{} requests ({} failed): {} prompt + {} generated tokens in {:.2f} s ({:.1f} generated tok/s), {}\n",
-               reqs.size(), failed, stats.prompt_tokens, stats.generated_tokens, stats.wall_s,
+               run.read(), run.failed(), stats.prompt_tokens, stats.generated_tokens, stats.wall_s,
                stats.wall_s > 0 ? stats.generated_tokens / stats.wall_s : 0.0, model.describe());
+  if (o.exit_on_request_error && run.failed() > 0)
+    throw Error("run.request_failed", fmt::format("{} of {} requests failed (--exit-on-request-error)", run.failed(), run.read()));
   return 0;
 }
 
@@ -247,12 +402,19 @@ void add_run(CLI::App& app, Action& action) {
   auto o = std::make_shared<RunCliOptions>();
   auto* cmd = app.add_subcommand("run", "Batch inference: prompts in (lines or JSONL), one JSON object per request out");
   cmd->footer(
-      "Input: one request per line. Plain text is a prompt; JSON lines may carry \"id\"/\"custom_id\",\n"
-      "\"prompt\" or \"messages\", and per-request max_tokens, temperature, top_k, top_p, min_p,\n"
-      "repetition_penalty, seed, stop; the OpenAI batch shape ({\"custom_id\", \"body\": {...}}) works too.\n"
-      "Output: {\"id\", \"text\", \"finish_reason\": stop|length|error, \"completion_tokens\", \"usage\", \"timings\"}\n"
-      "per request, in input order; a failing request carries \"error\" and the batch goes on (exit 0).\n"
-      "Prompts go through the model's chat template when it has one (--raw sends them as they are).\n"
+      "Input: one request per line, read as it arrives (a request joins the running batch at once).\n"
+      "Plain text is a prompt; JSON lines may carry \"id\"/\"custom_id\", \"prompt\" or \"messages\", and\n"
+      "per-request max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed, stop.\n"
+      "Prompts: \"prompt\" goes through the model's chat template as a user turn when it has one (--raw:\n"
+      "as it is, with BOS); \"messages\" always use the template. OpenAI batch lines ({\"custom_id\", \"url\",\n"
+      "\"body\"}) follow vLLM run-batch: /v1/completions prompts are raw text, /v1/chat/completions\n"
+      "messages use the template, and the answer is in the OpenAI batch output shape.\n"
+      "Output: {\"id\", \"text\", \"finish_reason\": stop|length|error, \"token_ids\", \"usage\", \"timings\"}\n"
+      "per request, in input order, each as soon as it and all before it are done. A failing request\n"
+      "carries \"error\" and the batch goes on.\n"
+      "Exit codes: 0 (also when some requests failed, unless --exit-on-request-error: 2), 2 bad usage or\n"
+      "input, 1 write failure, 141 stdout closed by its reader, 130/143 SIGINT/SIGTERM (results finished\n"
+      "so far are kept; a second signal exits at once). See docs/run.md.\n"
       "Examples:\n"
       "  printf 'Once upon a time\\n' | nunchaku run model/ --max-tokens 64\n"
       "  nunchaku run model.gguf -i prompts.jsonl -o out.jsonl --batch-size 16 --temperature 0.7 --seed 1");
@@ -272,6 +434,12 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--seed", o->seed, "Sampling seed (per request; results do not depend on batch composition)")->capture_default_str();
   cmd->add_option("--stop", o->stop, "Stop string (repeatable); the text ends before it");
   cmd->add_flag("--raw", o->raw, "No chat template: prompts are fed as they are (with BOS)");
+  cmd->add_flag("--split-special", o->split_special,
+                "Text of a special token in a raw prompt (\"<|endoftext|>\") stays text; by default it becomes the token");
+  cmd->add_flag("--unordered", o->unordered, "Write each result as soon as it finishes, not in input order");
+  cmd->add_option("--max-pending", o->max_pending, "Stop reading input while this many requests are read but not written")
+      ->capture_default_str();
+  cmd->add_flag("--exit-on-request-error", o->exit_on_request_error, "Exit 2 (after writing every result) when any request failed");
   cmd->add_option("--system", o->system, "System message for chat prompts that have none");
   cmd->add_option("--threads", o->threads, "CPU threads (default: all)");
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache: f32 | f16")->capture_default_str();

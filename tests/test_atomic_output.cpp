@@ -1,6 +1,11 @@
-// AtomicOutput (plan --output, run --output): the target appears whole on commit, and a
-// run that fails first leaves the old file as it was and no temporary behind.
+// AtomicOutput, the one output writer (plan --output, run --output): the target appears
+// whole on commit; a failure first leaves the old file as it was and no temporary behind;
+// temporaries have fresh random names opened O_EXCL|O_NOFOLLOW; the replaced file's mode
+// is kept; a recorded input is never a target.
 #include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <stdexcept>
@@ -10,7 +15,15 @@
 #include "tests/helpers.hpp"
 
 using namespace nunchaku;
+namespace fs = std::filesystem;
 
+namespace {
+size_t entries(const fs::path& dir) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++n;
+  return n;
+}
+}  // namespace
 
 TEST_CASE("atomic output: commit replaces the file; an abandoned write leaves it untouched", "[units]") {
   test::TempDir dir;
@@ -24,19 +37,66 @@ TEST_CASE("atomic output: commit replaces the file; an abandoned write leaves it
   } catch (const std::runtime_error&) {
   }
   CHECK(test::read_text(path) == "old contents\n");
-  CHECK_FALSE(std::filesystem::exists(path + ".tmp-nunchaku"));
+  CHECK(entries(dir.path) == 1);  // no temporary left
 
   {
     AtomicOutput out(path);
+    CHECK(fs::path(out.temp_path()).parent_path() == dir.path);  // beside the target: rename is atomic
     std::fputs("new contents\n", out.file());
     CHECK(test::read_text(path) == "old contents\n");  // nothing visible before commit
     out.commit();
   }
   CHECK(test::read_text(path) == "new contents\n");
-  CHECK_FALSE(std::filesystem::exists(path + ".tmp-nunchaku"));
+  CHECK(entries(dir.path) == 1);
 
   write_file_atomically(path, "third\n");
   CHECK(test::read_text(path) == "third\n");
+}
+
+TEST_CASE("atomic output: random temporaries, the replaced file's mode, symlinks not followed", "[units]") {
+  test::TempDir dir;
+  const std::string path = dir.file("out.json");
+  test::write_file(path, std::string("x"));
+  ::chmod(path.c_str(), 0640);
+  AtomicOutput a(path), b(path);
+  CHECK(a.temp_path() != b.temp_path());  // two writers never share a temporary
+  a.commit();
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0640);
+  b.commit();  // the second writer's whole file replaces the first's
+  CHECK(test::read_text(path).empty());
+
+  // A target that is a symlink: the link is replaced, the file it pointed to is untouched.
+  const std::string victim = dir.file("victim"), link = dir.file("link.json");
+  test::write_file(victim, std::string("precious"));
+  fs::create_symlink(victim, link);
+  write_file_atomically(link, "new");
+  CHECK(test::read_text(victim) == "precious");
+  CHECK(!fs::is_symlink(link));
+  CHECK(test::read_text(link) == "new");
+}
+
+TEST_CASE("atomic output: a recorded input (by device and inode) is refused, exit 2", "[units]") {
+  test::TempDir dir;
+  const std::string in = dir.file("weights.bin");
+  test::write_file(in, std::string("weights"));
+  fs::create_hard_link(in, dir.file("alias.bin"));
+  fs::create_symlink(in, dir.file("link.bin"));
+  note_input_path(dir.path.string());  // a directory: every file in it
+  for (const char* name : {"weights.bin", "alias.bin", "link.bin"}) {
+    try {
+      write_file_atomically(dir.file(name), "oops");
+      FAIL("no error for " << name);
+    } catch (const Error& e) {
+      CHECK(e.code() == "io.output_is_input");
+      CHECK(e.exit_code() == 2);
+    }
+  }
+  CHECK(test::read_text(in) == "weights");
+  write_file_atomically(dir.file("new.json"), "ok");  // not an input
+  clear_noted_inputs();
+  CHECK(test::read_text(dir.file("new.json")) == "ok");
 }
 
 TEST_CASE("atomic output: an unwritable place is io.write naming the file", "[units]") {

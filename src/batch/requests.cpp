@@ -1,5 +1,8 @@
 #include "batch/requests.hpp"
 
+#include <cmath>
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "core/error.hpp"
@@ -20,15 +23,33 @@ std::optional<T> number(const nlohmann::json& o, const char* key) {
   return it->get<T>();
 }
 
+// number() checked against param_ranges() (under the name the table knows it by).
+template <class T>
+std::optional<T> ranged(const nlohmann::json& o, const char* key, const char* field) {
+  std::optional<double> v;
+  if constexpr (std::is_integral_v<T>) {
+    if (auto x = number<int64_t>(o, key)) v = double(*x);
+  } else {
+    v = number<double>(o, key);
+  }
+  if (!v) return std::nullopt;
+  std::string why = param_error(field, *v);
+  // Checked again as the type it is kept in (1e300 is a finite double but an infinite float).
+  if (why.empty() && std::abs(*v) <= double(std::numeric_limits<T>::max())) why = param_error(field, double(T(*v)));
+  else if (why.empty()) why = param_error(field, std::numeric_limits<double>::infinity());
+  if (!why.empty()) throw std::runtime_error(fmt::format("\"{}\" {}", key, why));
+  return T(*v);
+}
+
 RequestParams read_params(const nlohmann::json& o) {
   RequestParams p;
-  p.max_tokens = number<int64_t>(o, "max_tokens");
-  if (!p.max_tokens) p.max_tokens = number<int64_t>(o, "max_completion_tokens");
-  p.temperature = number<float>(o, "temperature");
-  p.top_p = number<float>(o, "top_p");
-  p.min_p = number<float>(o, "min_p");
-  p.repetition_penalty = number<float>(o, "repetition_penalty");
-  p.top_k = number<int>(o, "top_k");
+  p.max_tokens = ranged<int64_t>(o, "max_tokens", "max_tokens");
+  if (!p.max_tokens) p.max_tokens = ranged<int64_t>(o, "max_completion_tokens", "max_tokens");
+  p.temperature = ranged<float>(o, "temperature", "temperature");
+  p.top_p = ranged<float>(o, "top_p", "top_p");
+  p.min_p = ranged<float>(o, "min_p", "min_p");
+  p.repetition_penalty = ranged<float>(o, "repetition_penalty", "repetition_penalty");
+  p.top_k = ranged<int>(o, "top_k", "top_k");
   p.seed = number<uint64_t>(o, "seed");
   if (auto it = o.find("stop"); it != o.end() && !it->is_null()) {
     std::vector<std::string> s;
@@ -102,11 +123,52 @@ BatchRequest parse_request(std::string_view line, size_t index, size_t line_no, 
     if (!o.is_object()) throw std::runtime_error("request must be a JSON object");
     if (o.contains("custom_id")) r.id = o["custom_id"], r.custom_id = true;
     else if (o.contains("id")) r.id = o["id"];
-    read_body(o.contains("body") ? o["body"] : o, r);
+    r.openai = o.contains("body");
+    read_body(r.openai ? o["body"] : o, r);
+    if (r.openai) {
+      const std::string url = o.contains("url") && o["url"].is_string() ? o["url"].get<std::string>() : "";
+      if (url == "/v1/chat/completions" && !r.chat) throw std::runtime_error("/v1/chat/completions needs \"messages\"");
+      if (url == "/v1/completions" && r.chat) throw std::runtime_error("/v1/completions needs \"prompt\", not \"messages\"");
+      if (!url.empty() && url != "/v1/chat/completions" && url != "/v1/completions")
+        throw std::runtime_error(fmt::format("url \"{}\" is not supported (/v1/chat/completions or /v1/completions)", url));
+      r.completion = !r.chat;
+    }
   } catch (const std::exception& e) {
     r.error = fmt::format("line {}: {}", line_no, e.what());
   }
   return r;
+}
+
+const std::vector<ParamRange>& param_ranges() {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  static const std::vector<ParamRange> table = {
+      {"max_tokens", 1, inf, false, true, true},
+      {"temperature", 0, inf, false, true, false},
+      {"top_k", 0, double(std::numeric_limits<int>::max()), false, false, true},
+      {"top_p", 0, 1, true, false, false},
+      {"min_p", 0, 1, false, false, false},
+      {"repetition_penalty", 0, inf, true, true, false},
+  };
+  return table;
+}
+
+std::string param_error(std::string_view field, double v) {
+  for (const auto& r : param_ranges()) {
+    if (field != r.field) continue;
+    const bool ok = std::isfinite(v) && (r.lo_open ? v > r.lo : v >= r.lo) && (r.hi_open ? v < r.hi : v <= r.hi) &&
+                    (!r.integer || v == std::floor(v));
+    if (ok) return "";
+    const std::string hi = std::isinf(r.hi) ? "inf" : fmt::format("{}", r.hi);
+    return fmt::format("must be {}in {}{}, {}{}, not {}", r.integer ? "an integer " : "a finite number ", r.lo_open ? "(" : "[",
+                       r.lo, hi, r.hi_open ? ")" : "]", v);
+  }
+  return "";
+}
+
+size_t prompt_bytes(const BatchRequest& r) {
+  size_t n = r.prompt.size();
+  for (const auto& m : r.messages) n += m.content.size();
+  return n;
 }
 
 std::vector<BatchRequest> read_requests(std::istream& in, InputFormat fmt) {
@@ -114,6 +176,7 @@ std::vector<BatchRequest> read_requests(std::istream& in, InputFormat fmt) {
   std::string line;
   size_t no = 0;
   while (std::getline(in, line)) {
+    if (no == 0 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
     ++no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;

@@ -6,7 +6,9 @@
 //    "max_tokens", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "seed",
 //    "stop": "s" | ["s", ...]}      -> per-request parameters override the command line
 //   OpenAI batch request: {"custom_id", "method", "url", "body": {"messages" | "prompt", "max_tokens", ...}}
-//     ("max_completion_tokens" is read as max_tokens)
+//     ("max_completion_tokens" is read as max_tokens); url /v1/chat/completions needs
+//     "messages", /v1/completions needs "prompt" (raw text completion, no chat template).
+// Numeric fields must lie in param_ranges() (the same table checks the command-line flags).
 // A line that fails to parse becomes a request with `error` set; the batch goes on.
 #pragma once
 
@@ -26,6 +28,16 @@ namespace nunchaku {
 enum class InputFormat { Auto, Lines, Jsonl };
 InputFormat parse_input_format(std::string_view s);  // Error usage.input_format
 
+// Valid values of a sampling/length parameter, shared by the command line and request fields.
+struct ParamRange {
+  const char* field;  // request field; the flag is "--" + field with '_' as '-'
+  double lo, hi;
+  bool lo_open, hi_open, integer;
+};
+const std::vector<ParamRange>& param_ranges();
+// "" when `v` is allowed for `field`, else why not ("must be in (0, 1], not 5").
+std::string param_error(std::string_view field, double v);
+
 struct RequestParams {
   std::optional<int64_t> max_tokens;
   std::optional<float> temperature, top_p, min_p, repetition_penalty;
@@ -43,11 +55,16 @@ struct BatchRequest {
   bool chat = false;              // messages given
   std::vector<ChatMessage> messages;
   RequestParams params;
+  bool openai = false;            // the OpenAI batch shape ({"custom_id", "body"}): answered in that shape
+  bool completion = false;        // OpenAI /v1/completions: the prompt is raw text, no chat template
   std::string error;              // non-empty: the line could not be used
 };
 
 BatchRequest parse_request(std::string_view line, size_t index, size_t line_no, InputFormat fmt);
+// Every request of a stream at once (tests, fuzzing); a UTF-8 BOM at the start is dropped.
 std::vector<BatchRequest> read_requests(std::istream& in, InputFormat fmt);
+// Bytes of prompt text the request carries (prompt, or the messages' contents).
+size_t prompt_bytes(const BatchRequest& r);
 
 // Where a stop string first occurs in `text` (npos when none), over all `stops`.
 size_t find_stop(std::string_view text, const std::vector<std::string>& stops);

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/error.hpp"
+#include "core/interrupt.hpp"
 #include "io/file.hpp"
 
 namespace nunchaku {
@@ -56,6 +57,7 @@ bool count_nonfinite(DType t, const uint8_t* p, uint64_t n, uint64_t& nan, uint6
 VerifyReport verify_checkpoint(const Checkpoint& ck, const std::function<void(uint64_t, uint64_t)>& progress) {
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
+  InterruptGuard guard;  // SIGINT/SIGTERM stop the read between chunks (exit 130/143)
   VerifyReport rep;
   rep.tensors.resize(ck.tensors.size());
   const uint64_t total = ck.total_bytes();
@@ -99,6 +101,7 @@ VerifyReport verify_checkpoint(const Checkpoint& ck, const std::function<void(ui
     uint64_t done = 0;
     try {
       while (done < t.nbytes) {
+        throw_if_interrupted(std::to_string(rep.bytes_read) + " of " + std::to_string(total) + " bytes verified");
         size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, t.nbytes - done));
         f.read_at(t.offset + done, buf.data(), n);
         if (countable) tc.counted = count_nonfinite(t.dtype, buf.data(), n / esz, tc.nan, tc.inf);

@@ -1,0 +1,96 @@
+#include "batch/results.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace nunchaku {
+namespace {
+
+nlohmann::json usage_json(const Completion& c) {
+  const int64_t n = int64_t(c.token_ids.size());
+  return {{"prompt_tokens", c.prompt_tokens}, {"completion_tokens", n}, {"total_tokens", c.prompt_tokens + n}};
+}
+
+nlohmann::json own_shape(const BatchRequest& r, const Completion* c, const std::string& error) {
+  nlohmann::json j;
+  j[r.custom_id ? "custom_id" : "id"] = r.id;
+  if (!c) {
+    j["finish_reason"] = "error";
+    j["error"] = {{"message", error}};
+    return j;
+  }
+  j["text"] = c->text;
+  j["finish_reason"] = c->finish_reason;
+  j["token_ids"] = c->token_ids;
+  j["usage"] = usage_json(*c);
+  const size_t n = c->token_ids.size();
+  const double tps = c->decode_s > 0 && n > 1 ? double(n - 1) / c->decode_s : 0;
+  j["timings"] = {{"prefill_s", c->prefill_s}, {"decode_s", c->decode_s}, {"decode_tokens_per_s", tps}};
+  return j;
+}
+
+nlohmann::json openai_shape(const BatchRequest& r, const Completion* c, const std::string& error, const ResultContext& ctx) {
+  nlohmann::json body;
+  int status = 200;
+  if (!c) {
+    status = 400;
+    body = {{"error", {{"message", error}, {"type", "invalid_request_error"}, {"param", nullptr}, {"code", nullptr}}}};
+  } else {
+    nlohmann::json choice = {{"index", 0}, {"finish_reason", c->finish_reason}, {"logprobs", nullptr}};
+    if (r.completion) choice["text"] = c->text;
+    else choice["message"] = {{"role", "assistant"}, {"content", c->text}};
+    body = {{"id", fmt::format("{}-{}", r.completion ? "cmpl" : "chatcmpl", r.index)},
+            {"object", r.completion ? "text_completion" : "chat.completion"},
+            {"created", ctx.created},
+            {"model", ctx.model},
+            {"choices", nlohmann::json::array({choice})},
+            {"usage", usage_json(*c)}};
+  }
+  return {{"id", fmt::format("batch_req_{}", r.index)},
+          {"custom_id", r.custom_id ? r.id : nlohmann::json(nullptr)},
+          {"response", {{"status_code", status}, {"request_id", fmt::format("req_{}", r.index)}, {"body", body}}},
+          {"error", nullptr}};
+}
+
+}  // namespace
+
+nlohmann::json result_json(const BatchRequest& r, const Completion* c, const std::string& error, const ResultContext& ctx) {
+  return r.openai ? openai_shape(r, c, error, ctx) : own_shape(r, c, error);
+}
+
+void ResultWriter::write_line(const std::string& line) {
+  if (broken_) return;
+  errno = 0;
+  if (std::fwrite(line.data(), 1, line.size(), f_) == line.size() && std::fflush(f_) == 0) {
+    ++written_;
+    return;
+  }
+  broken_ = true;
+  const int err = errno ? errno : EIO;
+  const Exit code = err == EPIPE ? static_cast<Exit>(141) : err == EBADF ? Exit::BadInput : Exit::Internal;
+  throw Error("io.write", fmt::format("cannot write {}: {}", name_, std::strerror(err)), {.file = name_}, code);
+}
+
+void ResultWriter::put(size_t index, const nlohmann::json& result) {
+  std::string line = result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  if (!ordered_) return write_line(line);
+  held_.emplace(index, std::move(line));
+  while (!held_.empty() && held_.begin()->first == next_) {
+    auto node = held_.extract(held_.begin());
+    ++next_;
+    write_line(node.mapped());
+  }
+}
+
+void ResultWriter::write_held() {
+  while (!held_.empty()) {
+    auto node = held_.extract(held_.begin());
+    write_line(node.mapped());
+  }
+}
+
+}  // namespace nunchaku

@@ -1,0 +1,60 @@
+// What `nunchaku run` writes per request, and the writer that keeps input order.
+//
+// Shapes (docs/run.md): a request that came in the OpenAI batch shape is answered in the
+// OpenAI batch output shape ({"id", "custom_id", "response": {"status_code", "request_id",
+// "body": chat.completion | text_completion}, "error"}); any other in nunchaku's own
+// ({"id"|"custom_id", "text", "finish_reason", "token_ids", "usage", "timings"}).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "batch/requests.hpp"
+
+namespace nunchaku {
+
+struct Completion {
+  std::string text;
+  std::string finish_reason;        // stop | length
+  std::vector<int32_t> token_ids;   // generated ids; a stopping EOS is not among them
+  int64_t prompt_tokens = 0;
+  double prefill_s = 0, decode_s = 0;
+};
+
+struct ResultContext {
+  std::string model;   // "model" of OpenAI bodies
+  int64_t created = 0;  // unix seconds, "created" of OpenAI bodies
+};
+
+// `c` null: the request failed with `error`.
+nlohmann::json result_json(const BatchRequest& r, const Completion* c, const std::string& error, const ResultContext& ctx);
+
+// JSONL to a stream, each line flushed. Ordered: a result waits until every earlier index
+// was written; unordered: written as it comes. Write failures throw Error io.write (exit 1;
+// 2 for a closed descriptor; 141 for a reader that went away, as the shell reports SIGPIPE).
+class ResultWriter {
+ public:
+  ResultWriter(std::FILE* f, std::string name, bool ordered) : f_(f), name_(std::move(name)), ordered_(ordered) {}
+  void put(size_t index, const nlohmann::json& result);
+  // Everything held (finished results behind an unfinished one), in input order.
+  void write_held();
+  size_t written() const { return written_; }
+  size_t held() const { return held_.size(); }
+  bool broken() const { return broken_; }
+
+ private:
+  void write_line(const std::string& line);
+  std::FILE* f_;
+  std::string name_;
+  bool ordered_;
+  bool broken_ = false;
+  size_t next_ = 0, written_ = 0;
+  std::map<size_t, std::string> held_;
+};
+
+}  // namespace nunchaku
