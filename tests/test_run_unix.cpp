@@ -150,6 +150,48 @@ bool wait_for_first_result(const fs::path& dir, double timeout_s = 30) {
 
 const std::string kModel = "run/llama-spm";
 
+// The part of JSON Schema pydantic emits for the openai package's types: $ref, anyOf,
+// type, enum, const, required, properties, items. Appends what does not match to `why`.
+void check_schema(const json& v, const json& schema, const json& root, const std::string& at, std::vector<std::string>& why) {
+  if (schema.contains("$ref")) {
+    const std::string ref = schema["$ref"];  // "#/$defs/Name"
+    return check_schema(v, root["$defs"][ref.substr(ref.rfind('/') + 1)], root, at, why);
+  }
+  if (schema.contains("anyOf")) {
+    for (const auto& alt : schema["anyOf"]) {
+      std::vector<std::string> w;
+      check_schema(v, alt, root, at, w);
+      if (w.empty()) return;
+    }
+    why.push_back(at + ": matches none of anyOf");
+    return;
+  }
+  if (schema.contains("const") && v != schema["const"]) why.push_back(at + ": not " + schema["const"].dump());
+  if (schema.contains("enum") && std::find(schema["enum"].begin(), schema["enum"].end(), v) == schema["enum"].end())
+    why.push_back(at + ": " + v.dump() + " not in enum");
+  if (schema.contains("type")) {
+    const std::string t = schema["type"];
+    const bool ok = t == "object"    ? v.is_object()
+                    : t == "array"   ? v.is_array()
+                    : t == "string"  ? v.is_string()
+                    : t == "integer" ? v.is_number_integer()
+                    : t == "number"  ? v.is_number()
+                    : t == "boolean" ? v.is_boolean()
+                    : t == "null"    ? v.is_null()
+                                     : false;
+    if (!ok) return why.push_back(at + ": not of type " + t);
+  }
+  if (v.is_object()) {
+    const json required = schema.value("required", json::array()), props = schema.value("properties", json::object());
+    for (const auto& r : required)
+      if (!v.contains(r.get<std::string>())) why.push_back(at + ": no required " + r.get<std::string>());
+    for (const auto& [k, sub] : props.items())
+      if (v.contains(k)) check_schema(v[k], sub, root, at + "." + k, why);
+  }
+  if (v.is_array() && schema.contains("items"))
+    for (size_t i = 0; i < v.size(); ++i) check_schema(v[i], schema["items"], root, at + "[" + std::to_string(i) + "]", why);
+}
+
 }  // namespace
 
 TEST_CASE("run streams: the first result arrives before the second line is written", "[run][unix]") {
@@ -391,6 +433,15 @@ TEST_CASE("run: OpenAI batch input is answered in the OpenAI batch output shape"
   CHECK(text["choices"][0]["text"].is_string());
   CHECK(text["choices"][0]["finish_reason"].is_string());
   CHECK_THAT(out[2]["response"]["body"]["error"]["message"].get<std::string>(), Catch::Contains("top_p"));
+  // The bodies against the openai package's ChatCompletion / Completion schemas
+  // (scripts/make_openai_schema.py, which also validated such output with the types themselves).
+  const json schemas = test::read_json(test::testdata("run/openai_schemas.json"));
+  for (const json* body : {&chat, &text}) {
+    std::vector<std::string> why;
+    const json& schema = schemas[(*body)["object"].get<std::string>()];
+    check_schema(*body, schema, schema, "body", why);
+    for (const auto& w : why) FAIL_CHECK(w);
+  }
   // A /v1/completions prompt is raw text: the same tokens as --raw, not the chat template's.
   auto raw = test::run_cli({"run", test::testdata("run/qwen2-bpe"), "--raw", "--max-tokens", "3", "-q"}, "Once\n");
   REQUIRE(raw.exit_code == 0);
