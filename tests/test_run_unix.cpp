@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <thread>
@@ -262,6 +263,35 @@ TEST_CASE("run: SIGINT while waiting for input writes what finished and exits 13
   CHECK_THAT(test::read_text(dir.file("err")), Catch::Contains("2 of 2 requests completed"));
   ::close(c.to_child);
   ::close(c.from_child);
+}
+
+TEST_CASE("run: a reader that goes away ends run as SIGPIPE ends any pipeline tool", "[run][unix]") {
+  test::TempDir dir;
+  test::write_file(dir.file("in"), long_input(300));
+  Child c = spawn({"run", test::testdata(kModel), "--raw", "-q"}, dir.file("in"), "", dir.file("err"));
+  CHECK(!read_line(c.from_child).empty());
+  ::close(c.from_child);  // `| head -1`
+  CHECK(wait_exit(c.pid) == 128 + SIGPIPE);
+}
+
+TEST_CASE("run: a terminal on stdin gets a one-line hint; Ctrl-D ends the input", "[run][unix]") {
+  test::TempDir dir;
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  REQUIRE(master >= 0);
+  REQUIRE(::grantpt(master) == 0);
+  REQUIRE(::unlockpt(master) == 0);
+  const std::string slave = ::ptsname(master);
+  Child c = spawn({"run", test::testdata(kModel), "--raw", "--max-tokens", "2"}, slave, "", dir.file("err"));
+  write_all(master, "Once upon a time\n");
+  const std::string first = read_line(c.from_child);
+  REQUIRE(!first.empty());  // answered while the terminal is still open
+  CHECK(json::parse(first)["id"] == 0);
+  write_all(master, "\x04");  // Ctrl-D
+  CHECK(wait_exit(c.pid) == 0);
+  ::close(master);
+  ::close(c.from_child);
+  const std::string err = test::read_text(dir.file("err"));
+  CHECK_THAT(err, Catch::Contains("reading requests from the terminal"));
 }
 
 TEST_CASE("run -o: a planted symlink is never followed; the mode of a replaced file is kept", "[run][unix]") {
