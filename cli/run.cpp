@@ -381,6 +381,9 @@ int run_batch(RunCliOptions o) {
     const std::string where = keep_finished();
     throw Error(e.code(), fmt::format("{}; {} of {} requests completed{}", e.message(), run.done(), run.read(), where),
                 e.context(), static_cast<Exit>(e.exit_code()));
+  } catch (const std::exception&) {  // out of host memory, ...: main reports it; what finished is kept
+    if (!out.broken()) keep_finished();
+    throw;
   }
   if (interrupted()) {
     const std::string where = keep_finished();
