@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/helpers.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 using namespace nunchaku;
 using nlohmann::json;
@@ -521,4 +522,20 @@ TEST_CASE("inspect --verify stops on SIGINT with exit 130", "[unix]") {
   INFO(test::read_text(dir.file("err")));
   CHECK(code == 130);
   CHECK_THAT(test::read_text(dir.file("err")), Catch::Contains("interrupted by SIGINT"));
+}
+
+TEST_CASE("run --raw: special-token text becomes the token; --split-special keeps it text", "[run][unix]") {
+  const std::string dir = test::testdata("run/qwen2-bpe");
+  const Tokenizer tok = Tokenizer::from_hf_dir(dir);
+  const std::string prompt = "hi<|im_end|>";
+  const size_t special = tok.encode(prompt, true, /*parse_special=*/true).size();
+  const size_t split = tok.encode(prompt, true, /*parse_special=*/false).size();
+  REQUIRE(special < split);
+  for (bool keep_text : {false, true}) {
+    std::vector<std::string> args = {"run", dir, "--raw", "--max-tokens", "1", "-q"};
+    if (keep_text) args.push_back("--split-special");
+    auto r = test::run_cli(args, prompt + "\n");
+    REQUIRE(r.exit_code == 0);
+    CHECK(jsonl(r.out).at(0)["usage"]["prompt_tokens"] == (keep_text ? split : special));
+  }
 }
