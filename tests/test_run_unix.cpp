@@ -38,7 +38,7 @@ struct Child {
 
 // stdin_path/stdout_path: "" = a pipe, "-" = closed; stderr goes to err_path.
 Child spawn(const std::vector<std::string>& args, const std::string& stdin_path, const std::string& stdout_path,
-            const std::string& err_path, rlim_t as_limit = 0) {
+            const std::string& err_path, rlim_t as_limit = 0, rlim_t fsize_limit = 0) {
   int in_p[2] = {-1, -1}, out_p[2] = {-1, -1};
   if (stdin_path.empty()) REQUIRE(::pipe(in_p) == 0);
   if (stdout_path.empty()) REQUIRE(::pipe(out_p) == 0);
@@ -62,6 +62,11 @@ Child spawn(const std::vector<std::string>& args, const std::string& stdin_path,
     if (as_limit) {
       rlimit rl{as_limit, as_limit};
       ::setrlimit(RLIMIT_AS, &rl);
+    }
+    if (fsize_limit) {  // writes past it fail with EFBIG (SIGXFSZ ignored, as across exec)
+      ::signal(SIGXFSZ, SIG_IGN);
+      rlimit rl{fsize_limit, fsize_limit};
+      ::setrlimit(RLIMIT_FSIZE, &rl);
     }
     std::vector<char*> argv{const_cast<char*>(NUNCHAKU_BINARY)};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -335,6 +340,19 @@ TEST_CASE("run -o: two concurrent runs on one output both succeed and the file i
   for (size_t i = 0; i < results.size(); ++i) CHECK(results[i]["custom_id"] == std::string(1, first) + std::to_string(i));
   for (const auto& n : others_in(dir.path, {"out.jsonl", "a.jsonl", "b.jsonl", "a.stdout", "b.stdout", "a.err", "b.err"}))
     FAIL("left behind: " << n);
+}
+
+TEST_CASE("run -o: a write failure midway is exit 1 and leaves the old file and no temporary", "[run][unix]") {
+  test::TempDir dir;
+  const std::string in = dir.file("in.jsonl"), out = dir.file("out.jsonl");
+  test::write_file(in, long_input(100));
+  test::write_file(out, std::string("old\n"));
+  Child c = spawn({"run", test::testdata(kModel), "--raw", "--max-tokens", "8", "-i", in, "-o", out, "-q"}, "/dev/null",
+                  dir.file("stdout"), dir.file("err"), 0, 4096);
+  CHECK(wait_exit(c.pid) == 1);
+  CHECK_THAT(test::read_text(dir.file("err")), Catch::Contains("File too large") && Catch::Contains(out));
+  CHECK(test::read_text(out) == "old\n");
+  CHECK(others_in(dir.path, {"in.jsonl", "out.jsonl", "stdout", "err"}).empty());
 }
 
 TEST_CASE("run and plan refuse an output that is one of their inputs", "[run][unix]") {
