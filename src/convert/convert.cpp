@@ -30,11 +30,16 @@ bool ends_with(const std::string& s, std::string_view suf) {
 void check_request(const ConvertOptions& o, const Checkpoint& ck, const ConvertPlan& plan, OutFormat fmt) {
   std::error_code ec;
   const fs::path out = fs::absolute(o.out, ec);
-  for (const auto& f : ck.files) {
-    const fs::path in = fs::absolute(f.path, ec);
-    if (out == in || (ends_with(out.string(), "/") ? false : in.string().rfind(out.string() + "/", 0) == 0))
-      throw Error("convert.out_is_input", "OUT is (or contains) the input", {.file = o.out});
-  }
+  auto under = [](const fs::path& a, const fs::path& dir) {  // a is dir or lies inside it
+    const std::string as = a.lexically_normal().string(), ds = dir.lexically_normal().string();
+    return as == ds || as.rfind(ds + (ds.ends_with("/") ? "" : "/"), 0) == 0;
+  };
+  for (const auto& f : ck.files)
+    if (under(fs::absolute(f.path, ec), out))
+      throw Error("convert.out_is_input", "OUT is or contains the input", {.file = o.out});
+  if (fs::is_directory(o.in, ec) && under(out, fs::absolute(o.in, ec)))
+    throw Error("convert.out_is_input", "OUT lies inside the input directory", {.file = o.out,
+                .hint = "write the converted checkpoint beside the input, not into it"});
   if (o.dtype && !(*o.dtype == DType::F32 || *o.dtype == DType::F16 || *o.dtype == DType::BF16 ||
                    (*o.dtype == DType::Q8_0 && fmt == OutFormat::GGUF)))
     throw Error("usage.dtype", fmt::format("--dtype {} is not an output type here", dtype_name(*o.dtype)),

@@ -96,17 +96,18 @@ void OutFile::write(const void* data, size_t n) {
   while (n > 0) {
     const ssize_t w = ::write(fd_, p, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int e = w < 0 ? errno : ENOSPC;
-      if (e == ENOSPC || e == EDQUOT)
-        throw Error("convert.disk_full", "no space left on the device; the partial output was removed",
-                    {.file = shown_, .offset = off_, .hint = "free space or choose an OUT on another file system"},
-                    Exit::Internal);
-      throw Error("io.write", fmt::format("write failed: {}", std::strerror(e)), {.file = shown_, .offset = off_},
-                  Exit::Internal);
-    }
+    if (w <= 0) fail_write(w < 0 ? errno : ENOSPC);
     p += w, n -= size_t(w), off_ += uint64_t(w);
   }
+}
+
+void OutFile::fail_write(int e) const {
+  if (e == ENOSPC || e == EDQUOT)
+    throw Error("convert.disk_full", "no space left on the device; the partial output was removed",
+                {.file = shown_, .offset = off_, .hint = "free space or choose an OUT on another file system"},
+                Exit::Internal);
+  throw Error("io.write", fmt::format("write failed: {}", std::strerror(e)), {.file = shown_, .offset = off_},
+              Exit::Internal);
 }
 
 void OutFile::close() {

@@ -38,6 +38,10 @@ class OutFile {
   OutFile(const OutFile&) = delete;
   OutFile& operator=(const OutFile&) = delete;
   void write(const void* data, size_t n);
+  // Bytes the kernel appended through fd() (copy_file_range).
+  void note_copied(uint64_t n) { off_ += n; }
+  // Throws the error write() would for errno `e`.
+  [[noreturn]] void fail_write(int e) const;
   uint64_t written() const { return off_; }
   int fd() const { return fd_; }
   void close();  // fsync is left to the OS; close errors are reported

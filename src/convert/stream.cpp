@@ -1,6 +1,9 @@
 #include "convert/stream.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <unistd.h>
 #include <cstring>
 #include <numeric>
 
@@ -33,6 +36,33 @@ TensorReader::TensorReader(const Checkpoint& ck, uint64_t buffer_bytes)
 void TensorReader::read(const TensorInfo& t, DType out, const Sink& sink) {
   if (t.strides.empty()) read_contiguous(t, out, sink);
   else read_view(t, out, sink);
+}
+
+void TensorReader::copy_raw(const TensorInfo& t, OutFile& out, const std::function<void()>& on_chunk) {
+  const File& f = files_[t.file];
+  if (t.offset > f.size() || t.nbytes > f.size() - t.offset)
+    throw Error("io.short_read", "tensor data past the end of the file", {.file = f.path(), .tensor = t.name, .offset = t.offset});
+  const uint64_t step = std::min<uint64_t>(budget_, 1ull << 30);
+  for (uint64_t done = 0; done < t.nbytes;) {
+    check_interrupted();
+    loff_t in = loff_t(t.offset + done);
+    const ssize_t n = ::copy_file_range(f.fd(), &in, out.fd(), nullptr, std::min<uint64_t>(step, t.nbytes - done), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == ENOSPC || errno == EDQUOT)) out.fail_write(errno);
+    if (n < 0 && done == 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+      read(t, t.dtype, [&](const uint8_t* d, size_t k) {  // no kernel copy here: through the buffer
+        out.write(d, k);
+        if (on_chunk) on_chunk();
+      });
+      return;
+    }
+    if (n <= 0)
+      throw Error("io.read", n == 0 ? "file ended early" : std::string("copy failed: ") + std::strerror(errno),
+                  {.file = f.path(), .tensor = t.name, .offset = t.offset + done}, n == 0 ? Exit::BadInput : Exit::Internal);
+    done += uint64_t(n), bytes_read_ += uint64_t(n);
+    out.note_copied(uint64_t(n));
+    if (on_chunk) on_chunk();
+  }
 }
 
 void TensorReader::read_contiguous(const TensorInfo& t, DType out, const Sink& sink) {

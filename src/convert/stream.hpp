@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "format/checkpoint.hpp"
+#include "convert/output.hpp"
 #include "io/file.hpp"
 
 namespace nunchaku::convert {
@@ -24,6 +25,9 @@ class TensorReader {
   TensorReader(const Checkpoint& ck, uint64_t buffer_bytes);
   // The bytes of `t` converted to `out` (t.dtype itself: copied), in order.
   void read(const TensorInfo& t, DType out, const Sink& sink);
+  // A contiguous same-dtype tensor copied file to file (copy_file_range: no user-space
+  // buffer; read/write through the buffer where the kernel cannot). on_chunk after each chunk.
+  void copy_raw(const TensorInfo& t, OutFile& out, const std::function<void()>& on_chunk);
   uint64_t bytes_read() const { return bytes_read_; }
 
  private:
