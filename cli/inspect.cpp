@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "core/text.hpp"
 #include "format/open.hpp"
 #include "format/verify.hpp"
 #include "memory/units.hpp"
@@ -58,10 +59,10 @@ void print_modules(const ModelLayout& layout) {
       auto dot = base.rfind('.');
       std::string name = (dot == std::string::npos ? base : base.substr(0, dot + 1)) +
                          std::to_string(ms[i].layer) + "-" + std::to_string(ms[j - 1].layer);
-      fmt::print("{:<34} {:>8} {:>14} {:>12}  each, x{}\n", name, ms[i].tensors.size(),
+      fmt::print("{:<34} {:>8} {:>14} {:>12}  each, x{}\n", printable(name), ms[i].tensors.size(),
                  format_count(ms[i].parameters), format_bytes(ms[i].bytes), j - i);
     } else {
-      fmt::print("{:<34} {:>8} {:>14} {:>12}\n", ms[i].name, ms[i].tensors.size(), format_count(ms[i].parameters),
+      fmt::print("{:<34} {:>8} {:>14} {:>12}\n", printable(ms[i].name), ms[i].tensors.size(), format_count(ms[i].parameters),
                  format_bytes(ms[i].bytes));
     }
     i = j;
@@ -69,13 +70,14 @@ void print_modules(const ModelLayout& layout) {
 }
 
 void print_spec(const ModelSpec& s) {
-  fmt::print("architecture {}{} (from {})\n", s.architecture, s.hf_class.empty() ? "" : " / " + s.hf_class, s.source);
+  fmt::print("architecture {}{} (from {})\n", printable(s.architecture), s.hf_class.empty() ? "" : " / " + printable(s.hf_class),
+             printable(s.source, kMessageShown));
   std::string line = fmt::format("  hidden {}, layers {}, heads {} (kv {}, head_dim {}), intermediate {}, vocab {}",
                                  s.hidden_size, s.num_layers, s.num_heads, s.num_kv_heads, s.head_dim,
                                  s.intermediate_size, s.vocab_size);
   fmt::print("{}\n", line);
   std::string extra = fmt::format("  context {}, tied embeddings {}", s.max_context, s.tie_word_embeddings ? "yes" : "no");
-  if (!s.dtype.empty()) extra += ", dtype " + s.dtype;
+  if (!s.dtype.empty()) extra += ", dtype " + printable(s.dtype);
   if (s.rope_theta > 0) extra += fmt::format(", rope_theta {:g}", s.rope_theta);
   if (s.num_experts > 0) extra += fmt::format(", experts {} (top {})", s.num_experts, s.num_experts_per_tok);
   if (s.sliding_window > 0) extra += fmt::format(", sliding window {}", s.sliding_window);
@@ -86,7 +88,7 @@ void print_spec(const ModelSpec& s) {
 void print_text(const Checkpoint& ck, const ModelLayout& layout, const InspectOptions& o) {
   uint64_t file_bytes = 0;
   for (const auto& f : ck.files) file_bytes += f.bytes;
-  fmt::print("{}: {}, {} file{}, {}\n", ck.path, format_name(ck.format), ck.files.size(),
+  fmt::print("{}: {}, {} file{}, {}\n", printable(ck.path, kMessageShown), format_name(ck.format), ck.files.size(),
              ck.files.size() == 1 ? "" : "s", format_bytes(file_bytes));
   auto totals = dtype_totals(ck, o.filter);
   uint64_t n = 0, params = 0, bytes = 0;
@@ -95,21 +97,21 @@ void print_text(const Checkpoint& ck, const ModelLayout& layout, const InspectOp
     params += d.parameters;
     bytes += d.bytes;
   }
-  if (!o.filter.empty()) fmt::print("filter       {}\n", o.filter);
+  if (!o.filter.empty()) fmt::print("filter       {}\n", printable(o.filter));
   fmt::print("tensors      {}\n", n);
   fmt::print("parameters   {} ({})\n", with_commas(params), format_count(params));
   fmt::print("tensor bytes {} ({})\n", with_commas(bytes), format_bytes(bytes));
   for (const auto& [name, d] : totals)
-    fmt::print("  {:<9} {:>6} tensors {:>10} params {:>12}\n", name, d.tensors, format_count(d.parameters),
+    fmt::print("  {:<9} {:>6} tensors {:>10} params {:>12}\n", printable(name), d.tensors, format_count(d.parameters),
                format_bytes(d.bytes));
   if (layout.spec)
     print_spec(*layout.spec);
   else
     fmt::print("architecture unknown (no config.json and nothing in the metadata)\n");
   if (o.filter.empty()) print_modules(layout);
-  if (!layout.tied.empty()) fmt::print("\ntied: {}\n", fmt::join(layout.tied, ", "));
-  for (const auto& w : ck.warnings) fmt::print("warning: {}\n", w);
-  for (const auto& w : layout.warnings) fmt::print("warning: {}\n", w);
+  if (!layout.tied.empty()) fmt::print("\ntied: {}\n", printable(fmt::format("{}", fmt::join(layout.tied, ", ")), kMessageShown));
+  for (const auto& w : ck.warnings) fmt::print("warning: {}\n", printable(w, kMessageShown));
+  for (const auto& w : layout.warnings) fmt::print("warning: {}\n", printable(w, kMessageShown));
 
   if (o.tensors) {
     fmt::print("\n{:<50} {:<8} {:<22} {:>12} {:>14}  {}\n", "name", "dtype", "shape", "bytes", "offset", "file");
@@ -117,8 +119,8 @@ void print_text(const Checkpoint& ck, const ModelLayout& layout, const InspectOp
       if (!glob_match(o.filter, t.name)) continue;
       std::string shape = shape_str(t.shape);
       if (!t.strides.empty()) shape += " strides " + shape_str(t.strides);
-      fmt::print("{:<50} {:<8} {:<22} {:>12} {:>14}  {}\n", t.name, dtype_name(t.dtype), shape, t.nbytes, t.offset,
-                 ck.files.at(t.file).path);
+      fmt::print("{:<50} {:<8} {:<22} {:>12} {:>14}  {}\n", printable(t.name), dtype_name(t.dtype), shape, t.nbytes,
+                 t.offset, printable(ck.files.at(t.file).path, kMessageShown));
     }
   }
 }
@@ -166,7 +168,7 @@ int run_inspect(const InspectOptions& o) {
                  vr->tensors_with_inf);
       if (ck.format == Format::GGUF) fmt::print(", {} non-zero padding bytes", vr->nonzero_padding_bytes);
       fmt::print("\n");
-      for (const auto& p : vr->problems) fmt::print("  {}\n", p);
+      for (const auto& p : vr->problems) fmt::print("  {}\n", printable(p, kMessageShown));
     }
   }
   return 0;

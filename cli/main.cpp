@@ -69,9 +69,14 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "nunchaku: error: {}\n", e.what());
     return e.exit_code();
   } catch (const std::bad_alloc&) {
+    // An allocation the system refused is an actual OOM (exit 3), not a bug; the sizes
+    // that come from input are checked before they are allocated, so what is left is
+    // the machine's memory.
     std::fflush(stdout);
-    fmt::print(stderr, "nunchaku: internal error: out of host memory\n");
-    return 1;
+    fmt::print(stderr,
+               "nunchaku: error: out of host memory: an allocation was refused (hint: lower --context, "
+               "--batch-size or --cpu-ram; `nunchaku estimate` shows what the run needs)\n");
+    return 3;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     fmt::print(stderr, "nunchaku: internal error: {}\n", e.what());

@@ -2,6 +2,8 @@
 # Builds the libFuzzer targets with clang and runs each for SECONDS (default 60).
 #   ./scripts/fuzz.sh 300      # 5 minutes per parser
 #   ./scripts/fuzz.sh 300 fuzz_tokenizer fuzz_requests   # only these targets
+# Targets: safetensors, gguf, pytorch, pickle, tokenizer, unicode_norm, requests, text
+# (escaping), sampler, describe (GGUF -> model validation).
 # Seeds come from testdata/ (and ../shared/testfiles when present); the corpus
 # grows in fuzz-corpus/<target>/ (git-ignored). Crashes land in fuzz-corpus/crashes/.
 set -euo pipefail
@@ -32,12 +34,21 @@ seed fuzz_pickle
 seed fuzz_tokenizer testdata/tokenizers/*/tokenizer.json
 seed fuzz_requests
 seed fuzz_unicode_norm
+seed fuzz_text
+seed fuzz_sampler
+seed fuzz_describe testdata/**/*.gguf tests/hostile/*.gguf ../shared/testfiles/gguf/*.gguf
+seed fuzz_safetensors tests/hostile/*.safetensors
+seed fuzz_pytorch tests/hostile/*.pt
+printf 'evil\x1b[2J\nline\xff\xc0\xaf \xe2\x80\xae' > fuzz-corpus/fuzz_text/seed.txt
+python3 -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<ffffiQ', 0.7, 0.9, 0.05, 1.1, 3, 1) + struct.pack('<6f', 1, 2, float('nan'), float('inf'), -3, 0))" \
+  > fuzz-corpus/fuzz_sampler/seed.bin
 printf 'cafe\xcc\x81 \xe2\x84\xab\xe2\x84\xa6 \xef\xac\x81 \xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8 a\xcc\x81\xcc\xa3 \xef\xbd\xb6\xef\xbe\x9e' \
   > fuzz-corpus/fuzz_unicode_norm/seed.txt
 printf '%s\n' 'plain prompt' '{"id": 1, "prompt": "x", "stop": ["a"], "seed": 3}' \
   '{"custom_id": "c", "body": {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "max_tokens": 4}}' \
   > fuzz-corpus/fuzz_requests/seed.jsonl
 printf "%-20s %12s %10s %s\n" target executions seconds result
+total=0
 for bin in $BUILD_DIR/fuzz_*; do
   t=$(basename "$bin")
   if ((${#ONLY[@]})) && [[ ! " ${ONLY[*]} " == *" $t "* ]]; then continue; fi
@@ -49,4 +60,6 @@ for bin in $BUILD_DIR/fuzz_*; do
   set -e
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
   printf "%-20s %12s %10s %s\n" "$t" "$execs" "$SECONDS_PER" "$([[ $rc -eq 0 ]] && echo ok || echo "FINDING (see $log)")"
+  if [[ $execs =~ ^[0-9]+$ ]]; then total=$((total + execs)); fi
 done
+printf "%-20s %12s\n" total "$total"

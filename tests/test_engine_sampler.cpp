@@ -123,6 +123,45 @@ TEST_CASE("sampler: bad parameters are an error", "[engine]") {
   p = {};
   p.temperature = -1;
   CHECK_THROWS_AS(Sampler(p, 4), Error);
+  // NaN fails every range test; 1e308 in a request is +inf as a float.
+  for (float bad : {NAN, INFINITY}) {
+    INFO(bad);
+    p = {};
+    p.temperature = bad;
+    CHECK_THROWS_AS(Sampler(p, 4), Error);
+    p = {};
+    p.repetition_penalty = bad;
+    CHECK_THROWS_AS(Sampler(p, 4), Error);
+    p = {};
+    p.min_p = bad;
+    CHECK_THROWS_AS(Sampler(p, 4), Error);
+  }
+  p = {};
+  p.top_p = NAN;
+  CHECK_THROWS_AS(Sampler(p, 4), Error);
+}
+
+TEST_CASE("sampler: total on non-finite logits and extreme parameters", "[engine]") {
+  // A NaN logit counts as -inf: the rest is sampled as if it were absent.
+  SamplingParams t1{.temperature = 1};
+  check_dist(dist(t1, {NAN, 0.0f, NAN, float(std::log(3.0))}), {0, 0.25, 0, 0.75});
+  // Greedy skips NaN too (max_element over NaN is meaningless).
+  check_dist(dist({}, {NAN, 1, NAN, 2}), {0, 0, 0, 1});
+  // +inf logits share the mass (the softmax's limit); -inf ones get none.
+  check_dist(dist(t1, {INFINITY, 5, -INFINITY, INFINITY}), {0.5, 0, 0, 0.5});
+  // Nothing above -inf: a defined choice, the lowest id, with every filter on.
+  SamplingParams all{.temperature = 1, .top_k = 2, .top_p = 0.5f, .min_p = 0.1f, .repetition_penalty = 1.3f};
+  check_dist(dist(all, {NAN, -INFINITY, NAN, -INFINITY}, {1, 3}), {1, 0, 0, 0});
+  // A temperature that overflows finite logits to +-inf, with the largest penalty and
+  // min_p (the ASan heap-buffer-overflow of issue 14): the two largest tie at +inf.
+  SamplingParams hot{.temperature = 1e-45f, .min_p = 0.1f, .repetition_penalty = 3.4e38f};
+  check_dist(dist(hot, {1, -2, 3, 3, 0}, {0, 1}), {0, 0, 0.5, 0.5, 0});
+  Sampler s(hot, 5);
+  const std::vector<float> logits{1, -2, 3, 3, 0};
+  for (int i = 0; i < 100; ++i) {
+    int32_t tok = s.sample(logits, std::vector<int32_t>{0, 1});
+    CHECK((tok == 2 || tok == 3));
+  }
 }
 
 TEST_CASE("generate: 8 identical prompts in one batch equal batch size 1, greedy and seeded", "[engine]") {

@@ -273,6 +273,22 @@ TEST_CASE("gguf: hostile headers fail with their own error code", "[gguf]") {
   }
 }
 
+TEST_CASE("gguf: metadata memory is bounded by the header bytes it came from", "[gguf]") {
+  // 5M empty strings: 40 MB of file, 160 MB as std::string. Refused part way, naming the file.
+  const uint64_t n = 5'000'000;
+  W w = header(0, 1).str("tokenizer.ggml.tokens").u32(9).u32(8).u64(n);
+  w.b.resize(w.b.size() + n * 8, 0);
+  Error e = read_error(w.b);
+  CHECK(e.code() == "gguf.metadata_too_large");
+  CHECK(e.exit_code() == 2);
+  CHECK(e.context().file == "hostile.gguf");
+  // A real vocabulary (150k tokens) is far inside the bound.
+  W v = header(0, 1).str("tokenizer.ggml.tokens").u32(9).u32(8).u64(150'000);
+  for (int i = 0; i < 150'000; ++i) v.str("tok" + std::to_string(i));
+  MemorySource src(v.b, "vocab.gguf");
+  CHECK(read_gguf(src).tensors.empty());
+}
+
 TEST_CASE("gguf: hostile tensor infos fail with their own error code, naming the tensor", "[gguf]") {
   auto file_with = [](auto add_tensors, uint64_t n = 1, size_t data = 64) {
     W w = header(n, 0);

@@ -739,3 +739,50 @@ TEST_CASE("fixtures: every family's tiny checkpoint matches its config and group
   }
   CHECK(checked >= 14);
 }
+
+// ---- the one model validation (describe_model) -------------------------------------------
+// The refusals are in the hostile corpus (tests/hostile, test_hostile_corpus.cpp); here: the
+// error names file and field, and suspicious-but-legal values are warnings.
+
+namespace {
+
+// tests/hostile/hf_control (a 1-layer llama) with `over` merged into its config.json.
+std::string control_with(const test::TempDir& dir, const json& over) {
+  const std::string src = std::string(NUNCHAKU_SOURCE_DIR) + "/tests/hostile/hf_control/";
+  std::filesystem::copy_file(src + "model.safetensors", dir.file("model.safetensors"));
+  json cfg = test::read_json(src + "config.json");
+  cfg.merge_patch(over);
+  test::write_file(dir.file("config.json"), cfg.dump());
+  return dir.path.string();
+}
+
+}  // namespace
+
+TEST_CASE("model validation: errors name the file and the field as the file spells it", "[model]") {
+  test::TempDir dir;
+  const std::string path = control_with(dir, {{"num_key_value_heads", 0}});
+  try {
+    (void)describe_model(open_checkpoint(path));
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == "model.bad_spec");
+    CHECK(e.exit_code() == 2);
+    CHECK(e.context().file == dir.file("config.json"));
+    CHECK(e.message().find("'num_key_value_heads'") != std::string::npos);
+  }
+}
+
+TEST_CASE("model validation: suspicious but legal values are warnings", "[model]") {
+  test::TempDir clean_dir;
+  ModelLayout clean = describe_model(open_checkpoint(control_with(clean_dir, json::object())));
+  for (const auto& w : clean.warnings) CHECK(w.find("field") == std::string::npos);
+  test::TempDir dir;
+  ModelLayout odd = describe_model(open_checkpoint(control_with(dir, {{"sliding_window", 0}, {"rms_norm_eps", 0.5},
+                                                                     {"rope_scaling", {{"type", "linear"}, {"factor", 0.5}}}})));
+  auto warned = [&](const std::string& s) {
+    return std::any_of(odd.warnings.begin(), odd.warnings.end(), [&](const std::string& w) { return w.find(s) != std::string::npos; });
+  };
+  CHECK(warned("'sliding_window' is 0"));
+  CHECK(warned("'rms_norm_eps' is 0.5"));
+  CHECK(warned("'rope_scaling.factor' is 0.5"));
+}

@@ -10,7 +10,10 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "format/open.hpp"
 #include "format/readers.hpp"
+#include "format/verify.hpp"
+#include "format/zip.hpp"
 #include "io/file.hpp"
 #include "io/source.hpp"
 #include "tests/helpers.hpp"
@@ -121,6 +124,7 @@ struct ZipEntry {
   std::string name, data;
   uint16_t method = 0;
   int64_t claimed_size = -1;  // central directory size field override
+  uint32_t crc = 0;           // CRC-32 recorded in the central directory
 };
 
 // A zip as torch writes it (stored entries), optionally with zip64 fields
@@ -136,7 +140,7 @@ std::string make_zip(const std::vector<ZipEntry>& entries, bool zip64 = false, s
     out += e.data;
     std::string extra = zip64 ? le(1, 2) + le(24, 2) + le(size, 8) + le(size, 8) + le(lho, 8) : "";
     const uint64_t sat = zip64 ? 0xFFFFFFFFu : 0;
-    dir += "PK\x01\x02" + le(20, 2) + le(45, 2) + le(0, 2) + le(e.method, 2) + le(0, 4) + le(0, 4) +
+    dir += "PK\x01\x02" + le(20, 2) + le(45, 2) + le(0, 2) + le(e.method, 2) + le(0, 4) + le(e.crc, 4) +
            le(zip64 ? sat : size, 4) + le(zip64 ? sat : size, 4) + le(e.name.size(), 2) + le(extra.size(), 2) +
            le(0, 2) + le(0, 2) + le(0, 2) + le(0, 4) + le(zip64 ? sat : lho, 4) + e.name + extra;
   }
@@ -377,9 +381,46 @@ TEST_CASE("pytorch: hostile zip archives", "[pytorch]") {
     for (int i = 0; i < 60; ++i) dag += B("h\x00h\x00\x86q\x00");
     CHECK(code_of(good_zip(dag + "u.")) == "pytorch.too_many_values");
   }
+  SECTION("two entries with one name (which would a reader take?)") {
+    CHECK(code_of(make_zip({{"top/data.pkl", pkl}, {"top/data/0", floats4()}, {"top/data/0", std::string(16, 'x')}})) ==
+          "pytorch.duplicate_entry");
+  }
   SECTION("two names flatten to the same dotted name") {
     std::string dup = "\x80\x02}(" + u("a.b") + "K\x01" + u("a") + "}" + u("b") + "K\x02su.";
     CHECK(code_of(good_zip(dup)) == "pytorch.duplicate_name");
+  }
+}
+
+TEST_CASE("pytorch: --verify checks every zip entry's CRC-32", "[pytorch]") {
+  // 0xCBF43926 is CRC-32's published check value for "123456789".
+  const std::string good = make_zip({{"a", "123456789", 0, -1, 0xCBF43926u}, {"b", "", 0, -1, 0}});
+  MemorySource src(std::span(reinterpret_cast<const uint8_t*>(good.data()), good.size()), "crc.zip");
+  CHECK(zip::Archive(src).verify_crc32() == 9u);
+  const std::string bad = make_zip({{"a", "123456789", 0, -1, 0xCBF43927u}});
+  MemorySource bsrc(std::span(reinterpret_cast<const uint8_t*>(bad.data()), bad.size()), "crc.zip");
+  try {
+    zip::Archive(bsrc).verify_crc32();
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == "pytorch.bad_crc");
+    CHECK(e.exit_code() == 2);
+    CHECK(e.context().offset == 30u + 1);  // after the 30-byte local header and the name "a"
+  }
+  // A file torch.save wrote verifies; the same file with one data byte changed does not.
+  test::TempDir dir;
+  const std::string pt = test::testdata("models/llama-pt/model_zip.pt");
+  CHECK_NOTHROW(verify_checkpoint(open_checkpoint(pt)));
+  std::string bytes = test::read_text(pt);
+  const Checkpoint ck = open_checkpoint(pt);
+  bytes[ck.tensors[0].offset] ^= 0x01;
+  const std::string copy = dir.file("flipped.pt");
+  test::write_file(copy, bytes);
+  try {
+    verify_checkpoint(open_checkpoint(copy));
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == "pytorch.bad_crc");
+    CHECK(e.context().file == copy);
   }
 }
 

@@ -403,3 +403,50 @@ TEST_CASE("safetensors: real unpadded sample headers", "[safetensors][shared]") 
   CHECK(ck.total_parameters() == 54);
   CHECK(ck.metadata == json{{"test", "a"}});
 }
+
+// ---- the header's members are split in one linear pass (format/json_members) -----------
+
+TEST_CASE("safetensors: keys with JSON escapes, any whitespace, and broken structure", "[safetensors]") {
+  // The escaped spellings decode to the names nlohmann (and serde_json) give them.
+  const std::string h = " \n{ \"a\\\"b\" :\t" + entry("U8", "[1]", 0, 1) + " ,\r\n\"caf\\u00e9\\n\":" +
+                        entry("U8", "[1]", 1, 2) + " , \"__metadata__\" : { \"k\" : \"v\" } } \n";
+  Checkpoint ck = read_mem(st_raw(h, 2));
+  REQUIRE(ck.tensors.size() == 2);
+  CHECK(ck.tensors[0].name == "a\"b");
+  CHECK(ck.tensors[1].name == "caf\xC3\xA9\n");
+  CHECK(ck.metadata == json{{"k", "v"}});
+  CHECK(read_mem(st_raw("{ }")).tensors.empty());
+  // Broken structure between members, each with the offset of the byte at fault.
+  const std::string e1 = entry("U8", "[1]", 0, 1);
+  const std::pair<std::string, size_t> broken[] = {
+      {"{\"a\":" + e1 + " \"b\":1}", 5 + e1.size() + 1},   // no comma
+      {"{\"a\" " + e1 + "}", 5},                           // no colon
+      {"{\"a\":" + e1 + ",}", 5 + e1.size() + 1},          // trailing comma
+      {"{\"a\":" + e1 + "} x", 5 + e1.size() + 2},         // text after the object
+      {"{\"a\":" + e1, 5 + e1.size()},                     // never closed
+      {"{a:1}", 1},                                        // unquoted key
+      {"{\"a\":{\"dtype\":\"U8\"]}", SIZE_MAX},            // brackets that do not match (nlohmann's offset)
+  };
+  for (const auto& [text, at] : broken) {
+    INFO(text);
+    Error e = error_of(st_raw(text, 1));
+    CHECK(e.code() == "safetensors.header_not_json");
+    if (at != SIZE_MAX) CHECK(e.context().offset == 8u + at);
+  }
+}
+
+TEST_CASE("safetensors: 20,000 tensors index with every name, shape and offset", "[safetensors]") {
+  // Correctness at scale; the speed (100,000 tensors) is measured by scripts/bench_inspect.sh.
+  std::string h = "{";
+  const int n = 20'000;
+  for (int i = 0; i < n; ++i)
+    h += (i ? "," : "") + std::string("\"e.") + std::to_string(n - 1 - i) + "\":" + entry("F32", "[1]", 4 * i, 4 * i + 4);
+  h += "}";
+  Checkpoint ck = read_mem(st_raw(h, 4 * n));
+  REQUIRE(ck.tensors.size() == size_t(n));
+  for (int i = 0; i < n; i += 997) {
+    INFO(i);
+    CHECK(ck.tensors[size_t(i)].name == "e." + std::to_string(n - 1 - i));
+    CHECK(ck.tensors[size_t(i)].offset == 8 + h.size() + 4u * i);
+  }
+}

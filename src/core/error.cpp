@@ -1,14 +1,18 @@
 #include "core/error.hpp"
 
+#include "core/text.hpp"
+
 namespace nunchaku {
 
 std::string format_error(const std::string& message, const ErrorContext& ctx) {
+  // Every part may hold bytes from a file or the command line: escaped and capped, so
+  // the line stays one line and cannot drive the terminal.
   std::string out;
-  if (!ctx.file.empty()) out += ctx.file + ": ";
-  if (!ctx.tensor.empty()) out += "tensor '" + ctx.tensor + "': ";
+  if (!ctx.file.empty()) out += printable(ctx.file, kMessageShown) + ": ";
+  if (!ctx.tensor.empty()) out += "tensor '" + printable(ctx.tensor) + "': ";
   if (ctx.offset) out += "at byte " + std::to_string(*ctx.offset) + ": ";
-  out += message;
-  if (!ctx.hint.empty()) out += " (hint: " + ctx.hint + ")";
+  out += printable(message, kMessageShown);
+  if (!ctx.hint.empty()) out += " (hint: " + printable(ctx.hint, kMessageShown) + ")";
   return out;
 }
 

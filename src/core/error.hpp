@@ -48,7 +48,8 @@ class Error : public std::runtime_error {
   Exit exit_;
 };
 
-// "file: tensor 'x': at byte N: message (hint: ...)" — the single line main prints.
+// "file: tensor 'x': at byte N: message (hint: ...)" — the single line main prints;
+// every part passed through printable() (core/text.hpp). message() stays exact.
 std::string format_error(const std::string& message, const ErrorContext& ctx);
 
 }  // namespace nunchaku

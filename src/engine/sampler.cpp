@@ -10,11 +10,15 @@ namespace nunchaku::engine {
 Sampler::Sampler(const SamplingParams& params, int64_t vocab)
     : p_(params), vocab_(vocab), state_(params.seed ^ 0x9E3779B97F4A7C15ull), work_(size_t(vocab)),
       probs_(size_t(vocab)), order_(size_t(vocab)), seen_(size_t(vocab), 0) {
-  if (p_.temperature < 0 || p_.top_k < 0 || p_.top_p <= 0 || p_.min_p < 0 || p_.min_p > 1 ||
-      p_.repetition_penalty <= 0)
+  // Written so that NaN fails every test. A temperature or penalty that overflowed the
+  // float (1e308 in a request) is refused here, per request, not sampled from.
+  const bool ok = std::isfinite(p_.temperature) && p_.temperature >= 0 && p_.top_k >= 0 && p_.top_p > 0 &&
+                  p_.min_p >= 0 && p_.min_p <= 1 && std::isfinite(p_.repetition_penalty) &&
+                  p_.repetition_penalty > 0;
+  if (!ok)
     throw Error("engine.bad_sampling",
-                "sampling parameters out of range (temperature >= 0, top_k >= 0, 0 < top_p, 0 <= min_p <= 1, "
-                "repetition_penalty > 0)");
+                "sampling parameters out of range (finite temperature >= 0, top_k >= 0, 0 < top_p, "
+                "0 <= min_p <= 1, finite repetition_penalty > 0)");
 }
 
 double Sampler::next_uniform() {
@@ -27,7 +31,8 @@ double Sampler::next_uniform() {
 
 void Sampler::prepare(std::span<const float> logits, std::span<const int32_t> history) {
   if (int64_t(logits.size()) != vocab_) throw Error("engine.bad_sampling", "logits size differs from the vocabulary", {}, Exit::Internal);
-  std::copy(logits.begin(), logits.end(), work_.begin());
+  // A NaN logit counts as -inf (it would make every comparison below meaningless).
+  for (size_t i = 0; i < work_.size(); ++i) work_[i] = std::isnan(logits[i]) ? -INFINITY : logits[i];
   if (p_.repetition_penalty != 1) {
     for (int32_t id : history) {
       if (id < 0 || id >= vocab_ || seen_[size_t(id)]) continue;
@@ -58,12 +63,7 @@ void Sampler::prepare(std::span<const float> logits, std::span<const int32_t> hi
                order_.begin());
   }
   order_.resize(n);
-  // Softmax over the candidates.
-  float mx = -INFINITY;
-  for (int32_t i : order_) mx = std::max(mx, work_[size_t(i)]);
-  double sum = 0;
-  for (int32_t i : order_) sum += std::exp(double(work_[size_t(i)] - mx));
-  for (int32_t i : order_) probs_[size_t(i)] = float(std::exp(double(work_[size_t(i)] - mx)) / sum);
+  softmax();
   if (p_.top_p < 1) {
     // Sort only as much of the head as the nucleus needs: 64 candidates, then 4x more
     // until their mass reaches top_p (a large vocabulary is rarely sorted in full).
@@ -93,6 +93,29 @@ void Sampler::prepare(std::span<const float> logits, std::span<const int32_t> hi
   double total = 0;
   for (int32_t i : order_) total += probs_[size_t(i)];
   for (int32_t i : order_) probs_[size_t(i)] = float(probs_[size_t(i)] / total);
+}
+
+// Softmax over the candidates, total on any logits: when some are +inf (a tiny
+// temperature overflowed them) they share the mass equally, the limit of the softmax;
+// when none is above -inf the lowest-id candidate gets it all. The largest candidate
+// always gets probability > 0, so the filters after this never empty the list.
+void Sampler::softmax() {
+  float mx = -INFINITY;
+  for (int32_t i : order_) mx = std::max(mx, work_[size_t(i)]);
+  auto weight = [&](float v) -> double {
+    if (mx == INFINITY) return v == INFINITY ? 1.0 : 0.0;
+    if (mx == -INFINITY) return 0.0;
+    return std::exp(double(v) - double(mx));
+  };
+  double sum = 0;
+  for (int32_t i : order_) sum += weight(work_[size_t(i)]);
+  if (sum == 0) {
+    const int32_t first = *std::min_element(order_.begin(), order_.end());
+    probs_[size_t(first)] = 1;
+    order_.assign(1, first);
+    return;
+  }
+  for (int32_t i : order_) probs_[size_t(i)] = float(weight(work_[size_t(i)]) / sum);
 }
 
 std::span<const float> Sampler::distribution(std::span<const float> logits, std::span<const int32_t> history) {

@@ -9,6 +9,9 @@
 // Each Sampler owns its seeded RNG, so a request's tokens depend on its seed and its
 // logits only, not on which other requests share the batch.
 // Scratch buffers are sized to the vocabulary once, in the constructor.
+// Total: any logits (NaN counts as -inf, +-inf are handled as limits) with any accepted
+// parameters give a non-empty candidate list; parameters that are NaN, out of range or
+// (temperature, penalty) not finite are refused by the constructor.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +44,7 @@ class Sampler {
 
  private:
   void prepare(std::span<const float> logits, std::span<const int32_t> history);  // fills probs_
+  void softmax();  // probs_ over order_ from work_
   double next_uniform();  // [0, 1), splitmix64
 
   SamplingParams p_;

@@ -1,6 +1,8 @@
 #include "engine/thread_pool.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <system_error>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -13,11 +15,35 @@ namespace nunchaku::engine {
 
 namespace {
 constexpr int kSpin = 4000;  // pause iterations (tens of microseconds) before sleeping / yielding
+std::atomic<int> g_fail_starts_after{-1};
 }
 
+void ThreadPool::fail_thread_starts_after_for_test(int n) { g_fail_starts_after.store(n); }
+
 ThreadPool::ThreadPool(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { worker_main(t); });
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 0) threads = hw;
+  const int wanted = threads;
+  const int cap = hw * kMaxPerCore;
+  if (threads > cap) {
+    threads = cap;
+    warning_ = std::to_string(wanted) + " threads asked for, " + std::to_string(cap) + " used (" +
+               std::to_string(kMaxPerCore) + " per hardware thread at most)";
+  }
+  const int fail_after = g_fail_starts_after.load();
+  for (int t = 1; t < threads; ++t) {
+    try {
+      if (fail_after >= 0 && t > fail_after)
+        throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again), "test hook");
+      workers_.emplace_back([this, t] { worker_main(t); });
+    } catch (const std::system_error& e) {
+      // The workers started so far serve every run: tasks are claimed, not assigned.
+      warning_ = "started " + std::to_string(t) + " of " + std::to_string(wanted) +
+                 " threads (the system refused more: " + e.what() + ")";
+      break;
+    }
+  }
+  if (!warning_.empty()) std::fprintf(stderr, "nunchaku: warning: %s\n", warning_.c_str());
 }
 
 ThreadPool::~ThreadPool() {

@@ -10,12 +10,16 @@
 // that run (it joins only while the run is open), so a busy machine never stalls a
 // dispatch for a time slice.
 // Thread-safety: one run() at a time (the engine is single-threaded above the kernels).
+// Starting threads never blocks: a thread the OS refuses (pids.max, address space) means
+// a smaller pool and a warning, and more than kMaxPerCore threads per hardware thread are
+// not started at all (they only add contention).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -24,12 +28,21 @@ namespace nunchaku::engine {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads);  // total threads incl. the caller; <= 0: hardware threads
+  static constexpr int kMaxPerCore = 4;
+
+  // Total threads incl. the caller; <= 0: hardware threads. size() says how many it got;
+  // warning() says why that is fewer than asked ("" when it is not).
+  explicit ThreadPool(int threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
+  const std::string& warning() const { return warning_; }
+
+  // Test hook: thread starts after the first `n` fail as the OS would fail them
+  // (std::system_error); -1 (the default) turns it off. Process-wide.
+  static void fail_thread_starts_after_for_test(int n);
 
   template <class F>
   void run(int64_t n, F&& fn) {
@@ -45,6 +58,7 @@ class ThreadPool {
   void worker_main(int thread);
 
   std::vector<std::thread> workers_;
+  std::string warning_;
   std::mutex m_;
   std::condition_variable wake_;
   std::atomic<uint64_t> generation_{0};

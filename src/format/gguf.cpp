@@ -17,6 +17,7 @@
 
 #include "core/checked.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "format/readers.hpp"
 
 namespace nunchaku {
@@ -108,6 +109,12 @@ constexpr uint64_t kReserveCap = 1 << 16;
 
 size_t capped(uint64_t n) { return static_cast<size_t>(std::min(n, kReserveCap)); }
 
+// Metadata memory is bounded by the header bytes it came from: an 8-byte empty string
+// costs a 32-byte std::string, so a header of millions of them could take several
+// times the file's size. kMetadataSlack + 2 bytes per header byte read is far above
+// real files (a 150k-token vocabulary takes ~2 bytes per header byte).
+constexpr uint64_t kMetadataSlack = 64ull << 20;
+
 // Sequential reads over a Source through one buffer: the header is parsed in
 // kChunk reads, never one syscall per field, never the whole file.
 class Cursor {
@@ -154,6 +161,16 @@ class Cursor {
     return v;
   }
 
+  // Counts `bytes` of memory against the metadata budget (see kMetadataSlack).
+  void charge(uint64_t bytes) {
+    used_ += bytes;
+    if (used_ > kMetadataSlack + 2 * pos_)
+      fail("gguf.metadata_too_large",
+           "metadata would take more than " + std::to_string(used_ >> 20) + " MiB of memory for " +
+               std::to_string(pos_ >> 20) + " MiB of header",
+           pos_, "", "the file's metadata arrays are hostile or corrupt");
+  }
+
   std::string string(std::string_view what, const std::string& tensor = "") {
     uint64_t at = pos_;
     auto len = get<uint64_t>(what, tensor);
@@ -173,6 +190,7 @@ class Cursor {
   uint64_t pos_ = 0;
   std::vector<uint8_t> buf_;
   uint64_t buf_start_ = 0;
+  uint64_t used_ = 0;  // metadata bytes in memory, as charged
 };
 
 GgufType read_type(Cursor& c, std::string_view what) {
@@ -237,13 +255,19 @@ GgufArray read_array(Cursor& c, int depth) {
     case GgufType::STRING: {
       std::vector<std::string> v;
       v.reserve(capped(n));
-      for (uint64_t i = 0; i < n; ++i) v.push_back(c.string("an array string"));
+      for (uint64_t i = 0; i < n; ++i) {
+        v.push_back(c.string("an array string"));
+        c.charge(sizeof(std::string) + (v.back().size() > 15 ? v.back().size() + 1 : 0));
+      }
       return GgufArray(std::in_place_index<8>, std::move(v));
     }
     case GgufType::ARRAY: {
       std::vector<GgufValue> v;
       v.reserve(capped(n));
-      for (uint64_t i = 0; i < n; ++i) v.push_back(GgufValue{GgufValue::Data(std::in_place_index<9>, read_array(c, depth + 1))});
+      for (uint64_t i = 0; i < n; ++i) {
+        c.charge(sizeof(GgufValue));
+        v.push_back(GgufValue{GgufValue::Data(std::in_place_index<9>, read_array(c, depth + 1))});
+      }
       return GgufArray(std::in_place_index<9>, std::move(v));
     }
   }
@@ -401,34 +425,6 @@ constexpr size_t kInlineArrayMax = 1024;
 
 // Keys and strings may hold any bytes; JSON output needs UTF-8, so invalid
 // sequences become U+FFFD (the GgufFile keeps the exact bytes).
-std::string utf8_sanitized(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    auto b = static_cast<unsigned char>(s[i]);
-    size_t len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    uint32_t cp = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
-    for (size_t k = 1; ok && k < len; ++k) {
-      auto cb = static_cast<unsigned char>(s[i + k]);
-      ok = (cb & 0xC0) == 0x80;
-      cp = (cp << 6) | (cb & 0x3F);
-    }
-    // Reject overlong forms, surrogates and code points past U+10FFFF.
-    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-               (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF))
-      ok = false;
-    if (ok) {
-      out.append(s, i, len);
-      i += len;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
-  }
-  return out;
-}
 
 // A float32 as the shortest decimal that round-trips (1e-05, not 9.99999974737875e-06).
 double float_for_json(float f) {
@@ -449,7 +445,7 @@ nlohmann::json array_to_json(const GgufArray& a) {
         auto out = nlohmann::json::array();
         for (const auto& e : vec) {
           if constexpr (std::is_same_v<E, GgufValue>) out.push_back(value_to_json(e));
-          else if constexpr (std::is_same_v<E, std::string>) out.push_back(utf8_sanitized(e));
+          else if constexpr (std::is_same_v<E, std::string>) out.push_back(utf8_replace_invalid(e));
           else if constexpr (std::is_same_v<E, float>) out.push_back(float_for_json(e));
           else if constexpr (std::is_same_v<E, bool>) out.push_back(static_cast<bool>(e));
           else out.push_back(e);
@@ -464,7 +460,7 @@ nlohmann::json value_to_json(const GgufValue& v) {
       [](const auto& x) -> nlohmann::json {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, GgufArray>) return array_to_json(x);
-        else if constexpr (std::is_same_v<T, std::string>) return utf8_sanitized(x);
+        else if constexpr (std::is_same_v<T, std::string>) return utf8_replace_invalid(x);
         else if constexpr (std::is_same_v<T, float>) return float_for_json(x);
         else return x;
       },
@@ -507,7 +503,7 @@ Checkpoint read_gguf(const Source& src) {
   ck.path = src.path();
   ck.files.push_back({src.path(), src.size()});
   auto& md = ck.metadata;
-  for (const auto& [k, v] : g.kvs) md[utf8_sanitized(k)] = value_to_json(v);
+  for (const auto& [k, v] : g.kvs) md[utf8_replace_invalid(k)] = value_to_json(v);
   md["gguf.version"] = g.version;
   md["gguf.alignment"] = g.alignment;
   md["gguf.tensor_data_offset"] = g.data_offset;

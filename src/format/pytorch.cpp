@@ -15,6 +15,7 @@
 
 #include "core/checked.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "format/pickle.hpp"
 #include "format/readers.hpp"
 #include "format/zip.hpp"
@@ -50,26 +51,6 @@ uint64_t le64(const uint8_t* p) {
   return v;
 }
 
-// Names and string metadata must be valid UTF-8 for JSON output; python-2
-// pickles may hold raw bytes, which become '?'.
-std::string utf8_clean(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    auto c = static_cast<uint8_t>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    bool ok = n > 0 && i + n <= s.size() && !(n == 2 && c < 0xC2);
-    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<uint8_t>(s[i + k]) & 0xC0) == 0x80;
-    if (ok) {
-      out.append(s, i, n);
-      i += n;
-    } else {
-      out += '?';
-      ++i;
-    }
-  }
-  return out;
-}
 
 struct Storage {
   std::string key;
@@ -137,7 +118,7 @@ class Reader {
 
   std::string key_text(const Value* k) const {
     switch (k->kind) {
-      case Kind::String: return utf8_clean(k->s);
+      case Kind::String: return utf8_replace_invalid(k->s);
       case Kind::Int: return std::to_string(k->i);
       case Kind::BigInt: return k->s;
       case Kind::Bool: return k->b ? "True" : "False";
@@ -169,7 +150,7 @@ class Reader {
         if (std::isnan(v->f)) return "nan";
         if (std::isinf(v->f)) return v->f > 0 ? "inf" : "-inf";
         return v->f;
-      case Kind::String: return utf8_clean(v->s);
+      case Kind::String: return utf8_replace_invalid(v->s);
       case Kind::Bytes: return "<" + std::to_string(v->s.size()) + " bytes>";
       default: return v->s;  // BigInt (decimal), Global ("torch.float16")
     }
@@ -384,7 +365,7 @@ Checkpoint read_zip(const Source& src) {
     auto v = src.read_vec(at, static_cast<size_t>(bo->size));
     std::string order(v.begin(), v.end());
     if (order != "little")
-      throw Error("pytorch.big_endian", "checkpoint byte order is '" + utf8_clean(order) + "'; only little-endian is supported",
+      throw Error("pytorch.big_endian", "checkpoint byte order is '" + utf8_replace_invalid(order) + "'; only little-endian is supported",
                   {.file = src.path(), .offset = at, .hint = "load and re-save it with torch on a little-endian machine"});
   }
 
@@ -482,7 +463,7 @@ std::unordered_map<std::string, TarEntry> tar_entries(const Source& src) {
     for (int i = 124; i < 136 && h[i] >= '0' && h[i] <= '7'; ++i) size = size * 8 + (h[i] - '0');  // 11 octal digits: no overflow
     const uint64_t data = pos + 512;
     if (size > src.size() - data)
-      throw Error("pytorch.entry_out_of_file", "tar entry '" + utf8_clean(name) + "' extends past the end of the file",
+      throw Error("pytorch.entry_out_of_file", "tar entry '" + utf8_replace_invalid(name) + "' extends past the end of the file",
                   {.file = src.path(), .offset = pos, .hint = "the file is truncated"});
     if (h[156] == '0' || h[156] == 0) out.emplace(name, TarEntry{data, size});
     pos = data + (size + 511) / 512 * 512;

@@ -7,10 +7,11 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <set>
+#include <unordered_set>
 
 #include "core/checked.hpp"
 #include "core/error.hpp"
+#include "format/json_members.hpp"
 #include "format/readers.hpp"
 #include "format/safetensors_json.hpp"
 
@@ -84,7 +85,7 @@ class Reader {
 
     const std::vector<uint8_t> text = src_.read_vec(8, static_cast<size_t>(n));
     text_ = std::string_view(reinterpret_cast<const char*>(text.data()), text.size());
-    if (size_t bad = detail::first_invalid_utf8(text.data(), text.size()); bad != std::string::npos)
+    if (size_t bad = first_invalid_utf8(text_); bad != std::string::npos)
       fail("safetensors.header_not_utf8", "header is not valid UTF-8", {}, 8 + bad);
     if (size_t deep = detail::too_deep_at(text.data(), text.size(), kMaxDepth); deep != std::string::npos)
       fail("safetensors.header_too_deep", "header JSON nests deeper than " + std::to_string(kMaxDepth) + " levels",
@@ -95,10 +96,7 @@ class Reader {
     if (auto nul = std::find(text.begin(), text.end(), uint8_t{0}); nul != text.end())
       fail("safetensors.header_not_json", "header is not valid JSON (NUL byte)", {},
            8 + static_cast<uint64_t>(nul - text.begin()), "headers are padded with spaces, not NUL bytes");
-    json doc = parse(text);
-    if (!doc.is_object())
-      fail("safetensors.header_not_object", std::string("header JSON is a ") + doc.type_name() + ", not an object", {},
-           8);
+    std::vector<detail::JsonMember> members = split(text_);
 
     Checkpoint ck;
     ck.format = Format::Safetensors;
@@ -106,13 +104,14 @@ class Reader {
     ck.files.push_back({src_.path(), size});
 
     std::vector<Entry> entries;
-    entries.reserve(doc.size());
-    for (auto& [key, value] : doc.items()) {
-      if (key == "__metadata__") {
-        ck.metadata = metadata(value);
+    entries.reserve(members.size());
+    for (const auto& m : members) {
+      json value = parse_value(m);
+      if (m.key == "__metadata__") {
+        ck.metadata = metadata(value, m.key_at);
         continue;
       }
-      entries.push_back(entry(key, value));
+      entries.push_back(entry(m.key, value, 8 + m.key_at));
     }
     check_layout(entries);
 
@@ -136,56 +135,66 @@ class Reader {
     throw Error(code, msg, {.file = src_.path(), .tensor = tensor, .offset = offset, .hint = std::move(hint)});
   }
 
-  // Absolute offset of the key "name" in the header (its second occurrence
-  // for a duplicate), or of the header when it is not found verbatim (escapes).
-  uint64_t locate(const std::string& name, bool second = false) const {
-    const std::string key = "\"" + name + "\"";
-    size_t at = text_.find(key);
-    if (second && at != std::string_view::npos) at = text_.find(key, at + 1);
-    return 8 + (at == std::string_view::npos ? 0 : at);
-  }
-
   // Absolute offset of a data-region offset, if representable.
   std::optional<uint64_t> abs(uint64_t rel) const { return checked_add(data_start_, rel); }
+  // Where to point a message about an entry: its data when that offset is representable,
+  // else the entry's name in the header (`at`), so every error has a byte offset.
+  uint64_t data_or(uint64_t rel, uint64_t at) const { return abs(rel).value_or(at); }
 
-  json parse(const std::vector<uint8_t>& text) {
-    // Duplicate top-level keys would silently replace each other in the DOM;
-    // the callback sees each key once as it is parsed.
-    std::set<std::string> seen;
-    std::string duplicate;
-    auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
-      if (ev == json::parse_event_t::key && depth == 1 && duplicate.empty()) {
-        const auto& k = parsed.get_ref<const std::string&>();
-        if (!seen.insert(k).second) duplicate = k;
-      }
-      return true;
-    };
-    json doc;
-    try {
-      doc = json::parse(text.begin(), text.end(), cb);
-    } catch (const json::parse_error& e) {
-      // e.byte is 1-based within the header text.
-      uint64_t at = 8 + (e.byte > 0 ? e.byte - 1 : 0);
-      fail("safetensors.header_not_json", "header is not valid JSON", {}, std::min<uint64_t>(at, 8 + header_len_));
-    } catch (const json::exception&) {
-      // out_of_range 406: a number literal beyond double range (e.g. 1e400); serde_json rejects it too.
-      fail("safetensors.header_not_json", "header is not valid JSON (number out of range)", {}, 8);
-    }
-    if (!duplicate.empty())
-      fail("safetensors.duplicate_name", "the header names this tensor twice", duplicate, locate(duplicate, true));
-    return doc;
+  [[noreturn]] void not_json(uint64_t at, const std::string& why = {}) const {
+    fail("safetensors.header_not_json", "header is not valid JSON" + why, {}, std::min<uint64_t>(at, 8 + header_len_));
   }
 
-  json metadata(const json& v) const {
+  // The top-level members, each value still text: one linear pass, no DOM of the whole
+  // header (100,000 tensors index in milliseconds). Duplicate names are refused here,
+  // before any entry is looked at.
+  std::vector<detail::JsonMember> split(std::string_view text) const {
+    std::vector<detail::JsonMember> members;
+    size_t bad = 0;
+    if (!detail::split_object(text, members, bad)) {
+      const size_t first = text.find_first_not_of(" \t\n\r");
+      if (first == std::string_view::npos || text[first] != '{') {
+        // Not an object at all: parse it whole to name what it is (or where it breaks).
+        json doc = parse_text(text, 0);
+        fail("safetensors.header_not_object", std::string("header JSON is a ") + doc.type_name() + ", not an object",
+             {}, 8);
+      }
+      not_json(8 + bad);
+    }
+    std::unordered_set<std::string_view> seen;
+    seen.reserve(members.size());
+    for (const auto& m : members)
+      if (!seen.insert(m.key).second)
+        fail("safetensors.duplicate_name", "the header names this tensor twice", m.key, 8 + m.key_at);
+    return members;
+  }
+
+  json parse_value(const detail::JsonMember& m) const {
+    return parse_text(text_.substr(m.value_at, m.value_end - m.value_at), m.value_at);
+  }
+
+  // Parses `text`, which starts at header byte `at`.
+  json parse_text(std::string_view text, size_t at) const {
+    try {
+      return json::parse(text);
+    } catch (const json::parse_error& e) {
+      not_json(8 + at + (e.byte > 0 ? e.byte - 1 : 0));  // e.byte is 1-based
+    } catch (const json::exception&) {
+      // out_of_range 406: a number literal beyond double range (e.g. 1e400); serde_json rejects it too.
+      not_json(8 + at, " (number out of range)");
+    }
+  }
+
+  json metadata(const json& v, size_t key_at) const {
     if (v.is_null()) return json::object();  // upstream: Option<HashMap<String,String>>
     if (!v.is_object())
       fail("safetensors.bad_metadata", std::string("__metadata__ is a ") + v.type_name() + ", not an object of strings",
-           {}, locate("__metadata__"));
+           {}, 8 + key_at);
     for (auto& [k, val] : v.items())
       if (!val.is_string())
         fail("safetensors.bad_metadata",
              "__metadata__[\"" + k + "\"] is a " + val.type_name() + "; metadata values must be strings", {},
-             locate("__metadata__"));
+             8 + key_at);
     return v;
   }
 
@@ -195,9 +204,10 @@ class Reader {
     return false;
   }
 
-  Entry entry(const std::string& name, const json& v) const {
+  // `at`: the absolute offset of the entry's name in the file.
+  Entry entry(const std::string& name, const json& v, uint64_t at) const {
     auto bad = [&](const std::string& why) {
-      fail("safetensors.bad_entry", why, name, locate(name),
+      fail("safetensors.bad_entry", why, name, at,
            "each tensor entry is {\"dtype\": \"F32\", \"shape\": [..], \"data_offsets\": [begin, end]}");
     };
     if (!v.is_object()) bad(std::string("entry is a ") + v.type_name() + ", not an object");
@@ -213,7 +223,7 @@ class Reader {
     const auto& dname = dt->get_ref<const std::string&>();
     auto d = safetensors_dtype(dname);
     if (!d)
-      fail("safetensors.unknown_dtype", "unknown dtype \"" + dname + "\"", name, locate(name),
+      fail("safetensors.unknown_dtype", "unknown dtype \"" + dname + "\"", name, at,
            "safetensors dtypes: " + safetensors_dtype_list());
     e.dtype = *d;
 
@@ -230,24 +240,24 @@ class Reader {
 
     auto numel = checked_numel(e.shape);
     if (!dims_fit || !numel)
-      fail("safetensors.overflow", "the element count of the shape overflows 64 bits", name, abs(e.begin));
+      fail("safetensors.overflow", "the element count of the shape overflows 64 bits", name, data_or(e.begin, at));
     const auto& info = dtype_info(e.dtype);
     if (*numel % info.block_elems != 0)
       fail("safetensors.misaligned", std::to_string(*numel) + " elements of " + std::string(info.name) +
-               " do not fill whole bytes", name, abs(e.begin));
+               " do not fill whole bytes", name, data_or(e.begin, at));
     auto nbytes = dtype_nbytes(e.dtype, *numel);
-    if (!nbytes) fail("safetensors.overflow", "the byte size of the tensor overflows 64 bits", name, abs(e.begin));
+    if (!nbytes) fail("safetensors.overflow", "the byte size of the tensor overflows 64 bits", name, data_or(e.begin, at));
     e.nbytes = *nbytes;
 
     if (e.begin > e.end)
       fail("safetensors.offsets_reversed",
            "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] end before they begin", name,
-           abs(e.begin));
+           data_or(e.begin, at));
     if (e.end - e.begin != e.nbytes)
       fail("safetensors.size_mismatch",
            "data_offsets span " + std::to_string(e.end - e.begin) + " bytes but the shape and dtype need " +
                std::to_string(e.nbytes),
-           name, abs(e.begin));
+           name, data_or(e.begin, at));
     return e;
   }
 

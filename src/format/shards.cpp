@@ -146,9 +146,20 @@ Checkpoint read_index(const std::string& index_path) {
   std::vector<std::string> files;
   for (const auto& [shard, path] : shard_paths) {
     std::error_code ec;
-    if (!fs::is_regular_file(path, ec))
-      throw Error("index.missing_shard", "shard \"" + shard + "\" named by the index does not exist",
+    const fs::file_status st = fs::status(path, ec);
+    if (!fs::exists(st)) {
+      // A dangling or looping symlink exists as a link but not as a file.
+      const bool link = fs::is_symlink(fs::symlink_status(path, ec));
+      throw Error("index.missing_shard",
+                  "shard \"" + shard + "\" named by the index " +
+                      (link ? "is a symbolic link that leads nowhere (" + ec.message() + ")" : std::string("does not exist")),
                   {.file = index_path, .hint = "expected " + path + "; download the missing shard"});
+    }
+    if (!fs::is_regular_file(st))
+      throw Error("index.missing_shard",
+                  "shard \"" + shard + "\" named by the index is not a regular file (" +
+                      (fs::is_directory(st) ? "a directory" : fs::is_fifo(st) ? "a FIFO" : "a device or special file") + ")",
+                  {.file = index_path, .hint = "expected the shard's bytes at " + path});
     files.push_back(path);
   }
 

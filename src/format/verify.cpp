@@ -7,7 +7,9 @@
 
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
+#include "format/zip.hpp"
 #include "io/file.hpp"
+#include "io/source.hpp"
 
 namespace nunchaku {
 
@@ -69,6 +71,17 @@ VerifyReport verify_checkpoint(const Checkpoint& ck, const std::function<void(ui
     const auto &x = ck.tensors[a], &y = ck.tensors[b];
     return x.file != y.file ? x.file < y.file : x.offset < y.offset;
   });
+
+  // torch.save zip archives: every entry's CRC-32 (tensor data alone would miss a
+  // corrupt data.pkl or a storage no tensor views).
+  if (ck.format == Format::PyTorch)
+    for (const auto& fi : ck.files) {
+      FileSource src(fi.path);
+      uint8_t magic[4] = {};
+      if (src.size() < 4) continue;
+      src.read_at(0, magic, 4);
+      if (std::memcmp(magic, "PK\x03\x04", 4) == 0) rep.bytes_read += zip::Archive(src).verify_crc32();
+    }
 
   constexpr size_t kChunk = 16u << 20;  // 16 MiB reads: large enough to stream at disk speed
   std::vector<uint8_t> buf(kChunk);

@@ -1,6 +1,8 @@
 #include "format/zip.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
 
 #include "core/checked.hpp"
 #include "core/error.hpp"
@@ -12,10 +14,32 @@ constexpr uint32_t kEndSig = 0x06054b50, kEnd64Sig = 0x06064b50, kLocator64Sig =
 constexpr uint32_t kDirSig = 0x02014b50, kLocalSig = 0x04034b50;
 constexpr size_t kEndBytes = 22, kLocatorBytes = 20, kEnd64Bytes = 56, kDirBytes = 46, kLocalBytes = 30;
 
+// CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320), as zip stores it.
+uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t n) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  crc = ~crc;
+  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
 uint64_t le(const uint8_t* p, size_t n) {
   uint64_t v = 0;
   for (size_t i = n; i-- > 0;) v = (v << 8) | p[i];
   return v;
+}
+
+std::string hex32(uint32_t v) {
+  char b[11];
+  std::snprintf(b, sizeof b, "0x%08x", v);
+  return b;
 }
 
 }  // namespace
@@ -88,6 +112,7 @@ Archive::Archive(const Source& src) : src_(src) {
     Entry en;
     en.flags = static_cast<uint16_t>(le(d + 8, 2));
     en.method = static_cast<uint16_t>(le(d + 10, 2));
+    en.crc32 = static_cast<uint32_t>(le(d + 16, 4));
     en.compressed = le(d + 20, 4);
     en.size = le(d + 24, 4);
     en.header_offset = le(d + 42, 4);
@@ -117,7 +142,9 @@ Archive::Archive(const Source& src) : src_(src) {
       }
       q += 4 + len;
     }
-    by_name_.emplace(en.name, entries_.size());
+    if (!by_name_.emplace(en.name, entries_.size()).second)
+      throw Error("pytorch.duplicate_entry", "the archive holds two entries named '" + en.name + "'",
+                  {.file = path, .offset = at, .hint = "the archive was tampered with or badly re-zipped"});
     entries_.push_back(std::move(en));
     p += kDirBytes + nlen + xlen + clen;
   }
@@ -160,6 +187,28 @@ uint64_t Archive::stored_data_offset(const Entry& e) const {
     throw Error("pytorch.bad_zip", "stored entry '" + e.name + "' has different compressed and uncompressed sizes",
                 {.file = path, .offset = e.directory_offset});
   return data_offset(e);
+}
+
+uint64_t Archive::verify_crc32() const {
+  uint64_t total = 0;
+  std::vector<uint8_t> buf(4u << 20);
+  for (const Entry& e : entries_) {
+    if (e.method != 0) continue;  // compressed entries are refused where they are used
+    const uint64_t start = data_offset(e);
+    uint32_t crc = 0;
+    for (uint64_t done = 0; done < e.compressed;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), e.compressed - done));
+      src_.read_at(start + done, buf.data(), n);
+      crc = crc32_update(crc, buf.data(), n);
+      done += n;
+    }
+    total += e.compressed;
+    if (crc != e.crc32)
+      throw Error("pytorch.bad_crc",
+                  "entry '" + e.name + "' has CRC-32 " + hex32(crc) + " but the directory records " + hex32(e.crc32),
+                  {.file = src_.path(), .offset = start, .hint = "the file is corrupt; re-download it"});
+  }
+  return total;
 }
 
 }  // namespace nunchaku::zip

@@ -2,7 +2,9 @@
 // directory (zip64 end records and extra fields included) gives each entry's
 // sizes and local header offset; the data offset comes from the LOCAL header
 // (torch pads it with an extra field to align storages to 64 bytes). Only
-// what an index needs: no decompression, no CRC checks, never reads entry data.
+// what an index needs: no decompression, never reads entry data (verify_crc32 does,
+// for `inspect --verify`). Two entries with one name are refused (which one a
+// reader would take is up to the reader).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,7 @@ struct Entry {
   std::string name;
   uint16_t method = 0;        // 0 = stored; anything else is compressed
   uint16_t flags = 0;
+  uint32_t crc32 = 0;         // of the uncompressed data, from the central directory
   uint64_t compressed = 0;    // bytes in the file
   uint64_t size = 0;          // uncompressed bytes
   uint64_t header_offset = 0; // local file header
@@ -31,7 +34,8 @@ class Archive {
  public:
   // Reads the end record and the central directory. Throws Error with codes
   // pytorch.not_zip (no end record), pytorch.bad_zip (inconsistent records),
-  // pytorch.entry_out_of_file (directory or a header outside the file).
+  // pytorch.entry_out_of_file (directory or a header outside the file),
+  // pytorch.duplicate_entry (two entries with one name).
   explicit Archive(const Source& src);
 
   const std::vector<Entry>& entries() const { return entries_; }
@@ -44,10 +48,15 @@ class Archive {
   // not encrypted, and compressed == size.
   uint64_t stored_data_offset(const Entry& e) const;
 
+  // Reads every stored entry whole and compares its CRC-32 with the directory's;
+  // throws Error("pytorch.bad_crc", exit 2) naming the entry and its data offset.
+  // Returns the bytes read.
+  uint64_t verify_crc32() const;
+
  private:
   const Source& src_;
   std::vector<Entry> entries_;
-  std::unordered_map<std::string, size_t> by_name_;  // first entry of each name
+  std::unordered_map<std::string, size_t> by_name_;
 };
 
 }  // namespace nunchaku::zip

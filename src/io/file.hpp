@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace nunchaku {
@@ -36,6 +37,32 @@ class File {
   int fd_ = -1;
   uint64_t size_ = 0;
 };
+
+// A read-only private mapping of [offset, offset + len) of `f` (offset page-aligned; MAP_POPULATE when
+// `populate`). The range is checked against the file's size now (mapping past the end
+// would fault); ENOMEM is Error("io.mmap", exit 3: an actual out-of-memory), any other
+// failure exit 2. Unmap with munmap(p, len).
+void* map_read_only(const File& f, uint64_t offset, size_t len, bool populate, const std::string& tensor = {});
+
+// ---- reads of file mappings that fail -------------------------------------------
+// A file that shrinks while it is mapped makes reads of the lost pages raise SIGBUS.
+// The first File::open_read_only installs a SIGBUS handler that, for a fault inside a
+// file mapping, maps zero pages over the rest of that mapping (so the reading code,
+// on any thread, finishes with garbage instead of dying), records the first fault
+// (file, byte offset) and returns. Code that reads mappings calls
+// check_mapped_reads() after each operation and so reports exit 2 instead of using the
+// garbage. A fault nobody took is reported at exit (exit code 2). A SIGBUS outside file
+// mappings goes to the previous handler (default: the process dies as before).
+struct MappedReadFault {
+  std::string file;      // the mapped file (absolute, as /proc/self/maps names it)
+  uint64_t offset = 0;   // byte offset in that file of the first failed read
+};
+
+void install_mapped_read_guard();  // idempotent; File::open_read_only calls it
+// The first fault since the last take, or none; clears it.
+std::optional<MappedReadFault> take_mapped_read_fault();
+// Throws Error("io.mapped_read", exit 2) naming file and offset if a fault was recorded.
+void check_mapped_reads();
 
 bool is_directory(const std::string& path);
 bool is_regular_file(const std::string& path);

@@ -296,6 +296,142 @@ bool is_token_embedding(std::string_view module) {
   return last != "wpe" && last != "position_embd";
 }
 
+// ---- the one model validation ---------------------------------------------------------
+// Every subcommand builds its model through describe_model, so this is where a spec
+// that cannot describe the checkpoint is refused (exit 2 naming the file and the field
+// as the file spells it) and where suspicious-but-legal values become warnings. Specs
+// inferred from shapes alone are not judged here (they are guesses, reported as such).
+class SpecCheck {
+ public:
+  SpecCheck(const Checkpoint& ck, const ModelSpec& spec, const json* config, std::string file,
+            std::vector<std::string>& warnings)
+      : ck_(ck), s_(spec), config_(config), file_(std::move(file)), warnings_(warnings) {
+    gguf_ = spec.source == "gguf";
+    if (gguf_) arch_ = ck.metadata.value("general.architecture", std::string());
+  }
+
+  void run(const TensorInfo* embed, int64_t layers_present) {
+    const bool known = is_known_family(s_.architecture);
+    if (known && s_.num_layers > 0 && s_.hidden_size == 0) fail("hidden_size", "embedding_length", "is 0");
+    if (s_.num_heads > 0) kv_heads();
+    if (s_.head_dim > 0 && s_.num_heads > 0 && s_.hidden_size > 0 && s_.head_dim % 2 != 0 && s_.rope_theta > 0)
+      warn("head_dim", "attention.key_length", fmt::format("is {}, odd; rotary embeddings pair dimensions", s_.head_dim));
+    rope(known);
+    if (s_.norm_eps < 0)
+      fail("rms_norm_eps", "attention.layer_norm_rms_epsilon", fmt::format("is {}, negative", s_.norm_eps));
+    if (s_.norm_eps > 0.1)
+      warn("rms_norm_eps", "attention.layer_norm_rms_epsilon", fmt::format("is {}, unusually large", s_.norm_eps));
+    if (stated_zero("max_position_embeddings", "context_length"))
+      fail("max_position_embeddings", "context_length", "is 0");
+    if (stated_zero("sliding_window", "attention.sliding_window"))
+      warn("sliding_window", "attention.sliding_window", "is 0 (read as no sliding window)");
+    if (s_.num_experts_per_tok > 0 && s_.num_experts > 0 && s_.num_experts_per_tok > s_.num_experts)
+      fail("num_experts_per_tok", "expert_used_count",
+           fmt::format("is {}, more than the {} experts", s_.num_experts_per_tok, s_.num_experts));
+    if (s_.num_layers > 0 && layers_present > s_.num_layers + extra_layers())
+      fail("num_hidden_layers", "block_count",
+           fmt::format("is {} but the checkpoint holds {} layers", s_.num_layers, layers_present));
+    if (embed && embed->shape.size() == 2) embedding(*embed, known);
+  }
+
+ private:
+  void kv_heads() {
+    auto check = [&](int64_t kv, const std::string& where) {
+      if (kv == 0 && s_.layer_kv_heads.empty())
+        fail("num_key_value_heads", "attention.head_count_kv", "is 0" + where);
+      if (kv > 0 && s_.num_heads % kv != 0)
+        fail("num_key_value_heads", "attention.head_count_kv",
+             fmt::format("is {}{}, which does not divide the {} attention heads", kv, where, s_.num_heads));
+    };
+    if (s_.layer_kv_heads.empty()) check(s_.num_kv_heads, "");
+    for (size_t l = 0; l < s_.layer_kv_heads.size(); ++l) check(s_.layer_kv_heads[l], fmt::format(" for layer {}", l));
+  }
+
+  void rope(bool known) {
+    if (known && s_.architecture != "gpt2" && s_.rope_theta <= 0)
+      fail("rope_theta", "rope.freq_base", fmt::format("is {}; rotary embeddings need a positive base", s_.rope_theta));
+    if (s_.rope_scaling.is_object()) {
+      auto f = s_.rope_scaling.find("factor");
+      if (f != s_.rope_scaling.end()) {
+        if (!f->is_number() || !(f->get<double>() > 0))
+          fail("rope_scaling.factor", "rope.scaling.factor", "must be a positive number (found " + f->dump() + ")");
+        if (f->get<double>() < 1)
+          warn("rope_scaling.factor", "rope.scaling.factor", fmt::format("is {}, below 1", f->get<double>()));
+      }
+    }
+    if (gguf_) {
+      auto it = ck_.metadata.find(arch_ + ".rope.dimension_count");
+      if (it != ck_.metadata.end() && it->is_number_integer() && s_.head_dim > 0 &&
+          s_.kv_lora_rank == 0 && (it->get<int64_t>() > s_.head_dim || it->get<int64_t>() <= 0))
+        fail("", "rope.dimension_count",
+             fmt::format("is {}; it must be in 1..head_dim ({})", it->get<int64_t>(), s_.head_dim));
+    }
+  }
+
+  // Families we run and size exactly must match their tensors; for others (whose layout
+  // we only guess) a mismatch is reported and inspection goes on.
+  void embedding(const TensorInfo& embed, bool known) {
+    const int64_t rows = embed.shape[0], cols = embed.shape[1];
+    auto report = [&](const std::string& hf, const std::string& gg, const std::string& what) {
+      if (known) fail(hf, gg, what);
+      warn(hf, gg, what);
+    };
+    if (s_.hidden_size > 0 && cols != s_.hidden_size)
+      report("hidden_size", "embedding_length",
+             fmt::format("is {} but the embedding '{}' has {} columns", s_.hidden_size, embed.name, cols));
+    if (s_.vocab_size > rows)
+      report("vocab_size", "vocab_size",
+             fmt::format("is {} but the embedding '{}' has only {} rows", s_.vocab_size, embed.name, rows));
+  }
+
+  // Multi-token-prediction layers stored after the decoder stack (DeepSeek-V3: 61 + 1).
+  int64_t extra_layers() const {
+    const json* where = gguf_ ? &ck_.metadata : config_;
+    if (!where || !where->is_object()) return 0;
+    auto it = where->find(gguf_ ? arch_ + ".nextn_predict_layers" : "num_nextn_predict_layers");
+    return it != where->end() && it->is_number_unsigned() ? std::min<int64_t>(it->get<int64_t>(), 1 << 16) : 0;
+  }
+
+  // The field was written in the file with the value 0 (as opposed to absent).
+  bool stated_zero(const std::string& hf_key, const std::string& gguf_key) const {
+    const json* where = gguf_ ? &ck_.metadata : config_;
+    if (!where || !where->is_object()) return false;
+    auto it = where->find(gguf_ ? arch_ + "." + gguf_key : hf_key);
+    if (!gguf_ && it == where->end()) {  // multimodal wrappers nest the language model
+      auto tc = where->find("text_config");
+      if (tc != where->end() && tc->is_object()) {
+        auto in = tc->find(hf_key);
+        return in != tc->end() && in->is_number() && in->get<double>() == 0;
+      }
+    }
+    return it != where->end() && it->is_number() && it->get<double>() == 0;
+  }
+
+  std::string field(const std::string& hf_key, const std::string& gguf_key) const {
+    return gguf_ ? arch_ + "." + gguf_key : hf_key;
+  }
+
+  [[noreturn]] void fail(const std::string& hf_key, const std::string& gguf_key, const std::string& what) const {
+    // The file is named by the context; a GGUF says where in it the field lives.
+    const std::string where = gguf_ ? "GGUF metadata: " : "";
+    throw Error("model.bad_spec", fmt::format("{}field '{}' {}", where, field(hf_key, gguf_key), what),
+                {.file = file_, .hint = "the checkpoint's metadata disagrees with itself or with its tensors"});
+  }
+
+  void warn(const std::string& hf_key, const std::string& gguf_key, const std::string& what) {
+    warnings_.push_back(fmt::format("{}: field '{}' {}", gguf_ ? "GGUF metadata" : "config.json",
+                                    field(hf_key, gguf_key), what));
+  }
+
+  const Checkpoint& ck_;
+  const ModelSpec& s_;
+  const json* config_;
+  std::string file_;
+  std::vector<std::string>& warnings_;
+  bool gguf_ = false;
+  std::string arch_;
+};
+
 }  // namespace
 
 ModelLayout describe_model(const Checkpoint& ck) {
@@ -384,6 +520,10 @@ ModelLayout describe_model(const Checkpoint& ck) {
     int64_t layers = 0;
     for (const auto& m : out.modules)
       if (m.kind == ModuleKind::Layer) layers = std::max(layers, m.layer + 1);
+    if (spec.source != "inferred")
+      SpecCheck(ck, spec, config ? &*config : nullptr, spec.source == "gguf" ? first_file : ck.config_path,
+                out.warnings)
+          .run(embed, layers);
     if (spec.num_layers > 0 && layers != spec.num_layers)
       out.warnings.push_back(fmt::format("{} says {} layers, the checkpoint holds {}", spec.source,
                                          spec.num_layers, layers));

@@ -28,14 +28,20 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Largest file we read as JSON (real tokenizer.json files are < 20 MB).
-constexpr uintmax_t kMaxJsonBytes = 256ull << 20;
+// Largest file we read as JSON, checked before anything is read: the DOM takes ~10x the
+// text, so this bounds a hostile file to well under 1 GB of memory. Real tokenizer.json
+// files are < 40 MB (gemma-3, 262k tokens: 33 MB).
+constexpr uintmax_t kMaxJsonBytes = 64ull << 20;
 
 std::string read_text(const fs::path& p) {
   std::error_code ec;
   uintmax_t size = fs::file_size(p, ec);
   if (ec) throw Error("tokenizer.unreadable", "cannot read: " + ec.message(), {p.string(), "", std::nullopt, ""});
-  if (size > kMaxJsonBytes) throw Error("tokenizer.too_large", "file is larger than 256 MiB", {p.string(), "", std::nullopt, ""});
+  if (size > kMaxJsonBytes)
+    throw Error("tokenizer.too_large",
+                "file is " + std::to_string(size) + " bytes, more than the " + std::to_string(kMaxJsonBytes >> 20) +
+                    " MiB a tokenizer.json may have",
+                {p.string(), "", std::nullopt, ""});
   std::ifstream f(p, std::ios::binary);
   if (!f) throw Error("tokenizer.unreadable", "cannot open", {p.string(), "", std::nullopt, ""});
   std::ostringstream ss;

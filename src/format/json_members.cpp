@@ -1,0 +1,110 @@
+#include "format/json_members.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace nunchaku::detail {
+namespace {
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+size_t skip_space(std::string_view s, size_t i) {
+  while (i < s.size() && is_space(s[i])) ++i;
+  return i;
+}
+
+// s[i] == '"': the index one past the closing quote, or npos.
+size_t string_end(std::string_view s, size_t i) {
+  for (++i; i < s.size(); ++i) {
+    if (s[i] == '\\') ++i;
+    else if (s[i] == '"') return i + 1;
+  }
+  return std::string_view::npos;
+}
+
+// One past the end of the value starting at s[i], or npos when it never ends.
+size_t value_end(std::string_view s, size_t i) {
+  if (s[i] == '"') return string_end(s, i);
+  if (s[i] == '{' || s[i] == '[') {
+    int depth = 0;
+    while (i < s.size()) {
+      const char c = s[i];
+      if (c == '"') {
+        i = string_end(s, i);
+        if (i == std::string_view::npos) return i;
+        continue;
+      }
+      if (c == '{' || c == '[') ++depth;
+      else if ((c == '}' || c == ']') && --depth == 0) return i + 1;
+      ++i;
+    }
+    return std::string_view::npos;
+  }
+  while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ']' && !is_space(s[i])) ++i;
+  return i;
+}
+
+// Decodes the string literal s[b, e); false if it is not a valid JSON string.
+bool decode_key(std::string_view s, size_t b, size_t e, std::string& out) {
+  std::string_view lit = s.substr(b, e - b);
+  const std::string_view body = lit.substr(1, lit.size() - 2);
+  bool plain = true;
+  for (char c : body)
+    if (c == '\\' || static_cast<unsigned char>(c) < 0x20) plain = false;
+  if (plain) {
+    out.assign(body);
+    return true;
+  }
+  try {
+    out = nlohmann::json::parse(lit).get<std::string>();
+    return true;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+bool split_object(std::string_view s, std::vector<JsonMember>& out, size_t& error_at) {
+  out.clear();
+  size_t i = skip_space(s, 0);
+  if (i >= s.size() || s[i] != '{') {
+    error_at = i;
+    return false;
+  }
+  i = skip_space(s, i + 1);
+  bool first = true;
+  for (;;) {
+    if (i >= s.size()) { error_at = s.size(); return false; }
+    if (s[i] == '}' && first) break;
+    if (!first) {
+      if (s[i] == '}') break;
+      if (s[i] != ',') { error_at = i; return false; }
+      i = skip_space(s, i + 1);
+      if (i >= s.size()) { error_at = s.size(); return false; }
+    }
+    first = false;
+    if (s[i] != '"') { error_at = i; return false; }
+    JsonMember m;
+    m.key_at = i;
+    size_t ke = string_end(s, i);
+    if (ke == std::string_view::npos || !decode_key(s, i, ke, m.key)) { error_at = i; return false; }
+    i = skip_space(s, ke);
+    if (i >= s.size() || s[i] != ':') { error_at = std::min(i, s.size()); return false; }
+    i = skip_space(s, i + 1);
+    if (i >= s.size()) { error_at = s.size(); return false; }
+    size_t ve = value_end(s, i);
+    if (ve == std::string_view::npos || ve == i) { error_at = i; return false; }
+    m.value_at = i;
+    m.value_end = ve;
+    out.push_back(std::move(m));
+    i = skip_space(s, ve);
+  }
+  i = skip_space(s, i + 1);
+  if (i != s.size()) {
+    error_at = i;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace nunchaku::detail

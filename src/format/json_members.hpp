@@ -1,0 +1,28 @@
+// The members of one JSON object, found without building a DOM: each key decoded and
+// each value delimited by its byte span, in one linear pass. Safetensors headers are
+// one flat object of up to ~10^5 members; parsing each small value on its own keeps the
+// cost linear in the member count (nlohmann's callback parser is quadratic in it).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace nunchaku::detail {
+
+struct JsonMember {
+  std::string key;                // decoded
+  size_t key_at = 0;              // offset of the key's opening quote in the text
+  size_t value_at = 0, value_end = 0;  // the value's bytes: [value_at, value_end)
+};
+
+// Splits `text` (one JSON object with optional surrounding whitespace) into members,
+// in text order. Only the object's own structure is checked (quotes, colons, commas,
+// brackets balanced); each value's content is for its consumer to parse. Returns false
+// with `error_at` set to the offending byte when the structure is broken, or when the
+// text does not start with '{' (error_at = first non-space byte; the caller parses it
+// whole to say what it is).
+bool split_object(std::string_view text, std::vector<JsonMember>& out, size_t& error_at);
+
+}  // namespace nunchaku::detail

@@ -1,0 +1,99 @@
+// The committed hostile corpus (tests/hostile/, written by scripts/make_hostile.py with
+// the rule each input breaks): indexing and describing raise exactly that error code, and
+// every subcommand (inspect, estimate, plan, load, run) answers with one escaped line on
+// stderr and exit 2: no crash, no hang, nothing written.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "format/open.hpp"
+#include "format/verify.hpp"
+#include "model/model.hpp"
+#include "tests/helpers.hpp"
+
+using namespace nunchaku;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string corpus(const std::string& rel) { return std::string(NUNCHAKU_SOURCE_DIR) + "/tests/hostile/" + rel; }
+
+const nlohmann::json& manifest() {
+  static const nlohmann::json m = test::read_json(corpus("manifest.json"));
+  return m;
+}
+
+// The error code of indexing + describing `path`, "" when both succeed.
+std::string describe_code(const std::string& path, Error* out = nullptr) {
+  try {
+    Checkpoint ck = open_checkpoint(path);
+    (void)describe_model(ck);
+  } catch (const Error& e) {
+    if (out) *out = e;
+    return e.code();
+  }
+  return "";
+}
+
+bool one_clean_line(const std::string& err) {
+  return err.rfind("nunchaku: error: ", 0) == 0 && err.find('\n') == err.size() - 1 &&
+         err.find('\x1b') == std::string::npos && err.find('\r') == std::string::npos &&
+         err.find('\x07') == std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("hostile corpus: indexing and describing raise the rule each input breaks", "[hostile]") {
+  REQUIRE(manifest().size() >= 50);
+  for (const auto& e : manifest()) {
+    const std::string path = corpus(e["path"]);
+    INFO(e["path"].get<std::string>() << ": " << e["why"].get<std::string>());
+    Error err("none", "");
+    CHECK(describe_code(path, &err) == e["code"].get<std::string>());
+    if (!e["code"].get<std::string>().empty()) {
+      CHECK(err.exit_code() == 2);
+      CHECK_FALSE(err.context().file.empty());  // names the file at fault
+      CHECK(std::string(err.what()).find('\n') == std::string::npos);
+    }
+    if (e.contains("verify_code")) {
+      try {
+        verify_checkpoint(open_checkpoint(path));
+        FAIL("verify passed");
+      } catch (const Error& v) {
+        CHECK(v.code() == e["verify_code"].get<std::string>());
+      }
+    }
+  }
+  CHECK_FALSE(fs::exists("/tmp/nunchaku-pwned"));
+}
+
+TEST_CASE("hostile corpus: every subcommand exits 2 with one escaped line", "[hostile][cli]") {
+  for (const auto& e : manifest()) {
+    const std::string path = corpus(e["path"]);
+    INFO(e["path"].get<std::string>() << ": " << e["why"].get<std::string>());
+    if (e["exit"] == 0) {
+      auto r = test::run_cli({"inspect", path});
+      CHECK(r.exit_code == 0);
+      if (e.contains("verify_code")) {
+        auto v = test::run_cli({"inspect", "--verify", path});
+        CHECK(v.exit_code == 2);
+        CHECK(one_clean_line(v.err));
+      }
+      continue;
+    }
+    const std::vector<std::vector<std::string>> commands = {
+        {"inspect", path},           {"inspect", "--tensors", path}, {"estimate", path},
+        {"plan", path, "--vram", "1G"}, {"load", path},              {"run", path, "--max-tokens", "1"}};
+    for (const auto& args : commands) {
+      INFO(args[0]);
+      auto r = test::run_cli(args, "hi\n");
+      CHECK(r.exit_code == 2);
+      CHECK(one_clean_line(r.err));
+      CHECK(r.out.find('\x1b') == std::string::npos);
+    }
+  }
+  CHECK_FALSE(fs::exists("/tmp/nunchaku-pwned"));
+}
