@@ -28,6 +28,7 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
+#include "engine/engine.hpp"
 #include "engine/generate.hpp"
 #include "engine/model.hpp"
 #include "format/gguf.hpp"
@@ -45,6 +46,7 @@ namespace {
 
 struct RunCliOptions {
   std::string path, input = "-", output, input_format = "auto", plan, device = "cpu", cpu_ram, kv_dtype = "f32", system;
+  std::string offload = "stream";  // how disk modules are read: stream (bounded pool) | mmap
   int batch_size = 8, threads = 0, top_k = 0;
   int64_t max_tokens = 256, context = 0, prefill_chunk = 0;
   float temperature = 0, top_p = 1, min_p = 0, repetition_penalty = 1;
@@ -120,20 +122,23 @@ void check_flags(const RunCliOptions& o) {
 // What run needs of the model: the weights (which must outlive the engine) and the engine.
 struct RunModel {
   LoadResult loaded;
-  std::unique_ptr<engine::Transformer> model;
+  engine::Engine engine;  // backend, weight provider (streamed disk modules) and model
+  engine::Transformer* model = nullptr;
 };
 
 std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& ck, const ModelLayout& layout, DType kv) {
   LoadOptions lo;
   lo.placement = run_placement(o, ck, layout);
   lo.cancel = &interrupt_flag();
-  auto m = std::unique_ptr<RunModel>(new RunModel{load_checkpoint(ck, layout, lo), nullptr});
-  engine::EngineOptions eo;
-  eo.max_batch = o.batch_size;
-  eo.max_context = o.context;
-  eo.kv_dtype = kv;
-  eo.threads = o.threads;
-  m->model = std::make_unique<engine::Transformer>(*layout.spec, m->loaded.store, eo);
+  auto m = std::unique_ptr<RunModel>(new RunModel{load_checkpoint(ck, layout, lo), {}, nullptr});
+  engine::EngineSetup es;
+  es.options.max_batch = o.batch_size;
+  es.options.max_context = o.context;
+  es.options.kv_dtype = kv;
+  es.threads = o.threads;
+  if (o.offload == "stream") es.stream = engine::StreamOptions{};
+  m->engine = engine::make_engine(ck, layout, m->loaded.store, es);
+  m->model = m->engine.model.get();
   return m;
 }
 
@@ -448,7 +453,13 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache: f32 | f16")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu (the CUDA backend comes later)")->capture_default_str();
   cmd->add_option("--plan", o->plan, "Placement plan JSON (cpu/disk modules)");
-  cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory budget: layers past it stay on disk (mmap)");
+  cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory budget: layers past it stay on disk and are streamed");
+  cmd->add_option("--offload", o->offload,
+                  "How layers left on disk are read: stream (into a bounded pool of 3 layers, O_DIRECT, read ahead "
+                  "while earlier layers compute; memory stays within --cpu-ram) | mmap (file mappings; the page "
+                  "cache grows until the kernel evicts)")
+      ->check(CLI::IsMember({"stream", "mmap"}))
+      ->capture_default_str();
   cmd->add_flag("-q,--quiet", o->quiet, "No summary on stderr");
   cmd->callback([o, &action] { action = [o] { return run_batch(*o); }; });
 }

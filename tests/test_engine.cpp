@@ -15,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "engine/kernels.hpp"
+#include "engine/engine.hpp"
 #include "engine/model.hpp"
 #include "format/gguf.hpp"
 #include "format/open.hpp"
@@ -274,7 +275,7 @@ TEST_CASE("engine: unsupported models and misuse are errors with a code", "[engi
   LoadOptions lo;
   lo.placement = place_all(layout, Device{Device::Kind::Cpu, 0});
   LoadResult lr = load_checkpoint(ck, layout, lo);
-  CHECK(code_of([&] { Transformer tf(*layout.spec, lr.store); }) == "engine.unsupported_architecture");
+  CHECK(code_of([&] { make_engine(ck, layout, lr.store, {}); }) == "engine.unsupported_architecture");
 
   EngineOptions o;
   o.max_context = 16;

@@ -19,6 +19,7 @@
 
 #include "engine/backend.hpp"
 #include "engine/model.hpp"
+#include "engine/thread_pool.hpp"
 #include "tests/test_engine_helpers.hpp"
 
 using namespace nunchaku;
@@ -35,7 +36,8 @@ int64_t env_int(const char* name, int64_t fallback) {
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Read bandwidth (bytes/s): sum 64-bit words of a 1 GiB buffer split over the threads, best of 3.
-double read_bandwidth(Backend& be) {
+double read_bandwidth(int threads) {
+  ThreadPool pool(threads);
   const size_t words = (size_t(1) << 30) / 8;
   std::unique_ptr<uint64_t[]> buf(new uint64_t[words]);
   for (size_t i = 0; i < words; ++i) buf[i] = i;
@@ -44,7 +46,7 @@ double read_bandwidth(Backend& be) {
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
     auto t0 = Clock::now();
-    be.parallel_for(tasks, [&](int64_t t, int) {
+    pool.run(tasks, [&](int64_t t, int) {
       const uint64_t* p = buf.get() + size_t(t) * (words / size_t(tasks));
       uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
       for (size_t i = 0; i < words / size_t(tasks); i += 4) {
@@ -75,8 +77,7 @@ TEST_CASE("engine benchmark", "[.engine-bench]") {
   o.max_batch = B;
   o.max_context = P + D + 1;
   o.max_tokens = P * B;
-  o.threads = threads;
-  auto m = test::load_engine_model(path, o);
+  auto m = test::load_engine_model(path, o, Device{Device::Kind::Cpu, 0}, std::nullopt, threads);
   Transformer& tf = *m.tf;
 
   uint64_t weight_bytes = 0;  // bytes one decode step reads (every matrix once; embedding rows aside)
@@ -119,7 +120,7 @@ TEST_CASE("engine benchmark", "[.engine-bench]") {
     out[k]["prompt_tok_s"] = double(P * batch) / prefill;
     out[k]["decode_tok_s"] = double(D * batch) / decode;
   }
-  out["dram_read_bytes_s"] = read_bandwidth(*make_cpu_backend(threads, 1));
+  out["dram_read_bytes_s"] = read_bandwidth(tf.backend().threads());
   out["threads"] = tf.backend().threads();
   std::printf("BENCH %s\n", out.dump().c_str());
   std::fflush(stdout);

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/engine.hpp"
 #include "engine/model.hpp"
 #include "format/open.hpp"
 #include "io/loader.hpp"
@@ -15,16 +17,22 @@
 
 namespace nunchaku::test {
 
+// A loaded model and its engine (movable: the engine keeps no reference to ck or layout, and
+// the store's memory does not move with it).
 struct EngineModel {
   Checkpoint ck;
   ModelLayout layout;
   LoadResult load;
-  std::unique_ptr<engine::Transformer> tf;
+  engine::Engine engine;
+  engine::Transformer* tf = nullptr;
 };
 
-// Every weight on `where` (CPU memory by default; Disk leaves them as file mappings).
+// Every weight on `where` (CPU memory by default; Disk leaves them on disk: file mappings,
+// or streamed through a pool when `stream` is given).
 inline EngineModel load_engine_model(const std::string& path, engine::EngineOptions opts,
-                                     Device where = Device{Device::Kind::Cpu, 0}) {
+                                                      Device where = Device{Device::Kind::Cpu, 0},
+                                                      std::optional<engine::StreamOptions> stream = std::nullopt,
+                                                      int threads = 0) {
   EngineModel m;
   m.ck = open_checkpoint(path);
   m.layout = describe_model(m.ck);
@@ -32,7 +40,8 @@ inline EngineModel load_engine_model(const std::string& path, engine::EngineOpti
   lo.placement = place_all(m.layout, where);
   m.load = load_checkpoint(m.ck, m.layout, lo);
   if (opts.max_context == 0) opts.max_context = 128;
-  m.tf = std::make_unique<engine::Transformer>(*m.layout.spec, m.load.store, opts);
+  m.engine = engine::make_engine(m.ck, m.layout, m.load.store, {opts, threads, stream});
+  m.tf = m.engine.model.get();
   return m;
 }
 

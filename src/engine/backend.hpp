@@ -1,66 +1,105 @@
-// The compute backend of a Transformer, chosen once when the model is built. The CPU
-// backend is always available; a CUDA backend (and streamed offload, which feeds a
-// backend one layer's weights at a time) implements the same three operations.
+// The compute backend of a Transformer: it owns the run state (activations, KV cache,
+// logits) in its own memory and implements every op of a layer. The Transformer only
+// sequences ops and binds weights; nothing of the run state is touched on the host except
+// through logits(). The CPU backend (backend_cpu.cpp) is the oracle; a CUDA backend
+// implements the same interface over device memory.
 //
-// Buffers are plain float arrays the Transformer owns (host memory for the CPU backend);
-// weights are WeightMatrix views in their stored dtype.
+// Buffers are named (Buf), sized once by allocate() from engine_memory() (the accounting
+// estimate and plan share), row-major with one row per token (Sel/Logits: one per logit
+// row). Weights arrive as views (WeightMatrix / VecRef) in their stored dtype, in memory
+// the backend can read (can_read()).
+// Thread-safety: one op at a time (the Transformer is single-threaded above the backend).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
-#include <type_traits>
 
 #include "engine/kernels.hpp"
+#include "io/placement.hpp"
+#include "memory/engine_memory.hpp"
 
 namespace nunchaku::engine {
 
-// y[b*ldy + r] = W[r] . x[b*ldx ...] for every row r of W and b < B.
-struct MatmulJob {
-  const WeightMatrix* w = nullptr;
-  float* y = nullptr;
-  int64_t ldy = 0;
+// Activation buffers, per token: X residual stream, XN normed input of a sub-block, Tmp a
+// sub-block's output (hidden each); Q and Att (heads*head_dim); K, V (kv_heads*head_dim);
+// Gate, Up (intermediate). Per logit row: Sel (hidden), Logits (vocab).
+enum class Buf { X, XN, Tmp, Q, Att, K, V, Gate, Up, Sel, Logits };
+
+// A weight vector (norm scale or bias) as stored: F32, F16 or BF16, n elements.
+struct VecRef {
+  const void* data = nullptr;
+  DType dtype = DType::F32;
+  int64_t n = 0;
+  explicit operator bool() const { return data != nullptr; }
 };
 
-// Causal grouped-query attention of T query tokens against a KV cache.
-// Token t belongs to cache slot slot[t] at position pos[t]; it attends to that slot's
-// positions [max(0, pos - window + 1) if window > 0 else 0, pos], which must already be
-// written. K/V rows: kv_heads*head_dim values at cache + ((slot*max_context + p)*kv_dim).
-struct AttentionJob {
-  int64_t tokens = 0, heads = 0, kv_heads = 0, head_dim = 0;
-  int64_t max_context = 0;
-  int64_t window = 0;
-  float scale = 1;
-  const float* q = nullptr;      // [tokens][heads*head_dim]
-  float* out = nullptr;          // [tokens][heads*head_dim]
-  const int32_t* slot = nullptr; // [tokens]
-  const int64_t* pos = nullptr;  // [tokens]
-  const void* k = nullptr;       // this layer's cache, [slots][max_context][kv_heads*head_dim]
-  const void* v = nullptr;
-  bool f16 = false;              // cache element: IEEE half (else f32)
+// out[t] = W . in[t] (+ bias) for the tokens of the batch (or the first `rows` logit rows).
+struct MatmulJob {
+  const WeightMatrix* w = nullptr;
+  Buf out = Buf::Tmp;
+  VecRef bias;  // optional, added after the product
+};
+
+// Rotary embedding as the model defines it: inv_freq per pair, and how pairs are formed.
+//   NeoX ("rotate half"): (i, i + d/2). HF llama/mistral/qwen weights, GGUF qwen2/qwen3.
+//   Interleaved: (2i, 2i+1). GGUF arch llama: convert_hf_to_gguf permutes the Q/K rows
+//   so llama.cpp's LLAMA_ROPE_TYPE_NORM applies; llama2.c exports are natively so.
+enum class RopeStyle { NeoX, Interleaved };
+
+// The shape of the run state and what the ops need to know of the model.
+struct BackendSetup {
+  EngineDims dims;
+  EngineMemory memory;      // sizes of everything allocate() makes (config resolved)
+  float eps = 1e-5f;        // RMSNorm epsilon
+  RopeStyle rope = RopeStyle::NeoX;
+  std::span<const float> inv_freq;  // [head_dim / 2]
+};
+
+// The tokens of one forward pass: token t has id[t], cache slot slot[t], position pos[t].
+struct BatchTokens {
+  std::span<const int32_t> id;
+  std::span<const int32_t> slot;
+  std::span<const int64_t> pos;
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string describe() const = 0;  // e.g. "cpu avx2, 2 threads"
-  virtual int threads() const = 0;
-  // All jobs share the input x: [B][ldx]. One dispatch for q/k/v (or gate/up) together.
-  virtual void matmul(std::span<const MatmulJob> jobs, const float* x, int64_t ldx, int64_t B) = 0;
-  virtual void attention(const AttentionJob& job) = 0;
-  // fn(task, thread) for task in [0, n), thread in [0, threads()); for row-wise work.
-  template <class F>
-  void parallel_for(int64_t n, F&& fn) {
-    using Fn = std::remove_reference_t<F>;
-    parallel_impl(n, [](void* c, int64_t t, int th) { (*static_cast<Fn*>(c))(t, th); }, &fn);
-  }
+  virtual std::string describe() const = 0;   // e.g. "cpu avx2, 2 threads"
+  virtual Device device() const = 0;          // where the run state lives
+  virtual bool can_read(Device weights) const = 0;  // weights the kernels can read in place
+  virtual int threads() const = 0;            // host threads (sizes the attention scratch)
 
- protected:
-  virtual void parallel_impl(int64_t n, void (*call)(void*, int64_t, int), void* ctx) = 0;
+  // Allocates the run state (throws Error engine.out_of_memory, exit 3). Once.
+  virtual void allocate(const BackendSetup& setup) = 0;
+  // Bytes allocate() made, counted at each allocation (tests compare with engine_memory).
+  virtual uint64_t allocated_bytes() const = 0;
+
+  // ---- the ops of a forward pass, in the order the Transformer calls them ----
+  virtual void set_tokens(const BatchTokens& tokens) = 0;           // T = tokens.id.size()
+  virtual void embed(const WeightMatrix& table) = 0;                // X[t] = table[id[t]]
+  virtual void rmsnorm(Buf in, Buf out, const VecRef& w) = 0;      // per token, hidden wide
+  // All jobs read the same input; one dispatch for q/k/v (or gate/up) together.
+  virtual void matmul(std::span<const MatmulJob> jobs, Buf in) = 0;
+  // Per token: q/k norms per head (when given), RoPE at the token's position, then K and V
+  // written to layer `layer`'s cache at (slot, pos).
+  virtual void rope_and_cache(int64_t layer, const VecRef& q_norm, const VecRef& k_norm) = 0;
+  // Causal GQA of Q against layer `layer`'s cache (window 0 = full), into Att.
+  virtual void attention(int64_t layer, int64_t window) = 0;
+  virtual void add_rmsnorm(Buf x, Buf delta, Buf out, const VecRef& w) = 0;  // x += delta; out = norm(x)
+  virtual void add(Buf x, Buf delta) = 0;                                    // x += delta
+  virtual void silu_mul(Buf gate, Buf up) = 0;                               // gate = silu(gate) * up
+  // Sel[r] = norm(X[rows[r]]) for the tokens that need logits.
+  virtual void select_rows(std::span<const int64_t> rows, const VecRef& w) = 0;
+  // Head over the first `rows` Sel rows into Logits.
+  virtual void head(const WeightMatrix& w, int64_t rows) = 0;
+  // Logits of the first `rows` rows, [rows][vocab], readable on the host until the next op.
+  virtual std::span<const float> logits(int64_t rows) = 0;
 };
 
-// threads <= 0: all hardware threads. max_context sizes the attention scratch.
-std::unique_ptr<Backend> make_cpu_backend(int threads, int64_t max_context);
+// threads <= 0: all hardware threads.
+std::unique_ptr<Backend> make_cpu_backend(int threads);
 
 }  // namespace nunchaku::engine

@@ -1,10 +1,20 @@
+// The CPU backend: run state in host memory, today's kernels (kernels*.cpp) behind the
+// Backend ops, work spread over a ThreadPool. Each op is one dispatch; the arithmetic per
+// element is the same whatever the batch, so results do not depend on batch composition.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "core/error.hpp"
 #include "engine/backend.hpp"
+#include "engine/quant_blocks.hpp"
 #include "engine/thread_pool.hpp"
+#include "io/weight_store.hpp"
 
 namespace nunchaku::engine {
 namespace {
@@ -12,83 +22,290 @@ namespace {
 // Most weight rows in one decode task (prefill tasks match the GEMM's 64-row blocks).
 constexpr int64_t kDecodeRows = 256;
 
+// A float buffer whose bytes are counted.
+struct Buffer {
+  std::unique_ptr<float[]> p;
+  int64_t width = 0;  // floats per row
+  float* row(int64_t r) const { return p.get() + r * width; }
+};
+
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(int threads, int64_t max_context)
-      : pool_(threads), scores_(size_t(pool_.size()) * size_t(std::max<int64_t>(1, max_context))),
-        max_context_(std::max<int64_t>(1, max_context)) {}
+  explicit CpuBackend(int threads) : pool_(threads) {}
 
   std::string describe() const override {
     return "cpu " + std::string(isa_name(active_isa())) + ", " + std::to_string(pool_.size()) + " threads";
   }
+  Device device() const override { return Device{Device::Kind::Cpu, 0}; }
+  bool can_read(Device d) const override { return d.kind == Device::Kind::Cpu || d.kind == Device::Kind::Disk; }
   int threads() const override { return pool_.size(); }
 
-  void matmul(std::span<const MatmulJob> jobs, const float* x, int64_t ldx, int64_t B) override {
-    // Tasks: (chunk of weight rows) x (chunk of activation rows). Small batches (decode):
-    // a chunk of kBatch activation rows stays in L2 while the task's weight rows stream
-    // past it once. Large ones (prefill): a task takes all activation rows, so each weight
-    // row comes from memory once per forward; the kernel blocks for the caches.
-    const bool gemm = B >= kMatmulGemmBatch;
-    const int64_t kBatch = gemm ? B : 32;
-    int64_t total_rows = 0;
-    for (const auto& j : jobs) total_rows += j.w->rows;
-    const int64_t bchunks = (B + kBatch - 1) / kBatch;
-    const int64_t want_tasks = int64_t(pool_.size()) * (gemm ? 8 : 4);
-    int64_t rows_per = std::max<int64_t>(1, (total_rows * bchunks + want_tasks - 1) / want_tasks);
-    // Multiples of 8 (decode tiles take 8 rows, the others 2). Decode prefetches 2 tiles
-    // ahead within a task, so its tasks are longer; prefill tasks match the GEMM blocks.
-    rows_per = std::min<int64_t>((rows_per + 7) / 8 * 8, gemm ? 64 : kDecodeRows);
-    const int64_t row_tasks = (total_rows + rows_per - 1) / rows_per;
-    pool_.run(row_tasks * bchunks, [&](int64_t task, int) {
-      int64_t bc = task / row_tasks, rt = task % row_tasks;
-      int64_t b0 = bc * kBatch, nb = std::min(kBatch, B - b0);
-      int64_t r0 = rt * rows_per, r1 = std::min(total_rows, r0 + rows_per);
-      int64_t base = 0;
-      for (const auto& j : jobs) {  // the global row range may span jobs
-        int64_t lo = std::max(r0, base), hi = std::min(r1, base + j.w->rows);
-        if (lo < hi) matmul_rows(*j.w, x + b0 * ldx, ldx, nb, j.y + b0 * j.ldy, j.ldy, lo - base, hi - base);
-        base += j.w->rows;
-      }
+  void allocate(const BackendSetup& s) override;
+  uint64_t allocated_bytes() const override { return allocated_; }
+
+  void set_tokens(const BatchTokens& t) override {
+    T_ = int64_t(t.id.size());
+    std::copy(t.id.begin(), t.id.end(), id_.get());
+    std::copy(t.slot.begin(), t.slot.end(), slot_.get());
+    std::copy(t.pos.begin(), t.pos.end(), pos_.get());
+  }
+
+  void embed(const WeightMatrix& table) override {
+    Buffer& x = buf(Buf::X);
+    pool_.run(T_, [&](int64_t t, int) { dequant_row(table, id_[t], x.row(t)); });
+  }
+
+  void rmsnorm(Buf in, Buf out, const VecRef& w) override {
+    const float* wf = widen(w, 0);
+    Buffer &a = buf(in), &b = buf(out);
+    pool_.run(T_, [&](int64_t t, int) { engine::rmsnorm(a.row(t), wf, eps_, dims_.hidden, b.row(t)); });
+  }
+
+  void add_rmsnorm(Buf x, Buf delta, Buf out, const VecRef& w) override {
+    const float* wf = widen(w, 0);
+    Buffer &a = buf(x), &d = buf(delta), &b = buf(out);
+    const int64_t H = dims_.hidden;
+    pool_.run(T_, [&](int64_t t, int) {
+      float* xr = a.row(t);
+      const float* dr = d.row(t);
+      for (int64_t i = 0; i < H; ++i) xr[i] += dr[i];
+      engine::rmsnorm(xr, wf, eps_, H, b.row(t));
     });
   }
 
-  void attention(const AttentionJob& a) override {
-    const int64_t kv_dim = a.kv_heads * a.head_dim, q_dim = a.heads * a.head_dim;
-    const int64_t group = a.heads / a.kv_heads;
-    pool_.run(a.tokens * a.heads, [&](int64_t task, int thread) {
-      const int64_t t = task / a.heads, h = task % a.heads, g = h / group;
-      const int64_t pos = a.pos[t];
-      const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
-      const float* q = a.q + t * q_dim + h * a.head_dim;
-      float* out = a.out + t * q_dim + h * a.head_dim;
-      float* sc = scores_.data() + size_t(thread) * size_t(max_context_);
-      const size_t base = size_t(a.slot[t]) * size_t(a.max_context);
-      // Byte offset of this head's slice of the first attended position.
-      const size_t first = ((base + size_t(lo)) * size_t(kv_dim) + size_t(g * a.head_dim)) * (a.f16 ? 2 : 4);
-      const int64_t n = pos - lo + 1;
-      const void* krows = static_cast<const uint8_t*>(a.k) + first;
-      const void* vrows = static_cast<const uint8_t*>(a.v) + first;
-      attn_scores(q, krows, a.f16, kv_dim, n, a.head_dim, a.scale, sc);
-      softmax_inplace(sc, n);
-      attn_mix(sc, vrows, a.f16, kv_dim, n, a.head_dim, out);
+  void add(Buf x, Buf delta) override {
+    Buffer &a = buf(x), &d = buf(delta);
+    const int64_t H = dims_.hidden;
+    pool_.run(T_, [&](int64_t t, int) {
+      float* xr = a.row(t);
+      const float* dr = d.row(t);
+      for (int64_t i = 0; i < H; ++i) xr[i] += dr[i];
     });
   }
 
- protected:
-  void parallel_impl(int64_t n, void (*call)(void*, int64_t, int), void* ctx) override {
-    pool_.run(n, [&](int64_t task, int thread) { call(ctx, task, thread); });
+  void silu_mul(Buf gate, Buf up) override {
+    Buffer &g = buf(gate), &u = buf(up);
+    pool_.run(T_, [&](int64_t t, int) { engine::silu_mul(g.row(t), u.row(t), dims_.inter); });
   }
+
+  void matmul(std::span<const MatmulJob> jobs, Buf in) override { matmul_rows_of(jobs, buf(in), T_); }
+  void head(const WeightMatrix& w, int64_t rows) override {
+    const MatmulJob j{&w, Buf::Logits, {}};
+    matmul_rows_of({&j, 1}, buf(Buf::Sel), rows);
+  }
+
+  void rope_and_cache(int64_t layer, const VecRef& q_norm, const VecRef& k_norm) override;
+  void attention(int64_t layer, int64_t window) override;
+
+  void select_rows(std::span<const int64_t> rows, const VecRef& w) override {
+    const float* wf = widen(w, 0);
+    Buffer &x = buf(Buf::X), &sel = buf(Buf::Sel);
+    for (size_t r = 0; r < rows.size(); ++r) engine::rmsnorm(x.row(rows[r]), wf, eps_, dims_.hidden, sel.row(int64_t(r)));
+  }
+
+  std::span<const float> logits(int64_t rows) override {
+    return {buf(Buf::Logits).p.get(), size_t(rows * dims_.vocab)};
+  }
+
+  ThreadPool& pool() { return pool_; }
 
  private:
+  Buffer& buf(Buf b) { return bufs_[size_t(b)]; }
+  void matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& in, int64_t B);
+  // `w` as fp32: the stored floats when F32, else widened into vector slot `slot`.
+  const float* widen(const VecRef& w, int slot);
+  void rope_row(float* v, int64_t heads, int64_t pos) const;
+  uint8_t* cache(int64_t layer, int kv) const { return kv_.get() + kv_layer_bytes_ * size_t(2 * layer + kv); }
+  template <class T>
+  std::unique_ptr<T[]> alloc(size_t n) {
+    allocated_ += n * sizeof(T);
+    return std::unique_ptr<T[]>(new T[n]);
+  }
+
   ThreadPool pool_;
-  std::vector<float> scores_;  // [threads][max_context], attention scratch
-  int64_t max_context_;
+  EngineDims dims_;
+  EngineConfig cfg_;
+  float eps_ = 1e-5f;
+  RopeStyle rope_ = RopeStyle::NeoX;
+  std::vector<float> inv_freq_;
+  Buffer bufs_[size_t(Buf::Logits) + 1];
+  std::unique_ptr<int32_t[]> id_, slot_;
+  std::unique_ptr<int64_t[]> pos_;
+  int64_t T_ = 0;
+  std::unique_ptr<uint8_t[]> kv_;  // [layers][2 (k,v)][max_batch][max_context][kv_dim]
+  size_t kv_layer_bytes_ = 0;      // one of k or v for one layer
+  std::unique_ptr<float[]> scores_;  // [threads][max_context], attention scratch
+  std::unique_ptr<float[]> vecs_;    // [kVecSlots][widest], widened weight vectors
+  int64_t widest_ = 0;
+  uint64_t allocated_ = 0;
 };
+
+void CpuBackend::allocate(const BackendSetup& s) {
+  dims_ = s.dims;
+  cfg_ = s.memory.config;
+  eps_ = s.eps;
+  rope_ = s.rope;
+  inv_freq_.assign(s.inv_freq.begin(), s.inv_freq.end());
+  const size_t esize = cfg_.kv_dtype == DType::F16 ? 2 : 4;
+  kv_layer_bytes_ = size_t(cfg_.max_batch) * size_t(cfg_.max_context) * size_t(dims_.kv_dim()) * esize;
+  auto oom = [&](const std::string& why) {
+    return Error("engine.out_of_memory",
+                 fmt::format("cannot allocate the run state: KV cache {} bytes ({} slots x {} positions x {} layers, {}) "
+                             "plus activations for {} tokens{}",
+                             s.memory.kv_cache, cfg_.max_batch, cfg_.max_context, dims_.layers,
+                             dtype_name(cfg_.kv_dtype), cfg_.max_tokens, why),
+                 {.hint = "lower --context or --batch-size, or use an f16 KV cache"}, Exit::OutOfMemory);
+  };
+  // The KV cache's pages are only touched as positions fill, so an over-large one would
+  // "succeed" and be killed later; check it against the memory available now instead.
+  if (uint64_t avail = free_bytes_on(device()); avail > 0 && s.memory.total() > avail)
+    throw oom(fmt::format("; {} bytes are available", avail));
+  const int64_t T = cfg_.max_tokens, R = cfg_.logit_rows;
+  const int64_t widths[] = {dims_.hidden, dims_.hidden, dims_.hidden, dims_.q_dim(), dims_.q_dim(), dims_.kv_dim(),
+                            dims_.kv_dim(), dims_.inter, dims_.inter, dims_.hidden, dims_.vocab};
+  try {
+    for (size_t b = 0; b < std::size(bufs_); ++b) {
+      const int64_t rows = b >= size_t(Buf::Sel) ? R : T;
+      bufs_[b].width = widths[b];
+      bufs_[b].p = alloc<float>(size_t(rows * widths[b]));
+    }
+    id_ = alloc<int32_t>(size_t(T));
+    slot_ = alloc<int32_t>(size_t(T));
+    pos_ = alloc<int64_t>(size_t(T));
+    kv_ = alloc<uint8_t>(kv_layer_bytes_ * 2 * size_t(dims_.layers));  // pages are touched as positions fill
+    scores_ = alloc<float>(size_t(pool_.size()) * size_t(cfg_.max_context));
+    widest_ = std::max({dims_.hidden, dims_.q_dim(), dims_.kv_dim(), dims_.inter});
+    vecs_ = alloc<float>(size_t(kVecSlots) * size_t(widest_));
+  } catch (const std::bad_alloc&) {
+    throw oom("");
+  }
+}
+
+const float* CpuBackend::widen(const VecRef& w, int slot) {
+  if (!w) return nullptr;
+  if (w.dtype == DType::F32) return static_cast<const float*>(w.data);
+  float* out = vecs_.get() + size_t(slot) * size_t(widest_);
+  const auto* p = static_cast<const uint8_t*>(w.data);
+  for (int64_t i = 0; i < w.n; ++i)
+    out[i] = w.dtype == DType::F16 ? blocks::half_to_float(blocks::load_u16(p + 2 * i))
+                                   : blocks::bf16_to_float(blocks::load_u16(p + 2 * i));
+  return out;
+}
+
+void CpuBackend::matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& in, int64_t B) {
+  // Tasks: (chunk of weight rows) x (chunk of activation rows). Small batches (decode):
+  // a chunk of kBatch activation rows stays in L2 while the task's weight rows stream
+  // past it once. Large ones (prefill): a task takes all activation rows, so each weight
+  // row comes from memory once per forward; the kernel blocks for the caches.
+  const bool gemm = B >= kMatmulGemmBatch;
+  const int64_t kBatch = gemm ? B : 32;
+  int64_t total_rows = 0;
+  for (const auto& j : jobs) total_rows += j.w->rows;
+  const int64_t bchunks = (B + kBatch - 1) / kBatch;
+  const int64_t want_tasks = int64_t(pool_.size()) * (gemm ? 8 : 4);
+  int64_t rows_per = std::max<int64_t>(1, (total_rows * bchunks + want_tasks - 1) / want_tasks);
+  // Multiples of 8 (decode tiles take 8 rows, the others 2). Decode prefetches 2 tiles
+  // ahead within a task, so its tasks are longer; prefill tasks match the GEMM blocks.
+  rows_per = std::min<int64_t>((rows_per + 7) / 8 * 8, gemm ? 64 : kDecodeRows);
+  const int64_t row_tasks = (total_rows + rows_per - 1) / rows_per;
+  const int64_t ldx = in.width;
+  pool_.run(row_tasks * bchunks, [&](int64_t task, int) {
+    int64_t bc = task / row_tasks, rt = task % row_tasks;
+    int64_t b0 = bc * kBatch, nb = std::min(kBatch, B - b0);
+    int64_t r0 = rt * rows_per, r1 = std::min(total_rows, r0 + rows_per);
+    int64_t base = 0;
+    for (const auto& j : jobs) {  // the global row range may span jobs
+      int64_t lo = std::max(r0, base), hi = std::min(r1, base + j.w->rows);
+      const Buffer& out = bufs_[size_t(j.out)];
+      if (lo < hi) matmul_rows(*j.w, in.row(b0), ldx, nb, out.row(b0), out.width, lo - base, hi - base);
+      base += j.w->rows;
+    }
+  });
+  // Biases after the products (same order of operations as y = W.x, then y += b).
+  const float* bias[3] = {};
+  bool any = false;
+  for (size_t k = 0; k < jobs.size() && k < 3; ++k) any |= (bias[k] = widen(jobs[k].bias, int(k))) != nullptr;
+  if (!any) return;
+  pool_.run(B, [&](int64_t t, int) {
+    for (size_t k = 0; k < jobs.size() && k < 3; ++k) {
+      if (!bias[k]) continue;
+      float* y = bufs_[size_t(jobs[k].out)].row(t);
+      for (int64_t i = 0; i < jobs[k].w->rows; ++i) y[i] += bias[k][i];
+    }
+  });
+}
+
+void CpuBackend::rope_row(float* v, int64_t heads, int64_t pos) const {
+  const int64_t hd = dims_.head_dim, half = hd / 2;
+  const bool neox = rope_ == RopeStyle::NeoX;
+  for (int64_t i = 0; i < half; ++i) {
+    float angle = float(pos) * inv_freq_[size_t(i)];
+    float c = float(std::cos(double(angle))), s = float(std::sin(double(angle)));
+    for (int64_t h = 0; h < heads; ++h) {
+      float* x = v + h * hd;
+      int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+      float x0 = x[a], x1 = x[b];
+      x[a] = x0 * c - x1 * s;
+      x[b] = x1 * c + x0 * s;
+    }
+  }
+}
+
+void CpuBackend::rope_and_cache(int64_t layer, const VecRef& q_norm, const VecRef& k_norm) {
+  const float* qn = widen(q_norm, 0);
+  const float* kn = widen(k_norm, 1);
+  const int64_t hd = dims_.head_dim, kv_dim = dims_.kv_dim();
+  const bool f16 = cfg_.kv_dtype == DType::F16;
+  const size_t esize = f16 ? 2 : 4;
+  uint8_t* kcache = cache(layer, 0);
+  uint8_t* vcache = cache(layer, 1);
+  Buffer &Q = buf(Buf::Q), &K = buf(Buf::K), &V = buf(Buf::V);
+  pool_.run(T_, [&](int64_t t, int) {
+    float* q = Q.row(t);
+    float* k = K.row(t);
+    const float* v = V.row(t);
+    if (qn) for (int64_t h = 0; h < dims_.heads; ++h) engine::rmsnorm(q + h * hd, qn, eps_, hd, q + h * hd);
+    if (kn) for (int64_t h = 0; h < dims_.kv_heads; ++h) engine::rmsnorm(k + h * hd, kn, eps_, hd, k + h * hd);
+    rope_row(q, dims_.heads, pos_[t]);
+    rope_row(k, dims_.kv_heads, pos_[t]);
+    size_t off = (size_t(slot_[t]) * size_t(cfg_.max_context) + size_t(pos_[t])) * size_t(kv_dim) * esize;
+    if (f16) {
+      store_f16(k, reinterpret_cast<uint16_t*>(kcache + off), kv_dim);
+      store_f16(v, reinterpret_cast<uint16_t*>(vcache + off), kv_dim);
+    } else {
+      std::memcpy(kcache + off, k, size_t(kv_dim) * 4);
+      std::memcpy(vcache + off, v, size_t(kv_dim) * 4);
+    }
+  });
+}
+
+void CpuBackend::attention(int64_t layer, int64_t window) {
+  const int64_t heads = dims_.heads, hd = dims_.head_dim, kv_dim = dims_.kv_dim();
+  const int64_t group = heads / dims_.kv_heads;
+  const bool f16 = cfg_.kv_dtype == DType::F16;
+  const float scale = 1.0f / std::sqrt(float(hd));
+  const uint8_t* kc = cache(layer, 0);
+  const uint8_t* vc = cache(layer, 1);
+  const Buffer &Q = buf(Buf::Q), &out = buf(Buf::Att);
+  pool_.run(T_ * heads, [&](int64_t task, int thread) {
+    const int64_t t = task / heads, h = task % heads, g = h / group;
+    const int64_t pos = pos_[t];
+    const int64_t lo = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+    const float* q = Q.row(t) + h * hd;
+    float* o = out.row(t) + h * hd;
+    float* sc = scores_.get() + size_t(thread) * size_t(cfg_.max_context);
+    const size_t base = size_t(slot_[t]) * size_t(cfg_.max_context);
+    // Byte offset of this head's slice of the first attended position.
+    const size_t first = ((base + size_t(lo)) * size_t(kv_dim) + size_t(g * hd)) * (f16 ? 2 : 4);
+    const int64_t n = pos - lo + 1;
+    attn_scores(q, kc + first, f16, kv_dim, n, hd, scale, sc);
+    softmax_inplace(sc, n);
+    attn_mix(sc, vc + first, f16, kv_dim, n, hd, o);
+  });
+}
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int threads, int64_t max_context) {
-  return std::make_unique<CpuBackend>(threads, max_context);
-}
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
 
 }  // namespace nunchaku::engine

@@ -21,6 +21,7 @@
 #include "io/convert.hpp"
 #include "io/file.hpp"
 #include "io/staging.hpp"
+#include "io/tensor_reader.hpp"
 #include "memory/units.hpp"
 
 namespace nunchaku {
@@ -29,10 +30,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-constexpr uint64_t kPage = 4096;
+constexpr uint64_t kPage = kIoPage;
 constexpr uint64_t kRunGap = 4096;  // tensors closer than this in a file share one run (padding is read too)
 
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 // A contiguous file range with one destination: a run of unconverted tensors, or one
 // converted tensor.
@@ -58,14 +58,6 @@ cuda::ConvType conv_type(DType t) {
 
 Exit interrupted_exit() { return static_cast<Exit>(130); }  // the shell's 128 + SIGINT
 
-struct OpenFile {
-  File file;
-  int direct_fd = -1;  // O_DIRECT descriptor, -1 when off or unsupported
-  ~OpenFile() {
-    if (direct_fd >= 0) ::close(direct_fd);
-  }
-};
-
 // The tensor of `u` covering file offset `at` (for error messages).
 std::string tensor_at(const Checkpoint& ck, const Unit& u, uint64_t at) {
   for (size_t i : u.tensors) {
@@ -75,47 +67,8 @@ std::string tensor_at(const Checkpoint& ck, const Unit& u, uint64_t at) {
   return u.tensors.empty() ? "" : ck.tensors[u.tensors.front()].name;
 }
 
-// pread exactly n bytes (buffered fd), or throw load.short_read naming the tensor.
-void read_exact(const Checkpoint& ck, const Unit& u, const OpenFile& f, uint64_t off, uint8_t* dst, uint64_t n) {
-  size_t got;
-  try {
-    got = f.file.read_some_at(off, dst, n);
-  } catch (const Error& e) {
-    uint64_t at = e.context().offset.value_or(off);
-    throw e.with_defaults({.tensor = tensor_at(ck, u, at)});
-  }
-  if (got != n)
-    throw Error("load.short_read",
-                "file ended at byte " + std::to_string(off + got) + " while reading tensor data (wanted " +
-                    std::to_string(n) + " bytes at " + std::to_string(off) + ")",
-                {.file = f.file.path(), .tensor = tensor_at(ck, u, off + got), .offset = off + got,
-                 .hint = "the file was truncated or changed after it was indexed"});
-}
-
-// O_DIRECT read of the aligned superset of [off, off+n) into `buf` (4096-aligned, room
-// for n + 8 KiB). Returns the pointer to byte `off` in buf, or nullptr when the file
-// system refused O_DIRECT (caller falls back to buffered reads).
-const uint8_t* read_direct(const Checkpoint& ck, const Unit& u, const OpenFile& f, uint64_t off, uint64_t n,
-                           uint8_t* buf, uint64_t& bytes_read) {
-  const uint64_t a0 = off & ~(kPage - 1), a1 = align_up(off + n, kPage);
-  uint64_t done = 0;
-  while (done < a1 - a0) {
-    ssize_t r = ::pread(f.direct_fd, buf + done, a1 - a0 - done, static_cast<off_t>(a0 + done));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EINVAL && done == 0) return nullptr;
-      throw Error("io.read", std::string("read failed: ") + std::strerror(errno),
-                  {.file = f.file.path(), .tensor = tensor_at(ck, u, a0 + done), .offset = a0 + done});
-    }
-    if (r == 0) break;
-    done += static_cast<uint64_t>(r);
-  }
-  bytes_read += done;
-  if (a0 + done < off + n)
-    throw Error("load.short_read", "file ended at byte " + std::to_string(a0 + done) + " while reading tensor data",
-                {.file = f.file.path(), .tensor = tensor_at(ck, u, a0 + done), .offset = a0 + done,
-                 .hint = "the file was truncated or changed after it was indexed"});
-  return buf + (off - a0);
+TensorAt namer(const Checkpoint& ck, const Unit& u) {
+  return [&ck, &u](uint64_t at) { return tensor_at(ck, u, at); };
 }
 
 struct Shared {
@@ -398,20 +351,16 @@ LoadResult load_checkpoint(const Checkpoint& ck, const ModelLayout& layout_in, c
   rep.chunks = chunks.size();
 
   // Files: buffered descriptor always, O_DIRECT one on request.
-  std::vector<std::unique_ptr<OpenFile>> files(ck.files.size());
+  std::vector<std::unique_ptr<ReadFile>> files(ck.files.size());
   for (const auto& u : units) {
     if (files[u.file]) continue;
-    auto f = std::make_unique<OpenFile>();
     try {
-      f->file = File::open_read_only(ck.files[u.file].path);
+      files[u.file] = std::make_unique<ReadFile>(ck.files[u.file].path, o.direct_io);
     } catch (const Error& e) {
       throw e.with_defaults({.tensor = ck.tensors[u.tensors.front()].name, .offset = u.off});
     }
-    if (o.direct_io) {
-      f->direct_fd = ::open(ck.files[u.file].path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-      if (f->direct_fd < 0) rep.notes.push_back("O_DIRECT refused for " + ck.files[u.file].path + "; buffered reads");
-    }
-    files[u.file] = std::move(f);
+    if (o.direct_io && files[u.file]->direct_fd < 0)
+      rep.notes.push_back("O_DIRECT refused for " + ck.files[u.file].path + "; buffered reads");
   }
   rep.direct_io = o.direct_io;
 
@@ -452,7 +401,7 @@ LoadResult load_checkpoint(const Checkpoint& ck, const ModelLayout& layout_in, c
         if (ci >= chunks.size()) break;
         const Chunk& c = chunks[ci];
         const Unit& u = units[c.unit];
-        const OpenFile& f = *files[u.file];
+        const ReadFile& f = *files[u.file];
         const auto t0 = Clock::now();
         if (!c.staged) {
           uint8_t* dst = module_base[u.module] + u.dst_off + (c.off - u.off);
@@ -462,7 +411,7 @@ LoadResult load_checkpoint(const Checkpoint& ck, const ModelLayout& layout_in, c
             ssize_t r = head ? ::pread(f.direct_fd, dst, head, static_cast<off_t>(c.off)) : 0;
             if (r != static_cast<ssize_t>(head)) head = 0;  // refused or short: redo buffered (reports the error)
           }
-          read_exact(ck, u, f, c.off + head, dst + head, c.len - head);
+          read_exact(f, c.off + head, dst + head, c.len - head, namer(ck, u));
           sh.bytes_read += c.len;
           sh.done_bytes += c.len;
         } else {
@@ -470,9 +419,9 @@ LoadResult load_checkpoint(const Checkpoint& ck, const ModelLayout& layout_in, c
           if (!s) break;
           const uint8_t* p = nullptr;
           uint64_t nread = 0;
-          if (f.direct_fd >= 0) p = read_direct(ck, u, f, c.off, c.len, s->data, nread);
+          if (f.direct_fd >= 0) p = read_direct(f, c.off, c.len, s->data, nread, namer(ck, u));
           if (!p) {
-            read_exact(ck, u, f, c.off, s->data, c.len);
+            read_exact(f, c.off, s->data, c.len, namer(ck, u));
             p = s->data;
             nread = c.len;
           }
@@ -650,17 +599,15 @@ LoadResult load_checkpoint(const Checkpoint& ck, const ModelLayout& layout_in, c
       if (o.cancel && o.cancel->load())
         throw Error("load.interrupted", "interrupted during --verify", {.file = ck.path}, interrupted_exit());
       const TensorInfo& t = ck.tensors[v.tensor];
-      if (!files[t.file]) {  // a file only disk-offloaded modules live in
-        files[t.file] = std::make_unique<OpenFile>();
-        files[t.file]->file = File::open_read_only(ck.files[t.file].path);
-      }
+      if (!files[t.file])  // a file only disk-offloaded modules live in
+        files[t.file] = std::make_unique<ReadFile>(ck.files[t.file].path, false);
       const uint32_t in_es = v.converted() ? convert_elem_bytes(v.file_dtype) : 1;
       const uint32_t out_es = v.converted() ? convert_elem_bytes(v.dtype) : 1;
       uint64_t hf = 0, hl = 0;
       for (uint64_t at = 0; at < t.nbytes; at += step) {
         const uint64_t n = std::min(step, t.nbytes - at);
         Unit u{.tensors = {v.tensor}};
-        read_exact(ck, u, *files[t.file], t.offset + at, fbuf.data(), n);
+        read_exact(*files[t.file], t.offset + at, fbuf.data(), n, namer(ck, u));
         const uint8_t* expect = fbuf.data();
         uint64_t m = n;
         if (v.converted()) {  // the CPU twin's output is the reference for a converted tensor

@@ -39,10 +39,15 @@ struct EngineMemory {
   uint64_t activations = 0;   // per-token work buffers for max_tokens tokens (fp32) + token tables
   uint64_t kv_cache = 0;      // layers x 2 x max_batch x max_context x kv_dim x sizeof(kv_dtype)
   uint64_t logits = 0;        // logit_rows x (hidden + vocab) fp32: selected rows and their logits
-  uint64_t scratch = 0;       // attention scores: threads x max_context fp32
+  uint64_t scratch = 0;       // attention scores (threads x max_context) and kVecSlots weight
+                              // vectors as fp32 (max of hidden, q_dim, kv_dim, intermediate)
   uint64_t stream_pool = 0;   // stream_slots x stream_slot_bytes
   uint64_t total() const { return activations + kv_cache + logits + scratch + stream_pool; }
 };
+
+// Weight vectors (norms, biases) stored as F16/BF16 are widened to fp32 per op into this
+// many backend-owned slots (q, k and v biases are the most one op uses).
+constexpr int kVecSlots = 3;
 
 // Resolves the defaults of `cfg` against the spec and sizes every buffer.
 EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg);

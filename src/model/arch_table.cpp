@@ -10,43 +10,44 @@ namespace {
 using R = TensorRule;
 using Rules = std::span<const TensorRule>;
 constexpr bool kOpt = true;
+constexpr bool kReq = false;
 
 // ---- Hugging Face naming (transformers modeling_*.py) ------------------------------------
 
 // Llama-style attention; the biases appear with attention_bias=true (llama) and always in qwen2.
 constexpr R kAttnHF[] = {
-    {"input_layernorm.weight", "H"},
-    {"self_attn.q_proj.weight", "Q H"},
-    {"self_attn.k_proj.weight", "KV H"},
-    {"self_attn.v_proj.weight", "KV H"},
-    {"self_attn.o_proj.weight", "H Q"},
-    {"self_attn.q_proj.bias", "Q", kOpt},
-    {"self_attn.k_proj.bias", "KV", kOpt},
-    {"self_attn.v_proj.bias", "KV", kOpt},
-    {"self_attn.o_proj.bias", "H", kOpt},
+    {"input_layernorm.weight", "H", kReq, Role::AttnNorm},
+    {"self_attn.q_proj.weight", "Q H", kReq, Role::Q},
+    {"self_attn.k_proj.weight", "KV H", kReq, Role::K},
+    {"self_attn.v_proj.weight", "KV H", kReq, Role::V},
+    {"self_attn.o_proj.weight", "H Q", kReq, Role::O},
+    {"self_attn.q_proj.bias", "Q", kOpt, Role::QBias},
+    {"self_attn.k_proj.bias", "KV", kOpt, Role::KBias},
+    {"self_attn.v_proj.bias", "KV", kOpt, Role::VBias},
+    {"self_attn.o_proj.bias", "H", kOpt, Role::OBias},
     {"self_attn.rotary_emb.inv_freq", "*", kOpt},  // saved by transformers < 4.31
-    {"post_attention_layernorm.weight", "H"},
+    {"post_attention_layernorm.weight", "H", kReq, Role::FfnNorm},
 };
 constexpr R kAttnBiasHF[] = {  // qwen2: q/k/v biases required
-    {"self_attn.q_proj.bias", "Q"},
-    {"self_attn.k_proj.bias", "KV"},
-    {"self_attn.v_proj.bias", "KV"},
+    {"self_attn.q_proj.bias", "Q", kReq, Role::QBias},
+    {"self_attn.k_proj.bias", "KV", kReq, Role::KBias},
+    {"self_attn.v_proj.bias", "KV", kReq, Role::VBias},
 };
 constexpr R kQkNormHF[] = {  // qwen3
-    {"self_attn.q_norm.weight", "HD"},
-    {"self_attn.k_norm.weight", "HD"},
+    {"self_attn.q_norm.weight", "HD", kReq, Role::QNorm},
+    {"self_attn.k_norm.weight", "HD", kReq, Role::KNorm},
 };
 constexpr R kSandwichNormHF[] = {  // gemma2
     {"pre_feedforward_layernorm.weight", "H"},
     {"post_feedforward_layernorm.weight", "H"},
 };
 constexpr R kMlpHF[] = {
-    {"mlp.gate_proj.weight", "I H"},
-    {"mlp.up_proj.weight", "I H"},
-    {"mlp.down_proj.weight", "H I"},
-    {"mlp.gate_proj.bias", "I", kOpt},
-    {"mlp.up_proj.bias", "I", kOpt},
-    {"mlp.down_proj.bias", "H", kOpt},
+    {"mlp.gate_proj.weight", "I H", kReq, Role::Gate},
+    {"mlp.up_proj.weight", "I H", kReq, Role::Up},
+    {"mlp.down_proj.weight", "H I", kReq, Role::Down},
+    {"mlp.gate_proj.bias", "I", kOpt, Role::GateBias},
+    {"mlp.up_proj.bias", "I", kOpt, Role::UpBias},
+    {"mlp.down_proj.bias", "H", kOpt, Role::DownBias},
 };
 constexpr R kMoeMixtralHF[] = {  // transformers < 5 and every Mixtral on the Hub
     {"block_sparse_moe.gate.weight", "E H"},
@@ -86,15 +87,19 @@ constexpr R kGpt2LayerHF[] = {
 };
 
 constexpr R kWeightVH[] = {{"weight", "V H"}};
+constexpr R kEmbedVH[] = {{"weight", "V H", kReq, Role::Embed}};
+constexpr R kHeadVH[] = {{"weight", "V H", kReq, Role::Head}};
+constexpr R kFinalNormH[] = {{"weight", "H", kReq, Role::FinalNorm}};
+constexpr R kRopeFreqs[] = {{"weight", "*", kReq, Role::RopeFreqs}};
 constexpr R kWeightH[] = {{"weight", "H"}};
 constexpr R kWeightBiasH[] = {{"weight", "H"}, {"bias", "H"}};
 constexpr R kWeightCtxH[] = {{"weight", "CTX H"}};
 constexpr R kAnyWeight[] = {{"weight", "*"}};
 
 constexpr GlobalModule kLlamaGlobalsHF[] = {
-    {ModuleKind::Embedding, "embed_tokens", true, false, kWeightVH},
-    {ModuleKind::FinalNorm, "norm", true, false, kWeightH},
-    {ModuleKind::Head, "lm_head", false, true, kWeightVH},
+    {ModuleKind::Embedding, "embed_tokens", true, false, kEmbedVH},
+    {ModuleKind::FinalNorm, "norm", true, false, kFinalNormH},
+    {ModuleKind::Head, "lm_head", false, true, kHeadVH},
 };
 constexpr GlobalModule kGpt2GlobalsHF[] = {
     {ModuleKind::Embedding, "wte", true, false, kWeightVH},
@@ -106,25 +111,25 @@ constexpr GlobalModule kGpt2GlobalsHF[] = {
 // ---- GGUF naming (llama.cpp gguf-py/gguf/constants.py, PyTorch-order shapes) -------------
 
 constexpr R kAttnGGUF[] = {
-    {"attn_norm.weight", "H"},
-    {"attn_q.weight", "Q H"},
-    {"attn_k.weight", "KV H"},
-    {"attn_v.weight", "KV H"},
-    {"attn_output.weight", "H Q"},
-    {"attn_q.bias", "Q", kOpt},
-    {"attn_k.bias", "KV", kOpt},
-    {"attn_v.bias", "KV", kOpt},
-    {"attn_output.bias", "H", kOpt},
-    {"ffn_norm.weight", "H"},
+    {"attn_norm.weight", "H", kReq, Role::AttnNorm},
+    {"attn_q.weight", "Q H", kReq, Role::Q},
+    {"attn_k.weight", "KV H", kReq, Role::K},
+    {"attn_v.weight", "KV H", kReq, Role::V},
+    {"attn_output.weight", "H Q", kReq, Role::O},
+    {"attn_q.bias", "Q", kOpt, Role::QBias},
+    {"attn_k.bias", "KV", kOpt, Role::KBias},
+    {"attn_v.bias", "KV", kOpt, Role::VBias},
+    {"attn_output.bias", "H", kOpt, Role::OBias},
+    {"ffn_norm.weight", "H", kReq, Role::FfnNorm},
 };
 constexpr R kAttnBiasGGUF[] = {
-    {"attn_q.bias", "Q"},
-    {"attn_k.bias", "KV"},
-    {"attn_v.bias", "KV"},
+    {"attn_q.bias", "Q", kReq, Role::QBias},
+    {"attn_k.bias", "KV", kReq, Role::KBias},
+    {"attn_v.bias", "KV", kReq, Role::VBias},
 };
 constexpr R kQkNormGGUF[] = {
-    {"attn_q_norm.weight", "HD"},
-    {"attn_k_norm.weight", "HD"},
+    {"attn_q_norm.weight", "HD", kReq, Role::QNorm},
+    {"attn_k_norm.weight", "HD", kReq, Role::KNorm},
 };
 // gemma2: attn_norm / post_attention_norm around attention, ffn_norm / post_ffw_norm around the MLP.
 constexpr R kSandwichNormGGUF[] = {
@@ -132,9 +137,9 @@ constexpr R kSandwichNormGGUF[] = {
     {"post_ffw_norm.weight", "H"},
 };
 constexpr R kMlpGGUF[] = {
-    {"ffn_gate.weight", "I H"},
-    {"ffn_up.weight", "I H"},
-    {"ffn_down.weight", "H I"},
+    {"ffn_gate.weight", "I H", kReq, Role::Gate},
+    {"ffn_up.weight", "I H", kReq, Role::Up},
+    {"ffn_down.weight", "H I", kReq, Role::Down},
 };
 constexpr R kMoeGGUF[] = {  // stacked experts (current convert_hf_to_gguf)
     {"ffn_gate_inp.weight", "E H"},
@@ -172,10 +177,10 @@ constexpr R kGpt2LayerGGUF[] = {  // the converter transposes Conv1D into Linear
 };
 
 constexpr GlobalModule kLlamaGlobalsGGUF[] = {
-    {ModuleKind::Embedding, "token_embd", true, false, kWeightVH},
-    {ModuleKind::FinalNorm, "output_norm", true, false, kWeightH},
-    {ModuleKind::Head, "output", true, true, kWeightVH},
-    {ModuleKind::Other, "rope_freqs", true, true, kAnyWeight},  // llama-3 rope scaling factors
+    {ModuleKind::Embedding, "token_embd", true, false, kEmbedVH},
+    {ModuleKind::FinalNorm, "output_norm", true, false, kFinalNormH},
+    {ModuleKind::Head, "output", true, true, kHeadVH},
+    {ModuleKind::Other, "rope_freqs", true, true, kRopeFreqs},  // llama-3 rope scaling factors
 };
 constexpr GlobalModule kPhi3GlobalsGGUF[] = {
     {ModuleKind::Embedding, "token_embd", true, false, kWeightVH},
@@ -271,6 +276,69 @@ std::string lower(std::string_view s) {
 }  // namespace
 
 std::span<const ArchEntry> arch_table() { return kTable; }
+
+std::string_view role_name(Role r) {
+  static constexpr std::string_view kNames[kRoleCount] = {
+      "none",   "embed",  "final_norm", "head",    "rope_freqs", "attn_norm", "q",        "k",
+      "v",      "o",      "q_bias",     "k_bias",  "v_bias",     "o_bias",    "q_norm",   "k_norm",
+      "ffn_norm", "gate", "up",         "down",    "gate_bias",  "up_bias",   "down_bias"};
+  return kNames[size_t(r)];
+}
+
+namespace {
+
+Role role_in(Rules rules, std::string_view rest) {
+  for (const auto& r : rules)
+    if (r.role != Role::None && match_rule(r.name, rest)) return r.role;
+  return Role::None;
+}
+
+// The tensor's name relative to a module named `prefix` ("" when it is not inside it).
+std::optional<std::string_view> inside(std::string_view tensor, std::string_view prefix) {
+  if (tensor.size() <= prefix.size() + 1 || !tensor.starts_with(prefix) || tensor[prefix.size()] != '.')
+    return std::nullopt;
+  return tensor.substr(prefix.size() + 1);
+}
+
+}  // namespace
+
+Role tensor_role(std::string_view family, const Module& m, std::string_view tensor_name, Naming* naming) {
+  auto rest = inside(tensor_name, m.name);
+  if (!rest) return Role::None;
+  auto found = [naming](const ArchEntry& e, Role r) {
+    if (naming) *naming = e.naming;
+    return r;
+  };
+  for (const ArchEntry& e : kTable) {
+    if (e.family != family) continue;
+    for (std::string_view root : e.roots) {
+      if (m.kind == ModuleKind::Layer) {
+        const std::string stack = std::string(root) + std::string(e.layers);
+        if (!m.name.starts_with(stack) || m.name != stack + std::to_string(m.layer)) continue;
+        for (const LayerSlot& slot : e.layer)
+          for (Rules alt : slot.alternatives)
+            if (Role r = role_in(alt, *rest); r != Role::None) return found(e, r);
+      } else {
+        for (const GlobalModule& g : e.globals) {
+          const std::string full = g.under_root ? std::string(root) + std::string(g.name) : std::string(g.name);
+          if (g.kind == m.kind && m.name == full)
+            if (Role r = role_in(g.tensors, *rest); r != Role::None) return found(e, r);
+        }
+      }
+    }
+  }
+  return Role::None;
+}
+
+void assign_roles(const Checkpoint& ck, ModelLayout& layout) {
+  const std::string family = layout.spec ? layout.spec->architecture : "";
+  for (Module& m : layout.modules) {
+    m.roles.assign(m.tensors.size(), Role::None);
+    if (family.empty()) continue;
+    for (size_t i = 0; i < m.tensors.size(); ++i)
+      m.roles[i] = tensor_role(family, m, ck.tensors[m.tensors[i]].name, &layout.naming);
+  }
+}
 
 bool is_known_family(std::string_view family) {
   return std::any_of(std::begin(kTable), std::end(kTable),

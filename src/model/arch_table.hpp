@@ -16,18 +16,19 @@
 
 namespace nunchaku {
 
-enum class Naming { HF, GGUF };
-
 // One tensor inside a module, relative to the module prefix ("self_attn.q_proj.weight").
 // '#' in the name stands for an expert index (digits). `shape` is a space-separated list of
 // dimension symbols, outermost first (PyTorch order; GGUF dims are already reversed):
 //   H hidden, I intermediate, 2I, V vocab, CTX max context, HD head_dim,
 //   Q heads*head_dim, KV kv_heads*head_dim, QKV (heads+2*kv_heads)*head_dim, 3H, E experts;
 // "*" accepts any shape (buffers whose shape the spec does not fix).
+std::string_view role_name(Role r);  // "q", "attn_norm", ...
+
 struct TensorRule {
   std::string_view name;
   std::string_view shape;
   bool optional = false;  // may be absent (biases some checkpoints carry, old buffers)
+  Role role = Role::None;
 };
 
 // A set of alternative tensor groups for one part of a layer (e.g. Mixtral's experts as
@@ -54,6 +55,14 @@ struct ArchEntry {
   std::span<const GlobalModule> globals;   // embeddings first, then final norm, head, extras
   std::span<const LayerSlot> layer;
 };
+
+// The role of checkpoint tensor `tensor_name` in module `m` of a model of `family` (by the
+// entry whose root/layer prefix or global name produced the module); Role::None if none.
+// *naming (when given) is set to the naming of the entry that gave the role.
+Role tensor_role(std::string_view family, const Module& m, std::string_view tensor_name, Naming* naming = nullptr);
+// Fills Module::roles for every module of the layout and ModelLayout::naming (describe_model
+// calls it).
+void assign_roles(const Checkpoint& ck, ModelLayout& layout);
 
 // Every entry (several per family: one per naming).
 std::span<const ArchEntry> arch_table();

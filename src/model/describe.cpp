@@ -556,6 +556,7 @@ ModelLayout describe_model(const Checkpoint& ck) {
     auto [it, fresh] = view_first.try_emplace(std::move(key), i);
     if (!fresh) out.tied.push_back(t.name + "=" + ck.tensors[it->second].name);
   }
+  assign_roles(ck, out);
   return out;
 }
 

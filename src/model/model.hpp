@@ -52,6 +52,15 @@ struct ModelSpec {
 enum class ModuleKind { Embedding, Layer, FinalNorm, Head, Other };
 std::string_view module_kind_name(ModuleKind k);  // "embedding", "layer", "final_norm", "head", "other"
 
+// What a tensor is to the forward pass. The engine binds weights by role, never by name:
+// this table is the one list of tensor names in the project.
+enum class Role : uint8_t {
+  None,  // not used by the engine (buffers, parts of architectures it does not run)
+  Embed, FinalNorm, Head, RopeFreqs,
+  AttnNorm, Q, K, V, O, QBias, KBias, VBias, OBias, QNorm, KNorm,
+  FfnNorm, Gate, Up, Down, GateBias, UpBias, DownBias,
+};
+constexpr size_t kRoleCount = size_t(Role::DownBias) + 1;
 struct Module {
   std::string name;              // prefix as the framework names it: "model.layers.3", "blk.3", "lm_head"
   ModuleKind kind = ModuleKind::Other;
@@ -59,11 +68,17 @@ struct Module {
   std::vector<size_t> tensors;   // indices into Checkpoint::tensors
   uint64_t bytes = 0;
   uint64_t parameters = 0;
+  std::vector<Role> roles;       // parallel to tensors: what each is to the engine (arch table)
 };
+
+// How the tensors are named: Hugging Face (transformers) or GGUF (llama.cpp). GGUF llama
+// files also store Q/K rows permuted for interleaved RoPE (convert_hf_to_gguf).
+enum class Naming { HF, GGUF };
 
 struct ModelLayout {
   std::optional<ModelSpec> spec;  // nullopt when nothing could be determined
   std::vector<Module> modules;    // embedding first, layers in order, then norm, head, other
+  Naming naming = Naming::HF;     // of the architecture-table entry the roles came from
   // Names of tensors that share storage with another (tied weights), "a=b" pairs.
   std::vector<std::string> tied;
   // Findings where the checkpoint disagrees with its spec or the architecture's tensor

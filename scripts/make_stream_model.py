@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Writes a random-weight Llama-shaped model (bf16 safetensors, ~2.3 GB by default) with the
+tokenizer of testdata/run/llama-spm, for scripts/bench_stream.sh. Tensors are written one at
+a time, so memory stays small whatever the size.
+
+usage: make_stream_model.py OUT_DIR [--layers N] [--hidden H] [--intermediate I]
+"""
+import argparse
+import json
+import os
+import shutil
+import struct
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOK_DIR = os.path.join(HERE, "..", "testdata", "run", "llama-spm")
+
+
+def bf16_bytes(a):
+    """float32 array -> bf16 bytes, round to nearest even (as torch does)."""
+    u = a.astype(np.float32).view(np.uint32)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return u.astype(np.uint16).tobytes()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--layers", type=int, default=22)
+    ap.add_argument("--hidden", type=int, default=2048)
+    ap.add_argument("--intermediate", type=int, default=5632)
+    ap.add_argument("--heads", type=int, default=16)
+    a = ap.parse_args()
+    with open(os.path.join(TOK_DIR, "config.json")) as f:
+        vocab = json.load(f)["vocab_size"]
+    H, I, L = a.hidden, a.intermediate, a.layers
+    shapes = [("model.embed_tokens.weight", (vocab, H))]
+    for l in range(L):
+        p = f"model.layers.{l}."
+        shapes += [(p + "input_layernorm.weight", (H,)), (p + "self_attn.q_proj.weight", (H, H)),
+                   (p + "self_attn.k_proj.weight", (H, H)), (p + "self_attn.v_proj.weight", (H, H)),
+                   (p + "self_attn.o_proj.weight", (H, H)), (p + "post_attention_layernorm.weight", (H,)),
+                   (p + "mlp.gate_proj.weight", (I, H)), (p + "mlp.up_proj.weight", (I, H)),
+                   (p + "mlp.down_proj.weight", (H, I))]
+    shapes += [("model.norm.weight", (H,)), ("lm_head.weight", (vocab, H))]
+    header, off = {"__metadata__": {"format": "pt"}}, 0
+    for name, shape in shapes:
+        n = int(np.prod(shape)) * 2
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [off, off + n]}
+        off += n
+    hj = json.dumps(header, separators=(",", ":")).encode()
+    hj += b" " * (-len(hj) % 8)
+    os.makedirs(a.out, exist_ok=True)
+    rng = np.random.default_rng(0)
+    tmp = os.path.join(a.out, "model.safetensors.tmp")
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(hj)) + hj)
+        for name, shape in shapes:
+            if len(shape) == 1:
+                f.write(bf16_bytes(np.ones(shape, np.float32)))
+            else:
+                f.write(bf16_bytes(rng.standard_normal(shape, np.float32) * 0.02))
+    os.replace(tmp, os.path.join(a.out, "model.safetensors"))
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": H,
+           "intermediate_size": I, "num_hidden_layers": L, "num_attention_heads": a.heads,
+           "num_key_value_heads": a.heads, "vocab_size": vocab, "max_position_embeddings": 2048,
+           "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False,
+           "torch_dtype": "bfloat16", "bos_token_id": 1, "eos_token_id": 2}
+    with open(os.path.join(a.out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        src = os.path.join(TOK_DIR, name)
+        if os.path.exists(src):
+            shutil.copy(src, os.path.join(a.out, name))
+    print(f"{a.out}: {off / 1e9:.2f} GB of weights, {L} layers")
+
+
+if __name__ == "__main__":
+    main()

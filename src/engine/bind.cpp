@@ -1,0 +1,151 @@
+#include "engine/bind.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstring>
+
+#include "core/error.hpp"
+#include "engine/quant_blocks.hpp"
+#include "model/arch_table.hpp"
+
+namespace nunchaku::engine {
+namespace {
+
+Error engine_error(const std::string& code, const std::string& msg, const std::string& tensor = "",
+                   const std::string& hint = "") {
+  return Error(code, msg, {.tensor = tensor, .hint = hint});
+}
+
+void check_place(const TensorView& t, const Backend& backend) {
+  if (!backend.can_read(t.device))
+    throw engine_error("engine.not_readable",
+                       fmt::format("tensor is in {} memory, which the {} backend cannot read", t.device.str(),
+                                   backend.device().str()),
+                       t.name, "place the model where the backend runs (--device, --plan)");
+  if (!t.strides.empty()) throw engine_error("engine.not_contiguous", "tensor is not contiguous", t.name);
+}
+
+int64_t numel(const TensorView& t) {
+  int64_t n = 1;
+  for (auto d : t.shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+void check_supported(const ModelSpec& spec) {
+  const std::string& arch = spec.architecture;
+  if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "qwen3")
+    throw engine_error("engine.unsupported_architecture", "architecture '" + arch + "' is not supported by the engine", "",
+                       "supported: llama, mistral, qwen2, qwen3");
+  if (spec.num_experts > 0)
+    throw engine_error("engine.unsupported_architecture", "mixture-of-experts models are not supported yet");
+  const EngineDims d = engine_dims(spec);
+  if (d.hidden <= 0 || d.heads <= 0 || d.head_dim <= 0 || d.head_dim % 2 || d.kv_heads <= 0 || d.heads % d.kv_heads ||
+      d.layers <= 0)
+    throw engine_error("engine.bad_spec", fmt::format("inconsistent dimensions: hidden {}, heads {}/{}, head_dim {}, layers {}",
+                                                      d.hidden, d.heads, d.kv_heads, d.head_dim, d.layers));
+}
+
+size_t find_role(const ModelLayout& layout, Role r) {
+  for (size_t m = 0; m < layout.modules.size(); ++m)
+    for (Role x : layout.modules[m].roles)
+      if (x == r) return m;
+  return SIZE_MAX;
+}
+
+ModelBinding bind_modules(const ModelLayout& layout) {
+  ModelBinding b;
+  auto at_of = [&](size_t m, Role r) -> int16_t {
+    const auto& roles = layout.modules[m].roles;
+    for (size_t i = 0; i < roles.size(); ++i)
+      if (roles[i] == r) return int16_t(i);
+    return -1;
+  };
+  auto global = [&](Role r, size_t& module, int16_t& at, bool required) {
+    module = find_role(layout, r);
+    if (module == SIZE_MAX) {
+      if (required)
+        throw engine_error("engine.missing_tensor", fmt::format("the model has no {} tensor", role_name(r)), "",
+                           "the checkpoint's tensor names do not follow the architecture table (docs/architectures.md)");
+      return;
+    }
+    at = at_of(module, r);
+  };
+  global(Role::Embed, b.embed, b.embed_at, true);
+  global(Role::FinalNorm, b.final_norm, b.final_norm_at, true);
+  global(Role::Head, b.head, b.head_at, false);
+
+  const int64_t n_layers = layout.spec ? layout.spec->num_layers : 0;
+  b.layers.resize(size_t(std::max<int64_t>(0, n_layers)));
+  std::vector<bool> seen(b.layers.size(), false);
+  for (size_t m = 0; m < layout.modules.size(); ++m) {
+    const Module& mod = layout.modules[m];
+    if (mod.kind != ModuleKind::Layer || mod.layer < 0 || mod.layer >= n_layers) continue;
+    auto& L = b.layers[size_t(mod.layer)];
+    L.module = m;
+    L.at.fill(-1);
+    for (size_t i = 0; i < mod.roles.size(); ++i)
+      if (mod.roles[i] != Role::None) L.at[size_t(mod.roles[i])] = int16_t(i);
+    seen[size_t(mod.layer)] = true;
+  }
+  for (size_t l = 0; l < b.layers.size(); ++l) {
+    if (!seen[l]) throw engine_error("engine.missing_tensor", fmt::format("layer {} has no tensors", l));
+    for (Role r : {Role::AttnNorm, Role::Q, Role::K, Role::V, Role::O, Role::FfnNorm, Role::Gate, Role::Up, Role::Down})
+      if (b.layers[l].at[size_t(r)] < 0)
+        throw engine_error("engine.missing_tensor",
+                           fmt::format("layer {} ({}) has no {} tensor", l, layout.modules[b.layers[l].module].name,
+                                       role_name(r)),
+                           layout.modules[b.layers[l].module].name);
+  }
+  return b;
+}
+
+WeightMatrix matrix(const TensorView& t, int64_t rows, int64_t cols, const Backend& backend) {
+  check_place(t, backend);
+  if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols)
+    throw engine_error("engine.bad_shape",
+                       fmt::format("shape [{}] where the model needs [{}, {}]", fmt::join(t.shape, ", "), rows, cols),
+                       t.name);
+  if (!matmul_supports(t.dtype))
+    throw engine_error("engine.unsupported_dtype",
+                       "dtype " + std::string(dtype_name(t.dtype)) + " is not supported by the CPU kernels", t.name,
+                       "supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K");
+  auto rb = dtype_nbytes(t.dtype, uint64_t(cols));
+  if (!rb || *rb * uint64_t(rows) != t.nbytes)
+    throw engine_error("engine.bad_shape", "row length is not a whole number of blocks", t.name);
+  return WeightMatrix{static_cast<const uint8_t*>(t.data), t.dtype, rows, cols, size_t(*rb), t.name};
+}
+
+void check_vector(const TensorView& t, int64_t n, const Backend& backend) {
+  check_place(t, backend);
+  if (numel(t) != n)
+    throw engine_error("engine.bad_shape", fmt::format("{} elements where the model needs {}", numel(t), n), t.name);
+  if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+    throw engine_error("engine.unsupported_dtype", "vector of dtype " + std::string(dtype_name(t.dtype)), t.name);
+}
+
+VecRef vector_ref(std::span<const TensorView> views, int16_t at) {
+  if (at < 0) return {};
+  const TensorView& t = views[size_t(at)];
+  return {t.data, t.dtype, numel(t)};
+}
+
+std::vector<float> read_vector(const TensorView& t, int64_t n) {
+  if (numel(t) != n)
+    throw engine_error("engine.bad_shape", fmt::format("{} elements where the model needs {}", numel(t), n), t.name);
+  std::vector<float> out(static_cast<size_t>(n));
+  const auto* p = static_cast<const uint8_t*>(t.data);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (t.dtype) {
+      case DType::F32: std::memcpy(&out[size_t(i)], p + 4 * i, 4); break;
+      case DType::F16: out[size_t(i)] = blocks::half_to_float(blocks::load_u16(p + 2 * i)); break;
+      case DType::BF16: out[size_t(i)] = blocks::bf16_to_float(blocks::load_u16(p + 2 * i)); break;
+      default: throw engine_error("engine.unsupported_dtype", "vector of dtype " + std::string(dtype_name(t.dtype)), t.name);
+    }
+  }
+  return out;
+}
+
+}  // namespace nunchaku::engine

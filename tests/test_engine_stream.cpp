@@ -1,0 +1,207 @@
+// The engine seam: weights bound by role from the architecture table, the streamed weight
+// provider (bounded pool, read ahead, errors), and the run state the engine allocates
+// against engine_memory(), the accounting estimate and plan use.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "core/error.hpp"
+#include "engine/engine.hpp"
+#include "memory/engine_memory.hpp"
+#include "model/arch_table.hpp"
+#include "tests/helpers.hpp"
+#include "tests/test_engine_helpers.hpp"
+
+using namespace nunchaku;
+using namespace nunchaku::engine;
+
+namespace {
+
+const Device kDisk{Device::Kind::Disk, 0};
+
+// Full-prompt logits then greedy tokens of a few prompts, through forward() directly.
+struct Outputs {
+  std::vector<float> logits;
+  std::vector<std::vector<int32_t>> tokens;
+};
+Outputs outputs_of(Transformer& tf) {
+  Outputs o;
+  const std::vector<std::vector<int32_t>> prompts = {{1, 15, 27, 3, 9}, {1, 100, 7}, {1}};
+  SeqChunk ch{0, 0, prompts[0], true};
+  auto l = tf.forward({&ch, 1});
+  o.logits.assign(l.begin(), l.end());
+  for (const auto& p : prompts) o.tokens.push_back(test::greedy(tf, p, 12));
+  return o;
+}
+
+EngineOptions small_opts() {
+  EngineOptions o;
+  o.max_context = 64;
+  o.logit_rows = 8;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("seam: every tensor the engine uses gets its role from the architecture table", "[engine][seam]") {
+  for (const char* rel : {"engine/llama-small", "engine/llama-small-gguf/llama-small-q8_0.gguf", "engine/qwen3",
+                          "engine/qwen2-f32.gguf", "engine/llama-tied"}) {
+    INFO(rel);
+    Checkpoint ck = open_checkpoint(test::testdata(rel));
+    ModelLayout layout = describe_model(ck);
+    std::map<Role, int> count;
+    for (const Module& m : layout.modules) {
+      REQUIRE(m.roles.size() == m.tensors.size());
+      for (Role r : m.roles) count[r]++;
+    }
+    const int L = int(layout.spec->num_layers);
+    for (Role r : {Role::Q, Role::K, Role::V, Role::O, Role::Gate, Role::Up, Role::Down, Role::AttnNorm, Role::FfnNorm})
+      CHECK(count[r] == L);
+    CHECK(count[Role::Embed] == 1);
+    CHECK(count[Role::FinalNorm] == 1);
+    CHECK(count[Role::Head] <= 1);
+    // GGUF names come from the GGUF entries of the table, HF names from the HF ones.
+    CHECK((layout.naming == Naming::GGUF) == std::string(rel).ends_with(".gguf"));
+  }
+  // Hand-picked names: the role follows the table's rule, not a guess.
+  Module layer{.name = "model.layers.3", .kind = ModuleKind::Layer, .layer = 3};
+  CHECK(tensor_role("qwen2", layer, "model.layers.3.self_attn.k_proj.bias") == Role::KBias);
+  CHECK(tensor_role("llama", layer, "model.layers.3.mlp.down_proj.weight") == Role::Down);
+  CHECK(tensor_role("llama", layer, "model.layers.3.self_attn.rotary_emb.inv_freq") == Role::None);
+  CHECK(tensor_role("llama", layer, "model.layers.30.mlp.down_proj.weight") == Role::None);
+  Module blk{.name = "blk.0", .kind = ModuleKind::Layer, .layer = 0};
+  CHECK(tensor_role("qwen3", blk, "blk.0.attn_k_norm.weight") == Role::KNorm);
+}
+
+TEST_CASE("seam: streamed weights give the resident engine's logits bit for bit", "[engine][seam]") {
+  for (const char* rel : {"engine/llama-small-gguf/llama-small-q8_0.gguf", "engine/llama-small-bf16",
+                          "engine/qwen2-f32.gguf", "engine/llama-tied"}) {
+    INFO(rel);
+    auto resident = test::load_engine_model(test::testdata(rel), small_opts());
+    Outputs want = outputs_of(*resident.tf);
+    for (bool direct : {false, true}) {
+      StreamOptions so;
+      so.direct_io = direct;
+      auto streamed = test::load_engine_model(test::testdata(rel), small_opts(), kDisk, so);
+      const auto& wp = streamed.tf->weights();
+      // Everything streams (embedding, layers, norm, head), through 3 slots.
+      for (size_t m = 0; m < wp.modules(); ++m) CHECK(wp.streamed(m));
+      Outputs got = outputs_of(*streamed.tf);
+      CHECK(got.logits == want.logits);  // exact: same kernels over the same bytes
+      CHECK(got.tokens == want.tokens);
+    }
+  }
+}
+
+TEST_CASE("seam: the pool holds at most its slots, each the largest module's read layout", "[engine][seam]") {
+  const std::string path = test::testdata("engine/llama-small-gguf/llama-small-f32.gguf");
+  Checkpoint ck = open_checkpoint(path);
+  ModelLayout layout = describe_model(ck);
+  uint64_t largest = 0, total = 0;
+  for (const Module& m : layout.modules) {
+    uint64_t b = 0;
+    for (size_t t : m.tensors) b += ck.tensors[t].nbytes;
+    largest = std::max(largest, b);
+    total += b;
+  }
+  const int live_before = testing::live_allocations();
+  StreamOptions so;
+  so.slots = 2;
+  {
+    auto m = test::load_engine_model(path, small_opts(), kDisk, so);
+    const auto& wp = m.tf->weights();
+    CHECK(wp.pool_slots() == 2);
+    CHECK(wp.pool_bytes() == 2 * wp.slot_bytes());
+    // A slot is the largest module plus page alignment of its runs (a few pages at most).
+    CHECK(wp.slot_bytes() >= largest);
+    CHECK(wp.slot_bytes() <= largest + 8 * 4096);
+    CHECK(wp.pool_bytes() < total);  // the point: less memory than the weights
+    Outputs a = outputs_of(*m.tf);
+    auto resident = test::load_engine_model(path, small_opts());
+    CHECK(a.tokens == outputs_of(*resident.tf).tokens);
+  }
+  CHECK(testing::live_allocations() == live_before);  // pool and everything else released
+}
+
+TEST_CASE("seam: a slow reader still gives the same tokens", "[engine][seam]") {
+  const std::string path = test::testdata("engine/llama-small-gguf/llama-small-q4_0.gguf");
+  auto resident = test::load_engine_model(path, small_opts());
+  Outputs want = outputs_of(*resident.tf);
+  StreamOptions so;
+  so.reader_threads = 1;
+  so.chunk_bytes = 4096;  // many small reads, each delayed
+  so.before_read = [] { std::this_thread::sleep_for(std::chrono::microseconds(200)); };
+  auto slow = test::load_engine_model(path, small_opts(), kDisk, so);
+  CHECK(outputs_of(*slow.tf).tokens == want.tokens);
+}
+
+TEST_CASE("seam: a file truncated while streaming is load.short_read naming tensor and offset", "[engine][seam]") {
+  test::TempDir dir;
+  const std::string path = dir.file("model.gguf");
+  std::filesystem::copy_file(test::testdata("engine/llama-small-gguf/llama-small-f32.gguf"), path);
+  const int live_before = testing::live_allocations();
+  {
+    StreamOptions so;
+    so.direct_io = false;
+    auto m = test::load_engine_model(path, small_opts(), kDisk, so);
+    const uint64_t size = std::filesystem::file_size(path);
+    REQUIRE(::truncate(path.c_str(), off_t(size / 2)) == 0);
+    std::vector<int32_t> prompt = {1, 2, 3};
+    try {
+      test::greedy(*m.tf, prompt, 4);
+      FAIL("no error");
+    } catch (const Error& e) {
+      CHECK(e.code() == "load.short_read");
+      CHECK(e.exit_code() == 2);
+      CHECK(e.context().file == path);
+      CHECK(!e.context().tensor.empty());
+      REQUIRE(e.context().offset.has_value());
+      CHECK(*e.context().offset <= size / 2);
+    }
+  }
+  CHECK(testing::live_allocations() == live_before);
+}
+
+TEST_CASE("seam: the engine allocates exactly what engine_memory() predicts", "[engine][seam]") {
+  struct Case {
+    int batch;
+    int64_t context, tokens;
+    DType kv;
+    bool streamed;
+  };
+  const Case cases[] = {{1, 64, 0, DType::F32, false}, {4, 100, 32, DType::F16, false}, {3, 37, 5, DType::F32, true},
+                        {8, 128, 300, DType::F16, true}};
+  const std::string path = test::testdata("engine/llama-small-gguf/llama-small-q8_0.gguf");
+  for (const Case& c : cases) {
+    INFO("batch " << c.batch << " context " << c.context << " streamed " << c.streamed);
+    EngineOptions o;
+    o.max_batch = c.batch;
+    o.max_context = c.context;
+    o.max_tokens = c.tokens;
+    o.kv_dtype = c.kv;
+    auto m = test::load_engine_model(path, o, c.streamed ? kDisk : Device{Device::Kind::Cpu, 0},
+                                     c.streamed ? std::optional<StreamOptions>(StreamOptions{}) : std::nullopt, 2);
+    // The prediction from the spec and the options alone, as estimate computes it.
+    EngineConfig cfg;
+    cfg.max_batch = c.batch;
+    cfg.max_context = c.context;
+    cfg.max_tokens = c.tokens;
+    cfg.kv_dtype = c.kv;
+    cfg.threads = 2;
+    if (c.streamed) {
+      cfg.stream_slots = 3;
+      uint64_t largest = 0;
+      for (const Module& mod : m.layout.modules) largest = std::max(largest, plan_module_reads(m.ck, mod).bytes);
+      cfg.stream_slot_bytes = largest;
+    }
+    const EngineMemory want = engine_memory(*m.layout.spec, cfg);
+    CHECK(m.tf->state_bytes() + m.tf->weights().pool_bytes() == want.total());
+    CHECK(m.tf->weights().pool_bytes() == want.stream_pool);
+    CHECK(want.kv_cache == uint64_t(2 * 2 * c.batch * c.context * 16 * (c.kv == DType::F16 ? 2 : 4)));
+  }
+}
