@@ -93,6 +93,20 @@ Placement run_placement(const RunCliOptions& o, const Checkpoint& ck, const Mode
   return p;
 }
 
+// What this run holds in host memory, as engine_memory() and the load account for it.
+void print_memory(const WeightStore& store, const engine::Transformer& model) {
+  uint64_t kept = 0, streamed = 0;
+  for (const ModuleBlock& m : store.modules()) {
+    if (m.device.kind == Device::Kind::Cpu) kept += m.bytes;
+    if (m.device.kind == Device::Kind::Disk) streamed += m.tensor_bytes;
+  }
+  const uint64_t pool = model.weights().pool_bytes(), state = model.state_bytes();
+  fmt::print(stderr, "memory: weights kept {} + stream pool {} + run state {} = {} ({} B); {} of weights on disk ({} B), {}\n",
+             format_bytes(kept), format_bytes(pool), format_bytes(state), format_bytes(kept + pool + state),
+             kept + pool + state, format_bytes(streamed), streamed,
+             pool ? "streamed each step" : "read through file mappings");
+}
+
 engine::SamplingParams sampling_for(const RunCliOptions& o, const RequestParams& p) {
   engine::SamplingParams s;
   s.temperature = p.temperature.value_or(o.temperature);
@@ -359,6 +373,7 @@ int run_batch(RunCliOptions o) {
     throw;
   }
   engine::Transformer& model = *m->model;
+  if (!o.quiet) print_memory(m->loaded.store, model);
   if (tok.vocab_size() > model.vocab())
     throw Error("run.vocab_mismatch", fmt::format("the tokenizer has {} tokens but the model's vocabulary is {}", tok.vocab_size(), model.vocab()),
                 {.file = o.path});
