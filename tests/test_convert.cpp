@@ -350,3 +350,38 @@ TEST_CASE("convert: GGUF output: Q8_0 equals gguf-py's quantize; round trips thr
   convert_to(test::testdata("convert/dequant.gguf"), t3.file("copy.gguf"));
   require_same_tensors(open_checkpoint(t3.file("copy.gguf")), open_checkpoint(test::testdata("convert/dequant.gguf")));
 }
+
+TEST_CASE("convert: real files from other tools convert with --verify and read back equal", "[convert][shared]") {
+  NUNCHAKU_REQUIRE_SHARED();
+  const std::string root = test::shared_testfile("");
+  int converted = 0;
+  for (const auto& dir : {"pytorch", "safetensors", "gguf"})
+    for (const auto& e : fs::directory_iterator(root + "/" + dir)) {
+      if (!e.is_regular_file()) continue;
+      const std::string in = e.path().string();
+      bool opens = true;
+      try {
+        (void)open_checkpoint(in);
+      } catch (const Error&) {
+        opens = false;  // broken.pt and friends: refused by inspect too
+      }
+      test::TempDir tmp;
+      auto r = test::run_cli({"convert", in, tmp.file("out"), "--verify", "-q"});
+      INFO(in << ": " << r.err);
+      if (!opens) {
+        CHECK(r.exit_code == 2);
+        CHECK(names_in(tmp.path).empty());
+        continue;
+      }
+      REQUIRE(r.exit_code == 0);
+      ++converted;
+      const Checkpoint a = open_checkpoint(in), b = open_checkpoint(tmp.file("out"));
+      for (const auto& t : b.tensors) {
+        INFO(t.name);
+        const TensorInfo* s = a.find(t.name);
+        REQUIRE(s);
+        if (s->strides.empty() && s->dtype == t.dtype) CHECK(tensor_bytes(a, *s) == tensor_bytes(b, t));
+      }
+    }
+  CHECK(converted > 20);
+}
