@@ -107,4 +107,83 @@ bool split_object(std::string_view s, std::vector<JsonMember>& out, size_t& erro
   return true;
 }
 
+namespace {
+
+// A plain string (no escapes, no control characters) at s[i]; i moves past it.
+bool plain_string(std::string_view s, size_t& i, std::string_view& out) {
+  if (i >= s.size() || s[i] != '"') return false;
+  const size_t b = ++i;
+  for (; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"') break;
+    if (c == '\\' || c < 0x20) return false;
+  }
+  if (i >= s.size()) return false;
+  out = s.substr(b, i - b);
+  ++i;
+  return true;
+}
+
+// A JSON integer >= 0 that fits 64 bits (no sign, fraction, exponent or leading zero).
+bool plain_uint(std::string_view s, size_t& i, uint64_t& out) {
+  const size_t b = i;
+  out = 0;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i)
+    if (__builtin_mul_overflow(out, 10, &out) || __builtin_add_overflow(out, uint64_t(s[i] - '0'), &out)) return false;
+  if (i == b || (s[b] == '0' && i - b > 1)) return false;
+  return i >= s.size() || (s[i] != '.' && s[i] != 'e' && s[i] != 'E');
+}
+
+bool plain_uints(std::string_view s, size_t& i, std::vector<uint64_t>& out) {
+  if (i >= s.size() || s[i] != '[') return false;
+  i = skip_space(s, i + 1);
+  if (i < s.size() && s[i] == ']') return ++i, true;
+  for (;;) {
+    uint64_t v;
+    if (!plain_uint(s, i, v)) return false;
+    out.push_back(v);
+    i = skip_space(s, i);
+    if (i >= s.size()) return false;
+    if (s[i] == ']') return ++i, true;
+    if (s[i] != ',') return false;
+    i = skip_space(s, i + 1);
+  }
+}
+
+}  // namespace
+
+bool parse_plain_entry(std::string_view s, PlainEntry& out) {
+  out.shape.clear();
+  size_t i = skip_space(s, 0);
+  if (i >= s.size() || s[i] != '{') return false;
+  i = skip_space(s, i + 1);
+  unsigned seen = 0;
+  for (int k = 0; k < 3; ++k) {
+    std::string_view key;
+    if (!plain_string(s, i, key)) return false;
+    i = skip_space(s, i);
+    if (i >= s.size() || s[i] != ':') return false;
+    i = skip_space(s, i + 1);
+    if (key == "dtype" && !(seen & 1)) {
+      if (!plain_string(s, i, out.dtype)) return false;
+      seen |= 1;
+    } else if (key == "shape" && !(seen & 2)) {
+      if (!plain_uints(s, i, out.shape)) return false;
+      seen |= 2;
+    } else if (key == "data_offsets" && !(seen & 4)) {
+      std::vector<uint64_t> off;
+      if (!plain_uints(s, i, off) || off.size() != 2) return false;
+      out.begin = off[0];
+      out.end = off[1];
+      seen |= 4;
+    } else {
+      return false;
+    }
+    i = skip_space(s, i);
+    if (i >= s.size() || s[i] != (k < 2 ? ',' : '}')) return false;
+    i = skip_space(s, i + 1);
+  }
+  return i == s.size();
+}
+
 }  // namespace nunchaku::detail

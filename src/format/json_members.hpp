@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,5 +25,16 @@ struct JsonMember {
 // text does not start with '{' (error_at = first non-space byte; the caller parses it
 // whole to say what it is).
 bool split_object(std::string_view text, std::vector<JsonMember>& out, size_t& error_at);
+
+// A safetensors entry in its usual form, {"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}
+// (keys in any order, any whitespace), read without a DOM. Returns false for anything else
+// (escapes, other or repeated keys, numbers that are not plain non-negative integers);
+// the caller then parses the value with the full JSON parser, which also words the error.
+struct PlainEntry {
+  std::string_view dtype;        // into the text
+  std::vector<uint64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+bool parse_plain_entry(std::string_view text, PlainEntry& out);
 
 }  // namespace nunchaku::detail

@@ -105,7 +105,14 @@ class Reader {
 
     std::vector<Entry> entries;
     entries.reserve(members.size());
+    detail::PlainEntry plain;
     for (const auto& m : members) {
+      // The usual entry is read directly; anything else goes through the JSON parser.
+      if (m.key != "__metadata__" &&
+          detail::parse_plain_entry(text_.substr(m.value_at, m.value_end - m.value_at), plain)) {
+        entries.push_back(finish(m.key, plain.dtype, plain.shape, plain.begin, plain.end, 8 + m.key_at));
+        continue;
+      }
       json value = parse_value(m);
       if (m.key == "__metadata__") {
         ck.metadata = metadata(value, m.key_at);
@@ -218,26 +225,36 @@ class Reader {
     if (sh == v.end() || !sh->is_array()) bad("\"shape\" is missing or not an array");
     if (off == v.end() || !off->is_array() || off->size() != 2) bad("\"data_offsets\" is missing or not [begin, end]");
 
-    Entry e;
-    e.name = name;
-    const auto& dname = dt->get_ref<const std::string&>();
-    auto d = safetensors_dtype(dname);
-    if (!d)
-      fail("safetensors.unknown_dtype", "unknown dtype \"" + dname + "\"", name, at,
-           "safetensors dtypes: " + safetensors_dtype_list());
-    e.dtype = *d;
-
-    bool dims_fit = true;
-    e.shape.reserve(sh->size());
+    std::vector<uint64_t> dims;
+    dims.reserve(sh->size());
     for (const auto& x : *sh) {
       uint64_t dim;
       if (!as_u64(x, dim)) bad("shape dimensions must be non-negative integers");
+      dims.push_back(dim);
+    }
+    uint64_t begin = 0, end = 0;
+    if (!as_u64((*off)[0], begin) || !as_u64((*off)[1], end)) bad("data_offsets must be non-negative integers");
+    return finish(name, dt->get_ref<const std::string&>(), dims, begin, end, at);
+  }
+
+  // The checks of an entry's values, however they were read.
+  Entry finish(const std::string& name, std::string_view dname, const std::vector<uint64_t>& dims, uint64_t begin,
+               uint64_t end, uint64_t at) const {
+    Entry e;
+    e.name = name;
+    e.begin = begin;
+    e.end = end;
+    auto d = safetensors_dtype(dname);
+    if (!d)
+      fail("safetensors.unknown_dtype", "unknown dtype \"" + std::string(dname) + "\"", name, at,
+           "safetensors dtypes: " + safetensors_dtype_list());
+    e.dtype = *d;
+    bool dims_fit = true;
+    e.shape.reserve(dims.size());
+    for (uint64_t dim : dims) {
       if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) dims_fit = false;
       e.shape.push_back(static_cast<int64_t>(std::min<uint64_t>(dim, std::numeric_limits<int64_t>::max())));
     }
-    if (!as_u64((*off)[0], e.begin) || !as_u64((*off)[1], e.end))
-      bad("data_offsets must be non-negative integers");
-
     auto numel = checked_numel(e.shape);
     if (!dims_fit || !numel)
       fail("safetensors.overflow", "the element count of the shape overflows 64 bits", name, data_or(e.begin, at));
