@@ -14,6 +14,7 @@
 
 #include "convert/convert.hpp"
 #include "core/error.hpp"
+#include "core/interrupt.hpp"
 #include "format/open.hpp"
 #include "io/file.hpp"
 #include "tests/helpers.hpp"
@@ -246,6 +247,7 @@ TEST_CASE("convert: SIGINT during the copy removes the partial output", "[conver
   } catch (const Error& e) {
     CHECK(e.exit_code() == 130);
   }
+  reset_interrupt();
   CHECK(names_in(tmp.path).empty());
 }
 

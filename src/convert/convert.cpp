@@ -13,6 +13,7 @@
 #include "convert/stream.hpp"
 #include "convert/verify.hpp"
 #include "core/error.hpp"
+#include "core/interrupt.hpp"
 #include "format/open.hpp"
 #include "io/atomic_output.hpp"
 #include "model/model.hpp"
@@ -102,7 +103,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
   check_request(o, ck, plan, fmt);
   if (fmt == OutFormat::GGUF) check_gguf_plan(plan);
 
-  InterruptGuard guard;
+  nunchaku::InterruptGuard guard;  // SIGINT/SIGTERM polled between chunks
   StagedOutput staged(o.out, fmt == OutFormat::Safetensors);
   TensorReader reader(ck, o.buffer_bytes);
   uint64_t total_in = 0;

@@ -12,36 +12,12 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/interrupt.hpp"
 
 namespace nunchaku::convert {
 namespace fs = std::filesystem;
 
-namespace {
-volatile std::sig_atomic_t g_signal = 0;
-void on_signal(int sig) { g_signal = sig; }
-struct sigaction g_old_int, g_old_term;
-}  // namespace
-
-InterruptGuard::InterruptGuard() {
-  g_signal = 0;
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &g_old_int);
-  sigaction(SIGTERM, &sa, &g_old_term);
-}
-
-InterruptGuard::~InterruptGuard() {
-  sigaction(SIGINT, &g_old_int, nullptr);
-  sigaction(SIGTERM, &g_old_term, nullptr);
-}
-
-void check_interrupted() {
-  const int sig = g_signal;
-  if (sig == 0) return;
-  throw Error("convert.interrupted", sig == SIGINT ? "interrupted (SIGINT); nothing was written" : "terminated (SIGTERM); nothing was written",
-              {}, static_cast<Exit>(128 + sig));
-}
+void check_interrupted() { throw_if_interrupted("nothing was written"); }
 
 StagedOutput::StagedOutput(std::string out, bool directory) : out_(std::move(out)), dir_(directory) {
   while (out_.size() > 1 && out_.back() == '/') out_.pop_back();
@@ -81,13 +57,15 @@ void StagedOutput::commit() {
   committed_ = true;
 }
 
-OutFile::OutFile(std::string tmp_path, std::string shown_path) : shown_(std::move(shown_path)) {
-  fd_ = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+OutFile::OutFile(std::string tmp_path, std::string shown_path) : shown_(std::move(shown_path)), tmp_(std::move(tmp_path)) {
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0)
     throw Error("io.write", fmt::format("cannot create: {}", std::strerror(errno)), {.file = shown_}, Exit::Internal);
+  register_cleanup_path(tmp_);
 }
 
 OutFile::~OutFile() {
+  unregister_cleanup_path(tmp_);
   if (fd_ >= 0) ::close(fd_);
 }
 

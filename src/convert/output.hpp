@@ -2,6 +2,8 @@
 // (".NAME.tmp-nunchaku-PID", a directory or a file) and is renamed to OUT, without
 // replacing anything, only when complete. Until then a failure, an exception or SIGINT /
 // SIGTERM (checked between chunks) removes the temporary; IN is never opened for writing.
+// A second signal exits at once after unlinking the file being written (core/interrupt.hpp);
+// an output directory's other finished files then stay under the temporary name.
 #pragma once
 
 #include <cstdint>
@@ -47,18 +49,13 @@ class OutFile {
   void close();  // fsync is left to the OS; close errors are reported
 
  private:
-  std::string shown_;
+  std::string shown_, tmp_;
   int fd_ = -1;
   uint64_t off_ = 0;
 };
 
-// Installs SIGINT/SIGTERM handlers for its lifetime that only record the signal.
-class InterruptGuard {
- public:
-  InterruptGuard();
-  ~InterruptGuard();
-};
-// Throws Error("convert.interrupted", exit 130 or 143) once a signal was recorded.
+// Throws the Error of core/interrupt.hpp (exit 130 / 143) once SIGINT / SIGTERM arrived
+// under an InterruptGuard (convert_checkpoint holds one).
 void check_interrupted();
 
 }  // namespace nunchaku::convert
