@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -23,8 +24,11 @@ namespace {
 struct EstimateOptions {
   std::string path, vram;
   WorkloadOptions w;
+  double margin = 0.05;
   bool json = false;
 };
+
+std::string per_device(const Estimate& e) { return e.target == Target::Cpu ? "CPU" : "GPU"; }
 
 void print_table(const Estimate& e) {
   const auto& s = e.spec;
@@ -32,6 +36,8 @@ void print_table(const Estimate& e) {
   fmt::print("model:     {} ({}), {} layers, hidden {}, {} heads ({} KV) × {}, vocab {}, {} params\n",
              s.architecture.empty() ? "?" : s.architecture, s.source.empty() ? "?" : s.source, s.num_layers, s.hidden_size,
              s.num_heads, s.num_kv_heads, s.head_dim, s.vocab_size, format_count(e.parameters));
+  fmt::print("runtime:   {} on {}\n", runtime_name(e.runtime), e.target == Target::Cpu ? "the CPU" : "CUDA GPUs");
+  for (const auto& m : e.runtime_model) fmt::print("           {}\n", m);
   fmt::print("workload:  {}, batch {}, context {}{}, weights {}{}, compute {}, KV {}", mode_name(w.mode), w.batch, w.context,
              e.context_defaulted ? fmt::format(" (default: min(model max {}, 4096))", s.max_context) : "",
              dtype_name(e.weight_dtype), w.quant.scheme != QuantScheme::None ? " as " + w.quant.label() : "",
@@ -42,45 +48,120 @@ void print_table(const Estimate& e) {
   else if (w.gpus > 1)
     fmt::print(", split over {} GPUs", w.gpus);
   fmt::print("\nKV cache:  {} per token (all layers, batch 1)\n\n", format_bytes(e.kv_bytes_per_token));
-  fmt::print("{:<20} {:>12}  {}\n", "component (per GPU)", "bytes", "formula");
+  fmt::print("{:<20} {:>12}  {}\n", fmt::format("component (per {})", per_device(e)), "bytes", "formula");
   for (const auto& c : e.gpu) fmt::print("{:<20} {:>12}  {}\n", c.name, format_bytes(c.bytes), c.formula);
-  fmt::print("{:<20} {:>12}  ({} B)\n", "total per GPU", format_bytes(e.per_gpu_total), e.per_gpu_total);
+  fmt::print("{:<20} {:>12}  ({} B)\n", fmt::format("total per {}", per_device(e)), format_bytes(e.per_gpu_total), e.per_gpu_total);
   for (const auto& c : e.host) fmt::print("{:<20} {:>12}  {}\n", c.name + " (CPU)", format_bytes(c.bytes), c.formula);
   for (const auto& n : e.notes) fmt::print("note: {}\n", n);
 }
 
+// --runtime all: one column per runtime, one row per component.
+void print_columns(const std::vector<Estimate>& es, const std::vector<std::optional<Verdict>>& vs) {
+  std::vector<std::string> rows;
+  for (const auto& e : es)
+    for (const auto& c : e.gpu)
+      if (std::find(rows.begin(), rows.end(), c.name) == rows.end()) rows.push_back(c.name);
+  const auto& w = es.front().workload;
+  fmt::print("model: {}, {} params; {}, batch {}, context {}, on {}\n\n", es.front().spec.architecture, format_count(es.front().parameters),
+             mode_name(w.mode), w.batch, w.context, es.front().target == Target::Cpu ? "the CPU" : "CUDA GPUs");
+  fmt::print("{:<18}", fmt::format("per {}", per_device(es.front())));
+  for (const auto& e : es) fmt::print(" {:>13}", runtime_name(e.runtime));
+  fmt::print("\n");
+  for (const auto& r : rows) {
+    fmt::print("{:<18}", r);
+    for (const auto& e : es) {
+      const bool has = std::any_of(e.gpu.begin(), e.gpu.end(), [&](const Component& c) { return c.name == r; });
+      fmt::print(" {:>13}", has ? format_bytes(e.component(r)) : "-");
+    }
+    fmt::print("\n");
+  }
+  fmt::print("{:<18}", "total");
+  for (const auto& e : es) fmt::print(" {:>13}", format_bytes(e.per_gpu_total));
+  fmt::print("\n");
+  if (vs.front()) {
+    fmt::print("{:<18}", fmt::format("vram {}", format_bytes(vs.front()->vram)));
+    for (const auto& v : vs) fmt::print(" {:>13}", v->fits ? "fits" : "OOM");
+    fmt::print("\n{:<18}", "headroom");
+    for (const auto& v : vs) fmt::print(" {:>13}", (v->fits ? "" : "-") + format_bytes(v->margin));
+    fmt::print("\n");
+  }
+  for (const auto& e : es) {
+    fmt::print("\n{}:\n", runtime_name(e.runtime));
+    for (const auto& m : e.runtime_model) fmt::print("  {}\n", m);
+  }
+  for (const auto& n : es.front().notes) fmt::print("note: {}\n", n);
+}
+
+void print_suggestions(const Verdict& v, const std::vector<Suggestion>& sugg, double margin) {
+  fmt::print("\nvram {}: {}\n", format_bytes(v.vram), v.text);
+  if (v.fits) return;
+  if (sugg.empty()) fmt::print("nothing tried makes it fit with {:.0f}% of the budget to spare\n", margin * 100);
+  else fmt::print("to make it fit (combinations, cheapest first, each re-estimated, >= {:.0f}% of the budget to spare):\n", margin * 100);
+  for (const auto& s : sugg)
+    fmt::print("  {:<52} {:<40} {} per device, {} headroom\n", s.flags, s.what, format_bytes(s.per_gpu_total), format_bytes(s.headroom));
+}
+
+void warn(const Estimate& e) {
+  for (const auto& n : e.notes)
+    if (n.rfind("warning: ", 0) == 0) fmt::print(stderr, "{}\n", n);
+}
+
 int run(const EstimateOptions& o) {
-  const auto vram = parse_vram(o.vram);
+  if (!(o.margin >= 0 && o.margin < 1)) throw Error("usage.margin", "--margin must be in [0, 1): a fraction of the budget");
+  auto vram = parse_vram(o.vram);
+  match_gpus(vram, o.w.gpus);
   Workload w = to_workload(o.w, vram.size());
   Checkpoint ck = open_checkpoint(o.path);
   ModelLayout layout = describe_model(ck);
-  Estimate e = estimate(ck, layout, w);
-  std::optional<Verdict> v;
-  std::vector<Suggestion> sugg;
-  if (!vram.empty()) {
-    v = verdict(e, *std::min_element(vram.begin(), vram.end()));
-    if (!v->fits) sugg = suggest_fits(ck, layout, w, v->vram);
+  std::vector<Workload> ws;
+  if (is_all_runtimes(o.w))
+    for (Runtime r : runtimes_for(w.mode)) ws.push_back(w), ws.back().runtime = r;
+  else
+    ws.push_back(w);
+  std::vector<Estimate> es;
+  std::vector<std::optional<Verdict>> vs;
+  std::vector<std::vector<Suggestion>> suggs;
+  for (const auto& x : ws) {
+    es.push_back(estimate(ck, layout, x));
+    vs.emplace_back();
+    suggs.emplace_back();
+    if (!vram.empty()) {
+      vs.back() = verdict(es.back(), *std::min_element(vram.begin(), vram.end()));
+      if (!vs.back()->fits) suggs.back() = suggest_fits(ck, layout, x, vs.back()->vram, o.margin);
+    }
   }
+  warn(es.front());
+  // --runtime all: exit 0 when at least one runtime fits.
+  const bool ok = std::any_of(vs.begin(), vs.end(), [](const auto& v) { return !v || v->fits; });
   if (o.json) {
-    auto j = to_json(e);
-    if (v) {
-      j["verdict"] = to_json(*v);
-      j["suggestions"] = to_json(sugg);
+    auto one = [&](size_t i) {
+      auto j = to_json(es[i]);
+      if (vs[i]) {
+        j["verdict"] = to_json(*vs[i]);
+        j["suggestions"] = to_json(suggs[i]);
+      }
+      return j;
+    };
+    nlohmann::json j;
+    if (es.size() == 1) {
+      j = one(0);
+    } else {
+      j["runtimes"] = nlohmann::json::object();
+      for (size_t i = 0; i < es.size(); ++i) j["runtimes"][std::string(runtime_name(es[i].runtime))] = one(i);
     }
     fmt::print("{}\n", j.dump(2));
+  } else if (es.size() == 1) {
+    print_table(es[0]);
+    if (vs[0]) print_suggestions(*vs[0], suggs[0], o.margin);
   } else {
-    print_table(e);
-    if (v) {
-      fmt::print("\nvram {}: {}\n", format_bytes(v->vram), v->text);
-      if (!v->fits) {
-        if (sugg.empty()) fmt::print("nothing tried makes it fit (batch, context, quantization, checkpointing, ZeRO, GPUs)\n");
-        else fmt::print("to make it fit (each re-estimated):\n");
-        for (const auto& s : sugg)
-          fmt::print("  {:<44} {:<34} {} per GPU, {} headroom\n", s.flags, s.what, format_bytes(s.per_gpu_total), format_bytes(s.headroom));
+    print_columns(es, vs);
+    for (size_t i = 0; i < es.size(); ++i)
+      if (vs[i] && !vs[i]->fits && !suggs[i].empty()) {
+        fmt::print("\n{}: to make it fit (cheapest first):\n", runtime_name(es[i].runtime));
+        for (const auto& s : suggs[i]) fmt::print("  {:<52} {:<40} {} headroom\n", s.flags, s.what, format_bytes(s.headroom));
       }
-    }
   }
-  return v && !v->fits ? static_cast<int>(Exit::OutOfMemory) : 0;
+  return ok ? 0 : static_cast<int>(Exit::OutOfMemory);
 }
 
 }  // namespace
@@ -91,6 +172,7 @@ void add_estimate(CLI::App& app, Action& action) {
   cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
   add_workload_options(cmd, o->w);
   cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)");
+  cmd->add_option("--margin", o->margin, "Suggestions keep this fraction of the budget free")->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o, &action] { action = [o] { return run(*o); }; });
 }

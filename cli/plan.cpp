@@ -3,6 +3,7 @@
 // vllm, deepspeed). Exit 3 when nothing fits even with the CPU (and disk with --disk).
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -36,6 +37,7 @@ void print_table(const DevicePlan& p, const Estimate& e, std::FILE* f) {
   const auto& s = e.spec;
   fmt::print(f, "model:    {} ({}), {} layers, {} params; {}, batch {}, context {}\n", s.architecture.empty() ? "?" : s.architecture,
              s.source, s.num_layers, format_count(e.parameters), mode_name(e.workload.mode), e.workload.batch, e.workload.context);
+  fmt::print(f, "runtime:  {}{}\n", runtime_name(e.runtime), e.runtime_model.empty() ? "" : " (" + e.runtime_model.front() + ")");
   fmt::print(f, "strategy: {}{}\n\n", strategy_name(p.strategy),
              p.offload_exec == OffloadExec::Cpu ? " (offloaded layers run on the CPU)" : " (offloaded layers streamed to cuda:0)");
   fmt::print(f, "{:<7} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "device", "layers", "weights", "KV",
@@ -48,7 +50,8 @@ void print_table(const DevicePlan& p, const Estimate& e, std::FILE* f) {
                format_bytes(d.weights), format_bytes(d.kv_cache), format_bytes(d.activations), format_bytes(reserve),
                format_bytes(d.total()), unlimited ? "-" : format_bytes(d.budget), free);
   }
-  fmt::print(f, "\nreserve = logits + CUDA context/cuBLAS/allocator overheads + staging{}\n",
+  for (const auto& n : e.notes) fmt::print(f, "note: {}\n", n);
+  fmt::print(f, "\nreserve = logits + CUDA context/cuBLAS/allocator overheads + staging / stream slots{}\n",
              e.workload.mode == Mode::Infer ? "" : " + gradients/optimizer states");
   for (const auto& n : p.notes) fmt::print(f, "note: {}\n", n);
   if (p.fits && p.devices.size() > 1 && p.devices.front().device.kind == Device::Kind::Cuda)
@@ -68,6 +71,7 @@ int run_plan(const PlanCliOptions& o) {
 
   PlanRequest r;
   r.vram = parse_vram(o.vram);
+  match_gpus(r.vram, o.w.gpus);
   r.strategy = o.compat == "accelerate" ? Strategy::Accelerate : parse_strategy(o.strategy);
   r.offload_exec = o.offload_exec == "gpu" ? OffloadExec::Gpu : OffloadExec::Cpu;
   r.allow_disk = o.disk;
@@ -75,7 +79,19 @@ int run_plan(const PlanCliOptions& o) {
   std::vector<std::string> notes;
   if (o.cpu_ram.empty()) notes.push_back(fmt::format("--cpu-ram defaulted to the host's available memory, {}", format_bytes(r.cpu_ram)));
 
+  if (is_all_runtimes(o.w)) throw Error("usage.runtime", "plan takes one --runtime (estimate --runtime all compares them)");
   Workload w = to_workload(o.w, std::max<size_t>(1, r.vram.size()));
+  // An export is planned with the runtime it exports to.
+  const std::optional<Runtime> exported = o.format == "llama.cpp" ? std::optional(Runtime::LlamaCpp)
+                                          : o.format == "vllm"      ? std::optional(Runtime::Vllm)
+                                          : o.format == "deepspeed" ? std::optional(Runtime::DeepSpeed)
+                                          : o.format == "accelerate" && w.mode == Mode::Infer ? std::optional(Runtime::Transformers)
+                                                                                            : std::nullopt;
+  if (exported) {
+    if (w.runtime && *w.runtime != *exported)
+      throw Error("usage.runtime", fmt::format("--format {} plans for {}, not --runtime {}", o.format, runtime_name(*exported), runtime_name(*w.runtime)));
+    w.runtime = exported;
+  }
   Checkpoint ck = open_checkpoint(o.path);
   note_input_path(o.path);  // -o must not name the checkpoint or a file beside it
   for (const auto& f : ck.files) note_input_path(f.path);
@@ -85,7 +101,7 @@ int run_plan(const PlanCliOptions& o) {
 
   std::optional<uint64_t> minv;
   if (o.min_vram) {
-    const int gpus = o.w.gpus > 0 ? o.w.gpus : std::max<int>(1, static_cast<int>(r.vram.size()));
+    const int gpus = w.gpus;
     minv = min_vram(e, gpus, r.offload_exec);
     if (r.vram.empty() && minv) r.vram.assign(static_cast<size_t>(gpus), *minv);
   }

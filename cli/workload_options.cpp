@@ -69,6 +69,13 @@ Workload to_workload(const WorkloadOptions& o, size_t n_vram) {
   w.lora_targets = split(o.lora_targets, ',');
   w.gpus = o.gpus > 0 ? o.gpus : std::max<int>(1, static_cast<int>(n_vram));
   w.zero = o.zero;
+  if (!o.runtime.empty() && o.runtime != "all") w.runtime = parse_runtime(o.runtime);
+  if (o.device == "cpu") w.target = Target::Cpu;
+  else if (o.device != "cuda" && o.device != "gpu")
+    throw Error("usage.device", fmt::format("--device must be cpu or cuda, not '{}'", o.device));
+  w.attention = parse_attention(o.attention);
+  if (w.attention == Attention::Flash) w.flash_attention = true;
+  w.threads = o.threads;
   for (const auto& kv : o.overheads) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -76,6 +83,19 @@ Workload to_workload(const WorkloadOptions& o, size_t n_vram) {
     w.overheads[kv.substr(0, eq)] = parse_size_or_throw(kv.substr(eq + 1), "--overhead");
   }
   return w;
+}
+
+bool is_all_runtimes(const WorkloadOptions& o) { return o.runtime == "all"; }
+
+void match_gpus(std::vector<uint64_t>& vram, int gpus) {
+  if (gpus <= 0 || vram.empty()) return;
+  if (vram.size() == 1) {
+    vram.assign(static_cast<size_t>(gpus), vram.front());
+    return;
+  }
+  if (vram.size() != static_cast<size_t>(gpus))
+    throw Error("usage.gpus", fmt::format("--gpus {} but --vram gives {} sizes", gpus, vram.size()),
+                {.hint = "give one size per GPU, or one size and --gpus N"});
 }
 
 void add_workload_options(CLI::App* cmd, WorkloadOptions& o) {
@@ -91,7 +111,13 @@ void add_workload_options(CLI::App* cmd, WorkloadOptions& o) {
   cmd->add_flag("--double-quant", o.double_quant, "nf4/fp4 with bitsandbytes double quantization");
   cmd->add_option("--optimizer", o.optimizer, "adamw | adamw8bit | sgd | sgd-momentum | adafactor | lion")->capture_default_str();
   cmd->add_flag("--grad-checkpointing", o.grad_ckpt, "Full activation checkpointing (training)");
-  cmd->add_flag("--flash-attention", o.flash, "No materialized attention scores");
+  cmd->add_flag("--flash-attention", o.flash, "No materialized attention scores (= --attention flash)");
+  cmd->add_option("--attention", o.attention, "eager | sdpa | flash (default: the runtime's own)")->capture_default_str();
+  cmd->add_option("--runtime", o.runtime,
+                  "nunchaku | transformers | vllm | llama.cpp | deepspeed | all (default: nunchaku; training: transformers, "
+                  "deepspeed with --zero)");
+  cmd->add_option("--device", o.device, "cuda | cpu (CPU: no GPU overheads, the runtime's CPU fixed cost)")->capture_default_str();
+  cmd->add_option("--threads", o.threads, "nunchaku: CPU threads of the run (default: this machine's)");
   cmd->add_flag("--all-logits", o.all_logits, "Logits for every position, not just the last (inference)");
   cmd->add_option("--lora-rank", o.lora_rank, "LoRA rank")->capture_default_str();
   cmd->add_option("--lora-targets", o.lora_targets, "Comma list of module names, or all-linear (default: PEFT's per-architecture default)");

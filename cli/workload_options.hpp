@@ -14,8 +14,9 @@ namespace nunchaku::cli {
 
 struct WorkloadOptions {
   std::string mode = "infer", dtype, kv_dtype, quant, optimizer = "adamw", offload = "none", lora_targets;
+  std::string runtime, device = "cuda", attention = "default";
   int64_t batch = 1, context = 0, prefill_chunk = 0, lora_rank = 16;
-  int quant_bits = 4, group_size = 128, gpus = 0, zero = 0;
+  int quant_bits = 4, group_size = 128, gpus = 0, zero = 0, threads = 0;
   bool double_quant = false, grad_ckpt = false, flash = false, all_logits = false;
   std::vector<std::string> overheads;
 };
@@ -23,7 +24,12 @@ struct WorkloadOptions {
 // Registers --mode, --batch, --context, ..., --overhead on `cmd`.
 void add_workload_options(CLI::App* cmd, WorkloadOptions& o);
 // Throws Error usage.* (exit 2) on bad values. `n_vram`: the number of --vram sizes (GPU count default).
+// --runtime all is not a Workload: callers loop over runtimes_for(mode) (see is_all_runtimes).
 Workload to_workload(const WorkloadOptions& o, size_t n_vram);
+bool is_all_runtimes(const WorkloadOptions& o);
+// --gpus against --vram: one size and --gpus N means N GPUs of that size; several sizes
+// must number N. Throws Error usage.gpus (exit 2) otherwise.
+void match_gpus(std::vector<uint64_t>& vram, int gpus);
 // --vram: "16G", "16G,24G" or "auto" (free memory of the CUDA devices now); empty when not given.
 std::vector<uint64_t> parse_vram(const std::string& s);
 std::vector<std::string> split(const std::string& s, char sep);

@@ -3,6 +3,7 @@
 // the exports, and the CLI (plan -> load round trip, exit 3).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,7 @@ Estimate toy() {
   Estimate e;
   e.spec.num_layers = 4;
   e.workload.mode = Mode::Infer;
+  e.runtime = Runtime::Transformers;  // disk modules as mmap views (no stream slots)
   e.modules.push_back({"emb", ModuleKind::Embedding, -1, 5, 5, 0, 0, 0});
   for (int i = 0; i < 4; ++i) e.modules.push_back({"L" + std::to_string(i), ModuleKind::Layer, i, 10, 10, 1, 0, 0});
   e.modules.push_back({"norm", ModuleKind::FinalNorm, -1, 1, 1, 0, 0, 0});
@@ -214,16 +216,56 @@ TEST_CASE("plan CLI: json plan loads; accelerate map covers every module; exit 3
 }
 
 TEST_CASE("load --cpu-ram plans with the planner: the tail stays on disk, KV and activations reserved", "[plan][cli]") {
-  // The llama fixture at its default context (256): weights 417 KiB + KV 128 KiB + activations
-  // 2.25 MiB + logits 1 KiB = 2.78 MiB on the CPU; with 2.6 MiB the last modules stay on disk.
-  auto r = test::run_cli({"load", test::testdata("models/llama"), "--cpu-ram", "2.6M", "--json"});
+  // The llama fixture at its default context (256), charged as nunchaku's engine runs it:
+  // weights 427,264 B (embedding 65,536, layers 147,968 each, norm 256, head 65,536) + run
+  // state: KV 131,072 + activations 659,464 + logits 1,280 + scratch 1,024 × threads.
+  // All on the CPU: 1,219,080 + 1,024·T > 1.16M (1,216,348 B). With the layers, norm and head
+  // on disk the CPU keeps the embedding and two stream slots of the largest disk module:
+  // 65,536 + 2 × 147,968 + 791,816 + 1,024·T = 1,153,288 + 1,024·T, which fits.
+  auto r = test::run_cli({"load", test::testdata("models/llama"), "--cpu-ram", "1.16M", "--json"});
   REQUIRE(r.exit_code == 0);
   json j = json::parse(r.out);
-  CHECK(j["bytes_per_device"].contains("disk"));
-  CHECK(j["bytes_per_device"].contains("cpu"));
+  CHECK(j["bytes_per_device"]["cpu"] == 65536);
+  CHECK(j["bytes_per_device"]["disk"] == 427264 - 65536);
   CHECK(j["modules"]["model.embed_tokens"]["device"] == "cpu");
   CHECK(j["modules"]["lm_head"]["device"] == "disk");
+  CHECK(j["modules"]["model.layers.0"]["device"] == "disk");
+  // 1M: even with every module on disk, run state + stream slots need 1,085,704 + 1,024·T.
   auto s = test::run_cli({"load", test::testdata("models/llama"), "--cpu-ram", "1M"});
-  CHECK(s.exit_code == 3);  // activations alone need 2.25 MiB of host memory
+  CHECK(s.exit_code == 3);
   CHECK_THAT(s.err, Catch::Contains("cpu needs"));
+}
+
+TEST_CASE("plan: nunchaku charges the CPU two stream slots for disk modules", "[plan]") {
+  Estimate e = toy();
+  e.runtime = Runtime::Nunchaku;
+  PlanRequest r = req({30, 30}, 100);
+  r.allow_disk = true;
+  DevicePlan p = charge_plan(e, r, {gpu(0), gpu(0), gpu(1), gpu(1), kCpu, kCpu, kDisk});
+  CHECK(p.devices[2].staging == 2 * 5);  // the head (5 B) is the largest disk module
+  CHECK(p.devices[2].total() == 17 + 2 * 5);
+  e.runtime = Runtime::LlamaCpp;  // mmap views, no slots
+  CHECK(charge_plan(e, r, {gpu(0), gpu(0), gpu(1), gpu(1), kCpu, kCpu, kDisk}).devices[2].staging == 0);
+}
+
+TEST_CASE("plan CLI: runtimes of the exports, clamped context, --gpus, no KV when training", "[plan][cli]") {
+  const std::string model = test::testdata("models/llama");  // max_position_embeddings 256
+  auto v = test::run_cli({"plan", model, "--vram", "1G", "--format", "vllm", "--context", "1000"});
+  REQUIRE(v.exit_code == 0);
+  CHECK_THAT(v.out, Catch::Contains("--max-model-len 256"));
+  CHECK_THAT(v.err, Catch::Contains("clamped from 1000"));
+  auto l = test::run_cli({"plan", model, "--vram", "1G", "--format", "llama.cpp", "--context", "1000", "--batch", "2"});
+  REQUIRE(l.exit_code == 0);
+  CHECK_THAT(l.out, Catch::Contains("-c 512 -np 2"));  // 2 slots of the clamped 256
+  CHECK_THAT(l.err, Catch::Contains("clamped from 1000"));
+  CHECK(test::run_cli({"plan", model, "--vram", "1G", "--format", "vllm", "--runtime", "llama.cpp"}).exit_code == 2);
+  CHECK(test::run_cli({"plan", model, "--vram", "1G", "--runtime", "all"}).exit_code == 2);
+  // One --vram size and --gpus 2: two GPUs planned.
+  auto g = json::parse(test::run_cli({"plan", model, "--vram", "1G", "--gpus", "2", "--format", "json"}).out);
+  std::vector<std::string> devs;
+  for (const auto& d : g["devices"]) devs.push_back(d["device"]);
+  CHECK(std::count(devs.begin(), devs.end(), "cuda:1") == 1);
+  // Training keeps no KV cache on any device.
+  auto t = json::parse(test::run_cli({"plan", model, "--vram", "1G,1G", "--mode", "train", "--format", "json"}).out);
+  for (const auto& d : t["devices"]) CHECK(d["kv_cache"] == 0);
 }

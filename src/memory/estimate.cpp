@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -126,6 +127,16 @@ Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoi
   require(w.offload != Offload::Params || w.zero == 3, "estimate.offload_needs_zero",
           "--offload params needs ZeRO-3", "add --zero 3");
   require(w.lora_rank >= 1 && w.lora_rank <= 65536, "usage.lora_rank", "--lora-rank must be in 1..65536");
+  if (!w.runtime) w.runtime = !training ? Runtime::Nunchaku : w.zero > 0 ? Runtime::DeepSpeed : Runtime::Transformers;
+  const Runtime r = *w.runtime;
+  require(!training || r == Runtime::Transformers || r == Runtime::DeepSpeed, "usage.runtime_mode",
+          fmt::format("--runtime {} does not train", runtime_name(r)), "use --runtime transformers or deepspeed for --mode train/lora/qlora");
+  require(training || r != Runtime::DeepSpeed, "usage.runtime_mode", "--runtime deepspeed is modelled for training only",
+          "add --mode train, lora or qlora, or pick an inference runtime");
+  require(w.zero == 0 || r == Runtime::DeepSpeed, "usage.zero_needs_deepspeed", "--zero is DeepSpeed's", "add --runtime deepspeed");
+  if (w.flash_attention) w.attention = Attention::Flash;
+  if (w.attention == Attention::Default) w.attention = r == Runtime::Transformers ? Attention::Sdpa : Attention::Flash;
+  if (w.threads <= 0 && r == Runtime::Nunchaku) w.threads = std::max(1u, std::thread::hardware_concurrency());
   if (w.mode == Mode::QLoRA && w.quant.scheme == QuantScheme::None) w.quant.scheme = QuantScheme::NF4;
   if ((w.mode == Mode::LoRA || w.mode == Mode::QLoRA) && w.lora_targets.empty()) {
     // PEFT's per-architecture defaults (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING).
@@ -142,7 +153,7 @@ Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoi
   for (const auto& [name, _] : w.overheads) {
     auto names = overhead_names();
     require(std::find(names.begin(), names.end(), name) != names.end(), "usage.overhead",
-            fmt::format("--overhead: unknown name '{}'", name), "one of: cuda_context, cublas_workspace, allocator_slack");
+            fmt::format("--overhead: unknown name '{}'", name), "one of: cuda_context, cublas_workspace, allocator_slack, cuda_graphs, cpu_runtime");
   }
   return w;
 }
@@ -163,7 +174,9 @@ uint64_t Estimate::component(std::string_view name) const {
   return 0;
 }
 
-std::vector<std::string> overhead_names() { return {"cuda_context", "cublas_workspace", "allocator_slack"}; }
+std::vector<std::string> overhead_names() {
+  return {"cuda_context", "cublas_workspace", "allocator_slack", "cuda_graphs", "cpu_runtime"};
+}
 
 uint64_t kv_layer_bytes(const ModelSpec& s, int64_t layer, int64_t tokens, int64_t batch, DType kv) {
   int64_t window = 0;
@@ -204,8 +217,15 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   // Activations: --dtype, else the stored float type; quantized GGUF computes in F32 (ggml),
   // fp32 checkpoints in F32.
   e.compute_dtype = dtype_info(e.weight_dtype).kind == DTypeKind::Float ? e.weight_dtype : DType::F32;
-  e.kv_dtype = w.kv_dtype.value_or(ck.format == Format::GGUF ? DType::F16 : e.compute_dtype);
+  e.runtime = *w.runtime;
+  e.target = w.target;
+  e.kv_dtype = w.kv_dtype.value_or(ck.format == Format::GGUF || e.runtime == Runtime::LlamaCpp ? DType::F16 : e.compute_dtype);
   if (dtype_info(e.kv_dtype).kind == DTypeKind::Quantized) e.kv_dtype = w.kv_dtype.value_or(DType::F16);
+  if (e.runtime == Runtime::Nunchaku) {
+    e.kv_dtype = w.kv_dtype.value_or(DType::F32);  // run's --kv-dtype default
+    require(e.kv_dtype == DType::F32 || e.kv_dtype == DType::F16, "usage.kv_dtype",
+            fmt::format("nunchaku's KV cache is f32 or f16, not {}", dtype_name(e.kv_dtype)), "--kv-dtype f16");
+  }
   e.mixed_precision = training && elem_bytes(e.compute_dtype) < 4;
 
   QuantContext qc;
@@ -246,7 +266,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
       }
     }
     for (auto [_, p] : leaf) e.largest_layer_parameters = std::max(e.largest_layer_parameters, p);
-    if (m.kind == ModuleKind::Layer && m.layer >= 0)
+    if (m.kind == ModuleKind::Layer && m.layer >= 0 && !training)  // training keeps no KV cache
       mc.kv_bytes = kv_layer_bytes(s, m.layer, w.context, w.batch, e.kv_dtype);
     e.parameters += mc.parameters;
     e.modules.push_back(std::move(mc));
@@ -256,14 +276,8 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   unwindowed.sliding_window = 0;
   e.kv_bytes_per_token = kv_cache_bytes(unwindowed, 1, 1, e.kv_dtype);
 
-  uint64_t weights = 0, kv = 0;
-  for (const auto& mc : e.modules) {
-    weights = add(weights, mc.weight_bytes);
-    kv = add(kv, mc.kv_bytes);
-  }
-  // If the layout lacks some layers' modules (sparse fixtures, odd names), KV still covers the spec.
-  if (std::none_of(e.modules.begin(), e.modules.end(), [](const ModuleCost& m) { return m.kind == ModuleKind::Layer; }))
-    kv = kv_cache_bytes(s, w.context, w.batch, e.kv_dtype);
+  uint64_t weights = 0;
+  for (const auto& mc : e.modules) weights = add(weights, mc.weight_bytes);
   const uint64_t n = static_cast<uint64_t>(w.gpus);
   uint64_t slack = 0;
 
@@ -281,74 +295,32 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
     e.gpu.push_back({"weights", weights, wdesc});
   }
 
-  if (!training) {
-    e.gpu.push_back({"kv_cache", kv / n,
-                     fmt::format("{}2 × Σ_layers n_kv_heads({}) × head_dim({}) × min(window, {}) × batch({}) × {} B ({}){}",
-                                 s.kv_lora_rank > 0 ? "MLA: " : "", s.num_kv_heads, s.head_dim, w.context, w.batch,
-                                 elem_bytes(e.kv_dtype), dtype_name(e.kv_dtype), n > 1 ? fmt::format(" / {} GPUs", n) : "")});
-    if (s.kv_lora_rank > 0)
-      e.gpu.back().formula = fmt::format("MLA: Σ_layers (kv_lora_rank({}) + qk_rope_head_dim({})) × {} × batch({}) × {} B",
-                                         s.kv_lora_rank, s.qk_rope_head_dim, w.context, w.batch, elem_bytes(e.kv_dtype));
-    slack = add_inference_activations(e);
-  } else {
-    slack = add_training_terms(e, trainable);
-  }
+  slack = training ? add_training_terms(e, trainable) : add_runtime_inference(e);
   add_overheads(e, slack);
   for (const auto& c : e.gpu) e.per_gpu_total = add(e.per_gpu_total, c.bytes);
   for (const auto& c : e.host) e.host_total = add(e.host_total, c.bytes);
   if (e.context_defaulted)
     e.notes.push_back(fmt::format("context defaulted to {} tokens = min(model max {}, {})", w.context, s.max_context, kDefaultContext));
+  if (s.max_context > 0 && w.context > s.max_context)
+    e.notes.push_back(fmt::format("warning: --context {} is above the model's maximum ({} positions): the model was not trained "
+                                  "that long, and vLLM refuses a longer --max-model-len", w.context, s.max_context));
   return e;
-}
-
-uint64_t estimate_detail::add_inference_activations(Estimate& e) {
-  const ModelSpec& s = e.spec;
-  const Workload& w = e.workload;
-  const uint64_t b = w.batch, c = w.prefill_chunk, ctx = w.context, h = s.hidden_size, a = s.num_heads,
-                 kvh = s.num_kv_heads, d = s.head_dim, I = std::max<int64_t>(s.intermediate_size, 0),
-                 el = elem_bytes(e.compute_dtype);
-  const uint64_t residual = mul({2, b, c, h, el});
-  const uint64_t qkv = mul({b, c, a + 2 * kvh, d, el});
-  const uint64_t scores = w.flash_attention ? 0 : mul({b, a, c, ctx, 4 + el});
-  const uint64_t attention = add(qkv, scores);
-  const uint64_t mlp = mul({3, b, c, I, el});
-  e.activation_bytes = add(residual, std::max(attention, mlp));
-  e.gpu.push_back({"activations", e.activation_bytes,
-                   fmt::format("residual 2·b·c·h·{el} + max(attention b·c·(a+2·kv)·d·{el}{sc}, mlp 3·b·c·I·{el}) "
-                               "with b={b} c={c} (prefill chunk) h={h} a={a} kv={kv} d={d} I={I}",
-                               fmt::arg("el", el), fmt::arg("b", b), fmt::arg("c", c), fmt::arg("h", h), fmt::arg("a", a),
-                               fmt::arg("kv", kvh), fmt::arg("d", d), fmt::arg("I", I),
-                               fmt::arg("sc", w.flash_attention ? " (flash: no scores)" : fmt::format(" + scores b·a·c·{}·(4+{})", ctx, el)))});
-  const uint64_t positions = w.all_logits ? c : 1;
-  e.logits_bytes = mul({b, positions, static_cast<uint64_t>(s.vocab_size), 4});
-  e.gpu.push_back({"logits", e.logits_bytes,
-                   fmt::format("batch({}) × {} × vocab({}) × 4 B (fp32)", b, w.all_logits ? fmt::format("positions({})", c) : "1 position", s.vocab_size)});
-  // One stranded block of the largest odd-sized transient (MLP intermediate or logits): the
-  // caching allocator may keep it free but unusable for a larger request. Score buffers
-  // are the same size in every layer and are reused exactly, so they do not count.
-  const uint64_t largest = std::max(mul({b, c, I, el}), e.logits_bytes);
-  return (largest + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB);
-}
-
-void estimate_detail::add_overheads(Estimate& e, uint64_t slack_default) {
-  auto over = [&](const std::string& name, uint64_t def, const std::string& why) {
-    auto it = e.workload.overheads.find(name);
-    const bool set = it != e.workload.overheads.end();
-    e.gpu.push_back({name, set ? it->second : def, set ? "set with --overhead" : why, true});
-  };
-  over("cuda_context", 500 * kMiB, "CUDA context + kernel images (default 500 MiB; measure with nvidia-smi after torch.cuda.init())");
-  over("cublas_workspace", 32 * kMiB, "cuBLAS workspace (PyTorch default on sm90: CUBLAS_WORKSPACE_CONFIG=:4096:8 = 32 MiB)");
-  over("allocator_slack", slack_default,
-       "caching-allocator fragmentation: one block of the largest odd-sized transient (MLP intermediate or logits), 2 MiB-rounded");
 }
 
 Verdict verdict(const Estimate& e, uint64_t vram) {
   Verdict v;
   v.vram = vram;
-  v.fits = e.per_gpu_total <= vram;
-  v.margin = v.fits ? vram - e.per_gpu_total : e.per_gpu_total - vram;
-  v.text = v.fits ? fmt::format("fits, {} headroom", format_bytes(v.margin)) : fmt::format("OOM by {}", format_bytes(v.margin));
+  v.budget = e.usable_fraction >= 1.0 ? vram : static_cast<uint64_t>(static_cast<long double>(vram) * e.usable_fraction);
+  v.fits = e.per_gpu_total <= v.budget;
+  v.margin = v.fits ? v.budget - e.per_gpu_total : e.per_gpu_total - v.budget;
+  const std::string of = v.budget == vram ? "" : fmt::format(" (of the {} {} uses)", format_bytes(v.budget), runtime_name(e.runtime));
+  v.text = v.fits ? fmt::format("fits, {} headroom{}", format_bytes(v.margin), of) : fmt::format("OOM by {}{}", format_bytes(v.margin), of);
   return v;
+}
+
+std::vector<Runtime> runtimes_for(Mode m) {
+  if (m == Mode::Infer) return {Runtime::Nunchaku, Runtime::Transformers, Runtime::Vllm, Runtime::LlamaCpp};
+  return {Runtime::Transformers, Runtime::DeepSpeed};
 }
 
 }  // namespace nunchaku

@@ -47,7 +47,11 @@ struct ModuleCost {
 
 struct Estimate {
   ModelSpec spec;                // as used (head_dim filled in)
-  Workload workload;             // resolved: context, prefill_chunk, lora_targets filled in
+  Workload workload;             // resolved: context, prefill_chunk, lora_targets, runtime filled in
+  Runtime runtime = Runtime::Nunchaku;
+  Target target = Target::Cuda;  // "per GPU" components are per CPU process when Target::Cpu
+  double usable_fraction = 1.0;  // of the budget the runtime lets itself use (vLLM: 0.9)
+  std::vector<std::string> runtime_model;  // attention kernel, prefill, KV layout, preallocation
   bool context_defaulted = false;  // context was min(model max, 4096)
   DType weight_dtype = DType::F16;   // --dtype or the dominant stored float dtype
   DType compute_dtype = DType::F16;  // activations
@@ -71,7 +75,12 @@ struct Estimate {
 
 // Throws Error("estimate.*", exit 2) when the workload is invalid for the model
 // (no spec, batch 0, offload without ZeRO, ...).
+// Runtime, attention kernel and KV dtype of the workload: nunchaku for inference unless
+// named; training: deepspeed with --zero, else transformers.
 Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workload& w);
+// The runtimes that model this mode (inference: nunchaku, transformers, vllm, llama.cpp;
+// training: transformers, deepspeed), for --runtime all.
+std::vector<Runtime> runtimes_for(Mode m);
 
 // KV cache bytes of one layer for `tokens` per sequence × `batch` sequences:
 // 2 × n_kv_heads × head_dim × min(window, tokens) × batch × bytes, or for MLA
@@ -85,22 +94,26 @@ std::vector<std::string> overhead_names();
 
 struct Verdict {
   uint64_t vram = 0;          // smallest device given
+  uint64_t budget = 0;        // what the runtime may use of it (vram × usable_fraction)
   bool fits = false;
   uint64_t margin = 0;        // headroom when it fits, shortfall when not
   std::string text;           // "fits, 2.10 GiB headroom" / "OOM by 3.40 GiB"
 };
 Verdict verdict(const Estimate& e, uint64_t vram);
 
-// "To make it fit": each suggestion is the workload changed in one way and
-// re-estimated with the same model; only changes that fit are returned.
+// "To make it fit": combinations of changes (batch, context, attention kernel, KV dtype,
+// quantization, checkpointing, LoRA, 8-bit optimizer, ZeRO stage + offload, GPU count),
+// tried cheapest first, each re-estimated with the same model; a combination is kept when
+// it leaves `margin` × budget free and no cheaper kept one is a subset of it.
 struct Suggestion {
-  std::string what;      // "largest batch", "longest context", "quantize", ...
-  std::string flags;     // the command-line change: "--batch 3"
+  std::string what;      // "flash attention + fp8 KV cache", ...
+  std::string flags;     // the command-line change: "--attention flash --kv-dtype fp8"
+  int cost = 0;          // how much the user gives up (0 = nothing; docs/estimate.md)
   uint64_t per_gpu_total = 0;
   uint64_t headroom = 0;
 };
 std::vector<Suggestion> suggest_fits(const Checkpoint& ck, const ModelLayout& layout, const Workload& w,
-                                     uint64_t vram);
+                                     uint64_t vram, double margin = 0.05, size_t max_suggestions = 5);
 
 nlohmann::json to_json(const Estimate& e);
 nlohmann::json to_json(const Verdict& v);

@@ -37,7 +37,7 @@ struct TrainTensor {
 };
 
 // Each adds its GPU (and host) components to `e` and returns the default allocator slack.
-uint64_t add_inference_activations(Estimate& e);
+uint64_t add_runtime_inference(Estimate& e);  // runtime.cpp
 uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainable);
 void add_overheads(Estimate& e, uint64_t slack_default);
 

@@ -1,5 +1,9 @@
 // Workload option names, "to make it fit" suggestions and the JSON form of an estimate.
 #include <algorithm>
+#include <functional>
+#include <optional>
+
+#include <fmt/ranges.h>
 
 #include <fmt/format.h>
 
@@ -62,129 +66,205 @@ Offload parse_offload(std::string_view s) {
 
 namespace {
 
-bool fits(const Checkpoint& ck, const ModelLayout& layout, const Workload& w, uint64_t vram, uint64_t* total) {
-  Estimate e = estimate(ck, layout, w);
-  if (total) *total = e.per_gpu_total;
-  return e.per_gpu_total <= vram;
-}
+// One way to change the workload. Searched levers (batch, context, GPU count) pick the
+// value that fits given the other changes of the combination.
+enum class Search { None, Batch, Context, Gpus };
+struct Option {
+  int lever = 0;
+  int cost = 0;  // what the user gives up: 0 nothing, 1 speed, 2 throughput/precision, 3 quality or hardware, 4 the task
+  std::string what, flags;
+  std::function<void(Workload&)> apply;
+  Search search = Search::None;
+};
 
-// Largest v in [lo, hi] with ok(v), assuming ok is monotone decreasing; 0 if none.
-template <class F>
-int64_t largest_ok(int64_t lo, int64_t hi, F ok) {
-  if (lo > hi || !ok(lo)) return 0;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo + 1) / 2;
-    if (ok(mid)) lo = mid;
-    else hi = mid - 1;
+struct Searcher {
+  const Checkpoint& ck;
+  const ModelLayout& layout;
+  uint64_t vram;
+  double margin;
+  size_t evaluated = 0;
+
+  // Total when the workload fits with `margin` of the runtime's budget left, else nullopt.
+  std::optional<uint64_t> fit(const Workload& w) {
+    ++evaluated;
+    Estimate e;
+    try {
+      e = estimate(ck, layout, w);
+    } catch (const Error&) {
+      return std::nullopt;  // an invalid combination (e.g. offload without ZeRO)
+    }
+    const uint64_t budget = verdict(e, vram).budget;
+    const uint64_t keep = static_cast<uint64_t>(static_cast<long double>(budget) * margin);
+    if (e.per_gpu_total > budget || budget - e.per_gpu_total < keep) return std::nullopt;
+    return e.per_gpu_total;
   }
-  return lo;
-}
 
-void push(std::vector<Suggestion>& out, const Checkpoint& ck, const ModelLayout& layout, const Workload& w, uint64_t vram,
-          std::string what, std::string flags) {
-  uint64_t total = 0;
-  if (!fits(ck, layout, w, vram, &total)) return;
-  out.push_back({std::move(what), std::move(flags), total, vram - total});
+  // Largest v in [lo, hi] with ok(v), ok monotone decreasing; 0 if none.
+  template <class F>
+  static int64_t largest_ok(int64_t lo, int64_t hi, F ok) {
+    if (lo > hi || !ok(lo)) return 0;
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo + 1) / 2;
+      if (ok(mid)) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+
+  // Applies a searched lever to `w`; false when no value fits.
+  bool resolve(Search s, const Workload& base, Workload& w, std::string& flags) {
+    if (s == Search::Batch) {
+      int64_t b = largest_ok(1, base.batch - 1, [&](int64_t v) { Workload x = w; x.batch = v; return fit(x).has_value(); });
+      if (b == 0) return false;
+      w.batch = b;
+      flags = fmt::format("--batch {}", b);
+    } else if (s == Search::Context) {
+      const int64_t chunk = w.prefill_chunk;
+      int64_t c = largest_ok(1, base.context - 1, [&](int64_t v) {
+        Workload x = w; x.context = v; x.prefill_chunk = std::min(chunk, v); return fit(x).has_value(); });
+      if (c == 0) return false;
+      w.context = c;
+      w.prefill_chunk = std::min(chunk, c);
+      flags = fmt::format("--context {}", c);
+    } else if (s == Search::Gpus) {
+      for (int g : {2, 4, 8, 16, 32, 64}) {
+        if (g <= base.gpus) continue;
+        Workload x = w;
+        x.gpus = g;
+        if (fit(x)) {
+          w.gpus = g;
+          flags = fmt::format("--gpus {}", g);
+          return true;
+        }
+      }
+      return false;
+    }
+    return true;
+  }
+};
+
+std::vector<Option> levers(const Workload& w, Runtime rt) {
+  std::vector<Option> o;
+  int lever = 0;
+  auto add = [&](int cost, std::string what, std::string flags, std::function<void(Workload&)> f, Search s = Search::None) {
+    o.push_back({lever, cost, std::move(what), std::move(flags), std::move(f), s});
+  };
+  const bool training = w.mode != Mode::Infer;
+  if (w.attention == Attention::Eager) {
+    add(0, rt == Runtime::Transformers ? "SDPA attention (no score matrix)" : "flash attention",
+        rt == Runtime::Transformers ? "--attention sdpa" : "--attention flash",
+        [rt](Workload& x) { x.attention = rt == Runtime::Transformers ? Attention::Sdpa : Attention::Flash; x.flash_attention = false; });
+    ++lever;
+  }
+  if (!training) {
+    if (!w.kv_dtype && rt != Runtime::LlamaCpp) {
+      if (rt == Runtime::Nunchaku) add(1, "f16 KV cache", "--kv-dtype f16", [](Workload& x) { x.kv_dtype = DType::F16; });
+      else add(1, "fp8 KV cache", "--kv-dtype fp8", [](Workload& x) { x.kv_dtype = DType::F8_E4M3; });
+      ++lever;
+    }
+    if (w.quant.scheme == QuantScheme::None) {
+      std::pair<const char*, const char*> q8 = {"q8_0", "--quant q8_0"}, q4 = {"q4_k_m", "--quant q4_k_m"};
+      if (rt == Runtime::Transformers) q8 = {"int8", "--quant int8"}, q4 = {"nf4", "--quant nf4"};
+      if (rt == Runtime::Vllm) q8 = {"gptq8", "--quant gptq --quant-bits 8"}, q4 = {"awq", "--quant awq"};
+      auto spec = [](std::string_view n) { return n == "gptq8" ? parse_quant("gptq", 8) : parse_quant(n, 4, n == "nf4" ? 64 : 128); };
+      const QuantSpec s8 = spec(q8.first), s4 = spec(q4.first);
+      add(2, std::string("8-bit weights (") + q8.first + ")", q8.second, [s8](Workload& x) { x.quant = s8; });
+      add(3, std::string("4-bit weights (") + q4.first + ")", q4.second, [s4](Workload& x) { x.quant = s4; });
+      ++lever;
+    }
+  } else {
+    if (!w.grad_checkpointing) {
+      add(1, "gradient checkpointing", "--grad-checkpointing", [](Workload& x) { x.grad_checkpointing = true; });
+      ++lever;
+    }
+    if (w.optimizer == Optimizer::AdamW) {
+      add(1, "8-bit optimizer states", "--optimizer adamw8bit", [](Workload& x) { x.optimizer = Optimizer::AdamW8bit; });
+      ++lever;
+    }
+    if (w.mode == Mode::Train) {
+      add(3, "LoRA", "--mode lora", [](Workload& x) { x.mode = Mode::LoRA; });
+      add(4, "QLoRA (4-bit base)", "--mode qlora", [](Workload& x) { x.mode = Mode::QLoRA; });
+      ++lever;
+    } else if (w.mode == Mode::LoRA) {
+      add(3, "QLoRA (4-bit base)", "--mode qlora", [](Workload& x) { x.mode = Mode::QLoRA; });
+      ++lever;
+    }
+    const std::pair<int, Offload> zs[] = {{1, Offload::None}, {2, Offload::None}, {3, Offload::None},
+                                          {2, Offload::Optimizer}, {3, Offload::Optimizer}, {3, Offload::Params}};
+    for (const auto& [z, off] : zs) {
+      if (z < w.zero || (z == w.zero && off <= w.offload)) continue;
+      const int cost = off == Offload::None ? 1 : off == Offload::Optimizer ? 2 : 3;
+      std::string flags = fmt::format("--runtime deepspeed --zero {}", z);
+      if (off != Offload::None) flags += fmt::format(" --offload {}", offload_name(off));
+      add(cost, fmt::format("ZeRO-{}{}", z, off == Offload::None ? "" : fmt::format(" + offload {}", offload_name(off))), flags,
+          [z, off](Workload& x) { x.runtime = Runtime::DeepSpeed; x.zero = z; x.offload = off; });
+    }
+    ++lever;
+  }
+  if (w.batch > 1) add(2, "largest batch", "", [](Workload&) {}, Search::Batch), ++lever;
+  add(3, "fewest GPUs", "", [](Workload&) {}, Search::Gpus), ++lever;
+  if (!training && w.context > 1) add(4, "longest context", "", [](Workload&) {}, Search::Context), ++lever;
+  return o;
 }
 
 }  // namespace
 
-std::vector<Suggestion> suggest_fits(const Checkpoint& ck, const ModelLayout& layout, const Workload& w0, uint64_t vram) {
+std::vector<Suggestion> suggest_fits(const Checkpoint& ck, const ModelLayout& layout, const Workload& w0, uint64_t vram,
+                                     double margin, size_t max_suggestions) {
   std::vector<Suggestion> out;
   const Estimate base = estimate(ck, layout, w0);
-  if (base.per_gpu_total <= vram) return out;
   const Workload& w = base.workload;
-  const bool training = w.mode != Mode::Infer;
-
-  int64_t b = largest_ok(1, std::max<int64_t>(w.batch - 1, 1), [&](int64_t v) { Workload x = w; x.batch = v; return fits(ck, layout, x, vram, nullptr); });
-  if (b > 0 && b < w.batch) { Workload x = w; x.batch = b; push(out, ck, layout, x, vram, "largest batch", fmt::format("--batch {}", b)); }
-  int64_t c = largest_ok(1, w.context - 1, [&](int64_t v) { Workload x = w; x.context = v; x.prefill_chunk = std::min(w.prefill_chunk, v); return fits(ck, layout, x, vram, nullptr); });
-  if (c > 0) { Workload x = w; x.context = c; x.prefill_chunk = std::min(w.prefill_chunk, c); push(out, ck, layout, x, vram, "longest context", fmt::format("--context {}", c)); }
-  if (!w.flash_attention) {
+  Searcher S{ck, layout, vram, margin};
+  if (S.fit(w)) return out;
+  const std::vector<Option> opts = levers(w, base.runtime);
+  int n_levers = 0;
+  for (const auto& o : opts) n_levers = std::max(n_levers, o.lever + 1);
+  // Every combination: at most one option per lever, cheapest (then fewest changes) first.
+  struct Combo { std::vector<size_t> picks; int cost = 0; };
+  std::vector<Combo> combos{{}};
+  for (int l = 0; l < n_levers; ++l) {
+    const size_t n = combos.size();
+    for (size_t i = 0; i < n; ++i)
+      for (size_t k = 0; k < opts.size(); ++k)
+        if (opts[k].lever == l) {
+          Combo c = combos[i];
+          c.picks.push_back(k);
+          c.cost += opts[k].cost;
+          combos.push_back(std::move(c));
+        }
+  }
+  std::stable_sort(combos.begin(), combos.end(), [](const Combo& a, const Combo& b) {
+    return a.cost != b.cost ? a.cost < b.cost : a.picks.size() < b.picks.size();
+  });
+  std::vector<std::vector<size_t>> kept;
+  constexpr size_t kMaxEstimates = 4000;  // bounds the search on huge option sets
+  for (const Combo& c : combos) {
+    if (c.picks.empty() || out.size() >= max_suggestions || S.evaluated > kMaxEstimates) continue;
+    // A kept combination of fixed changes covers every superset; one with a searched lever
+    // (batch, context, GPUs) does not: more changes may let that value grow back.
+    const bool covered = std::any_of(kept.begin(), kept.end(), [&](const std::vector<size_t>& k) {
+      const bool fixed_only = std::none_of(k.begin(), k.end(), [&](size_t i) { return opts[i].search != Search::None; });
+      return fixed_only && std::includes(c.picks.begin(), c.picks.end(), k.begin(), k.end());
+    });
+    if (covered) continue;
     Workload x = w;
-    x.flash_attention = true;
-    size_t before = out.size();
-    push(out, ck, layout, x, vram, "flash attention (no score matrix)", "--flash-attention");
-    if (out.size() == before && w.batch > 1) {  // flash alone is not enough: with the largest batch
-      int64_t fb = largest_ok(1, w.batch - 1, [&](int64_t v) { Workload y = x; y.batch = v; return fits(ck, layout, y, vram, nullptr); });
-      if (fb > 0) { x.batch = fb; push(out, ck, layout, x, vram, "flash attention + largest batch", fmt::format("--flash-attention --batch {}", fb)); }
+    std::vector<std::string> what, flags;
+    for (size_t k : c.picks)
+      if (opts[k].search == Search::None) opts[k].apply(x), what.push_back(opts[k].what), flags.push_back(opts[k].flags);
+    bool ok = true;
+    for (size_t k : c.picks) {
+      if (opts[k].search == Search::None) continue;
+      std::string f;
+      ok = ok && S.resolve(opts[k].search, w, x, f);
+      what.push_back(opts[k].what);
+      flags.push_back(f);
     }
-  }
-
-  if (w.mode == Mode::Infer || w.mode == Mode::LoRA) {
-    // The least aggressive quantization that fits (largest footprint first).
-    std::vector<std::pair<QuantSpec, std::string>> cands;
-    auto q = [&](std::string_view name, int bits, int group, bool dq, std::string flags) {
-      cands.push_back({parse_quant(name, bits, group, dq), std::move(flags)});
-    };
-    if (w.mode == Mode::Infer) {
-      q("int8", 4, 128, false, "--quant int8");
-      q("gptq", 8, 128, false, "--quant gptq --quant-bits 8");
-      for (auto ft : {"q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k"}) q(ft, 4, 128, false, fmt::format("--quant {}", ft));
-      q("gptq", 3, 128, false, "--quant gptq --quant-bits 3");
-    }
-    q("nf4", 4, 64, false, "--quant nf4");
-    q("nf4", 4, 64, true, "--quant nf4 --double-quant");
-    q("gptq", 4, 128, false, "--quant gptq --quant-bits 4 --group-size 128");
-    std::vector<std::pair<uint64_t, size_t>> fitting;
-    for (size_t i = 0; i < cands.size(); ++i) {
-      Workload x = w;
-      x.quant = cands[i].first;
-      if (w.mode == Mode::LoRA) x.mode = Mode::QLoRA;
-      uint64_t total = 0;
-      if (fits(ck, layout, x, vram, &total)) fitting.push_back({total, i});
-    }
-    if (!fitting.empty()) {
-      auto best = *std::max_element(fitting.begin(), fitting.end());
-      Workload x = w;
-      x.quant = cands[best.second].first;
-      if (w.mode == Mode::LoRA) x.mode = Mode::QLoRA;
-      push(out, ck, layout, x, vram, "mildest quantization that fits",
-           (w.mode == Mode::LoRA ? "--mode qlora " : "") + cands[best.second].second);
-    }
-    if (w.mode == Mode::Infer && !w.kv_dtype) {
-      Workload x = w;
-      x.kv_dtype = DType::F8_E4M3;
-      push(out, ck, layout, x, vram, "fp8 KV cache", "--kv-dtype fp8");
-    }
-  }
-  if (training) {
-    if (!w.grad_checkpointing) { Workload x = w; x.grad_checkpointing = true; push(out, ck, layout, x, vram, "gradient checkpointing", "--grad-checkpointing"); }
-    if (w.mode == Mode::Train) {
-      Workload x = w; x.mode = Mode::LoRA; x.zero = 0; x.offload = Offload::None;
-      push(out, ck, layout, x, vram, "LoRA instead of full fine-tuning", "--mode lora");
-      if (w.optimizer != Optimizer::AdamW8bit) { Workload y = w; y.optimizer = Optimizer::AdamW8bit; push(out, ck, layout, y, vram, "8-bit optimizer states", "--optimizer adamw8bit"); }
-    }
-    // ZeRO stage, then offload, with the current GPU count; then more GPUs with ZeRO-3.
-    bool found = false;
-    for (int z = w.zero + 1; z <= 3 && !found; ++z) {
-      Workload x = w; x.zero = z;
-      size_t before = out.size();
-      push(out, ck, layout, x, vram, "ZeRO stage", fmt::format("--zero {}", z));
-      found = out.size() > before;
-    }
-    for (Offload o : {Offload::Optimizer, Offload::Params}) {
-      if (found || o <= w.offload) continue;
-      Workload x = w; x.zero = std::max(w.zero, o == Offload::Params ? 3 : 2); x.offload = o;
-      size_t before = out.size();
-      push(out, ck, layout, x, vram, "ZeRO-Offload", fmt::format("--zero {} --offload {}", x.zero, offload_name(o)));
-      found = out.size() > before;
-    }
-    for (int g : {2, 4, 8, 16, 32, 64}) {
-      if (g <= w.gpus) continue;
-      Workload x = w; x.gpus = g; x.zero = 3;
-      size_t before = out.size();
-      push(out, ck, layout, x, vram, "GPU count", fmt::format("--gpus {} --zero 3", g));
-      if (out.size() > before) break;
-    }
-  } else {
-    for (int g : {2, 4, 8, 16}) {
-      if (g <= w.gpus) continue;
-      Workload x = w; x.gpus = g;
-      size_t before = out.size();
-      push(out, ck, layout, x, vram, "GPU count (model split)", fmt::format("--gpus {}", g));
-      if (out.size() > before) break;
-    }
+    if (!ok) continue;
+    auto total = S.fit(x);
+    if (!total) continue;
+    kept.push_back(c.picks);
+    const uint64_t budget = verdict(estimate(ck, layout, x), vram).budget;
+    out.push_back({fmt::format("{}", fmt::join(what, " + ")), fmt::format("{}", fmt::join(flags, " ")), c.cost, *total, budget - *total});
   }
   return out;
 }
@@ -200,12 +280,16 @@ nlohmann::json to_json(const Estimate& e) {
   j["model"]["num_kv_heads"] = e.spec.num_kv_heads;
   j["model"]["head_dim"] = e.spec.head_dim;
   j["model"]["vocab_size"] = e.spec.vocab_size;
+  j["runtime"] = runtime_name(e.runtime);
+  j["device"] = e.target == Target::Cpu ? "cpu" : "cuda";
+  j["usable_fraction"] = e.usable_fraction;
+  j["runtime_model"] = e.runtime_model;
   j["workload"] = {{"mode", mode_name(w.mode)},        {"batch", w.batch},
                    {"context", w.context},             {"context_defaulted", e.context_defaulted},
                    {"prefill_chunk", w.prefill_chunk}, {"weight_dtype", dtype_name(e.weight_dtype)},
                    {"compute_dtype", dtype_name(e.compute_dtype)}, {"kv_dtype", dtype_name(e.kv_dtype)},
                    {"quant", w.quant.label()},         {"optimizer", optimizer_name(w.optimizer)},
-                   {"grad_checkpointing", w.grad_checkpointing}, {"flash_attention", w.flash_attention},
+                   {"grad_checkpointing", w.grad_checkpointing}, {"attention", attention_name(w.attention)},
                    {"all_logits", w.all_logits},       {"lora_rank", w.lora_rank},
                    {"lora_targets", w.lora_targets},   {"gpus", w.gpus},
                    {"zero", w.zero},                   {"offload", offload_name(w.offload)},
@@ -241,13 +325,13 @@ nlohmann::json to_json(const Estimate& e) {
 }
 
 nlohmann::json to_json(const Verdict& v) {
-  return {{"vram", v.vram}, {"fits", v.fits}, {v.fits ? "headroom" : "shortfall", v.margin}, {"text", v.text}};
+  return {{"vram", v.vram}, {"budget", v.budget}, {"fits", v.fits}, {v.fits ? "headroom" : "shortfall", v.margin}, {"text", v.text}};
 }
 
 nlohmann::json to_json(const std::vector<Suggestion>& s) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& x : s)
-    a.push_back({{"what", x.what}, {"flags", x.flags}, {"per_gpu_total", x.per_gpu_total}, {"headroom", x.headroom}});
+    a.push_back({{"what", x.what}, {"flags", x.flags}, {"cost", x.cost}, {"per_gpu_total", x.per_gpu_total}, {"headroom", x.headroom}});
   return a;
 }
 

@@ -14,6 +14,9 @@ namespace nunchaku {
 namespace {
 
 constexpr uint64_t kUnlimited = UINT64_MAX;
+// Stream slots of nunchaku's engine for disk-resident modules (EngineConfig::stream_slots):
+// one being computed, one being read.
+constexpr uint64_t kNunchakuStreamSlots = 2;
 
 bool is_gpu(const Device& d) { return d.kind == Device::Kind::Cuda; }
 bool is_layer(const ModuleCost& m) { return m.kind == ModuleKind::Layer; }
@@ -158,6 +161,13 @@ DevicePlan charge_plan(const Estimate& e, const PlanRequest& r, const std::vecto
   if (stream && largest_offloaded > 0) {
     p.devices[0].staging = 2 * largest_offloaded;
     p.devices[0].overheads = over;
+  }
+  if (!stream && disk_used && e.runtime == Runtime::Nunchaku && e.workload.mode == Mode::Infer) {
+    // nunchaku's engine runs disk modules on the CPU through a ring of stream slots.
+    uint64_t largest_disk = 0;
+    for (size_t i = 0; i < e.modules.size() && i < where.size(); ++i)
+      if (where[i].kind == Device::Kind::Disk) largest_disk = std::max(largest_disk, e.modules[i].weight_bytes);
+    p.devices[cpu].staging = kNunchakuStreamSlots * largest_disk;
   }
 
   p.fits = true;

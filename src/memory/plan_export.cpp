@@ -72,7 +72,16 @@ LlamaCppArgs llama_cpp_args(const DevicePlan& p, const Estimate& e) {
   }
   a.notes.push_back("llama.cpp puts the last -ngl layers on the GPUs and keeps token embeddings in host memory; "
                     "the plan counted the embedding where it placed it, so llama.cpp needs no more VRAM than planned");
-  if (e.workload.context > 0) a.command += fmt::format(" -c {}", e.workload.context);
+  int64_t ctx = e.workload.context;
+  if (e.spec.max_context > 0 && ctx > e.spec.max_context) {
+    a.notes.push_back(fmt::format("-c clamped from {} to the model's maximum {} (n_ctx_train): longer contexts are "
+                                  "positions the model was never trained on",
+                                  ctx, e.spec.max_context));
+    ctx = e.spec.max_context;
+  }
+  // llama.cpp's -c is the cache of all -np slots together.
+  if (ctx > 0) a.command += fmt::format(" -c {}", ctx * std::max<int64_t>(1, e.workload.batch));
+  if (e.workload.batch > 1) a.command += fmt::format(" -np {}", e.workload.batch);
   return a;
 }
 
@@ -87,6 +96,12 @@ VllmArgs vllm_args(const Estimate& e, const std::vector<uint64_t>& vram, const s
     v.tensor_parallel = n;
   }
   v.max_model_len = e.workload.context;
+  if (e.spec.max_context > 0 && v.max_model_len > e.spec.max_context) {
+    v.notes.push_back(fmt::format("--max-model-len clamped from {} to the model's max_position_embeddings {}: vLLM refuses a "
+                                  "longer one unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (and rope scaling) is set",
+                                  v.max_model_len, e.spec.max_context));
+    v.max_model_len = e.spec.max_context;
+  }
   uint64_t weights = 0, kv = 0, over = 0;
   for (const auto& m : e.modules) weights += m.weight_bytes, kv += m.kv_bytes;
   for (const auto& c : e.gpu)
@@ -116,6 +131,7 @@ nlohmann::json deepspeed_config(const Checkpoint& ck, const ModelLayout& layout,
   nlohmann::json out;
   for (const auto& [z, off] : order) {
     Workload t = w;
+    t.runtime = Runtime::DeepSpeed;
     t.zero = z;
     t.offload = off;
     if (w.zero > z || (w.zero == z && w.offload != Offload::None && off == Offload::None)) continue;  // not below what was asked

@@ -62,7 +62,11 @@ uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainab
       if (e.mixed_precision) {
         master = add(master, mul({4, t.numel}));
         tb = add(tb, mul({4, t.numel}));
-        if (z >= 1) fp32_grads = add(fp32_grads, mul({4, t.numel}));
+        // DeepSpeed keeps fp32 gradients at every stage: ZeRO-1/2 partitions them, and the
+        // stage-0 optimizers (fp16/fused_optimizer.py FP16_Optimizer.step flattens grads to
+        // fp32; bf16_optimizer.py BF16_Optimizer accumulates into fp32_groups_gradients)
+        // hold them whole. Plain PyTorch (transformers) has no second gradient copy.
+        if (e.runtime == Runtime::DeepSpeed) fp32_grads = add(fp32_grads, mul({4, t.numel}));
       }
     }
     if (t.module < e.modules.size()) {
@@ -86,7 +90,9 @@ uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainab
                    off_opt ? "offloaded to CPU with the optimizer (ZeRO-Offload)"
                    : z >= 3 ? fmt::format("fp32 grad partition 4 B × {} / {} (16-bit grads of the gathered layer are in zero3_gather)", base_params, n)
                             : fmt::format("{} trainable × {} B{}{}", T, adapter_params > 0 ? 4 : el, z >= 2 ? zs : "",
-                                          fp32_grads > 0 ? fmt::format(" + fp32 grad partition 4 B × {} / {}", base_params, n) : "")});
+                                          fp32_grads == 0 ? ""
+                                          : z == 0 ? fmt::format(" + fp32 grads 4 B × {} (DeepSpeed stage-0 optimizer)", base_params)
+                                                   : fmt::format(" + fp32 grad partition 4 B × {} / {}", base_params, n))});
   e.gpu.push_back({"master_weights", off_opt ? 0 : master / part_opt,
                    !e.mixed_precision || adapter_params > 0 ? "none (weights already fp32 or frozen)"
                    : off_opt ? "offloaded to CPU (ZeRO-Offload)" : fmt::format("fp32 copy 4 B × {}{}", base_params, z >= 1 ? zs : "")});
@@ -118,17 +124,18 @@ uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainab
 
   // Saved activations (Korthikanti et al. 2022, 16-bit activations; scaled for fp32).
   const uint64_t sq = w.context, b = w.batch, h = s.hidden_size, a = s.num_heads, layers = s.num_layers;
-  const uint64_t per_layer_16 = w.flash_attention ? mul({34, sq, b, h}) : mul({sq, b, add(mul({34, h}), mul({5, a, sq}))});
+  const bool flash = w.attention != Attention::Eager;  // SDPA/flash keep no score matrix for backward
+  const uint64_t per_layer_16 = flash ? mul({34, sq, b, h}) : mul({sq, b, add(mul({34, h}), mul({5, a, sq}))});
   const uint64_t per_layer = mul({per_layer_16, el}) / 2;
   uint64_t act;
   std::string f;
   if (w.grad_checkpointing) {
     act = add(mul({layers, 2, sq, b, h, el}) / 2, per_layer);
     f = fmt::format("layers({}) × 2·s·b·h (checkpoints) + one layer recomputed s·b·h·({}), s={} b={} h={}{}", layers,
-                    w.flash_attention ? "34" : "34 + 5·a·s/h", sq, b, h, el == 2 ? "" : fmt::format(", × {}/2 B", el));
+                    flash ? "34" : "34 + 5·a·s/h", sq, b, h, el == 2 ? "" : fmt::format(", × {}/2 B", el));
   } else {
     act = mul({layers, per_layer});
-    f = fmt::format("layers({}) × s·b·h·({}), s={} b={} h={} a={}{}", layers, w.flash_attention ? "34 (flash: no scores)" : "34 + 5·a·s/h",
+    f = fmt::format("layers({}) × s·b·h·({}), s={} b={} h={} a={}{}", layers, flash ? "34 (sdpa/flash: no scores)" : "34 + 5·a·s/h",
                     sq, b, h, a, el == 2 ? "" : fmt::format(", × {}/2 B", el));
   }
   e.activation_bytes = act;

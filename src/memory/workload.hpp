@@ -17,6 +17,11 @@ namespace nunchaku {
 enum class Mode { Infer, Train, LoRA, QLoRA };
 enum class Optimizer { AdamW, AdamW8bit, SGD, SGDMomentum, Adafactor, Lion };
 enum class Offload { None, Optimizer, Params };  // ZeRO-Offload targets
+// The program that will run the workload: each allocates differently (docs/estimate.md).
+enum class Runtime { Nunchaku, Transformers, Vllm, LlamaCpp, DeepSpeed };
+enum class Target { Cuda, Cpu };  // --device: where the workload runs
+// Attention kernel: eager materializes the score matrix; sdpa/flash do not.
+enum class Attention { Default, Eager, Sdpa, Flash };
 
 std::string_view mode_name(Mode m);            // "infer", "train", "lora", "qlora"
 std::string_view optimizer_name(Optimizer o);  // "adamw", "adamw8bit", "sgd", ...
@@ -25,6 +30,10 @@ std::string_view offload_name(Offload o);      // "none", "optimizer", "params"
 Mode parse_mode(std::string_view s);
 Optimizer parse_optimizer(std::string_view s);
 Offload parse_offload(std::string_view s);
+std::string_view runtime_name(Runtime r);      // "nunchaku", "transformers", "vllm", "llama.cpp", "deepspeed"
+Runtime parse_runtime(std::string_view s);     // Error usage.runtime (exit 2)
+std::string_view attention_name(Attention a);  // "default", "eager", "sdpa", "flash"
+Attention parse_attention(std::string_view s);
 
 // A what-if weight format (--quant). None means "weights as stored (or --dtype)".
 enum class QuantScheme { None, Int8, NF4, FP4, GPTQ, AWQ, GGML };
@@ -56,7 +65,13 @@ struct Workload {
   int gpus = 1;
   int zero = 0;               // ZeRO stage 0..3 (training modes)
   Offload offload = Offload::None;
-  // Overrides for the named overheads (cuda_context, cublas_workspace, allocator_slack).
+  // nullopt: nunchaku for inference, deepspeed for training with --zero, else transformers.
+  std::optional<Runtime> runtime;
+  Target target = Target::Cuda;
+  Attention attention = Attention::Default;  // Default: the runtime's own (flash_attention forces Flash)
+  int threads = 0;            // nunchaku: CPU threads (attention scratch per thread); 0 = this machine's
+  // Overrides for the named overheads (cuda_context, cublas_workspace, allocator_slack,
+  // cpu_runtime, cuda_graphs).
   std::map<std::string, uint64_t> overheads;
 };
 

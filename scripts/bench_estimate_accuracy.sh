@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# Measured peaks side by side with `nunchaku estimate`'s predictions, error % per case.
+#
+#   scripts/bench_estimate_accuracy.sh [build/nunchaku]        (NO_TORCH=1: nunchaku cases only)
+#
+# Model: a random-weight Llama made here with transformers (hidden 768, 8 layers, fp32,
+# ~56M parameters, the run fixture's tokenizer), in a temp dir.
+# - PyTorch on the CPU, a fresh process per case: VmHWM minus the RSS right after import
+#   (/proc/self/clear_refs resets the high-water mark): two AdamW training steps (the
+#   steady state: the second runs with the optimizer states) with and without gradient
+#   checkpointing, `generate` at batch 1 and 8 with eager and SDPA
+#   attention. Prediction: estimate --device cpu --runtime transformers.
+# - nunchaku `run` (max RSS of the process from /usr/bin/time) at several batch/context
+#   settings, the defaults included, every sequence run until its context is full.
+#   Prediction: estimate --device cpu (the nunchaku runtime).
+# - With a CUDA device: the PyTorch cases on it, torch.cuda.max_memory_allocated/reserved
+#   against the prediction without the CUDA context (which torch does not count).
+# Targets: |error| <= 5% for nunchaku runs, <= 10% for PyTorch CPU cases.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=$(realpath "${1:-build/nunchaku}")
+[[ -x "$BIN" ]] || { echo "no $BIN: build first (scripts/build.sh)" >&2; exit 2; }
+if [[ -z "${NO_TORCH:-}" ]] && ! python3 -c 'import torch, transformers, safetensors' 2>/dev/null; then
+  python3 -m pip install --quiet torch transformers safetensors
+fi
+WORK=$(mktemp -d /tmp/nunchaku-accuracy.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+MODEL=$WORK/model
+THREADS=${THREADS:-2}
+
+# --- the model --------------------------------------------------------------------------
+python3 - "$MODEL" <<'EOF'
+import json, shutil, sys
+from pathlib import Path
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+out = Path(sys.argv[1]); out.mkdir(parents=True)
+fixture = Path("testdata/run/llama-spm")
+cfg = LlamaConfig(hidden_size=768, intermediate_size=2048, num_attention_heads=12, num_key_value_heads=12,
+                  num_hidden_layers=8, vocab_size=956, max_position_embeddings=1024, bos_token_id=1, eos_token_id=2,
+                  tie_word_embeddings=False)
+torch.manual_seed(0)
+model = LlamaForCausalLM(cfg).float()
+with torch.no_grad():
+    model.lm_head.weight[2].zero_()  # EOS logit 0: greedy decoding runs until the context is full
+model.save_pretrained(out, safe_serialization=True)
+for f in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+    shutil.copy(fixture / f, out / f)
+print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters", file=sys.stderr)
+EOF
+
+predict() {  # predict ARGS...: per-device total in bytes
+  "$BIN" estimate "$MODEL" --device cpu --json "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["per_gpu_total"])'
+}
+ROWS=$WORK/rows.tsv
+: > "$ROWS"
+row() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$ROWS"; }  # group, case, measured, predicted
+
+# --- PyTorch on the CPU -------------------------------------------------------------------
+cat > "$WORK/case.py" <<'EOF'
+import gc, json, sys
+from pathlib import Path
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+def kib(field):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(field)
+
+model_dir, case, device = sys.argv[1], sys.argv[2], sys.argv[3]
+torch.set_num_threads(int(sys.argv[4]))
+torch.manual_seed(0)
+gc.collect()
+Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+base = kib("VmRSS")
+if device == "cuda":
+    torch.cuda.init()
+kind, *args = case.split(":")
+attn = args[-1]
+if kind == "runtime":  # the runtime's own fixed cost: first ops, backward, an optimizer step
+    lin = torch.nn.Linear(256, 256).to(device)
+    x = torch.randn(16, 256, device=device, requires_grad=True)
+    lin(x).sum().backward()
+    torch.optim.AdamW(lin.parameters()).step()
+else:  # the model is built from its config (random weights): no loader in the measurement
+    config = LlamaConfig.from_pretrained(model_dir)
+    config._attn_implementation = attn
+    model = LlamaForCausalLM(config).float().to(device)
+if kind == "runtime":
+    pass
+elif kind == "train":
+    batch, seq, ckpt = int(args[0]), int(args[1]), args[2] == "ckpt"
+    if ckpt:
+        model.gradient_checkpointing_enable()
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(3, 956, (batch, seq), device=device)
+    for _ in range(2):  # the second step runs with the optimizer states already there
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss
+else:  # generate
+    batch, prompt, new = int(args[0]), int(args[1]), int(args[2])
+    model.eval()
+    ids = torch.randint(3, 956, (batch, prompt), device=device)
+    with torch.no_grad():
+        model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, min_new_tokens=new, do_sample=False,
+                       eos_token_id=None, pad_token_id=0)
+out = {"cpu": kib("VmHWM") - base}
+if device == "cuda":
+    out["allocated"] = torch.cuda.max_memory_allocated()
+    out["reserved"] = torch.cuda.max_memory_reserved()
+print(json.dumps(out))
+EOF
+
+if [[ -z "${NO_TORCH:-}" ]]; then
+  # What torch itself takes beyond import for its first ops (a 256x256 linear, backward, an
+  # AdamW step): the CPU runtime's fixed cost (estimate's cpu_runtime default comes from it).
+  rt=$(python3 "$WORK/case.py" "$MODEL" "runtime:sdpa" cpu "$THREADS" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu"])')
+  for c in "train:4:256:none:sdpa" "train:4:256:ckpt:sdpa" \
+           "generate:1:256:64:eager" "generate:1:256:64:sdpa" "generate:8:256:64:eager" "generate:8:256:64:sdpa"; do
+    IFS=: read -r kind a b cflag attn <<< "$c"
+    m=$(python3 "$WORK/case.py" "$MODEL" "$c" cpu "$THREADS" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu"])')
+    if [[ $kind == train ]]; then
+      extra=(); [[ $cflag == ckpt ]] && extra=(--grad-checkpointing)
+      p=$(predict --runtime transformers --mode train --batch "$a" --context "$b" --attention "$attn" "${extra[@]}")
+    else
+      p=$(predict --runtime transformers --batch "$a" --context $((b + cflag)) --prefill-chunk "$b" --attention "$attn")
+    fi
+    row torch-cpu "$c" "$m" "$p"
+  done
+  if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    for c in "train:4:256:none:sdpa" "generate:8:256:64:sdpa" "generate:8:256:64:eager"; do
+      IFS=: read -r kind a b cflag attn <<< "$c"
+      j=$(python3 "$WORK/case.py" "$MODEL" "$c" cuda "$THREADS")
+      if [[ $kind == train ]]; then
+        p=$("$BIN" estimate "$MODEL" --json --runtime transformers --mode train --batch "$a" --context "$b" --overhead cuda_context=0)
+      else
+        p=$("$BIN" estimate "$MODEL" --json --runtime transformers --batch "$a" --context $((b + cflag)) --prefill-chunk "$b" \
+              --attention "$attn" --overhead cuda_context=0)
+      fi
+      pt=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["per_gpu_total"])' "$p")
+      row torch-cuda-reserved "$c" "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["reserved"])' "$j")" "$pt"
+      row torch-cuda-allocated "$c" "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["allocated"])' "$j")" "$pt"
+    done
+  fi
+fi
+
+# --- nunchaku run -------------------------------------------------------------------------
+# A prompt of about TOKENS tokens (about two tokens per word of this text).
+prompt() { python3 -c "
+import random, sys
+random.seed(int(sys.argv[2]))
+words = 'the cat sat on a mat and then it ran to the big red house where a dog was'.split()
+print(' '.join(random.choice(words) for _ in range(int(sys.argv[1]) // 2)))" "$1" "$2"; }
+run_case() {  # run_case LABEL BATCH CONTEXT(0 = default) [run options]
+  local label=$1 batch=$2 ctx=$3; shift 3
+  local n=$((ctx > 0 ? ctx : 1024))
+  : > "$WORK/prompts.txt"
+  for i in $(seq 1 "$batch"); do prompt $((n / 2)) "$i" >> "$WORK/prompts.txt"; done
+  local copt=(); [[ $ctx -gt 0 ]] && copt=(--context "$ctx")
+  /usr/bin/time -f '%M' -o "$WORK/rss" "$BIN" run "$MODEL" --raw -q --threads "$THREADS" --max-tokens 100000 \
+    "${copt[@]}" "$@" -i "$WORK/prompts.txt" -o "$WORK/out.jsonl"
+  python3 - "$WORK/out.jsonl" "$n" <<'EOF'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    u = r.get("usage", {})
+    if r.get("finish_reason") != "length" or u.get("total_tokens", 0) < int(sys.argv[2]) - 1:
+        print(f"warning: a sequence stopped before its context was full: {r.get('finish_reason')} {u}", file=sys.stderr)
+EOF
+  local measured=$(( $(cat "$WORK/rss") * 1024 ))
+  row nunchaku-run "$label" "$measured" "$(predict --batch "$batch" "${copt[@]}" --threads "$THREADS")"
+}
+run_case "defaults: 8 requests, --batch-size 8, context 1024" 8 0
+run_case "batch 1, context 1024" 1 1024 --batch-size 1
+run_case "batch 1, context 512" 1 512 --batch-size 1
+run_case "batch 4, context 256" 4 256 --batch-size 4
+run_case "batch 8, context 512" 8 512 --batch-size 8
+
+# --- the table ----------------------------------------------------------------------------
+echo
+[[ -n "${rt:-}" ]] && echo "PyTorch CPU runtime (first ops over import, threads $THREADS): $(( rt / 1048576 )) MiB"
+python3 - "$ROWS" <<'EOF'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+print(f"| {'group':<20} | {'case':<52} | {'measured':>10} | {'predicted':>10} | {'error':>7} |")
+print(f"|{'-'*22}|{'-'*54}|{'-'*12}|{'-'*12}|{'-'*9}|")
+worst = {}
+for g, c, m, p in rows:
+    m, p = int(m), int(p)
+    err = (p - m) / m * 100
+    worst[g] = max(worst.get(g, 0), abs(err))
+    print(f"| {g:<20} | {c:<52} | {m/2**20:>7.1f} MiB | {p/2**20:>7.1f} MiB | {err:>+6.1f}% |")
+target = {"nunchaku-run": 5, "torch-cpu": 10}
+for g, w in worst.items():
+    t = target.get(g)
+    print(f"{g}: worst |error| {w:.1f}%" + (f" (target {t}%: {'met' if w <= t else 'NOT met'})" if t else ""))
+EOF

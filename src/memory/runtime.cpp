@@ -1,0 +1,268 @@
+// Inference memory per runtime: what nunchaku, transformers, vLLM and llama.cpp each
+// allocate for the same workload, as named components (sources in docs/estimate.md), and
+// the fixed costs of each runtime on a GPU or on the CPU.
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "memory/engine_memory.hpp"
+#include "memory/estimate_detail.hpp"
+
+namespace nunchaku {
+
+std::string_view runtime_name(Runtime r) {
+  switch (r) {
+    case Runtime::Nunchaku: return "nunchaku";
+    case Runtime::Transformers: return "transformers";
+    case Runtime::Vllm: return "vllm";
+    case Runtime::LlamaCpp: return "llama.cpp";
+    case Runtime::DeepSpeed: return "deepspeed";
+  }
+  return "?";
+}
+
+Runtime parse_runtime(std::string_view s) {
+  for (Runtime r : {Runtime::Nunchaku, Runtime::Transformers, Runtime::Vllm, Runtime::LlamaCpp, Runtime::DeepSpeed})
+    if (runtime_name(r) == s) return r;
+  if (s == "llamacpp" || s == "llama-cpp") return Runtime::LlamaCpp;
+  throw Error("usage.runtime", fmt::format("--runtime: unknown runtime '{}'", s),
+              {.hint = "one of: nunchaku, transformers, vllm, llama.cpp, deepspeed, all"});
+}
+
+std::string_view attention_name(Attention a) {
+  switch (a) {
+    case Attention::Default: return "default";
+    case Attention::Eager: return "eager";
+    case Attention::Sdpa: return "sdpa";
+    case Attention::Flash: return "flash";
+  }
+  return "?";
+}
+
+Attention parse_attention(std::string_view s) {
+  for (Attention a : {Attention::Default, Attention::Eager, Attention::Sdpa, Attention::Flash})
+    if (attention_name(a) == s) return a;
+  throw Error("usage.attention", fmt::format("--attention: unknown kernel '{}'", s), {.hint = "one of: eager, sdpa, flash"});
+}
+
+namespace estimate_detail {
+namespace {
+
+constexpr uint64_t kMiB = 1ULL << 20, kGiB = 1ULL << 30;
+constexpr uint64_t kVllmBlock = 16;            // vLLM --block-size default (CUDA)
+constexpr uint64_t kVllmBatchedTokens = 8192;  // vLLM V1 max_num_batched_tokens (chunked prefill)
+constexpr uint64_t kVllmMaxSeqs = 256;         // vLLM max_num_seqs default (sampler profile run)
+constexpr uint64_t kLlamaUbatch = 512;         // llama.cpp n_ubatch default
+constexpr uint64_t kLlamaCtxPad = 256;         // llama.cpp pads n_ctx to 256
+
+uint64_t round_up(uint64_t v, uint64_t m) { return v == 0 ? 0 : (v + m - 1) / m * m; }
+uint64_t round_2mib(uint64_t v) { return round_up(v, 2 * kMiB); }
+
+void set_layer_kv(Estimate& e, int64_t tokens, int64_t batch) {
+  for (auto& m : e.modules)
+    if (m.kind == ModuleKind::Layer && m.layer >= 0) m.kv_bytes = kv_layer_bytes(e.spec, m.layer, tokens, batch, e.kv_dtype);
+}
+
+uint64_t sum_kv(const Estimate& e) {
+  uint64_t kv = 0;
+  for (const auto& m : e.modules) kv = add(kv, m.kv_bytes);
+  return kv;
+}
+
+// One decoder layer's peak transient for `tokens` tokens at once with keys over `ctx`
+// (scores only when the kernel materializes them), as PyTorch eager code allocates it.
+uint64_t torch_layer_peak(const Estimate& e, uint64_t tokens, uint64_t ctx, bool scores, std::string* f) {
+  const ModelSpec& s = e.spec;
+  const uint64_t h = s.hidden_size, a = s.num_heads, kvh = s.num_kv_heads, d = s.head_dim,
+                 I = std::max<int64_t>(s.intermediate_size, 0), el = elem_bytes(e.compute_dtype);
+  const uint64_t residual = mul({2, tokens, h, el});
+  const uint64_t qkv = mul({tokens, a + 2 * kvh, d, el});
+  const uint64_t sc = scores ? mul({a, tokens, ctx, 4 + el}) : 0;
+  const uint64_t mlp = mul({3, tokens, I, el});
+  *f = fmt::format("residual 2·t·h·{el} + max(attention t·(a+2·kv)·d·{el}{sc}, mlp 3·t·I·{el}) with t={t} h={h} a={a} kv={kv} d={d} I={I}",
+                   fmt::arg("el", el), fmt::arg("t", tokens), fmt::arg("h", h), fmt::arg("a", a), fmt::arg("kv", kvh), fmt::arg("d", d),
+                   fmt::arg("I", I), fmt::arg("sc", scores ? fmt::format(" + scores a·t·{}·(4+{})", ctx, el) : " (no score matrix)"));
+  return add(residual, std::max(add(qkv, sc), mlp));
+}
+
+uint64_t gpus(const Estimate& e) { return static_cast<uint64_t>(std::max(1, e.workload.gpus)); }
+std::string split_note(const Estimate& e) { return gpus(e) > 1 ? fmt::format(" / {} GPUs", gpus(e)) : ""; }
+
+uint64_t add_nunchaku(Estimate& e) {
+  const Workload& w = e.workload;
+  EngineConfig c;
+  c.max_batch = static_cast<int>(std::min<int64_t>(w.batch, 1 << 30));
+  c.max_context = w.context;
+  c.kv_dtype = e.kv_dtype;
+  c.threads = w.threads;
+  EngineMemory m = engine_memory(e.spec, c);
+  const EngineDims dd = engine_dims(e.spec);
+  // engine_memory does not saturate: a batch × context that wraps must read as OOM.
+  if (mul({uint64_t(dd.layers), 2, uint64_t(c.max_batch), uint64_t(w.context), uint64_t(dd.kv_dim()), elem_bytes(e.kv_dtype)}) ==
+      std::numeric_limits<uint64_t>::max())
+    m.kv_cache = std::numeric_limits<uint64_t>::max();
+  const EngineDims d = engine_dims(e.spec);
+  for (auto& mod : e.modules)
+    if (mod.kind == ModuleKind::Layer && d.layers > 0) mod.kv_bytes = m.kv_cache / uint64_t(d.layers);
+  const uint64_t n = gpus(e);
+  e.gpu.push_back({"kv_cache", m.kv_cache / n,
+                   fmt::format("layers({}) × 2 × max_batch({}) × max_context({}) × kv_dim({}) × {} B ({}){} (allocated once, no windows)",
+                               d.layers, c.max_batch, w.context, d.kv_dim(), elem_bytes(e.kv_dtype), dtype_name(e.kv_dtype), split_note(e))});
+  e.gpu.push_back({"activations", m.activations,
+                   fmt::format("max_tokens({}) × (3·h + 2·q_dim + 2·kv_dim + 2·I) × 4 B + token tables 16 B/token + 8 B/slot",
+                               m.config.max_tokens)});
+  e.gpu.push_back({"logits", m.logits, fmt::format("logit_rows({}) × (hidden + vocab) × 4 B", m.config.logit_rows)});
+  e.gpu.push_back({"scratch", m.scratch, fmt::format("threads({}) × max_context({}) × 4 B (attention scores, one row per thread)",
+                                                     m.config.threads, w.context)});
+  e.activation_bytes = add(m.activations, m.scratch);
+  e.logits_bytes = m.logits;
+  e.runtime_model = {
+      "nunchaku engine: run state allocated once by engine_memory() (the engine's own sizing function)",
+      fmt::format("prefill in passes of at most max_tokens = max(256, batch) = {} tokens; attention row by row (no score matrix)",
+                  m.config.max_tokens),
+      fmt::format("KV cache: {} slots × {} positions, {}, preallocated", c.max_batch, w.context, dtype_name(e.kv_dtype))};
+  return 0;
+}
+
+uint64_t add_transformers(Estimate& e) {
+  const Workload& w = e.workload;
+  const ModelSpec& s = e.spec;
+  const bool scores = w.attention == Attention::Eager;
+  set_layer_kv(e, w.context, w.batch);
+  const uint64_t kv = sum_kv(e), n = gpus(e);
+  e.gpu.push_back({"kv_cache", kv / n,
+                   fmt::format("DynamicCache at the end: 2 × Σ_layers kv({}) × d({}) × {} tokens × batch({}) × {} B ({}){}", s.num_kv_heads,
+                               s.head_dim, w.context, w.batch, elem_bytes(e.kv_dtype), dtype_name(e.kv_dtype), split_note(e))});
+  // torch.cat in DynamicCache.update: the grown K and V of one layer coexist with the old ones.
+  uint64_t layer_kv = 0;
+  for (const auto& m : e.modules) layer_kv = std::max(layer_kv, m.kv_bytes);
+  std::string f;
+  const uint64_t peak = torch_layer_peak(e, mul({uint64_t(w.batch), uint64_t(w.prefill_chunk)}), w.context, scores, &f);
+  e.activation_bytes = add(peak, layer_kv);
+  e.gpu.push_back({"activations", e.activation_bytes,
+                   fmt::format("prefill of the prompt in one pass (t = batch × prompt): {}; + one layer's K/V copy {} B (DynamicCache growth)", f,
+                               layer_kv)});
+  const uint64_t el = elem_bytes(e.compute_dtype), rows = w.all_logits ? w.prefill_chunk : 1;
+  e.logits_bytes = mul({uint64_t(w.batch), rows, uint64_t(s.vocab_size), add(el, 4)});
+  e.gpu.push_back({"logits", e.logits_bytes,
+                   fmt::format("batch({}) × {} × vocab({}) × ({} B lm_head output + 4 B fp32 copy in generate)", w.batch,
+                               w.all_logits ? fmt::format("positions({})", rows) : "1 position (logits_to_keep=1)", s.vocab_size, el)});
+  e.runtime_model = {fmt::format("transformers generate: attention {} ({})", scores ? "eager" : "sdpa",
+                                 scores ? "fp32 softmax over a materialized score matrix" : "PyTorch SDPA, no score matrix"),
+                     "prefill: the whole prompt in one forward (generate does not chunk); --prefill-chunk = the prompt length",
+                     "KV: DynamicCache grows by torch.cat each step (no preallocation); logits_to_keep=1"};
+  const uint64_t largest = std::max(mul({uint64_t(w.batch), uint64_t(w.prefill_chunk), uint64_t(std::max<int64_t>(s.intermediate_size, 0)), el}),
+                                    e.logits_bytes);
+  return round_2mib(largest);
+}
+
+uint64_t add_vllm(Estimate& e) {
+  const Workload& w = e.workload;
+  const ModelSpec& s = e.spec;
+  const uint64_t n = gpus(e);
+  const uint64_t tokens = round_up(uint64_t(w.context), kVllmBlock);
+  set_layer_kv(e, static_cast<int64_t>(tokens), w.batch);
+  uint64_t kv = sum_kv(e) / n;
+  std::string kvf = fmt::format("blocks of {}: 2 × Σ_layers kv × d × {} tokens × batch({}) × {} B{}; vLLM fills the rest of its budget with more blocks",
+                                kVllmBlock, tokens, w.batch, elem_bytes(e.kv_dtype), split_note(e));
+  if (e.target == Target::Cpu) {
+    kv = std::max<uint64_t>(kv, 4 * kGiB);
+    kvf = "max(need, VLLM_CPU_KVCACHE_SPACE 4 GiB): the CPU backend preallocates that space; " + kvf;
+  }
+  e.gpu.push_back({"kv_cache", kv, kvf});
+  const uint64_t t = kVllmBatchedTokens;
+  std::string f;
+  e.activation_bytes = torch_layer_peak(e, t, t, false, &f);
+  e.gpu.push_back({"activations", e.activation_bytes, "profile run at max_num_batched_tokens: " + f});
+  e.logits_bytes = mul({kVllmMaxSeqs, uint64_t(s.vocab_size), 4});
+  e.gpu.push_back({"logits", e.logits_bytes, fmt::format("sampler profile: max_num_seqs({}) × vocab({}) × 4 B", kVllmMaxSeqs, s.vocab_size)});
+  if (e.target == Target::Cuda) e.usable_fraction = 0.9;
+  e.runtime_model = {"vLLM: FlashAttention backend (no score matrix), chunked prefill of max_num_batched_tokens 8192",
+                     fmt::format("KV: paged, block size {}, preallocated: gpu_memory_utilization(0.9) × total − weights − profile peak", kVllmBlock),
+                     "verdict against 0.9 × --vram (the share vLLM takes)"};
+  return round_2mib(mul({t, uint64_t(std::max<int64_t>(s.intermediate_size, 0)), elem_bytes(e.compute_dtype)}));
+}
+
+uint64_t add_llamacpp(Estimate& e) {
+  const Workload& w = e.workload;
+  const ModelSpec& s = e.spec;
+  const uint64_t n_ctx = round_up(mul({uint64_t(w.batch), uint64_t(w.context)}), kLlamaCtxPad);
+  // -np batch slots share n_ctx: the cache holds n_ctx cells of one "sequence" each.
+  set_layer_kv(e, static_cast<int64_t>(n_ctx), 1);
+  const uint64_t n = gpus(e);
+  e.gpu.push_back({"kv_cache", sum_kv(e) / n,
+                   fmt::format("n_ctx = batch({}) × context({}) padded to {} = {} cells × 2 × Σ_layers kv × d × {} B ({}){}", w.batch,
+                               w.context, kLlamaCtxPad, n_ctx, elem_bytes(e.kv_dtype), dtype_name(e.kv_dtype), split_note(e))});
+  const uint64_t u = std::min<uint64_t>(kLlamaUbatch, n_ctx), h = s.hidden_size, a = s.num_heads, d = s.head_dim,
+                 kvh = s.num_kv_heads, I = std::max<int64_t>(s.intermediate_size, 0), V = s.vocab_size;
+  const bool flash = w.attention != Attention::Eager;
+  const uint64_t attn = flash ? mul({u, add(mul({2, a, d}), mul({2, kvh, d})), 4}) : mul({2, a, u, n_ctx, 4});
+  const uint64_t ffn = mul({3, u, I, 4});
+  const uint64_t out = mul({u, add(V, h), 4});
+  const uint64_t compute = add(mul({2, u, h, 4}), std::max({attn, ffn, out}));
+  e.activation_bytes = compute;
+  e.gpu.push_back({"activations", compute,
+                   fmt::format("compute buffer for one ubatch u={} (f32): 2·u·h + max(attention {}, ffn 3·u·I, output u·(V+h)) × 4 B", u,
+                               flash ? "u·(2·a·d + 2·kv·d) (flash)" : fmt::format("2·a·u·n_ctx({}) (KQ + softmax, no flash)", n_ctx))});
+  e.logits_bytes = mul({uint64_t(w.batch), V, 4});
+  e.gpu.push_back({"logits", e.logits_bytes, fmt::format("output buffer batch({}) × vocab({}) × 4 B", w.batch, V)});
+  if (e.target == Target::Cuda) {
+    // Token embeddings stay in host memory (llama.cpp's input layer is on the CPU).
+    for (auto& m : e.modules)
+      if (m.kind == ModuleKind::Embedding && m.parameters > 0) {
+        const bool tied = std::none_of(e.modules.begin(), e.modules.end(), [](const ModuleCost& x) { return x.kind == ModuleKind::Head && x.parameters > 0; });
+        if (tied) continue;  // the output layer reuses it on the GPU
+        e.host.push_back({"token_embeddings", m.weight_bytes, "llama.cpp keeps token embeddings in host memory"});
+        for (auto& c : e.gpu)
+          if (c.name == "weights") c.bytes -= std::min(c.bytes, m.weight_bytes / n);
+      }
+  }
+  e.runtime_model = {fmt::format("llama.cpp: flash attention {} (auto), ubatch {}, n_ctx padded to {}", flash ? "on" : "off", kLlamaUbatch, kLlamaCtxPad),
+                     "KV: n_ctx cells at f16 (-ctk/-ctv f16) preallocated; compute buffers planned once by ggml-alloc (no allocator slack)"};
+  return 0;
+}
+
+}  // namespace
+
+uint64_t add_runtime_inference(Estimate& e) {
+  switch (e.runtime) {
+    case Runtime::Nunchaku: return add_nunchaku(e);
+    case Runtime::Vllm: return add_vllm(e);
+    case Runtime::LlamaCpp: return add_llamacpp(e);
+    case Runtime::Transformers:
+    case Runtime::DeepSpeed: return add_transformers(e);
+  }
+  return 0;
+}
+
+void add_overheads(Estimate& e, uint64_t slack_default) {
+  auto over = [&](const std::string& name, uint64_t def, const std::string& why) {
+    auto it = e.workload.overheads.find(name);
+    const bool set = it != e.workload.overheads.end();
+    e.gpu.push_back({name, set ? it->second : def, set ? "set with --overhead" : why, true});
+  };
+  const Runtime r = e.runtime;
+  const bool torch = r == Runtime::Transformers || r == Runtime::Vllm || r == Runtime::DeepSpeed;
+  if (e.target == Target::Cpu) {
+    if (r == Runtime::Nunchaku)
+      over("cpu_runtime", 7 * kMiB, "nunchaku process: binary, C++ runtime, tokenizer tables (measured, docs/estimate.md)");
+    else if (torch)
+      over("cpu_runtime", 134 * kMiB,
+           "PyTorch CPU runtime after import: oneDNN/MKL kernels, OpenMP pools (measured, docs/estimate.md)");
+    else
+      over("cpu_runtime", 0, "not measured for llama.cpp: set with --overhead cpu_runtime=SIZE");
+    return;
+  }
+  over("cuda_context", 500 * kMiB, "CUDA context + kernel images (default 500 MiB; measure with nvidia-smi after torch.cuda.init())");
+  if (r != Runtime::Nunchaku)
+    over("cublas_workspace", 32 * kMiB, "cuBLAS workspace (PyTorch default on sm90: CUBLAS_WORKSPACE_CONFIG=:4096:8 = 32 MiB)");
+  if (r == Runtime::Vllm) over("cuda_graphs", 512 * kMiB, "vLLM CUDA graph capture (typically 0.3-1 GiB; its log says how much)");
+  if (torch)
+    over("allocator_slack", slack_default,
+         "caching-allocator fragmentation: one block of the largest odd-sized transient (MLP intermediate or logits), 2 MiB-rounded");
+}
+
+}  // namespace estimate_detail
+}  // namespace nunchaku
