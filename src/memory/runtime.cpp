@@ -249,8 +249,8 @@ void add_overheads(Estimate& e, uint64_t slack_default) {
     if (r == Runtime::Nunchaku)
       over("cpu_runtime", 7 * kMiB, "nunchaku process: binary, C++ runtime, tokenizer tables (measured, docs/estimate.md)");
     else if (torch)
-      over("cpu_runtime", 134 * kMiB,
-           "PyTorch CPU runtime after import: oneDNN/MKL kernels, OpenMP pools (measured, docs/estimate.md)");
+      over("cpu_runtime", 14 * kMiB,
+           "PyTorch CPU runtime after import: first ops, autograd, optimizer (measured, docs/estimate.md)");
     else
       over("cpu_runtime", 0, "not measured for llama.cpp: set with --overhead cpu_runtime=SIZE");
     return;
