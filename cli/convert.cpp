@@ -10,7 +10,7 @@
 #include "cli/commands.hpp"
 #include "convert/convert.hpp"
 #include "core/error.hpp"
-#include "memory/units.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku::cli {
 namespace {

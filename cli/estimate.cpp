@@ -15,7 +15,7 @@
 #include "format/open.hpp"
 #include "memory/estimate.hpp"
 #include "memory/quant.hpp"
-#include "memory/units.hpp"
+#include "core/units.hpp"
 #include "model/model.hpp"
 
 namespace nunchaku::cli {

@@ -9,7 +9,7 @@
 #include "core/text.hpp"
 #include "format/open.hpp"
 #include "format/verify.hpp"
-#include "memory/units.hpp"
+#include "core/units.hpp"
 #include "model/model.hpp"
 #include "model/report.hpp"
 

@@ -14,7 +14,7 @@
 #include "io/loader.hpp"
 #include "memory/estimate.hpp"
 #include "memory/plan.hpp"
-#include "memory/units.hpp"
+#include "core/units.hpp"
 #include "model/model.hpp"
 
 namespace nunchaku::cli {

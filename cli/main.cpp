@@ -9,7 +9,7 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
-#include "memory/units.hpp"
+#include "core/units.hpp"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include "memory/plan.hpp"
 #include "memory/plan_accelerate.hpp"
 #include "memory/plan_export.hpp"
-#include "memory/units.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku::cli {
 namespace {

@@ -35,10 +35,10 @@
 #include "format/open.hpp"
 #include "io/atomic_output.hpp"
 #include "io/loader.hpp"
-#include "io/source.hpp"
+#include "core/source.hpp"
 #include "memory/estimate.hpp"
 #include "memory/plan.hpp"
-#include "memory/units.hpp"
+#include "core/units.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace nunchaku::cli {
@@ -70,7 +70,7 @@ Tokenizer load_tokenizer(const Checkpoint& ck, const std::string& path) {
   return Tokenizer::from_hf_dir(dir.string());
 }
 
-Placement run_placement(const RunCliOptions& o, const Checkpoint& ck, const ModelLayout& layout) {
+Placement run_placement(const RunCliOptions& o, const Checkpoint& ck, const ModelLayout& layout, DType kv) {
   Placement p;
   if (!o.plan.empty()) {
     p = read_plan_file(o.plan);
@@ -78,6 +78,9 @@ Placement run_placement(const RunCliOptions& o, const Checkpoint& ck, const Mode
     Workload w;
     w.batch = o.batch_size;
     w.context = o.context;
+    w.kv_dtype = kv;
+    w.threads = o.threads;
+    w.target = Target::Cpu;  // the CPU engine: no GPU overheads
     w.overheads = {{"cuda_context", 0}, {"cublas_workspace", 0}};
     p = plan_placement(estimate(ck, layout, w), {}, parse_size_or_throw(o.cpu_ram, "--cpu-ram"));
   } else {
@@ -142,7 +145,7 @@ struct RunModel {
 
 std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& ck, const ModelLayout& layout, DType kv) {
   LoadOptions lo;
-  lo.placement = run_placement(o, ck, layout);
+  lo.placement = run_placement(o, ck, layout, kv);
   lo.cancel = &interrupt_flag();
   auto m = std::unique_ptr<RunModel>(new RunModel{load_checkpoint(ck, layout, lo), {}, nullptr});
   engine::EngineSetup es;
@@ -470,7 +473,7 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--plan", o->plan, "Placement plan JSON (cpu/disk modules)");
   cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory budget: layers past it stay on disk and are streamed");
   cmd->add_option("--offload", o->offload,
-                  "How layers left on disk are read: stream (into a bounded pool of 3 layers, O_DIRECT, read ahead "
+                  "How layers left on disk are read: stream (into a bounded pool of 2 layers, O_DIRECT, read ahead "
                   "while earlier layers compute; memory stays within --cpu-ram) | mmap (file mappings; the page "
                   "cache grows until the kernel evicts)")
       ->check(CLI::IsMember({"stream", "mmap"}))

@@ -9,7 +9,7 @@
 #include "cuda/device_info.hpp"
 #include "format/dtype.hpp"
 #include "memory/quant.hpp"
-#include "memory/units.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku::cli {
 namespace {

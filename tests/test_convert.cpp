@@ -16,7 +16,7 @@
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
 #include "format/open.hpp"
-#include "io/file.hpp"
+#include "core/file.hpp"
 #include "tests/helpers.hpp"
 
 using namespace nunchaku;

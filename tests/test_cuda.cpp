@@ -12,7 +12,7 @@
 #include "cuda/loader.hpp"
 #include "format/open.hpp"
 #include "io/convert.hpp"
-#include "io/source.hpp"
+#include "core/source.hpp"
 #include "io/loader.hpp"
 #include "model/model.hpp"
 #include "tests/helpers.hpp"

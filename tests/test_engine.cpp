@@ -21,7 +21,7 @@
 #include "format/open.hpp"
 #include "io/loader.hpp"
 #include "io/placement.hpp"
-#include "io/source.hpp"
+#include "core/source.hpp"
 #include "model/model.hpp"
 #include "tests/test_engine_helpers.hpp"
 #include "tests/helpers.hpp"

@@ -13,7 +13,7 @@
 #include "core/error.hpp"
 #include "format/gguf.hpp"
 #include "format/readers.hpp"
-#include "io/source.hpp"
+#include "core/source.hpp"
 #include "tests/helpers.hpp"
 
 using namespace nunchaku;

@@ -14,7 +14,7 @@
 #include "core/error.hpp"
 #include "engine/generate.hpp"
 #include "engine/thread_pool.hpp"
-#include "io/file.hpp"
+#include "core/file.hpp"
 #include "tests/helpers.hpp"
 #include "tests/test_engine_helpers.hpp"
 

@@ -7,7 +7,7 @@
 
 #include "core/error.hpp"
 #include "format/pickle.hpp"
-#include "io/source.hpp"
+#include "core/source.hpp"
 
 using namespace nunchaku;
 using pickle::Kind;

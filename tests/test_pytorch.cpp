@@ -14,8 +14,8 @@
 #include "format/readers.hpp"
 #include "format/verify.hpp"
 #include "format/zip.hpp"
-#include "io/file.hpp"
-#include "io/source.hpp"
+#include "core/file.hpp"
+#include "core/source.hpp"
 #include "tests/helpers.hpp"
 
 using namespace nunchaku;

@@ -14,7 +14,7 @@
 #include "core/error.hpp"
 #include "format/open.hpp"
 #include "format/readers.hpp"
-#include "io/source.hpp"
+#include "core/source.hpp"
 #include "tests/helpers.hpp"
 
 using namespace nunchaku;

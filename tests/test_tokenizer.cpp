@@ -17,7 +17,7 @@
 
 #include "core/error.hpp"
 #include "format/gguf.hpp"
-#include "io/source.hpp"
+#include "core/source.hpp"
 #include "tests/helpers.hpp"
 #include "tokenizer/tokenizer.hpp"
 

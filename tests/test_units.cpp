@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/error.hpp"
-#include "memory/units.hpp"
+#include "core/units.hpp"
 
 using namespace nunchaku;
 

@@ -7,7 +7,7 @@
 #include "convert/output.hpp"
 #include "core/error.hpp"
 #include "format/gguf.hpp"
-#include "io/source.hpp"
+#include "core/source.hpp"
 
 namespace nunchaku::convert {
 

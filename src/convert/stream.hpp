@@ -11,7 +11,7 @@
 
 #include "format/checkpoint.hpp"
 #include "convert/output.hpp"
-#include "io/file.hpp"
+#include "core/file.hpp"
 
 namespace nunchaku::convert {
 

@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
-#include "io/file.hpp"
 
 namespace nunchaku::engine {
 namespace {
@@ -125,7 +124,6 @@ std::vector<GenerationResult> generate(Transformer& model, std::span<const Gener
       budget -= n;
     }
     auto logits = model.forward(chunks);
-    check_mapped_reads();  // a weight file that shrank under its mapping: exit 2, not garbage tokens
     ++st.forward_calls;
     st.max_active = std::max(st.max_active, int(chunks.size()));
 

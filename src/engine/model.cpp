@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "engine/bind.hpp"
 #include "engine/rope.hpp"
+#include "core/file.hpp"
 
 namespace nunchaku::engine {
 
@@ -234,6 +235,9 @@ std::span<const float> Transformer::forward(std::span<const SeqChunk> chunks) {
     be.head(head_.w, R);
     weights_.release(tied ? embed_.module : head_.module);
   }
+  // A weight file that shrank under its mapping faulted some reads (zeros were read
+  // instead): exit 2 naming file and offset, never logits computed from garbage.
+  check_mapped_reads();
   return be.logits(R);
 }
 

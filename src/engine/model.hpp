@@ -34,7 +34,7 @@ struct EngineOptions {
   int64_t logit_rows = 0;     // logit rows one forward() may return; 0 = max_batch
   DType kv_dtype = DType::F32;  // F32 or F16
   std::optional<RopeStyle> rope_style;  // override the style deduced from the naming
-  int prefetch_depth = 2;     // modules the provider is asked to bring in ahead of use
+  int prefetch_depth = kStreamSlots - 1;  // modules the provider is asked to bring in ahead of use
 };
 
 // One sequence's piece of a forward pass: tokens at positions [start, start + n) of

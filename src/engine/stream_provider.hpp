@@ -28,11 +28,12 @@
 #include "format/checkpoint.hpp"
 #include "io/module_reads.hpp"
 #include "io/tensor_reader.hpp"
+#include "memory/engine_memory.hpp"
 
 namespace nunchaku::engine {
 
 struct StreamOptions {
-  int slots = 3;                       // pool slots: the module in use + 2 read ahead
+  int slots = kStreamSlots;            // pool slots: the module in use + read ahead
   int reader_threads = 2;
   bool direct_io = true;               // O_DIRECT where the file system allows
   uint64_t chunk_bytes = 8ull << 20;   // largest single read

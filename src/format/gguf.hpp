@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "format/dtype.hpp"
-#include "io/source.hpp"
+#include "core/source.hpp"
 
 namespace nunchaku {
 

@@ -6,7 +6,7 @@
 
 #include "core/error.hpp"
 #include "format/readers.hpp"
-#include "io/source.hpp"
+#include "core/source.hpp"
 
 namespace nunchaku {
 namespace fs = std::filesystem;

@@ -18,7 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "io/source.hpp"
+#include "core/source.hpp"
 
 namespace nunchaku::pickle {
 

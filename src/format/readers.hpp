@@ -6,7 +6,7 @@
 #include <string>
 
 #include "format/checkpoint.hpp"
-#include "io/source.hpp"
+#include "core/source.hpp"
 
 namespace nunchaku {
 

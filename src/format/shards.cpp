@@ -13,7 +13,7 @@
 #include "format/open.hpp"
 #include "format/readers.hpp"
 #include "format/safetensors_json.hpp"
-#include "io/source.hpp"
+#include "core/source.hpp"
 
 namespace nunchaku {
 namespace fs = std::filesystem;

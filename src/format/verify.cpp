@@ -8,8 +8,8 @@
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
 #include "format/zip.hpp"
-#include "io/file.hpp"
-#include "io/source.hpp"
+#include "core/file.hpp"
+#include "core/source.hpp"
 
 namespace nunchaku {
 

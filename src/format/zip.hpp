@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "io/source.hpp"
+#include "core/source.hpp"
 
 namespace nunchaku::zip {
 

@@ -19,10 +19,10 @@
 #include "core/error.hpp"
 #include "cuda/loader.hpp"
 #include "io/convert.hpp"
-#include "io/file.hpp"
+#include "core/file.hpp"
 #include "io/staging.hpp"
 #include "io/tensor_reader.hpp"
-#include "memory/units.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku {
 namespace {
@@ -294,9 +294,7 @@ LoadResult load_checkpoint(const Checkpoint& ck, const ModelLayout& layout_in, c
         throw Error("load.short_read", "file ended at byte " + std::to_string(f.size()) + " before the module's tensor data",
                     {.file = fi.path, .tensor = ck.tensors[m.tensors.front()].name, .offset = f.size(),
                      .hint = "the file was truncated or changed after it was indexed"});
-      void* p = ::mmap(nullptr, r.len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, f.fd(), static_cast<off_t>(r.off));
-      if (p == MAP_FAILED)
-        throw Error("io.mmap", std::string("mmap failed: ") + std::strerror(errno), {.file = fi.path, .tensor = m.name});
+      void* p = map_read_only(f, r.off, r.len, /*populate=*/true, ck.tensors[m.tensors.front()].name);  // ENOMEM: exit 3
       ::madvise(p, r.len, MADV_WILLNEED);
       Allocation a(MemoryKind::FileMap, dev, p, r.len);
       blk.memory = MemoryKind::FileMap;
@@ -562,9 +560,7 @@ LoadResult load_checkpoint(const Checkpoint& ck, const ModelLayout& layout_in, c
           const auto& fi = ck.files[t.file];
           File f = File::open_read_only(fi.path);
           if (f.size() == 0) throw Error("load.short_read", "file is empty", {.file = fi.path, .tensor = t.name});
-          void* p = ::mmap(nullptr, f.size(), PROT_READ, MAP_SHARED, f.fd(), 0);
-          if (p == MAP_FAILED)
-            throw Error("io.mmap", std::string("mmap failed: ") + std::strerror(errno), {.file = fi.path, .tensor = t.name});
+          void* p = map_read_only(f, 0, f.size(), /*populate=*/false, t.name);
           store.add_mapping(Allocation(MemoryKind::FileMap, dev, p, f.size()));
           it = file_maps.emplace(t.file, static_cast<uint8_t*>(p)).first;
           map_size[t.file] = f.size();

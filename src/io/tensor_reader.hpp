@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include "io/file.hpp"
+#include "core/file.hpp"
 
 namespace nunchaku {
 

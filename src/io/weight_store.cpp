@@ -7,7 +7,7 @@
 
 #include "core/error.hpp"
 #include "cuda/loader.hpp"
-#include "memory/units.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku {
 

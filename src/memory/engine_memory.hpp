@@ -45,6 +45,11 @@ struct EngineMemory {
   uint64_t total() const { return activations + kv_cache + logits + scratch + stream_pool; }
 };
 
+// Slots of the streamed weight provider's pool by default: the module in use + the next one
+// being read. The next read is queued the moment a slot is released, so a disk-bound run
+// never leaves the disk idle; StreamOptions::slots makes the ring deeper.
+constexpr int kStreamSlots = 2;
+
 // Weight vectors (norms, biases) stored as F16/BF16 are widened to fp32 per op into this
 // many backend-owned slots (q, k and v biases are the most one op uses).
 constexpr int kVecSlots = 3;

@@ -10,7 +10,7 @@
 #include "core/error.hpp"
 #include "memory/estimate_detail.hpp"
 #include "memory/quant.hpp"
-#include "memory/units.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku {
 

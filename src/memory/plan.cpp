@@ -1,6 +1,7 @@
 // The planner: charges (what each device pays for an assignment) and the balanced and
 // sequential strategies. The accelerate-compatible strategy is in plan_accelerate.cpp.
 #include "memory/plan.hpp"
+#include "memory/engine_memory.hpp"
 
 #include <algorithm>
 
@@ -8,15 +9,12 @@
 
 #include "core/error.hpp"
 #include "memory/estimate_detail.hpp"
-#include "memory/units.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku {
 namespace {
 
 constexpr uint64_t kUnlimited = UINT64_MAX;
-// Stream slots of nunchaku's engine for disk-resident modules (EngineConfig::stream_slots):
-// one being computed, one being read.
-constexpr uint64_t kNunchakuStreamSlots = 2;
 
 bool is_gpu(const Device& d) { return d.kind == Device::Kind::Cuda; }
 bool is_layer(const ModuleCost& m) { return m.kind == ModuleKind::Layer; }
@@ -167,7 +165,7 @@ DevicePlan charge_plan(const Estimate& e, const PlanRequest& r, const std::vecto
     uint64_t largest_disk = 0;
     for (size_t i = 0; i < e.modules.size() && i < where.size(); ++i)
       if (where[i].kind == Device::Kind::Disk) largest_disk = std::max(largest_disk, e.modules[i].weight_bytes);
-    p.devices[cpu].staging = kNunchakuStreamSlots * largest_disk;
+    p.devices[cpu].staging = uint64_t(kStreamSlots) * largest_disk;  // the engine's pool (engine_memory.hpp)
   }
 
   p.fits = true;

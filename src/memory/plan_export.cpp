@@ -8,7 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.hpp"
-#include "memory/units.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku {
 namespace {

@@ -127,8 +127,6 @@ int byte_from_unicode(uint32_t cp);
 
 // UTF-8 helpers (never read past `s`).
 size_t utf8_len(unsigned char lead);  // 1..4 by the lead byte; 1 for a stray continuation
-// Replaces invalid UTF-8 by U+FFFD (one per maximal invalid subpart, as Rust's from_utf8_lossy).
-std::string utf8_sanitize(std::string_view s);
 // Length of the longest prefix of `s` that ends on a character boundary, treating a
 // trailing incomplete but so-far-valid sequence as not yet complete.
 size_t utf8_complete_prefix(std::string_view s);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <queue>
 
+#include "core/text.hpp"
 #include "tokenizer/impl.hpp"
 #include "tokenizer/utf8.hpp"
 
@@ -56,23 +57,6 @@ static size_t utf8_valid_at(std::string_view s, size_t i, size_t* prefix) {
     *prefix = k + 1;
   }
   return n;
-}
-
-std::string utf8_sanitize(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    size_t prefix = 1;
-    size_t n = utf8_valid_at(s, i, &prefix);
-    if (n) {
-      out.append(s.substr(i, n));
-      i += n;
-    } else {
-      out += "\xEF\xBF\xBD";
-      i += prefix;
-    }
-  }
-  return out;
 }
 
 size_t utf8_complete_prefix(std::string_view s) {
@@ -558,7 +542,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   out.reserve(text.size() / 3 + 4);
   if (add_special) out.insert(out.end(), t.prefix_ids.begin(), t.prefix_ids.end());
   // Invalid UTF-8 in the input is replaced first, so every later stage sees valid text.
-  std::string clean = utf8_sanitize(text);
+  std::string clean = utf8_replace_invalid(text);
   bool after_special = true;
   for (const Segment& sg : split_added(t, clean, parse_special)) {
     if (sg.id >= 0) {
@@ -688,14 +672,14 @@ std::string StreamDecoder::push(int32_t id) {
   std::string out = end_byte_run();
   pending_ += piece;
   size_t n = utf8_complete_prefix(pending_);
-  out += utf8_sanitize(std::string_view(pending_).substr(0, n));
+  out += utf8_replace_invalid(std::string_view(pending_).substr(0, n));
   pending_.erase(0, n);
   return emit(std::move(out));
 }
 
 std::string StreamDecoder::flush() {
   std::string out = end_byte_run();
-  out += utf8_sanitize(pending_);
+  out += utf8_replace_invalid(pending_);
   pending_.clear();
   return emit(std::move(out));
 }

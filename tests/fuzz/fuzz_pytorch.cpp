@@ -7,7 +7,7 @@
 
 #include "core/error.hpp"
 #include "format/readers.hpp"
-#include "io/source.hpp"
+#include "core/source.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   nunchaku::MemorySource src(std::span(data, size), "fuzz.pt");

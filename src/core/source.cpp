@@ -1,4 +1,4 @@
-#include "io/source.hpp"
+#include "core/source.hpp"
 
 #include <cstring>
 

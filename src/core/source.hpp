@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "io/file.hpp"
+#include "core/file.hpp"
 
 namespace nunchaku {
 

@@ -1,4 +1,4 @@
-#include "io/file.hpp"
+#include "core/file.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,4 @@
-#include "memory/units.hpp"
+#include "core/units.hpp"
 
 #include <cctype>
 #include <cmath>

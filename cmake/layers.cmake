@@ -1,0 +1,33 @@
+# nunchaku_check_includes(LAYER "DEPS"): every #include "x/..." in src/LAYER/ must name
+# LAYER itself, a layer it may use (DEPS, transitively), or cuda/ when allowed. Fails the
+# configure step naming the file and the include, so an upward dependency never builds.
+function(nunchaku_allowed_layers layer out)
+  set(result ${layer})
+  foreach(dep IN LISTS NUNCHAKU_DEPS_${layer})
+    if(dep STREQUAL "cuda")
+      list(APPEND result cuda)
+    else()
+      nunchaku_allowed_layers(${dep} sub)
+      list(APPEND result ${sub})
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES result)
+  set(${out} ${result} PARENT_SCOPE)
+endfunction()
+
+function(nunchaku_check_includes layer deps)
+  nunchaku_allowed_layers(${layer} allowed)
+  file(GLOB files ${CMAKE_SOURCE_DIR}/src/${layer}/*.cpp ${CMAKE_SOURCE_DIR}/src/${layer}/*.hpp)
+  foreach(f IN LISTS files)
+    file(STRINGS ${f} lines REGEX "^#include \"[a-z_]+/")
+    foreach(line IN LISTS lines)
+      string(REGEX REPLACE "^#include \"([a-z_]+)/.*" "\\1" used "${line}")
+      list(FIND allowed ${used} at)
+      if(at EQUAL -1)
+        file(RELATIVE_PATH rel ${CMAKE_SOURCE_DIR} ${f})
+        message(FATAL_ERROR "layering: ${rel} includes \"${used}/...\", but src/${layer} may only use: ${allowed} "
+                            "(docs/design.md, layers)")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
