@@ -99,10 +99,10 @@ Placement run_placement(const RunCliOptions& o, const Checkpoint& ck, const Mode
 // What this run holds in host memory, as engine_memory() and the load account for it.
 void print_memory(const WeightStore& store, const engine::Transformer& model) {
   uint64_t kept = 0, streamed = 0;
-  for (const ModuleBlock& m : store.modules()) {
+  for (const ModuleBlock& m : store.modules())
     if (m.device.kind == Device::Kind::Cpu) kept += m.bytes;
-    if (m.device.kind == Device::Kind::Disk) streamed += m.tensor_bytes;
-  }
+  for (const TensorView& t : store.tensors())
+    if (t.device.kind == Device::Kind::Disk) streamed += t.nbytes;
   const uint64_t pool = model.weights().pool_bytes(), state = model.state_bytes();
   fmt::print(stderr, "memory: weights kept {} + stream pool {} + run state {} = {} ({} B); {} of weights on disk ({} B), {}\n",
              format_bytes(kept), format_bytes(pool), format_bytes(state), format_bytes(kept + pool + state),

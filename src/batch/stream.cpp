@@ -27,16 +27,6 @@ struct Active {
   Clock::time_point admitted, first_token;
 };
 
-// Why a request cannot run, or "" when it can (the checks engine::generate makes).
-std::string check_request(const engine::GenerationRequest& r, const engine::Transformer& m) {
-  if (r.prompt.empty()) return "empty prompt";
-  if (int64_t(r.prompt.size()) >= m.max_context())
-    return fmt::format("prompt of {} tokens does not fit the context of {} tokens (it needs room for one more)",
-                       r.prompt.size(), m.max_context());
-  for (int32_t id : r.prompt)
-    if (id < 0 || id >= m.vocab()) return fmt::format("token id {} outside the vocabulary [0, {})", id, m.vocab());
-  return "";
-}
 
 class Scheduler {
  public:
@@ -78,7 +68,7 @@ class Scheduler {
       if (p == Pull::End) ended_ = true;
       if (p != Pull::Got) return;
       a.res.prompt_tokens = int64_t(a.req.prompt.size());
-      std::string why = check_request(a.req, model_);
+      std::string why = engine::check_request(a.req, model_);
       if (why.empty()) {
         try {
           a.sampler = std::make_unique<engine::Sampler>(a.req.sampling, model_.vocab());

@@ -26,7 +26,8 @@ struct Active {
   Clock::time_point admitted, first_token;
 };
 
-// Why a request cannot run, or "" when it can.
+}  // namespace
+
 std::string check_request(const GenerationRequest& r, const Transformer& m) {
   if (r.prompt.empty()) return "empty prompt";
   if (int64_t(r.prompt.size()) >= m.max_context())
@@ -36,8 +37,6 @@ std::string check_request(const GenerationRequest& r, const Transformer& m) {
     if (id < 0 || id >= m.vocab()) return fmt::format("token id {} outside the vocabulary [0, {})", id, m.vocab());
   return "";
 }
-
-}  // namespace
 
 std::vector<GenerationResult> generate(Transformer& model, std::span<const GenerationRequest> requests,
                                        const SchedulerOptions& opts, GenerationStats* stats) {

@@ -51,6 +51,10 @@ struct GenerationStats {
   double wall_s = 0;
 };
 
+// Why a request cannot run on this model ("" when it can): empty prompt, no room left in
+// the context, a token id outside the vocabulary. Schedulers fail such a request alone.
+std::string check_request(const GenerationRequest& r, const Transformer& m);
+
 // Results in input order. Errors of the model itself (engine.*) propagate as Error.
 std::vector<GenerationResult> generate(Transformer& model, std::span<const GenerationRequest> requests,
                                        const SchedulerOptions& opts = {}, GenerationStats* stats = nullptr);

@@ -29,36 +29,6 @@ size_t utf8_len(unsigned char c) {
   return 1;
 }
 
-// Length of the valid UTF-8 character at s[i], or 0 when invalid; `*prefix` gets the
-// length of the longest valid-so-far prefix (for "maximal invalid subpart" replacement).
-static size_t utf8_valid_at(std::string_view s, size_t i, size_t* prefix) {
-  auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  unsigned char c = b(0);
-  *prefix = 1;
-  if (c < 0x80) return 1;
-  size_t n;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  for (size_t k = 1; k < n; ++k) {
-    if (i + k >= s.size()) return 0;
-    unsigned char x = b(k);
-    if (k == 1 ? (x < lo || x > hi) : (x < 0x80 || x > 0xBF)) return 0;
-    *prefix = k + 1;
-  }
-  return n;
-}
-
 size_t utf8_complete_prefix(std::string_view s) {
   // Walk back over at most 3 bytes to a lead byte; if its sequence is a valid but
   // incomplete prefix, cut there.
@@ -70,7 +40,7 @@ size_t utf8_complete_prefix(std::string_view s) {
     size_t need = utf8_len(c);
     if (need <= back) return n;  // complete (or invalid: sanitize deals with it)
     size_t prefix = 1;
-    utf8_valid_at(s, i, &prefix);
+    utf8_char_at(s, i, &prefix);
     return prefix == back ? i : n;  // valid so far -> wait for more bytes
   }
   return n;
@@ -179,7 +149,7 @@ void TokenizerImpl::finish() {
         bool ok = true;
         for (size_t k = 0; k < t.size() && ok;) {
           size_t prefix;
-          if (!utf8_valid_at(t, k, &prefix)) { ok = false; break; }
+          if (!utf8_char_at(t, k, &prefix)) { ok = false; break; }
           int v = byte_from_unicode(next_cp(t, k));
           if (v < 0) ok = false;
           else p += static_cast<char>(v);
@@ -618,7 +588,7 @@ StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special) : impl_(to
 static bool utf8_valid_prefix(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     size_t prefix = 1;
-    size_t n = utf8_valid_at(s, i, &prefix);
+    size_t n = utf8_char_at(s, i, &prefix);
     if (n) {
       i += n;
       continue;
