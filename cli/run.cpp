@@ -104,10 +104,12 @@ void print_memory(const WeightStore& store, const engine::Transformer& model) {
   for (const TensorView& t : store.tensors())
     if (t.device.kind == Device::Kind::Disk) streamed += t.nbytes;
   const uint64_t pool = model.weights().pool_bytes(), state = model.state_bytes();
-  fmt::print(stderr, "memory: weights kept {} + stream pool {} + run state {} = {} ({} B); {} of weights on disk ({} B), {}\n",
-             format_bytes(kept), format_bytes(pool), format_bytes(state), format_bytes(kept + pool + state),
-             kept + pool + state, format_bytes(streamed), streamed,
-             pool ? "streamed each step" : "read through file mappings");
+  std::string disk;
+  if (streamed)
+    disk = fmt::format("; {} of weights on disk ({} B), {}", format_bytes(streamed), streamed,
+                       pool ? "streamed each step" : "read through file mappings");
+  fmt::print(stderr, "memory: weights kept {} + stream pool {} + run state {} = {} ({} B){}\n", format_bytes(kept),
+             format_bytes(pool), format_bytes(state), format_bytes(kept + pool + state), kept + pool + state, disk);
 }
 
 engine::SamplingParams sampling_for(const RunCliOptions& o, const RequestParams& p) {
