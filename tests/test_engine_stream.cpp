@@ -205,3 +205,27 @@ TEST_CASE("seam: the engine allocates exactly what engine_memory() predicts", "[
     CHECK(want.kv_cache == uint64_t(2 * 2 * c.batch * c.context * 16 * (c.kv == DType::F16 ? 2 : 4)));
   }
 }
+
+TEST_CASE("seam: engine_memory by hand, and saturating instead of wrapping", "[engine][seam]") {
+  Checkpoint ck = open_checkpoint(test::testdata("engine/llama-small"));
+  const ModelSpec spec = *describe_model(ck).spec;  // hidden 32, heads 4/2 x 8, ffn 64, vocab 128, 2 layers
+  EngineConfig c;
+  c.max_batch = 1;
+  c.max_context = 64;
+  c.threads = 2;
+  const EngineMemory m = engine_memory(spec, c);
+  CHECK(m.config.max_tokens == 256);  // run's defaults, resolved
+  CHECK(m.config.logit_rows == 1);
+  // Per token: x, xn, tmp 3x32 + q, att 2x32 + k, v 2x16 + gate, up 2x64 = 320 floats; token
+  // tables twice (4 + 8 + 4 B); one logit row's index and one slot's length (8 B each).
+  CHECK(m.activations == 256 * 1280 + 256 * 32 + 8 + 8);
+  CHECK(m.kv_cache == 2 * 2 * 1 * 64 * 16 * 4);          // layers x (k, v) x slots x positions x kv_dim x f32
+  CHECK(m.logits == 1 * (32 + 128) * 4);                  // selected row + its logits
+  CHECK(m.scratch == 2 * 64 * 4 + kVecSlots * 64 * 4);    // scores per thread + widened vectors (widest: ffn 64)
+  CHECK(m.total() == 335888 + 16384 + 640 + 1280);
+  c.max_batch = 1 << 30;
+  c.max_context = int64_t(1) << 40;
+  const EngineMemory huge = engine_memory(spec, c);
+  CHECK(huge.kv_cache == UINT64_MAX);
+  CHECK(huge.total() == UINT64_MAX);
+}

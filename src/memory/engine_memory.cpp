@@ -2,7 +2,13 @@
 
 #include <algorithm>
 
+#include "core/checked.hpp"
+
 namespace nunchaku {
+
+uint64_t EngineMemory::total() const {
+  return sat_add(sat_add(sat_add(activations, kv_cache), sat_add(logits, scratch)), stream_pool);
+}
 
 EngineDims engine_dims(const ModelSpec& spec) {
   EngineDims d;
@@ -27,18 +33,21 @@ EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
   if (c.threads <= 0) c.threads = 1;
   const EngineDims d = engine_dims(spec);
   const uint64_t T = uint64_t(c.max_tokens), R = uint64_t(c.logit_rows);
+  // Sizes saturate at UINT64_MAX: an absurd --context x --batch must read as "does not fit",
+  // never wrap to something small.
   // x, normed x, residual delta (hidden); q and attention output (q_dim); k, v (kv_dim);
   // gate, up (intermediate): fp32 each. Token tables (slot int32, position int64, id int32)
   // on the host and in the backend, the logit rows' token indices (int64) and the positions
   // each slot holds (int64).
   const uint64_t per_token = uint64_t(3 * d.hidden + 2 * d.q_dim() + 2 * d.kv_dim() + 2 * d.inter) * 4;
-  m.activations = T * per_token + 2 * T * (4 + 8 + 4) + R * 8 + uint64_t(c.max_batch) * 8;
+  m.activations = sat_add(sat_add(sat_prod(T, per_token), sat_prod(T, 2 * (4 + 8 + 4))),
+                          sat_add(sat_prod(R, 8), sat_prod(uint64_t(c.max_batch), 8)));
   const uint64_t esize = c.kv_dtype == DType::F16 ? 2 : 4;
-  m.kv_cache = uint64_t(d.layers) * 2 * uint64_t(c.max_batch) * uint64_t(c.max_context) * uint64_t(d.kv_dim()) * esize;
-  m.logits = R * uint64_t(d.hidden + d.vocab) * 4;
+  m.kv_cache = sat_prod(uint64_t(d.layers), 2, uint64_t(c.max_batch), uint64_t(c.max_context), uint64_t(d.kv_dim()), esize);
+  m.logits = sat_prod(R, uint64_t(d.hidden + d.vocab), 4);
   const int64_t widest = std::max({d.hidden, d.q_dim(), d.kv_dim(), d.inter});
-  m.scratch = uint64_t(c.threads) * uint64_t(c.max_context) * 4 + uint64_t(kVecSlots) * uint64_t(widest) * 4;
-  m.stream_pool = uint64_t(std::max<int64_t>(0, c.stream_slots)) * c.stream_slot_bytes;
+  m.scratch = sat_add(sat_prod(uint64_t(c.threads), uint64_t(c.max_context), 4), sat_prod(uint64_t(kVecSlots), uint64_t(widest), 4));
+  m.stream_pool = sat_prod(uint64_t(std::max<int64_t>(0, c.stream_slots)), c.stream_slot_bytes);
   return m;
 }
 

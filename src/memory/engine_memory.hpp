@@ -42,7 +42,7 @@ struct EngineMemory {
   uint64_t scratch = 0;       // attention scores (threads x max_context) and kVecSlots weight
                               // vectors as fp32 (max of hidden, q_dim, kv_dim, intermediate)
   uint64_t stream_pool = 0;   // stream_slots x stream_slot_bytes
-  uint64_t total() const { return activations + kv_cache + logits + scratch + stream_pool; }
+  uint64_t total() const;  // saturating sum
 };
 
 // Slots of the streamed weight provider's pool by default: the module in use + the next one
