@@ -152,14 +152,7 @@ uint64_t write_gguf(const std::string& tmp_path, const std::string& shown, const
   for (size_t i : order) {
     const auto& t = plan.tensors[i];
     const TensorInfo& src = ck.tensors[t.src];
-    if (t.dtype == src.dtype && src.strides.empty()) {
-      reader.copy_raw(src, out, [&] { if (on_bytes) on_bytes(reader.bytes_read()); });
-    } else {
-      reader.read(src, t.dtype, [&](const uint8_t* d, size_t n) {
-        out.write(d, n);
-        if (on_bytes) on_bytes(reader.bytes_read());
-      });
-    }
+    reader.write_to(src, t.dtype, out, on_bytes);
     out.write(zeros, (kAlign - t.nbytes % kAlign) % kAlign);
   }
   const uint64_t size = out.written();

@@ -54,14 +54,7 @@ uint64_t write_safetensors(const std::string& tmp_path, const std::string& shown
     const auto& t = plan.tensors[i];
     const TensorInfo& src = ck.tensors[t.src];
     const uint64_t start = out.written();
-    if (t.dtype == src.dtype && src.strides.empty()) {
-      reader.copy_raw(src, out, [&] { if (on_bytes) on_bytes(reader.bytes_read()); });
-    } else {
-      reader.read(src, t.dtype, [&](const uint8_t* d, size_t n) {
-        out.write(d, n);
-        if (on_bytes) on_bytes(reader.bytes_read());
-      });
-    }
+    reader.write_to(src, t.dtype, out, on_bytes);
     if (out.written() - start != t.nbytes)
       throw Error("convert.internal", "wrote " + std::to_string(out.written() - start) + " bytes for " +
                   std::to_string(t.nbytes), {.file = shown, .tensor = t.name}, Exit::Internal);

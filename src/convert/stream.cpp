@@ -38,6 +38,17 @@ void TensorReader::read(const TensorInfo& t, DType out, const Sink& sink) {
   else read_view(t, out, sink);
 }
 
+void TensorReader::write_to(const TensorInfo& t, DType to, OutFile& out, const std::function<void(uint64_t)>& on_bytes) {
+  if (to == t.dtype && t.strides.empty()) {
+    copy_raw(t, out, [&] { if (on_bytes) on_bytes(bytes_read()); });
+    return;
+  }
+  read(t, to, [&](const uint8_t* d, size_t n) {
+    out.write(d, n);
+    if (on_bytes) on_bytes(bytes_read());
+  });
+}
+
 void TensorReader::copy_raw(const TensorInfo& t, OutFile& out, const std::function<void()>& on_chunk) {
   const File& f = files_[t.file];
   if (t.offset > f.size() || t.nbytes > f.size() - t.offset)

@@ -28,6 +28,9 @@ class TensorReader {
   // A contiguous same-dtype tensor copied file to file (copy_file_range: no user-space
   // buffer; read/write through the buffer where the kernel cannot). on_chunk after each chunk.
   void copy_raw(const TensorInfo& t, OutFile& out, const std::function<void()>& on_chunk);
+  // `t` as dtype `to` appended to `out`: copied file to file when nothing changes, else
+  // converted through the buffer. on_bytes(bytes_read()) after each chunk (progress).
+  void write_to(const TensorInfo& t, DType to, OutFile& out, const std::function<void(uint64_t)>& on_bytes);
   uint64_t bytes_read() const { return bytes_read_; }
 
  private:
