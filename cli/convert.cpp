@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/progress.hpp"
 #include "convert/convert.hpp"
 #include "core/error.hpp"
 #include "core/units.hpp"
@@ -74,9 +75,7 @@ int run_convert(const CliOptions& c) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - *t0).count();
       if (s - *last < 0.2 && done < total) return;
       *last = s;
-      const double rate = s > 0 ? done / s : 0;
-      fmt::print(stderr, "\r{} / {}  {:.2f} GB/s  ETA {:.0f} s   ", format_bytes(done), format_bytes(total),
-                 rate / 1e9, rate > 0 ? (total - done) / rate : 0.0);
+      print_progress("converting", done, total, s);
     };
   }
   const auto r = convert::convert_checkpoint(o);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/progress.hpp"
 #include "cli/workload_options.hpp"
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
@@ -159,12 +160,7 @@ int run_load(const LoadCliOptions& o) {
   lo.cancel = &interrupt_flag();  // SIGINT/SIGTERM set it (core/interrupt.hpp)
   const bool tty = !o.json && ::isatty(STDERR_FILENO);
   if (tty)
-    lo.progress = [](const LoadProgress& p) {
-      double gbps = p.seconds > 0 ? p.done_bytes / p.seconds / 1e9 : 0;
-      double eta = gbps > 0 ? (p.total_bytes - p.done_bytes) / (gbps * 1e9) : 0;
-      fmt::print(stderr, "\rloading {} / {}  {:.2f} GB/s  ETA {:.0f} s   ", format_bytes(p.done_bytes),
-                 format_bytes(p.total_bytes), gbps, eta);
-    };
+    lo.progress = [](const LoadProgress& p) { print_progress("loading", p.done_bytes, p.total_bytes, p.seconds); };
   // Pinned H2D peak of the first CUDA device in the placement, measured in this run so
   // the load's GB/s can be read against the hardware (scripts/gpu-check.sh).
   double h2d_peak = 0;
