@@ -43,19 +43,10 @@ StreamedProvider::StreamedProvider(const Checkpoint& ck, const ModelLayout& layo
     }
   }
   pool_bytes_ = slot_bytes_ * slots_.size();
-  const int n = std::max(1, opts.reader_threads);
-  for (int i = 0; i < n; ++i) readers_.emplace_back([this] { reader(); });
+  readers_ = std::make_unique<ChunkReaders>(target_, std::max(1, opts.reader_threads));
 }
 
-StreamedProvider::~StreamedProvider() {
-  {
-    std::lock_guard lk(mu_);
-    stop_ = true;
-    queue_.clear();
-  }
-  work_cv_.notify_all();
-  for (auto& t : readers_) t.join();
-}
+StreamedProvider::~StreamedProvider() { readers_->stop(); }
 
 std::string StreamedProvider::describe() const {
   size_t n = size_t(std::count(streamed_.begin(), streamed_.end(), true));
@@ -103,13 +94,18 @@ void StreamedProvider::start_read(size_t si, size_t m) {
   s.views = info_[m];
   const ModuleReads& r = reads_[m];
   for (size_t k = 0; k < s.views.size(); ++k) s.views[k].data = s.mem.bytes_ptr() + r.tensor_dst[k];
-  for (const auto& run : r.runs)
+  std::vector<ReadJob> jobs;
+  for (size_t ri = 0; ri < r.runs.size(); ++ri) {
+    const auto& run = r.runs[ri];
     for (uint64_t at = 0; at < run.len; at += opts_.chunk_bytes) {
-      queue_.push_back({si, &run, run.off + at, std::min(opts_.chunk_bytes, run.len - at)});
+      // Bytes that must exist: up to the end of the run's tensor data (the last page may pass EOF).
+      const uint64_t off = run.off + at, end = std::min(off + std::min(opts_.chunk_bytes, run.len - at), run.data_end);
+      jobs.push_back({files_[run.file].get(), off, end - std::min(off, end), si << 32 | ri});
       ++s.pending;
     }
+  }
   ++stats_.modules_read;
-  work_cv_.notify_all();
+  readers_->push(jobs);
 }
 
 void StreamedProvider::prefetch(size_t m) {
@@ -154,54 +150,34 @@ void StreamedProvider::release(size_t m) {
   slots_[si].last_use = ++clock_;
 }
 
-void StreamedProvider::reader() {
-  for (;;) {
-    Job j;
-    {
-      std::unique_lock lk(mu_);
-      work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-      if (stop_) return;
-      j = queue_.front();
-      queue_.pop_front();
-    }
-    std::exception_ptr err;
-    try {
-      if (opts_.before_read) opts_.before_read();
-      read_job(j);
-    } catch (...) {
-      err = std::current_exception();
-    }
-    {
-      std::lock_guard lk(mu_);
-      Slot& s = slots_[j.slot];
-      if (err && !s.error) s.error = err;
-      --s.pending;
-    }
-    done_cv_.notify_all();
-  }
+const ModuleReads::Run& StreamedProvider::run_of(const ReadJob& j) const {
+  return reads_[slots_[j.tag >> 32].module].runs[j.tag & 0xffffffffu];
 }
 
-void StreamedProvider::read_job(const Job& j) {
-  const ModuleReads::Run& run = *j.run;
-  const ReadFile& f = *files_[run.file];
-  uint8_t* dst = slots_[j.slot].mem.bytes_ptr() + run.dst + (j.off - run.off);
-  // Bytes that must exist: up to the end of the run's tensor data (the last page may pass EOF).
-  const uint64_t need = std::min(j.off + j.len, run.data_end) - std::min(j.off, run.data_end);
-  auto tensor_at = [&](uint64_t at) {
-    for (size_t ti : run.tensors) {
-      const auto& t = tensors_[ti];
-      if (at >= t.offset && at < t.offset + std::max<uint64_t>(t.nbytes, 1)) return t.name;
-    }
-    return run.tensors.empty() ? std::string() : tensors_[run.tensors.back()].name;
-  };
-  uint64_t got = 0;
-  if (f.direct_fd >= 0 && need > 0 && read_direct(f, j.off, need, dst, got, tensor_at)) {
-  } else if (need > 0) {
-    read_exact(f, j.off, dst, need, tensor_at);
-    got = need;
+ReadTarget::Buffer StreamedProvider::Target::buffer(const ReadJob& j) {
+  if (p.opts_.before_read) p.opts_.before_read();
+  const ModuleReads::Run& run = p.run_of(j);
+  return {p.slots_[j.tag >> 32].mem.bytes_ptr() + run.dst + (j.off - run.off), Slack::Pages, nullptr};
+}
+
+void StreamedProvider::Target::done(const ReadJob& j, const Buffer&, uint64_t bytes, double, std::exception_ptr err) {
+  {
+    std::lock_guard lk(p.mu_);
+    Slot& s = p.slots_[j.tag >> 32];
+    if (err && !s.error) s.error = err;
+    --s.pending;
+    p.stats_.bytes_read += bytes;
   }
-  std::lock_guard lk(mu_);
-  stats_.bytes_read += got;
+  p.done_cv_.notify_all();
+}
+
+std::string StreamedProvider::Target::tensor_at(const ReadJob& j, uint64_t at) const {
+  const ModuleReads::Run& run = p.run_of(j);
+  for (size_t ti : run.tensors) {
+    const auto& t = p.tensors_[ti];
+    if (at >= t.offset && at < t.offset + std::max<uint64_t>(t.nbytes, 1)) return t.name;
+  }
+  return run.tensors.empty() ? std::string() : p.tensors_[run.tensors.back()].name;
 }
 
 }  // namespace nunchaku::engine

@@ -16,16 +16,15 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "engine/weights.hpp"
 #include "format/checkpoint.hpp"
+#include "io/chunk_readers.hpp"
 #include "io/module_reads.hpp"
 #include "io/tensor_reader.hpp"
 #include "memory/engine_memory.hpp"
@@ -77,16 +76,18 @@ class StreamedProvider final : public WeightProvider {
     std::exception_ptr error;
     std::vector<TensorView> views;
   };
-  struct Job {
-    size_t slot = 0;
-    const ModuleReads::Run* run = nullptr;
-    uint64_t off = 0, len = 0;  // page-aligned piece of the run
+  // The readers' side (io/chunk_readers.hpp): job tag = slot << 32 | run of the slot's module.
+  struct Target final : ReadTarget {
+    StreamedProvider& p;
+    explicit Target(StreamedProvider& provider) : p(provider) {}
+    Buffer buffer(const ReadJob& j) override;
+    void done(const ReadJob& j, const Buffer& b, uint64_t bytes, double seconds, std::exception_ptr err) override;
+    std::string tensor_at(const ReadJob& j, uint64_t at) const override;
   };
   size_t find_slot(size_t m) const;            // SIZE_MAX if m is in no slot
   size_t claim_slot(std::unique_lock<std::mutex>& lk, bool wait);  // a slot to reuse
   void start_read(size_t slot, size_t m);       // under the lock
-  void reader();
-  void read_job(const Job& j);
+  const ModuleReads::Run& run_of(const ReadJob& j) const;
 
   std::vector<TensorInfo> tensors_;  // the checkpoint's (names and offsets for errors)
   StreamOptions opts_;
@@ -99,10 +100,9 @@ class StreamedProvider final : public WeightProvider {
   StreamStats stats_;
 
   mutable std::mutex mu_;
-  std::condition_variable work_cv_, done_cv_;
-  std::deque<Job> queue_;
-  bool stop_ = false;
-  std::vector<std::thread> readers_;
+  std::condition_variable done_cv_;
+  Target target_{*this};
+  std::unique_ptr<ChunkReaders> readers_;  // last: stopped first
 };
 
 }  // namespace nunchaku::engine

@@ -1,6 +1,6 @@
 // `load`: stream a checkpoint into memory by a placement, layer by layer.
 //
-// Pipeline (docs/load.md has the picture):
+// Pipeline (docs/load.md has the picture; io/load_stages.hpp the stages as functions):
 //  1. Layout: per module one allocation; tensors that stay in their file dtype are laid
 //     out in "runs" that keep their relative file positions (a run starts at an address
 //     congruent to its file offset mod 4096, so runs read straight into place, and

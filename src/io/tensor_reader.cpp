@@ -59,4 +59,20 @@ const uint8_t* read_direct(const ReadFile& f, uint64_t off, uint64_t n, uint8_t*
   return buf + (off - a0);
 }
 
+uint64_t read_range(const ReadFile& f, uint64_t off, uint64_t n, uint8_t* dst, Slack slack, const TensorAt& tensor_at) {
+  if (n == 0) return 0;
+  if (f.direct_fd >= 0 && slack == Slack::Pages) {
+    uint64_t got = 0;
+    if (read_direct(f, off, n, dst - off % kIoPage, got, tensor_at)) return got;
+  }
+  uint64_t head = 0;  // bytes done with O_DIRECT (whole pages, straight into place)
+  if (f.direct_fd >= 0 && slack == Slack::None && off % kIoPage == 0) {
+    head = n / kIoPage * kIoPage;
+    ssize_t r = head ? ::pread(f.direct_fd, dst, head, static_cast<off_t>(off)) : 0;
+    if (r != static_cast<ssize_t>(head)) head = 0;  // refused or short: redo buffered (reports the error)
+  }
+  read_exact(f, off + head, dst + head, n - head, tensor_at);
+  return n;
+}
+
 }  // namespace nunchaku

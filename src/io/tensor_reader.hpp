@@ -41,4 +41,19 @@ void read_exact(const ReadFile& f, uint64_t off, uint8_t* dst, uint64_t n, const
 const uint8_t* read_direct(const ReadFile& f, uint64_t off, uint64_t n, uint8_t* buf, uint64_t& bytes_read,
                            const TensorAt& tensor_at);
 
+// Where read_range may write around [dst, dst + n).
+enum class Slack {
+  None,   // exactly [dst, dst + n): neighbours are someone else's bytes (a module allocation)
+  Pages,  // the page-aligned superset too (dst - off % kIoPage .. up to the next page): a
+          // staging buffer or a streaming slot laid out for it
+};
+
+// Reads file bytes [off, off + n) to dst, where dst is congruent to off modulo kIoPage
+// (page-aligned when off is). With an O_DIRECT descriptor: Slack::Pages reads the whole
+// aligned superset with O_DIRECT; Slack::None reads the whole pages from an aligned `off`
+// with O_DIRECT and the tail buffered. Everything else, and whatever O_DIRECT refuses, is
+// read buffered. Returns the bytes read from the file (page rounding included). Throws
+// load.short_read / io.read naming the tensor at the offset.
+uint64_t read_range(const ReadFile& f, uint64_t off, uint64_t n, uint8_t* dst, Slack slack, const TensorAt& tensor_at);
+
 }  // namespace nunchaku
