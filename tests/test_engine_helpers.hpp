@@ -27,7 +27,7 @@ struct EngineModel {
   engine::Transformer* tf = nullptr;
 };
 
-// Every weight on `where` (CPU memory by default; Disk leaves them on disk: file mappings,
+// Every weight on `where` (CPU memory by default; cuda:N runs on the CUDA backend; Disk leaves them on disk: file mappings,
 // or streamed through a pool when `stream` is given).
 inline EngineModel load_engine_model(const std::string& path, engine::EngineOptions opts,
                                                       Device where = Device{Device::Kind::Cpu, 0},
@@ -40,7 +40,9 @@ inline EngineModel load_engine_model(const std::string& path, engine::EngineOpti
   lo.placement = place_all(m.layout, where);
   m.load = load_checkpoint(m.ck, m.layout, lo);
   if (opts.max_context == 0) opts.max_context = 128;
-  m.engine = engine::make_engine(m.ck, m.layout, m.load.store, {opts, threads, stream});
+  // Weights on a CUDA device run on that device's backend.
+  const Device backend = where.kind == Device::Kind::Cuda ? where : Device{Device::Kind::Cpu, 0};
+  m.engine = engine::make_engine(m.ck, m.layout, m.load.store, {opts, threads, stream, backend});
   m.tf = m.engine.model.get();
   return m;
 }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "engine/kernels.hpp"
 #include "io/placement.hpp"
@@ -97,9 +98,20 @@ class Backend {
   virtual void head(const WeightMatrix& w, int64_t rows) = 0;
   // Logits of the first `rows` rows, [rows][vocab], readable on the host until the next op.
   virtual std::span<const float> logits(int64_t rows) = 0;
+
+  // For tests and diagnostics (not used by a forward pass): the first rows of a buffer to
+  // or from the host, row-major, `width(b)` floats per row.
+  virtual void write(Buf b, std::span<const float> values) = 0;
+  virtual std::vector<float> read(Buf b, int64_t rows) = 0;
 };
+
+// Floats per row of buffer `b` for these dimensions.
+int64_t buf_width(const EngineDims& d, Buf b);
 
 // threads <= 0: all hardware threads.
 std::unique_ptr<Backend> make_cpu_backend(int threads);
+// The CUDA backend on cuda:`device` (backend_cuda.cpp). Throws Error engine.no_cuda when
+// the binary has no CUDA or the device does not exist.
+std::unique_ptr<Backend> make_cuda_backend(int device);
 
 }  // namespace nunchaku::engine

@@ -107,6 +107,12 @@ class CpuBackend final : public Backend {
     return {buf(Buf::Logits).p.get(), size_t(rows * dims_.vocab)};
   }
 
+  void write(Buf b, std::span<const float> v) override { std::copy(v.begin(), v.end(), buf(b).p.get()); }
+  std::vector<float> read(Buf b, int64_t rows) override {
+    const float* p = buf(b).p.get();
+    return {p, p + rows * buf(b).width};
+  }
+
   ThreadPool& pool() { return pool_; }
 
  private:
@@ -161,13 +167,11 @@ void CpuBackend::allocate(const BackendSetup& s) {
   if (uint64_t avail = free_bytes_on(device()); avail > 0 && s.memory.total() > avail)
     throw oom(fmt::format("; {} bytes are available", avail));
   const int64_t T = cfg_.max_tokens, R = cfg_.logit_rows;
-  const int64_t widths[] = {dims_.hidden, dims_.hidden, dims_.hidden, dims_.q_dim(), dims_.q_dim(), dims_.kv_dim(),
-                            dims_.kv_dim(), dims_.inter, dims_.inter, dims_.hidden, dims_.vocab};
   try {
     for (size_t b = 0; b < std::size(bufs_); ++b) {
       const int64_t rows = b >= size_t(Buf::Sel) ? R : T;
-      bufs_[b].width = widths[b];
-      bufs_[b].p = alloc<float>(size_t(rows * widths[b]));
+      bufs_[b].width = buf_width(dims_, Buf(b));
+      bufs_[b].p = alloc<float>(size_t(rows * bufs_[b].width));
     }
     id_ = alloc<int32_t>(size_t(T));
     slot_ = alloc<int32_t>(size_t(T));

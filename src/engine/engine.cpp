@@ -4,7 +4,8 @@ namespace nunchaku::engine {
 
 Engine make_engine(const Checkpoint& ck, const ModelLayout& layout, const WeightStore& store, const EngineSetup& setup) {
   Engine e;
-  e.backend = make_cpu_backend(setup.threads);
+  e.backend = setup.device.kind == Device::Kind::Cuda ? make_cuda_backend(setup.device.index)
+                                                      : make_cpu_backend(setup.threads);
   bool any_disk = false;
   for (const ModuleBlock& m : store.modules()) any_disk |= m.device.kind == Device::Kind::Disk;
   if (setup.stream && any_disk)

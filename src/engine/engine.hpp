@@ -18,6 +18,7 @@ struct EngineSetup {
   EngineOptions options;
   int threads = 0;                      // CPU backend threads; 0 = all hardware threads
   std::optional<StreamOptions> stream;  // stream the disk modules (else: their mappings)
+  Device device{Device::Kind::Cpu, 0};  // where the run state lives and the ops run: cpu or cuda:N
 };
 
 struct Engine {

@@ -21,6 +21,7 @@ EngineConfig engine_config(const EngineOptions& opts, const Backend& backend, co
   c.logit_rows = opts.logit_rows;
   c.kv_dtype = opts.kv_dtype;
   c.threads = backend.threads();
+  c.cuda = backend.device().kind == Device::Kind::Cuda;
   c.stream_slots = weights.pool_slots();
   c.stream_slot_bytes = weights.slot_bytes();
   return c;

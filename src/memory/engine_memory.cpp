@@ -3,11 +3,12 @@
 #include <algorithm>
 
 #include "core/checked.hpp"
+#include "cuda/engine_ops.hpp"
 
 namespace nunchaku {
 
 uint64_t EngineMemory::total() const {
-  return sat_add(sat_add(sat_add(activations, kv_cache), sat_add(logits, scratch)), stream_pool);
+  return sat_add(sat_add(sat_add(activations, kv_cache), sat_add(logits, scratch)), sat_add(stream_pool, host_logits));
 }
 
 EngineDims engine_dims(const ModelSpec& spec) {
@@ -47,6 +48,14 @@ EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
   m.logits = sat_prod(R, uint64_t(d.hidden + d.vocab), 4);
   const int64_t widest = std::max({d.hidden, d.q_dim(), d.kv_dim(), d.inter});
   m.scratch = sat_add(sat_prod(uint64_t(c.threads), uint64_t(c.max_context), 4), sat_prod(uint64_t(kVecSlots), uint64_t(widest), 4));
+  if (c.cuda) {
+    const uint64_t widest_matrix = sat_prod(uint64_t(std::max({d.vocab, d.inter, d.q_dim(), d.hidden})),
+                                            uint64_t(std::max({d.hidden, d.inter, d.q_dim()})), 4);
+    m.scratch = sat_add(sat_add(std::min<uint64_t>(widest_matrix, cuda::kPanelBytes), cuda::kCublasWorkspaceBytes),
+                        uint64_t(d.head_dim / 2) * 4);
+    m.activations = sat_add(m.activations, sat_prod(R, 8));
+    m.host_logits = sat_prod(R, uint64_t(d.vocab), 4);
+  }
   m.stream_pool = sat_prod(uint64_t(std::max<int64_t>(0, c.stream_slots)), c.stream_slot_bytes);
   return m;
 }

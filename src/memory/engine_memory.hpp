@@ -19,6 +19,7 @@ struct EngineConfig {
   int64_t logit_rows = 0;       // logit rows one forward pass may return; 0 = max_batch
   DType kv_dtype = DType::F32;  // F32 or F16
   int threads = 1;              // CPU threads (attention scratch is per thread)
+  bool cuda = false;            // run state on a CUDA device (backend_cuda.cpp): see engine_memory()
   // Streamed weights: a ring of `stream_slots` slots of `stream_slot_bytes` each (the
   // largest streamed module); 0 slots = every weight resident.
   int64_t stream_slots = 0;
@@ -41,8 +42,13 @@ struct EngineMemory {
   uint64_t logits = 0;        // logit_rows x (hidden + vocab) fp32: selected rows and their logits
   uint64_t scratch = 0;       // attention scores (threads x max_context) and kVecSlots weight
                               // vectors as fp32 (max of hidden, q_dim, kv_dim, intermediate)
+  // CUDA: activations, KV, logits and scratch live on the device; scratch is instead the
+  // prefill dequantization panel (the largest matrix as fp32, at most cuda::kPanelBytes),
+  // cuBLAS's workspace and the rotary frequencies; the logit rows' indices are also on the
+  // device, and `host_logits` is the page-locked read-back copy of the logits.
+  uint64_t host_logits = 0;
   uint64_t stream_pool = 0;   // stream_slots x stream_slot_bytes
-  uint64_t total() const;  // saturating sum
+  uint64_t total() const;  // saturating sum (device and host parts)
 };
 
 // Slots of the streamed weight provider's pool by default: the module in use + the next one

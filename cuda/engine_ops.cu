@@ -1,0 +1,547 @@
+// CUDA kernels of the engine's CUDA backend (see engine_ops.hpp). Per-element arithmetic
+// comes from device_math.hpp, which the CPU-twin tests check against the CPU engine.
+//
+// Set NUNCHAKU_CUDA_SYNC=1 in the environment to synchronize after every op, so a fault is
+// reported by the op that caused it (gpu-check's op tests do this).
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "cuda/engine_ops.hpp"
+
+namespace nunchaku::cuda {
+namespace {
+
+bool fail(std::string* err, const std::string& what, const char* file, int line) {
+  if (err) *err = what + " (" + file + ":" + std::to_string(line) + ")";
+  return false;
+}
+bool check_cuda(cudaError_t e, const char* call, const char* file, int line, std::string* err) {
+  if (e == cudaSuccess) return true;
+  cudaGetLastError();
+  return fail(err, std::string(call) + ": " + cudaGetErrorString(e), file, line);
+}
+bool check_cublas(cublasStatus_t s, const char* call, const char* file, int line, std::string* err) {
+  if (s == CUBLAS_STATUS_SUCCESS) return true;
+  return fail(err, std::string(call) + ": cuBLAS status " + std::to_string(int(s)), file, line);
+}
+#define NK_CUDA(call) \
+  if (!check_cuda((call), #call, __FILE__, __LINE__, err)) return false
+#define NK_CUBLAS(call) \
+  if (!check_cublas((call), #call, __FILE__, __LINE__, err)) return false
+
+bool sync_each_op() {
+  static const bool on = [] {
+    const char* v = std::getenv("NUNCHAKU_CUDA_SYNC");
+    return v && *v && *v != '0';
+  }();
+  return on;
+}
+
+// After a launch: the launch error, and with NUNCHAKU_CUDA_SYNC the execution error.
+bool launched(Context& c, const char* kernel, const char* file, int line, std::string* err) {
+  if (!check_cuda(cudaGetLastError(), kernel, file, line, err)) return false;
+  if (sync_each_op())
+    return check_cuda(cudaStreamSynchronize(cudaStream_t(c.stream())), kernel, file, line, err);
+  return true;
+}
+#define NK_LAUNCHED(name) launched(c, name, __FILE__, __LINE__, err)
+
+cudaStream_t st(const Context& c) { return cudaStream_t(c.stream()); }
+
+__device__ __forceinline__ float vec_at(const DVec& w, int64_t i) {
+  const uint8_t* p = static_cast<const uint8_t*>(w.data);
+  switch (w.type) {
+    case WType::F16: return half_bits_to_float(reinterpret_cast<const uint16_t*>(p)[i]);
+    case WType::BF16: return bf16_bits_to_float(reinterpret_cast<const uint16_t*>(p)[i]);
+    default: return reinterpret_cast<const float*>(p)[i];
+  }
+}
+
+__device__ __forceinline__ double warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sum of a double over the block (blockDim.x a multiple of 32, <= 1024); all threads get it.
+__device__ double block_sum(double v) {
+  __shared__ double part[32];
+  v = warp_sum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  __syncthreads();  // `part` may still be read by a previous call
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  double s = 0;
+  for (int w = 0; w < warps; ++w) s += part[w];
+  return s;
+}
+
+// ---- row-wise ops ----------------------------------------------------------------
+
+__global__ void embed_kernel(DMatrix table, const int32_t* ids, float* x) {
+  const int64_t t = blockIdx.x;
+  const uint8_t* row = static_cast<const uint8_t*>(table.data) + uint64_t(ids[t]) * table.row_bytes;
+  for (int64_t i = threadIdx.x; i < table.cols; i += blockDim.x) x[t * table.cols + i] = dequant_at(row, table.type, i);
+}
+
+// mode 0: out = norm(in); 1: in += delta, out = norm(in); 2: out[r] = norm(in[rows[r]]).
+__global__ void norm_kernel(int mode, float* in, const float* delta, const int64_t* rows, float* out, int64_t n, DVec w,
+                            float eps) {
+  const int64_t r = blockIdx.x;
+  float* x = in + (mode == 2 ? rows[r] : r) * n;
+  double ss = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = x[i];
+    if (mode == 1) x[i] = v = v + delta[r * n + i];
+    ss += double(v) * v;
+  }
+  const float inv = rms_inv(block_sum(ss), n, eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[r * n + i] = vec_at(w, i) * (x[i] * inv);
+}
+
+__global__ void add_kernel(float* x, const float* d, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) x[i] += d[i];
+}
+__global__ void silu_mul_kernel(float* g, const float* u, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    g[i] = silu_times(g[i], u[i]);
+}
+__global__ void bias_kernel(float* y, int64_t ldy, int64_t rows, int64_t B, DVec bias) {
+  const int64_t n = rows * B;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[(i / rows) * ldy + i % rows] += vec_at(bias, i % rows);
+}
+
+unsigned grid_for(int64_t n, int threads) {
+  int64_t b = (n + threads - 1) / threads;
+  return unsigned(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
+}
+
+// ---- matmul: GEMV for few tokens --------------------------------------------------
+// One warp per weight row, 4 warps per block. The row is cut into chunks of 32 elements:
+// a quantized block (32) or K-quant sub-block (32 of 256), dequantized by one lane into
+// registers and dotted with up to kTok tokens at once; float rows are read lane-interleaved
+// (element j*32 + lane of a 1024-wide tile) so each load instruction is coalesced.
+constexpr int kTok = 8;
+constexpr int kWarps = 4;
+
+template <WType T>
+__device__ __forceinline__ void decode32(const uint8_t* row, int64_t chunk, float* v) {
+  constexpr int be = T == WType::Q4_K || T == WType::Q5_K || T == WType::Q6_K ? 256 : 32;
+  constexpr int bb = T == WType::Q8_0 ? 34 : T == WType::Q4_0 ? 18 : T == WType::Q4_1 ? 20 : T == WType::Q5_0 ? 22
+                   : T == WType::Q5_1 ? 24 : T == WType::Q4_K ? 144 : T == WType::Q5_K ? 176 : 210;
+  const int64_t first = chunk * 32;
+  const uint8_t* blk = row + (first / be) * bb;
+  const int off = int(first % be);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) v[j] = dequant_in_block(blk, T, off + j);
+}
+
+template <WType T>
+__global__ void gemv_quant(DMatrix w, const float* __restrict__ x, int64_t ldx, int64_t B, float* y, int64_t ldy, DVec bias) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (r >= w.rows) return;
+  const uint8_t* row = static_cast<const uint8_t*>(w.data) + uint64_t(r) * w.row_bytes;
+  const int64_t chunks = w.cols / 32;
+  for (int64_t b0 = 0; b0 < B; b0 += kTok) {
+    const int nb = int(B - b0 < kTok ? B - b0 : kTok);
+    float acc[kTok] = {};
+    for (int64_t c = lane; c < chunks; c += 32) {
+      float v[32];
+      decode32<T>(row, c, v);
+      for (int b = 0; b < nb; ++b) {
+        const float* xb = x + (b0 + b) * ldx + c * 32;
+        float s = 0;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) s += v[j] * xb[j];
+        acc[b] += s;
+      }
+    }
+    for (int b = 0; b < nb; ++b) {
+      const float s = warp_sum(acc[b]);
+      if (lane == 0) y[(b0 + b) * ldy + r] = s + (bias.data ? vec_at(bias, r) : 0.0f);
+    }
+  }
+}
+
+template <WType T>
+__global__ void gemv_float(DMatrix w, const float* __restrict__ x, int64_t ldx, int64_t B, float* y, int64_t ldy, DVec bias) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (r >= w.rows) return;
+  const uint8_t* row = static_cast<const uint8_t*>(w.data) + uint64_t(r) * w.row_bytes;
+  for (int64_t b0 = 0; b0 < B; b0 += kTok) {
+    const int nb = int(B - b0 < kTok ? B - b0 : kTok);
+    float acc[kTok] = {};
+    for (int64_t i = lane; i < w.cols; i += 32) {
+      const float v = T == WType::F32   ? reinterpret_cast<const float*>(row)[i]
+                      : T == WType::F16 ? half_bits_to_float(reinterpret_cast<const uint16_t*>(row)[i])
+                                        : bf16_bits_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+      for (int b = 0; b < nb; ++b) acc[b] += v * x[(b0 + b) * ldx + i];
+    }
+    for (int b = 0; b < nb; ++b) {
+      const float s = warp_sum(acc[b]);
+      if (lane == 0) y[(b0 + b) * ldy + r] = s + (bias.data ? vec_at(bias, r) : 0.0f);
+    }
+  }
+}
+
+// Rows [r0, r0 + n) of w dequantized to fp32 into panel[n][cols].
+__global__ void dequant_panel(DMatrix w, int64_t r0, int64_t n, float* panel) {
+  const int64_t total = n * w.cols;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / w.cols, col = i % w.cols;
+    panel[i] = dequant_at(static_cast<const uint8_t*>(w.data) + uint64_t(r0 + r) * w.row_bytes, w.type, col);
+  }
+}
+
+bool launch_gemv(Context& c, const DMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
+                 const DVec& bias, std::string* err) {
+  const unsigned grid = unsigned((w.rows + kWarps - 1) / kWarps);
+  const dim3 block(32 * kWarps);
+  cudaStream_t s = st(c);
+  switch (w.type) {
+#define NK_GEMV(T, K) \
+  case T: K<T><<<grid, block, 0, s>>>(w, x, ldx, B, y, ldy, bias); break;
+    NK_GEMV(WType::F32, gemv_float)
+    NK_GEMV(WType::F16, gemv_float)
+    NK_GEMV(WType::BF16, gemv_float)
+    NK_GEMV(WType::Q8_0, gemv_quant)
+    NK_GEMV(WType::Q4_0, gemv_quant)
+    NK_GEMV(WType::Q4_1, gemv_quant)
+    NK_GEMV(WType::Q5_0, gemv_quant)
+    NK_GEMV(WType::Q5_1, gemv_quant)
+    NK_GEMV(WType::Q4_K, gemv_quant)
+    NK_GEMV(WType::Q5_K, gemv_quant)
+    NK_GEMV(WType::Q6_K, gemv_quant)
+#undef NK_GEMV
+  }
+  return NK_LAUNCHED("gemv");
+}
+
+// Prefill: y^T (rows x B, column-major with ldy) = W (rows x cols) . x^T, panel by panel.
+bool launch_gemm(Context& c, const DMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
+                 const DVec& bias, std::string* err) {
+  cublasHandle_t h = cublasHandle_t(c.cublas());
+  const float one = 1.0f, zero = 0.0f;
+  const bool direct = w.type == WType::F32 && w.row_bytes % 4 == 0;
+  const int64_t per_panel = direct ? w.rows : int64_t(c.panel_bytes() / (uint64_t(w.cols) * 4));
+  if (per_panel < 1) return fail(err, "dequantization panel smaller than one row of " + std::to_string(w.cols), __FILE__, __LINE__);
+  for (int64_t r0 = 0; r0 < w.rows; r0 += per_panel) {
+    const int64_t n = w.rows - r0 < per_panel ? w.rows - r0 : per_panel;
+    const float* a;
+    int64_t lda;
+    if (direct) {
+      a = static_cast<const float*>(w.data);
+      lda = int64_t(w.row_bytes / 4);
+    } else {
+      dequant_panel<<<grid_for(n * w.cols, 256), 256, 0, st(c)>>>(w, r0, n, static_cast<float*>(c.panel()));
+      if (!NK_LAUNCHED("dequant_panel")) return false;
+      a = static_cast<const float*>(c.panel());
+      lda = w.cols;
+    }
+    NK_CUBLAS(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(B), int(w.cols), &one, a, int(lda), x, int(ldx), &zero,
+                          y + r0, int(ldy)));
+  }
+  if (bias.data) {
+    bias_kernel<<<grid_for(w.rows * B, 256), 256, 0, st(c)>>>(y, ldy, w.rows, B, bias);
+    return NK_LAUNCHED("bias");
+  }
+  return true;
+}
+
+// ---- attention ----------------------------------------------------------------------
+
+constexpr int kMaxHdPerLane = 8;  // head_dim <= 256
+
+__device__ __forceinline__ float cache_at(const void* c, bool f16, uint64_t i) {
+  return f16 ? __half2float(static_cast<const __half*>(c)[i]) : static_cast<const float*>(c)[i];
+}
+
+// One warp per (token, head) of q (h < heads) or k (h >= heads): optional RMSNorm of the
+// head, RoPE, then k and v into the cache.
+__global__ void rope_cache_kernel(AttnShape s, float* q, float* k, const float* v, int64_t T, const int32_t* slot,
+                                  const int64_t* pos, const float* inv_freq, DVec qn, DVec kn, float eps, void* kc,
+                                  void* vc) {
+  const int lane = threadIdx.x & 31;
+  const int64_t item = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t per_t = s.heads + s.kv_heads;
+  if (item >= T * per_t) return;
+  const int64_t t = item / per_t, h = item % per_t, hd = s.head_dim, kv_dim = s.kv_heads * hd;
+  const bool is_q = h < s.heads;
+  const int64_t kh = is_q ? 0 : h - s.heads;
+  float* p = is_q ? q + t * s.heads * hd + h * hd : k + t * kv_dim + kh * hd;
+  const DVec& nw = is_q ? qn : kn;
+  float inv = 1.0f;
+  if (nw.data) {
+    double ss = 0;
+    for (int64_t e = lane; e < hd; e += 32) ss += double(p[e]) * p[e];
+    inv = rms_inv(warp_sum(ss), hd, eps);
+  }
+  __syncwarp();
+  for (int64_t i = lane; i < hd / 2; i += 32) {
+    int64_t a, b;
+    rope_pair(s.neox, hd, i, a, b);
+    float xa = p[a], xb = p[b];
+    if (nw.data) {
+      xa = vec_at(nw, a) * (xa * inv);
+      xb = vec_at(nw, b) * (xb * inv);
+    }
+    float c, sn;
+    rope_cs(pos[t], inv_freq[i], c, sn);
+    p[a] = xa * c - xb * sn;
+    p[b] = xb * c + xa * sn;
+  }
+  __syncwarp();
+  if (is_q) return;
+  const uint64_t off = (uint64_t(slot[t]) * uint64_t(s.max_context) + uint64_t(pos[t])) * uint64_t(kv_dim) + uint64_t(kh * hd);
+  const float* vh = v + t * kv_dim + kh * hd;
+  for (int64_t e = lane; e < hd; e += 32) {
+    if (s.f16_cache) {
+      static_cast<__half*>(kc)[off + e] = __float2half_rn(p[e]);
+      static_cast<__half*>(vc)[off + e] = __float2half_rn(vh[e]);
+    } else {
+      static_cast<float*>(kc)[off + e] = p[e];
+      static_cast<float*>(vc)[off + e] = vh[e];
+    }
+  }
+}
+
+// One block of kWarps warps per (token, head); warps take positions round robin with an
+// online softmax each, merged at the end.
+__global__ void attention_kernel(AttnShape s, const float* q, const int32_t* slot, const int64_t* pos, int64_t window,
+                                 const void* kc, const void* vc, float* out) {
+  __shared__ float sm[kWarps], sl[kWarps], so[kWarps][kMaxHdPerLane * 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t t = blockIdx.x / s.heads, h = blockIdx.x % s.heads, hd = s.head_dim;
+  const int64_t g = h / (s.heads / s.kv_heads), kv_dim = s.kv_heads * hd;
+  const int64_t p1 = pos[t], lo = window > 0 ? (p1 - window + 1 > 0 ? p1 - window + 1 : 0) : 0;
+  const float scale = 1.0f / sqrtf(float(hd));
+  const float* qh = q + t * s.heads * hd + h * hd;
+  float qv[kMaxHdPerLane], o[kMaxHdPerLane];
+  for (int j = 0; j < kMaxHdPerLane; ++j) {
+    const int64_t e = lane + 32 * j;
+    qv[j] = e < hd ? qh[e] : 0.0f;
+    o[j] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  const uint64_t base = uint64_t(slot[t]) * uint64_t(s.max_context);
+  for (int64_t p = lo + warp; p <= p1; p += kWarps) {
+    const uint64_t row = (base + uint64_t(p)) * uint64_t(kv_dim) + uint64_t(g * hd);
+    float part = 0.0f;
+    for (int j = 0; j < kMaxHdPerLane; ++j) {
+      const int64_t e = lane + 32 * j;
+      if (e < hd) part += qv[j] * cache_at(kc, s.f16_cache, row + e);
+    }
+    const float sc = scale * warp_sum(part);
+    const float mn = fmaxf(m, sc), corr = expf(m - mn), wgt = expf(sc - mn);
+    l = l * corr + wgt;
+    for (int j = 0; j < kMaxHdPerLane; ++j) {
+      const int64_t e = lane + 32 * j;
+      o[j] = o[j] * corr + (e < hd ? wgt * cache_at(vc, s.f16_cache, row + e) : 0.0f);
+    }
+    m = mn;
+  }
+  if (lane == 0) {
+    sm[warp] = m;
+    sl[warp] = l;
+  }
+  for (int j = 0; j < kMaxHdPerLane; ++j) so[warp][lane + 32 * j] = o[j];
+  __syncthreads();
+  float M = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) M = fmaxf(M, sm[w]);
+  float L = 0.0f;
+  for (int w = 0; w < kWarps; ++w) L += sm[w] == -INFINITY ? 0.0f : sl[w] * expf(sm[w] - M);
+  for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) {
+    float acc = 0.0f;
+    for (int w = 0; w < kWarps; ++w)
+      if (sm[w] != -INFINITY) acc += so[w][e] * expf(sm[w] - M);
+    out[t * s.heads * hd + h * hd + e] = acc / L;
+  }
+}
+
+__global__ void dequant_row_kernel(DMatrix w, int64_t r, float* out) {
+  const uint8_t* row = static_cast<const uint8_t*>(w.data) + uint64_t(r) * w.row_bytes;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < w.cols; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = dequant_at(row, w.type, i);
+}
+
+}  // namespace
+
+// ---- Context --------------------------------------------------------------------------
+
+Context::~Context() {
+  if (device_ < 0) return;
+  cudaSetDevice(device_);
+  if (cublas_) cublasDestroy(cublasHandle_t(cublas_));
+  if (stream_) cudaStreamSynchronize(cudaStream_t(stream_));
+  if (panel_) cudaFree(panel_);
+  if (workspace_) cudaFree(workspace_);
+  if (stream_) cudaStreamDestroy(cudaStream_t(stream_));
+}
+
+bool Context::init(int device, uint64_t panel_bytes, std::string* err) {
+  device_ = device;
+  NK_CUDA(cudaSetDevice(device));
+  cudaStream_t s = nullptr;
+  NK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  stream_ = s;
+  cublasHandle_t h = nullptr;
+  NK_CUBLAS(cublasCreate(&h));
+  cublas_ = h;
+  NK_CUBLAS(cublasSetStream(h, s));
+  NK_CUBLAS(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));  // fp32 products, no TF32
+  if (!(workspace_ = alloc(kCublasWorkspaceBytes, err))) return false;
+  NK_CUBLAS(cublasSetWorkspace(h, workspace_, kCublasWorkspaceBytes));
+  panel_bytes_ = panel_bytes;
+  if (panel_bytes && !(panel_ = alloc(panel_bytes, err))) return false;
+  return true;
+}
+
+void* Context::alloc(uint64_t bytes, std::string* err) {
+  void* p = nullptr;
+  if (!check_cuda(cudaSetDevice(device_), "cudaSetDevice", __FILE__, __LINE__, err)) return nullptr;
+  if (!check_cuda(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc", __FILE__, __LINE__, err)) return nullptr;
+  allocated_ += bytes;
+  return p;
+}
+void Context::release(void* p) {
+  if (!p) return;
+  cudaSetDevice(device_);
+  cudaFree(p);
+}
+void* Context::alloc_host(uint64_t bytes, std::string* err) {
+  void* p = nullptr;
+  if (!check_cuda(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable), "cudaHostAlloc", __FILE__, __LINE__, err))
+    return nullptr;
+  return p;
+}
+void Context::release_host(void* p) {
+  if (p) cudaFreeHost(p);
+}
+bool Context::upload(void* dst, const void* src, uint64_t n, std::string* err) {
+  NK_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, cudaStream_t(stream_)));
+  return true;
+}
+bool Context::download(void* dst, const void* src, uint64_t n, std::string* err) {
+  NK_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, cudaStream_t(stream_)));
+  return true;
+}
+bool Context::zero(void* dst, uint64_t n, std::string* err) {
+  NK_CUDA(cudaMemsetAsync(dst, 0, n, cudaStream_t(stream_)));
+  return true;
+}
+bool Context::synchronize(std::string* err) {
+  NK_CUDA(cudaStreamSynchronize(cudaStream_t(stream_)));
+  return true;
+}
+
+// ---- ops ------------------------------------------------------------------------------
+
+bool engine_available(std::string* why) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (why) *why = e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ? "no NVIDIA GPU/driver found"
+                                                                               : cudaGetErrorString(e);
+    return false;
+  }
+  if (n == 0 && why) *why = "no NVIDIA GPU/driver found";
+  return n > 0;
+}
+
+bool embed(Context& c, const DMatrix& table, const int32_t* ids, int64_t T, float* x, std::string* err) {
+  if (T == 0) return true;
+  NK_CUDA(cudaSetDevice(c.device()));
+  embed_kernel<<<unsigned(T), 256, 0, st(c)>>>(table, ids, x);
+  return NK_LAUNCHED("embed");
+}
+
+bool rmsnorm(Context& c, const float* in, float* out, int64_t T, int64_t n, const DVec& w, float eps, std::string* err) {
+  if (T == 0) return true;
+  NK_CUDA(cudaSetDevice(c.device()));
+  norm_kernel<<<unsigned(T), 256, 0, st(c)>>>(0, const_cast<float*>(in), nullptr, nullptr, out, n, w, eps);
+  return NK_LAUNCHED("rmsnorm");
+}
+
+bool add_rmsnorm(Context& c, float* x, const float* delta, float* out, int64_t T, int64_t n, const DVec& w, float eps,
+                 std::string* err) {
+  if (T == 0) return true;
+  NK_CUDA(cudaSetDevice(c.device()));
+  norm_kernel<<<unsigned(T), 256, 0, st(c)>>>(1, x, delta, nullptr, out, n, w, eps);
+  return NK_LAUNCHED("add_rmsnorm");
+}
+
+bool select_rmsnorm(Context& c, const float* x, const int64_t* rows, int64_t R, float* out, int64_t n, const DVec& w,
+                    float eps, std::string* err) {
+  if (R == 0) return true;
+  NK_CUDA(cudaSetDevice(c.device()));
+  norm_kernel<<<unsigned(R), 256, 0, st(c)>>>(2, const_cast<float*>(x), nullptr, rows, out, n, w, eps);
+  return NK_LAUNCHED("select_rmsnorm");
+}
+
+bool add(Context& c, float* x, const float* delta, int64_t count, std::string* err) {
+  if (count == 0) return true;
+  NK_CUDA(cudaSetDevice(c.device()));
+  add_kernel<<<grid_for(count, 256), 256, 0, st(c)>>>(x, delta, count);
+  return NK_LAUNCHED("add");
+}
+
+bool silu_mul(Context& c, float* gate, const float* up, int64_t count, std::string* err) {
+  if (count == 0) return true;
+  NK_CUDA(cudaSetDevice(c.device()));
+  silu_mul_kernel<<<grid_for(count, 256), 256, 0, st(c)>>>(gate, up, count);
+  return NK_LAUNCHED("silu_mul");
+}
+
+bool matmul(Context& c, const DMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, const DVec& bias,
+            std::string* err) {
+  if (B == 0 || w.rows == 0) return true;
+  if (w.type != WType::F32 && w.type != WType::F16 && w.type != WType::BF16 && w.cols % 32 != 0)
+    return fail(err, "quantized matrix with " + std::to_string(w.cols) + " columns (not whole blocks)", __FILE__, __LINE__);
+  NK_CUDA(cudaSetDevice(c.device()));
+  if (B >= kGemmMinTokens) return launch_gemm(c, w, x, ldx, B, y, ldy, bias, err);
+  return launch_gemv(c, w, x, ldx, B, y, ldy, bias, err);
+}
+
+bool rope_and_cache(Context& c, const AttnShape& s, float* q, float* k, const float* v, int64_t T, const int32_t* slot,
+                    const int64_t* pos, const float* inv_freq, const DVec& q_norm, const DVec& k_norm, float eps,
+                    void* kcache, void* vcache, std::string* err) {
+  if (T == 0) return true;
+  NK_CUDA(cudaSetDevice(c.device()));
+  const int64_t items = T * (s.heads + s.kv_heads);
+  rope_cache_kernel<<<unsigned((items + kWarps - 1) / kWarps), 32 * kWarps, 0, st(c)>>>(
+      s, q, k, v, T, slot, pos, inv_freq, q_norm, k_norm, eps, kcache, vcache);
+  return NK_LAUNCHED("rope_and_cache");
+}
+
+bool attention(Context& c, const AttnShape& s, const float* q, int64_t T, const int32_t* slot, const int64_t* pos,
+               int64_t window, const void* kcache, const void* vcache, float* out, std::string* err) {
+  if (T == 0) return true;
+  if (s.head_dim > 32 * kMaxHdPerLane)
+    return fail(err, "head_dim " + std::to_string(s.head_dim) + " above the kernel's 256", __FILE__, __LINE__);
+  NK_CUDA(cudaSetDevice(c.device()));
+  attention_kernel<<<unsigned(T * s.heads), 32 * kWarps, 0, st(c)>>>(s, q, slot, pos, window, kcache, vcache, out);
+  return NK_LAUNCHED("attention");
+}
+
+bool dequant_row_on_device(Context& c, const DMatrix& w, int64_t r, float* out_host, std::string* err) {
+  NK_CUDA(cudaSetDevice(c.device()));
+  float* d = static_cast<float*>(c.alloc(uint64_t(w.cols) * 4, err));
+  if (!d) return false;
+  dequant_row_kernel<<<grid_for(w.cols, 256), 256, 0, st(c)>>>(w, r, d);
+  bool good = NK_LAUNCHED("dequant_row") && c.download(out_host, d, uint64_t(w.cols) * 4, err) && c.synchronize(err);
+  c.release(d);
+  return good;
+}
+
+}  // namespace nunchaku::cuda

@@ -1,0 +1,116 @@
+// The device side of the engine's CUDA backend (src/engine/backend_cuda.cpp), behind a
+// plain C++ header (no CUDA includes). Built from engine_ops.cu when the CUDA component is
+// on, otherwise from engine_ops_stub.cpp, whose functions fail with "built without CUDA".
+//
+// Every op is enqueued on the context's compute stream and returns false with `err` set on
+// failure (the CUDA call, its error string and file:line); nothing throws or aborts. All
+// pointers are device pointers unless named *_host. Activations are fp32, row-major, one
+// row per token; weights are read in their stored type (device_math.hpp's WType) and
+// dequantized in registers; sums accumulate in fp32 (norms in double, as the CPU engine).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cuda/device_math.hpp"
+
+namespace nunchaku::cuda {
+
+struct DMatrix {  // rows x cols, rows row_bytes apart
+  const void* data = nullptr;
+  WType type = WType::F32;
+  int64_t rows = 0, cols = 0;
+  uint64_t row_bytes = 0;
+};
+struct DVec {  // F32, F16 or BF16; data null = absent
+  const void* data = nullptr;
+  WType type = WType::F32;
+  int64_t n = 0;
+};
+
+// Prefill products run as cuBLAS SGEMM over weight panels dequantized to fp32 into a
+// scratch of this many bytes at most (the engine's accounting charges it), from this many
+// tokens on; fewer tokens use the GEMV kernel, which reads each weight byte once.
+constexpr uint64_t kPanelBytes = 64ull << 20;
+constexpr uint64_t kCublasWorkspaceBytes = 32ull << 20;
+constexpr int64_t kGemmMinTokens = 16;
+
+// One device, its compute stream, a cuBLAS handle and the dequantization panel.
+class Context {
+ public:
+  Context() = default;
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  // Creates the stream and cuBLAS handle; allocates panel_bytes of dequantization panel
+  // and the cuBLAS workspace (both counted in allocated()).
+  bool init(int device, uint64_t panel_bytes, std::string* err);
+  int device() const { return device_; }
+  void* stream() const { return stream_; }  // cudaStream_t
+  uint64_t allocated() const { return allocated_; }
+
+  // Device memory counted in allocated(); free with release().
+  void* alloc(uint64_t bytes, std::string* err);
+  void release(void* p);
+  // Page-locked host memory (for logits read-back and token tables).
+  void* alloc_host(uint64_t bytes, std::string* err);
+  void release_host(void* p);
+
+  bool upload(void* dst, const void* src_host, uint64_t n, std::string* err);    // async on the stream
+  bool download(void* dst_host, const void* src, uint64_t n, std::string* err);  // async on the stream
+  bool zero(void* dst, uint64_t n, std::string* err);
+  bool synchronize(std::string* err);
+
+  void* panel() const { return panel_; }
+  uint64_t panel_bytes() const { return panel_bytes_; }
+  void* cublas() const { return cublas_; }
+
+ private:
+  int device_ = -1;
+  void* stream_ = nullptr;
+  void* cublas_ = nullptr;
+  void* panel_ = nullptr;
+  uint64_t panel_bytes_ = 0;
+  void* workspace_ = nullptr;
+  uint64_t allocated_ = 0;
+};
+
+// x[t] = table[ids[t]] as fp32, hidden = table.cols.
+bool embed(Context& c, const DMatrix& table, const int32_t* ids, int64_t T, float* x, std::string* err);
+// out[t] = w * (in[t] * rms_inv(in[t])) for T rows of n (ld = n).
+bool rmsnorm(Context& c, const float* in, float* out, int64_t T, int64_t n, const DVec& w, float eps, std::string* err);
+// x[t] += delta[t]; out[t] = norm(x[t]).
+bool add_rmsnorm(Context& c, float* x, const float* delta, float* out, int64_t T, int64_t n, const DVec& w, float eps,
+                 std::string* err);
+// out[r] = norm(x[rows[r]]) for R rows (rows: device int64 indices).
+bool select_rmsnorm(Context& c, const float* x, const int64_t* rows, int64_t R, float* out, int64_t n, const DVec& w,
+                    float eps, std::string* err);
+bool add(Context& c, float* x, const float* delta, int64_t count, std::string* err);
+bool silu_mul(Context& c, float* gate, const float* up, int64_t count, std::string* err);
+// y[b*ldy + r] = sum_i W[r][i] x[b*ldx + i] (+ bias[r]) for r < w.rows, b < B.
+bool matmul(Context& c, const DMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
+            const DVec& bias, std::string* err);
+
+struct AttnShape {
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t max_context = 0;  // positions per cache slot
+  bool f16_cache = false;
+  bool neox = true;         // rotary pairs: (i, i+hd/2) or (2i, 2i+1)
+};
+// Per token t: optional per-head RMSNorm of q and k (q_norm/k_norm, head_dim wide), RoPE at
+// pos[t] (inv_freq: head_dim/2 device floats), then k and v written to the cache at
+// (slot[t], pos[t]). Caches: [slots][max_context][kv_heads*head_dim], F32 or F16.
+bool rope_and_cache(Context& c, const AttnShape& s, float* q, float* k, const float* v, int64_t T, const int32_t* slot,
+                    const int64_t* pos, const float* inv_freq, const DVec& q_norm, const DVec& k_norm, float eps,
+                    void* kcache, void* vcache, std::string* err);
+// Causal GQA: out[t][h] = softmax(q[t][h] . K[slot[t]][lo..pos[t]] * scale) V[...], lo =
+// pos - window + 1 (window 0: from 0).
+bool attention(Context& c, const AttnShape& s, const float* q, int64_t T, const int32_t* slot, const int64_t* pos,
+               int64_t window, const void* kcache, const void* vcache, float* out, std::string* err);
+
+// For tests and gpu-check: whether a device answers, and the dequantized row r of w into
+// out_host (through the same element function the kernels use).
+bool engine_available(std::string* why);
+bool dequant_row_on_device(Context& c, const DMatrix& w, int64_t r, float* out_host, std::string* err);
+
+}  // namespace nunchaku::cuda

@@ -1,0 +1,48 @@
+// Built when the CUDA component is off: every entry point of engine_ops.hpp fails with
+// "built without CUDA" (the CUDA backend then refuses to start with that reason).
+#include "cuda/engine_ops.hpp"
+
+namespace nunchaku::cuda {
+namespace {
+bool no_cuda(std::string* err) {
+  if (err) *err = "built without CUDA";
+  return false;
+}
+}  // namespace
+
+Context::~Context() = default;
+bool Context::init(int, uint64_t, std::string* err) { return no_cuda(err); }
+void* Context::alloc(uint64_t, std::string* err) { no_cuda(err); return nullptr; }
+void Context::release(void*) {}
+void* Context::alloc_host(uint64_t, std::string* err) { no_cuda(err); return nullptr; }
+void Context::release_host(void*) {}
+bool Context::upload(void*, const void*, uint64_t, std::string* err) { return no_cuda(err); }
+bool Context::download(void*, const void*, uint64_t, std::string* err) { return no_cuda(err); }
+bool Context::zero(void*, uint64_t, std::string* err) { return no_cuda(err); }
+bool Context::synchronize(std::string* err) { return no_cuda(err); }
+
+bool engine_available(std::string* why) { return no_cuda(why); }
+bool embed(Context&, const DMatrix&, const int32_t*, int64_t, float*, std::string* err) { return no_cuda(err); }
+bool rmsnorm(Context&, const float*, float*, int64_t, int64_t, const DVec&, float, std::string* err) { return no_cuda(err); }
+bool add_rmsnorm(Context&, float*, const float*, float*, int64_t, int64_t, const DVec&, float, std::string* err) {
+  return no_cuda(err);
+}
+bool select_rmsnorm(Context&, const float*, const int64_t*, int64_t, float*, int64_t, const DVec&, float, std::string* err) {
+  return no_cuda(err);
+}
+bool add(Context&, float*, const float*, int64_t, std::string* err) { return no_cuda(err); }
+bool silu_mul(Context&, float*, const float*, int64_t, std::string* err) { return no_cuda(err); }
+bool matmul(Context&, const DMatrix&, const float*, int64_t, int64_t, float*, int64_t, const DVec&, std::string* err) {
+  return no_cuda(err);
+}
+bool rope_and_cache(Context&, const AttnShape&, float*, float*, const float*, int64_t, const int32_t*, const int64_t*,
+                    const float*, const DVec&, const DVec&, float, void*, void*, std::string* err) {
+  return no_cuda(err);
+}
+bool attention(Context&, const AttnShape&, const float*, int64_t, const int32_t*, const int64_t*, int64_t, const void*,
+               const void*, float*, std::string* err) {
+  return no_cuda(err);
+}
+bool dequant_row_on_device(Context&, const DMatrix&, int64_t, float*, std::string* err) { return no_cuda(err); }
+
+}  // namespace nunchaku::cuda

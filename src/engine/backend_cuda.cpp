@@ -1,0 +1,219 @@
+// The CUDA backend: the run state (activations, KV cache, logits) in one device's memory,
+// every op a kernel of cuda/engine_ops.cu on one compute stream, weights read in place from
+// device memory in their stored type. The CPU backend is its oracle (tests/test_cuda.cpp
+// compares op by op); results differ from it only by fp32 summation order.
+#include <cstring>
+#include <vector>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/units.hpp"
+#include "cuda/device_info.hpp"
+#include "cuda/engine_ops.hpp"
+#include "cuda/loader.hpp"
+#include "engine/backend.hpp"
+#include "io/weight_store.hpp"
+
+namespace nunchaku::engine {
+namespace {
+
+cuda::WType wtype(DType t) {
+  switch (t) {
+    case DType::F32: return cuda::WType::F32;
+    case DType::F16: return cuda::WType::F16;
+    case DType::BF16: return cuda::WType::BF16;
+    case DType::Q8_0: return cuda::WType::Q8_0;
+    case DType::Q4_0: return cuda::WType::Q4_0;
+    case DType::Q4_1: return cuda::WType::Q4_1;
+    case DType::Q5_0: return cuda::WType::Q5_0;
+    case DType::Q5_1: return cuda::WType::Q5_1;
+    case DType::Q4_K: return cuda::WType::Q4_K;
+    case DType::Q5_K: return cuda::WType::Q5_K;
+    case DType::Q6_K: return cuda::WType::Q6_K;
+    default: throw Error("engine.unsupported_dtype", fmt::format("the CUDA backend cannot read {} weights", dtype_name(t)));
+  }
+}
+
+cuda::DMatrix dmatrix(const WeightMatrix& w) { return {w.data, wtype(w.dtype), w.rows, w.cols, w.row_bytes}; }
+cuda::DVec dvec(const VecRef& v) { return v ? cuda::DVec{v.data, wtype(v.dtype), v.n} : cuda::DVec{}; }
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : index_(device) {
+    std::string why;
+    if (!cuda::engine_available(&why))
+      throw Error("engine.no_cuda", fmt::format("cannot run on cuda:{}: {}", device, why),
+                  {.hint = "run with --device cpu"});
+    for (const auto& d : cuda::list_devices())
+      if (d.index == device) name_ = d.name;
+    if (name_.empty())
+      throw Error("engine.no_cuda", fmt::format("there is no cuda:{} on this machine", device),
+                  {.hint = "`nunchaku --version` lists the devices"});
+  }
+  ~CudaBackend() override {
+    std::string err;
+    ctx_.synchronize(&err);
+    for (void* p : device_) ctx_.release(p);
+    ctx_.release_host(host_logits_);
+  }
+
+  std::string describe() const override { return fmt::format("cuda:{} {}", index_, name_); }
+  Device device() const override { return Device{Device::Kind::Cuda, index_}; }
+  bool can_read(Device d) const override { return d == device(); }
+  int threads() const override { return 1; }
+
+  void allocate(const BackendSetup& s) override;
+  uint64_t allocated_bytes() const override { return ctx_.allocated() + host_bytes_; }
+
+  void set_tokens(const BatchTokens& t) override {
+    T_ = int64_t(t.id.size());
+    ok(ctx_.upload(id_, t.id.data(), t.id.size_bytes(), &err_), "upload token ids");
+    ok(ctx_.upload(slot_, t.slot.data(), t.slot.size_bytes(), &err_), "upload token slots");
+    ok(ctx_.upload(pos_, t.pos.data(), t.pos.size_bytes(), &err_), "upload token positions");
+  }
+  void embed(const WeightMatrix& table) override {
+    ok(cuda::embed(ctx_, dmatrix(table), id_, T_, buf(Buf::X), &err_), "embed");
+  }
+  void rmsnorm(Buf in, Buf out, const VecRef& w) override {
+    ok(cuda::rmsnorm(ctx_, buf(in), buf(out), T_, dims_.hidden, dvec(w), eps_, &err_), "rmsnorm");
+  }
+  void matmul(std::span<const MatmulJob> jobs, Buf in) override {
+    for (const MatmulJob& j : jobs)
+      ok(cuda::matmul(ctx_, dmatrix(*j.w), buf(in), width(in), T_, buf(j.out), width(j.out), dvec(j.bias), &err_),
+         j.w->name.c_str());
+  }
+  void rope_and_cache(int64_t layer, const VecRef& qn, const VecRef& kn) override {
+    ok(cuda::rope_and_cache(ctx_, shape_, buf(Buf::Q), buf(Buf::K), buf(Buf::V), T_, slot_, pos_, inv_freq_, dvec(qn),
+                            dvec(kn), eps_, cache(layer, 0), cache(layer, 1), &err_),
+       "rope_and_cache");
+  }
+  void attention(int64_t layer, int64_t window) override {
+    ok(cuda::attention(ctx_, shape_, buf(Buf::Q), T_, slot_, pos_, window, cache(layer, 0), cache(layer, 1),
+                       buf(Buf::Att), &err_),
+       "attention");
+  }
+  void add_rmsnorm(Buf x, Buf delta, Buf out, const VecRef& w) override {
+    ok(cuda::add_rmsnorm(ctx_, buf(x), buf(delta), buf(out), T_, dims_.hidden, dvec(w), eps_, &err_), "add_rmsnorm");
+  }
+  void add(Buf x, Buf delta) override { ok(cuda::add(ctx_, buf(x), buf(delta), T_ * dims_.hidden, &err_), "add"); }
+  void silu_mul(Buf gate, Buf up) override {
+    ok(cuda::silu_mul(ctx_, buf(gate), buf(up), T_ * dims_.inter, &err_), "silu_mul");
+  }
+  void select_rows(std::span<const int64_t> rows, const VecRef& w) override {
+    ok(ctx_.upload(sel_rows_, rows.data(), rows.size_bytes(), &err_), "upload logit rows");
+    ok(cuda::select_rmsnorm(ctx_, buf(Buf::X), sel_rows_, int64_t(rows.size()), buf(Buf::Sel), dims_.hidden, dvec(w),
+                            eps_, &err_),
+       "select_rows");
+  }
+  void head(const WeightMatrix& w, int64_t rows) override {
+    ok(cuda::matmul(ctx_, dmatrix(w), buf(Buf::Sel), dims_.hidden, rows, buf(Buf::Logits), dims_.vocab, {}, &err_),
+       "head");
+  }
+  std::span<const float> logits(int64_t rows) override {
+    const uint64_t n = uint64_t(rows * dims_.vocab);
+    ok(ctx_.download(host_logits_, buf(Buf::Logits), n * 4, &err_) && ctx_.synchronize(&err_), "logits read-back");
+    return {host_logits_, size_t(n)};
+  }
+  void write(Buf b, std::span<const float> v) override {
+    ok(ctx_.upload(buf(b), v.data(), v.size_bytes(), &err_) && ctx_.synchronize(&err_), "write a buffer");
+  }
+  std::vector<float> read(Buf b, int64_t rows) override {
+    std::vector<float> out(size_t(rows * width(b)));
+    ok(ctx_.download(out.data(), buf(b), out.size() * 4, &err_) && ctx_.synchronize(&err_), "read a buffer");
+    return out;
+  }
+
+ private:
+  float* buf(Buf b) const { return bufs_[size_t(b)]; }
+  int64_t width(Buf b) const { return widths_[size_t(b)]; }
+  void* cache(int64_t layer, int kv) const {
+    return static_cast<uint8_t*>(kv_) + kv_layer_bytes_ * size_t(2 * layer + kv);
+  }
+  void ok(bool good, const char* op) {
+    if (good) return;
+    throw Error("engine.cuda", fmt::format("{} on cuda:{}: {}", op, index_, err_),
+                {.hint = "rerun with NUNCHAKU_CUDA_SYNC=1 to stop at the failing kernel"}, Exit::Internal);
+  }
+  template <class T>
+  T* device_alloc(uint64_t n, const BackendSetup& s) {
+    void* p = ctx_.alloc(n * sizeof(T), &err_);
+    if (!p) throw oom(s, n * sizeof(T));
+    device_.push_back(p);
+    return static_cast<T*>(p);
+  }
+  Error oom(const BackendSetup& s, uint64_t wanted) const;
+
+  int index_ = 0;
+  std::string name_;
+  cuda::Context ctx_;
+  std::string err_;
+  EngineDims dims_;
+  float eps_ = 1e-5f;
+  cuda::AttnShape shape_;
+  float* bufs_[size_t(Buf::Logits) + 1] = {};
+  int64_t widths_[size_t(Buf::Logits) + 1] = {};
+  int32_t *id_ = nullptr, *slot_ = nullptr;
+  int64_t *pos_ = nullptr, *sel_rows_ = nullptr;
+  float* inv_freq_ = nullptr;
+  void* kv_ = nullptr;  // [layers][2 (k,v)][max_batch][max_context][kv_dim]
+  size_t kv_layer_bytes_ = 0;
+  float* host_logits_ = nullptr;
+  uint64_t host_bytes_ = 0;
+  std::vector<void*> device_;
+  int64_t T_ = 0;
+};
+
+Error CudaBackend::oom(const BackendSetup& s, uint64_t wanted) const {
+  cuda::MemInfo mi;
+  std::string e;
+  const bool known = cuda::mem_info(index_, mi, &e);
+  return Error("engine.out_of_memory",
+               fmt::format("cannot allocate the run state on cuda:{}: {} wanted ({}), {} free; the run state is {} "
+                           "(KV cache {}, activations {}, logits {}, scratch {})",
+                           index_, format_bytes(wanted), err_, known ? format_bytes(mi.free_bytes) : "?",
+                           format_bytes(s.memory.total()), format_bytes(s.memory.kv_cache),
+                           format_bytes(s.memory.activations), format_bytes(s.memory.logits),
+                           format_bytes(s.memory.scratch)),
+               {.hint = "lower --context or --batch-size, use --kv-dtype f16, or give the weights less VRAM (--vram)"},
+               Exit::OutOfMemory);
+}
+
+void CudaBackend::allocate(const BackendSetup& s) {
+  dims_ = s.dims;
+  eps_ = s.eps;
+  const EngineConfig& cfg = s.memory.config;
+  shape_ = {dims_.heads, dims_.kv_heads, dims_.head_dim, cfg.max_context, cfg.kv_dtype == DType::F16,
+            s.rope == RopeStyle::NeoX};
+  // The panel: what engine_memory charged as scratch, less the workspace and frequencies.
+  const uint64_t panel = s.memory.scratch - cuda::kCublasWorkspaceBytes - uint64_t(dims_.head_dim / 2) * 4;
+  if (!ctx_.init(index_, panel, &err_)) {
+    if (err_.find("cudaMalloc") != std::string::npos) throw oom(s, panel + cuda::kCublasWorkspaceBytes);
+    ok(false, "set up the compute stream");
+  }
+  const int64_t T = cfg.max_tokens, R = cfg.logit_rows;
+  for (size_t b = 0; b < std::size(bufs_); ++b) {
+    const int64_t rows = b >= size_t(Buf::Sel) ? R : T;
+    widths_[b] = buf_width(dims_, Buf(b));
+    bufs_[b] = device_alloc<float>(uint64_t(rows * widths_[b]), s);
+  }
+  id_ = device_alloc<int32_t>(uint64_t(T), s);
+  slot_ = device_alloc<int32_t>(uint64_t(T), s);
+  pos_ = device_alloc<int64_t>(uint64_t(T), s);
+  sel_rows_ = device_alloc<int64_t>(uint64_t(R), s);
+  kv_layer_bytes_ = size_t(cfg.max_batch) * size_t(cfg.max_context) * size_t(dims_.kv_dim()) * (shape_.f16_cache ? 2 : 4);
+  kv_ = device_alloc<uint8_t>(uint64_t(kv_layer_bytes_) * 2 * uint64_t(dims_.layers), s);
+  inv_freq_ = device_alloc<float>(uint64_t(dims_.head_dim / 2), s);
+  ok(ctx_.upload(inv_freq_, s.inv_freq.data(), s.inv_freq.size_bytes(), &err_), "upload rotary frequencies");
+  host_logits_ = static_cast<float*>(ctx_.alloc_host(uint64_t(R * dims_.vocab) * 4, &err_));
+  if (!host_logits_) throw oom(s, uint64_t(R * dims_.vocab) * 4);
+  host_bytes_ = uint64_t(R * dims_.vocab) * 4;
+  ok(ctx_.synchronize(&err_), "allocate the run state");
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+
+}  // namespace nunchaku::engine

@@ -1,0 +1,381 @@
+// The CUDA backend against the CPU backend (the oracle), op by op on seeded random inputs,
+// one case per op and weight type, then whole models against the transformers goldens and
+// the CPU engine's greedy tokens. Needs a CUDA device: without one every case reports
+// "skipped: no CUDA device" (scripts/gpu-check.sh fails on that line), except the first,
+// which checks the refusal itself.
+//
+// Tolerances (max |gpu - cpu| over a buffer, relative to the buffer's largest |cpu| value):
+//   exact (0): embedding gathers (same dequantization function, no arithmetic after it);
+//   1e-6: norms, residual adds, SiLU, RoPE (double-precision sums and cos/sin on both
+//         sides; the device's expf/sqrt differ from glibc's by an ulp or two);
+//   1e-4: matmuls and attention (fp32 sums of up to 512 products in a different order:
+//         warp-shuffle trees or cuBLAS tiles against the CPU's blocked SIMD sums; the
+//         engine's goldens use the same bound for the same reason, and a wrong pairing,
+//         offset or scale moves results by > 1e-2).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "cuda/engine_ops.hpp"
+#include "cuda/loader.hpp"
+#include "engine/backend.hpp"
+#include "io/convert.hpp"
+#include "tests/helpers.hpp"
+#include "tests/test_engine_helpers.hpp"
+
+using namespace nunchaku;
+using namespace nunchaku::engine;
+
+namespace {
+
+bool have_gpu() {
+  std::string why;
+  if (cuda::engine_available(&why)) return true;
+  WARN("skipped: no CUDA device (" << why << ")");
+  return false;
+}
+
+// Host bytes copied to cuda:0, freed at scope end.
+struct DeviceBytes {
+  void* p = nullptr;
+  explicit DeviceBytes(const std::vector<uint8_t>& host) {
+    std::string err;
+    p = cuda::device_alloc(0, host.size(), &err);
+    INFO(err);
+    REQUIRE(p);
+    cuda::CopyStream s;
+    REQUIRE(s.init(0, 1, 0, &err));
+    REQUIRE(s.h2d(p, host.data(), host.size(), &err));
+    REQUIRE(s.synchronize(&err));
+  }
+  ~DeviceBytes() { cuda::device_free(0, p); }
+  DeviceBytes(const DeviceBytes&) = delete;
+};
+
+void put16(uint8_t* p, uint16_t v) {
+  p[0] = uint8_t(v);
+  p[1] = uint8_t(v >> 8);
+}
+
+// rows x cols of `t`, random, with finite block scales (small, so values stay O(1..100)).
+std::vector<uint8_t> random_matrix(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const DTypeInfo& info = dtype_info(t);
+  const size_t row_bytes = size_t(cols / info.block_elems * info.block_bytes);
+  std::vector<uint8_t> m(size_t(rows) * row_bytes);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exp(8, 12), man(0, 1023), sign(0, 1);
+  auto small_half = [&] { return uint16_t((sign(rng) << 15) | (exp(rng) << 10) | man(rng)); };
+  if (info.kind != DTypeKind::Quantized) {
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      float v = nd(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      if (t == DType::F32) std::memcpy(m.data() + 4 * i, &v, 4);
+      else put16(m.data() + 2 * i, t == DType::F16 ? f32_to_f16(bits) : uint16_t(bits >> 16));
+    }
+    return m;
+  }
+  for (auto& b : m) b = uint8_t(rng());
+  for (size_t off = 0; off < m.size(); off += info.block_bytes) {
+    uint8_t* b = m.data() + off;
+    switch (t) {
+      case DType::Q6_K: put16(b + 208, small_half()); break;
+      case DType::Q8_0: case DType::Q4_0: case DType::Q5_0: put16(b, small_half()); break;
+      default: put16(b, small_half()); put16(b + 2, small_half()); break;
+    }
+  }
+  return m;
+}
+
+std::vector<float> randn(size_t n, std::mt19937& rng, float sd = 1.0f) {
+  std::normal_distribution<float> nd(0.0f, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+// A weight matrix with a host copy (for the CPU backend) and a device copy (for CUDA).
+struct TwinMatrix {
+  std::vector<uint8_t> host;
+  std::unique_ptr<DeviceBytes> dev;
+  WeightMatrix cpu, gpu;
+  TwinMatrix(DType t, int64_t rows, int64_t cols, std::mt19937& rng) : host(random_matrix(t, rows, cols, rng)) {
+    dev = std::make_unique<DeviceBytes>(host);
+    const size_t rb = host.size() / size_t(rows);
+    cpu = {host.data(), t, rows, cols, rb, std::string(dtype_name(t))};
+    gpu = cpu;
+    gpu.data = static_cast<const uint8_t*>(dev->p);
+  }
+};
+struct TwinVec {
+  std::vector<uint8_t> host;
+  std::unique_ptr<DeviceBytes> dev;
+  VecRef cpu, gpu;
+  TwinVec(DType t, int64_t n, std::mt19937& rng) : host(random_matrix(t, 1, n, rng)) {
+    dev = std::make_unique<DeviceBytes>(host);
+    cpu = {host.data(), t, n};
+    gpu = {dev->p, t, n};
+  }
+};
+
+// Two backends over the same dimensions and run options.
+struct Rig {
+  EngineDims d{256, 4, 2, 64, 512, 320, 2};
+  std::unique_ptr<Backend> cpu, gpu;
+  std::vector<float> inv_freq;
+  Rig(DType kv = DType::F32, RopeStyle rope = RopeStyle::NeoX) {
+    ModelSpec spec;
+    spec.hidden_size = d.hidden;
+    spec.num_heads = d.heads;
+    spec.num_kv_heads = d.kv_heads;
+    spec.head_dim = d.head_dim;
+    spec.intermediate_size = d.inter;
+    spec.vocab_size = d.vocab;
+    spec.num_layers = d.layers;
+    spec.max_context = 64;
+    EngineConfig c;
+    c.max_batch = 4;
+    c.max_context = 64;
+    c.max_tokens = 32;
+    c.logit_rows = 8;
+    c.kv_dtype = kv;
+    c.threads = 2;
+    for (int64_t i = 0; i < d.head_dim / 2; ++i) inv_freq.push_back(float(std::pow(10000.0, -2.0 * double(i) / double(d.head_dim))));
+    cpu = make_cpu_backend(2);
+    gpu = make_cuda_backend(0);
+    cpu->allocate({d, engine_memory(spec, c), 1e-5f, rope, inv_freq});
+    c.cuda = true;
+    const EngineMemory mg = engine_memory(spec, c);
+    gpu->allocate({d, mg, 1e-5f, rope, inv_freq});
+    CHECK(gpu->allocated_bytes() <= mg.total());  // the rest is the Transformer's host tables
+  }
+  void write(Buf b, const std::vector<float>& v) {
+    cpu->write(b, v);
+    gpu->write(b, v);
+  }
+  void tokens(const std::vector<int32_t>& id, const std::vector<int32_t>& slot, const std::vector<int64_t>& pos) {
+    BatchTokens t{id, slot, pos};
+    cpu->set_tokens(t);
+    gpu->set_tokens(t);
+  }
+  // Largest |gpu - cpu| over the first `rows` rows of b, relative to the largest |cpu|.
+  double diff(Buf b, int64_t rows) {
+    auto want = cpu->read(b, rows), got = gpu->read(b, rows);
+    double scale = 0, err = 0;
+    size_t worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, double(std::abs(want[i])));
+      const double e = std::isnan(got[i]) != std::isnan(want[i]) ? INFINITY : std::abs(double(got[i]) - want[i]);
+      if (e > err) err = e, worst = i;
+    }
+    const int64_t w = buf_width(d, b);
+    UNSCOPED_INFO("buffer " << int(b) << " [" << rows << " x " << w << "]: max error " << err << " at row "
+                            << int64_t(worst) / w << " col " << int64_t(worst) % w << " (cpu "
+                            << (want.empty() ? 0.f : want[worst]) << ", gpu " << (got.empty() ? 0.f : got[worst])
+                            << "), scale " << scale);
+    return err / std::max(scale, 1.0);
+  }
+};
+
+const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                              DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+}  // namespace
+
+TEST_CASE("cuda backend: without a device (or without CUDA) it refuses with engine.no_cuda", "[cuda]") {
+  std::string why;
+  if (cuda::engine_available(&why)) {
+    // With a device, an index past the last one is the refusal to check.
+    try {
+      make_cuda_backend(1000);
+      FAIL("cuda:1000 accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == "engine.no_cuda");
+    }
+    return;
+  }
+  try {
+    make_cuda_backend(0);
+    FAIL("a CUDA backend started without a device");
+  } catch (const Error& e) {
+    CHECK(e.code() == "engine.no_cuda");
+    CHECK(std::string(e.what()).find("cuda:0") != std::string::npos);
+  }
+}
+
+TEST_CASE("cuda backend: embedding, norms, residual adds, SiLU and row selection equal the CPU backend", "[cuda]") {
+  if (!have_gpu()) return;
+  std::mt19937 rng(11);
+  Rig r;
+  r.tokens({5, 319, 0, 17, 5}, {0, 0, 1, 2, 3}, {0, 1, 0, 0, 0});
+  for (DType t : {DType::F32, DType::BF16, DType::Q4_K, DType::Q6_K, DType::Q5_0}) {
+    INFO("embedding " << dtype_name(t));
+    TwinMatrix table(t, r.d.vocab, r.d.hidden, rng);
+    r.cpu->embed(table.cpu);
+    r.gpu->embed(table.gpu);
+    CHECK(r.diff(Buf::X, 5) == 0.0);
+  }
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    INFO("norm weights " << dtype_name(t));
+    TwinVec w(t, r.d.hidden, rng);
+    r.write(Buf::X, randn(size_t(5 * r.d.hidden), rng, 3.0f));
+    r.write(Buf::Tmp, randn(size_t(5 * r.d.hidden), rng));
+    r.cpu->rmsnorm(Buf::X, Buf::XN, w.cpu);
+    r.gpu->rmsnorm(Buf::X, Buf::XN, w.gpu);
+    CHECK(r.diff(Buf::XN, 5) < 1e-6);
+    r.cpu->add_rmsnorm(Buf::X, Buf::Tmp, Buf::XN, w.cpu);
+    r.gpu->add_rmsnorm(Buf::X, Buf::Tmp, Buf::XN, w.gpu);
+    CHECK(r.diff(Buf::X, 5) < 1e-6);
+    CHECK(r.diff(Buf::XN, 5) < 1e-6);
+    r.cpu->add(Buf::X, Buf::Tmp);
+    r.gpu->add(Buf::X, Buf::Tmp);
+    CHECK(r.diff(Buf::X, 5) < 1e-6);
+    const std::vector<int64_t> rows = {4, 1, 3};
+    r.cpu->select_rows(rows, w.cpu);
+    r.gpu->select_rows(rows, w.gpu);
+    CHECK(r.diff(Buf::Sel, 3) < 1e-6);
+  }
+  r.write(Buf::Gate, randn(size_t(5 * r.d.inter), rng, 4.0f));
+  r.write(Buf::Up, randn(size_t(5 * r.d.inter), rng));
+  r.cpu->silu_mul(Buf::Gate, Buf::Up);
+  r.gpu->silu_mul(Buf::Gate, Buf::Up);
+  CHECK(r.diff(Buf::Gate, 5) < 1e-6);
+}
+
+TEST_CASE("cuda backend: matmul for every weight type, decode (GEMV) and prefill (cuBLAS) batches, with bias",
+          "[cuda]") {
+  if (!have_gpu()) return;
+  std::mt19937 rng(12);
+  Rig r;
+  for (int64_t T : {3, 20}) {
+    const size_t n = static_cast<size_t>(T);
+    std::vector<int32_t> id(n, 0), slot(n, 0);
+    std::vector<int64_t> pos(n, 0);
+    for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = t;
+    r.tokens(id, slot, pos);
+    for (DType t : kWeightTypes) {
+      INFO(dtype_name(t) << " weights, " << T << " tokens (" << (T >= cuda::kGemmMinTokens ? "cuBLAS" : "GEMV") << ")");
+      TwinMatrix q(t, r.d.q_dim(), r.d.hidden, rng), gate(t, r.d.inter, r.d.hidden, rng), down(t, r.d.hidden, r.d.inter, rng);
+      TwinVec bias(DType::BF16, r.d.q_dim(), rng);
+      r.write(Buf::XN, randn(size_t(T * r.d.hidden), rng));
+      const MatmulJob jc[2] = {{&q.cpu, Buf::Q, bias.cpu}, {&gate.cpu, Buf::Gate, {}}};
+      const MatmulJob jg[2] = {{&q.gpu, Buf::Q, bias.gpu}, {&gate.gpu, Buf::Gate, {}}};
+      r.cpu->matmul(jc, Buf::XN);
+      r.gpu->matmul(jg, Buf::XN);
+      CHECK(r.diff(Buf::Q, T) < 1e-4);
+      CHECK(r.diff(Buf::Gate, T) < 1e-4);
+      const MatmulJob dc[1] = {{&down.cpu, Buf::Tmp, {}}};
+      const MatmulJob dg[1] = {{&down.gpu, Buf::Tmp, {}}};
+      r.cpu->matmul(dc, Buf::Gate);
+      r.gpu->matmul(dg, Buf::Gate);
+      CHECK(r.diff(Buf::Tmp, T) < 1e-4);
+    }
+  }
+  INFO("head over 3 selected rows, Q8_0");
+  TwinMatrix head(DType::Q8_0, r.d.vocab, r.d.hidden, rng);
+  r.write(Buf::Sel, randn(size_t(3 * r.d.hidden), rng));
+  r.cpu->head(head.cpu, 3);
+  r.gpu->head(head.gpu, 3);
+  auto want = r.cpu->logits(3);
+  std::vector<float> w(want.begin(), want.end());
+  auto got = r.gpu->logits(3);
+  REQUIRE(got.size() == w.size());
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < w.size(); ++i) err = std::max(err, double(std::abs(got[i] - w[i]))), scale = std::max(scale, double(std::abs(w[i])));
+  CHECK(err / std::max(scale, 1.0) < 1e-4);
+}
+
+TEST_CASE("cuda backend: RoPE, KV cache writes and attention (GQA, window, f16 cache, q/k norm)", "[cuda]") {
+  if (!have_gpu()) return;
+  std::mt19937 rng(13);
+  for (DType kv : {DType::F32, DType::F16}) {
+    for (RopeStyle rope : {RopeStyle::NeoX, RopeStyle::Interleaved}) {
+      for (int64_t window : {0, 4}) {
+        for (bool qk_norm : {false, true}) {
+          INFO("kv " << dtype_name(kv) << ", rope " << (rope == RopeStyle::NeoX ? "neox" : "interleaved") << ", window "
+                     << window << ", q/k norm " << qk_norm);
+          Rig r(kv, rope);
+          TwinVec qn(DType::F32, r.d.head_dim, rng), kn(DType::BF16, r.d.head_dim, rng);
+          const VecRef qc = qk_norm ? qn.cpu : VecRef{}, kc = qk_norm ? kn.cpu : VecRef{};
+          const VecRef qg = qk_norm ? qn.gpu : VecRef{}, kg = qk_norm ? kn.gpu : VecRef{};
+          // Step 1: a 10-token prefill in slot 1 and a 3-token one in slot 0. Step 2: one
+          // decode token in each, attending to what step 1 cached.
+          struct Step {
+            std::vector<int32_t> slot;
+            std::vector<int64_t> pos;
+          };
+          Step steps[2];
+          for (int64_t p = 0; p < 10; ++p) steps[0].slot.push_back(1), steps[0].pos.push_back(p);
+          for (int64_t p = 0; p < 3; ++p) steps[0].slot.push_back(0), steps[0].pos.push_back(p);
+          steps[1] = {{1, 0}, {10, 3}};
+          for (int s = 0; s < 2; ++s) {
+            INFO("step " << s);
+            const int64_t T = int64_t(steps[s].slot.size());
+            r.tokens(std::vector<int32_t>(size_t(T), 0), steps[s].slot, steps[s].pos);
+            r.write(Buf::Q, randn(size_t(T * r.d.q_dim()), rng));
+            r.write(Buf::K, randn(size_t(T * r.d.kv_dim()), rng));
+            r.write(Buf::V, randn(size_t(T * r.d.kv_dim()), rng));
+            r.cpu->rope_and_cache(1, qc, kc);
+            r.gpu->rope_and_cache(1, qg, kg);
+            CHECK(r.diff(Buf::Q, T) < 1e-6);
+            CHECK(r.diff(Buf::K, T) < 1e-6);
+            r.cpu->attention(1, window);
+            r.gpu->attention(1, window);
+            CHECK(r.diff(Buf::Att, T) < 1e-4);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda engine: models on cuda:0 match the transformers goldens and the CPU engine's greedy tokens",
+          "[cuda]") {
+  if (!have_gpu()) return;
+  const auto goldens = nlohmann::json::parse(std::ifstream(test::testdata("engine/goldens.json")));
+  const char* keys[] = {"models/llama", "models/qwen2", "models/mistral", "engine/qwen3", "engine/llama3-rope",
+                        "engine/llama-tied", "engine/llama-small-bf16", "engine/llama-small-f16",
+                        "engine/llama-small-gguf/llama-small-q8_0.gguf", "engine/llama-small-gguf/llama-small-q4_0.gguf"};
+  EngineOptions o;
+  o.max_context = 64;
+  o.logit_rows = 64;
+  for (const char* key : keys) {
+    INFO(key);
+    const auto& g = goldens.at(key);
+    auto gpu = test::load_engine_model(test::testdata(key), o, Device{Device::Kind::Cuda, 0});
+    auto cpu = test::load_engine_model(test::testdata(key), o);
+    CHECK(gpu.tf->describe().find("cuda:0") != std::string::npos);
+    CHECK(gpu.tf->state_bytes() == gpu.tf->predicted().total());
+    auto p0 = g.at("prompts")[0].get<std::vector<int32_t>>();
+    SeqChunk ch{0, 0, p0, true};
+    auto out = gpu.tf->forward({&ch, 1});
+    const auto& ref = g.at("logits");
+    REQUIRE(out.size() == ref.size() * size_t(gpu.tf->vocab()));
+    double worst = 0;
+    for (size_t row = 0; row < ref.size(); ++row) {
+      double scale = 0, err = 0;
+      for (size_t i = 0; i < ref[row].size(); ++i) {
+        const double want = ref[row][i].get<double>();
+        scale = std::max(scale, std::abs(want));
+        err = std::max(err, std::abs(double(out[row * size_t(gpu.tf->vocab()) + i]) - want));
+      }
+      worst = std::max(worst, err / std::max(scale, 1e-6));
+    }
+    INFO("largest logit error relative to the row's scale: " << worst);
+    CHECK(worst < 1e-4);
+    for (size_t i = 0; i < g.at("prompts").size(); ++i) {
+      auto prompt = g.at("prompts")[i].get<std::vector<int32_t>>();
+      auto got = test::greedy(*gpu.tf, prompt, 16);
+      INFO("prompt " << i);
+      CHECK(got == g.at("continuations")[i].get<std::vector<int32_t>>());
+      CHECK(got == test::greedy(*cpu.tf, prompt, 16));
+    }
+  }
+}
