@@ -13,6 +13,8 @@
 #include "core/error.hpp"
 #include "engine/engine.hpp"
 #include "memory/engine_memory.hpp"
+#include "memory/estimate.hpp"
+#include "memory/plan.hpp"
 #include "model/arch_table.hpp"
 #include "tests/helpers.hpp"
 #include "tests/test_engine_helpers.hpp"
@@ -203,6 +205,28 @@ TEST_CASE("seam: the engine allocates exactly what engine_memory() predicts", "[
     CHECK(m.tf->state_bytes() + m.tf->weights().pool_bytes() == want.total());
     CHECK(m.tf->weights().pool_bytes() == want.stream_pool);
     CHECK(want.kv_cache == uint64_t(2 * 2 * c.batch * c.context * 16 * (c.kv == DType::F16 ? 2 : 4)));
+  }
+}
+
+TEST_CASE("seam: plan charges the stream pool the engine allocates (slots page-aligned, not tensor bytes)",
+          "[engine][seam]") {
+  for (const char* rel : {"engine/llama-small-gguf/llama-small-f32.gguf", "engine/llama-small-gguf/llama-small-q8_0.gguf",
+                          "engine/llama-small"}) {
+    INFO(rel);
+    auto m = test::load_engine_model(test::testdata(rel), small_opts(), kDisk, StreamOptions{});
+    Workload w;
+    w.runtime = Runtime::Nunchaku;
+    w.target = Target::Cpu;
+    const Estimate e = estimate(m.ck, m.layout, w);
+    PlanRequest r;
+    r.cpu_ram = 1ull << 40;
+    r.allow_disk = true;
+    const DevicePlan p = charge_plan(e, r, std::vector<Device>(e.modules.size(), kDisk));
+    uint64_t largest_tensor_bytes = 0;
+    for (const ModuleCost& mc : e.modules) largest_tensor_bytes = std::max(largest_tensor_bytes, mc.weight_bytes);
+    CHECK(p.devices.at(0).device.kind == Device::Kind::Cpu);
+    CHECK(p.devices.at(0).staging == m.tf->weights().pool_bytes());
+    CHECK(m.tf->weights().slot_bytes() > largest_tensor_bytes);  // the gap the tensor bytes left
   }
 }
 

@@ -25,7 +25,7 @@ StreamedProvider::StreamedProvider(const Checkpoint& ck, const ModelLayout& layo
     if (store.modules()[m].device.kind != Device::Kind::Disk || layout.modules[m].tensors.empty()) continue;
     streamed_[m] = true;
     reads_[m] = plan_module_reads(ck, layout.modules[m]);
-    slot_bytes_ = std::max(slot_bytes_, reads_[m].bytes);
+    slot_bytes_ = std::max(slot_bytes_, stream_slot_bytes(ck, layout.modules[m]));  // == reads_[m].bytes
     for (TensorView& v : info_[m]) {
       v.data = nullptr;
       v.device = Device{Device::Kind::Cpu, 0};  // where the bytes are while acquired

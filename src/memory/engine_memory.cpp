@@ -4,6 +4,7 @@
 
 #include "core/checked.hpp"
 #include "cuda/engine_ops.hpp"
+#include "io/module_reads.hpp"
 
 namespace nunchaku {
 
@@ -21,6 +22,14 @@ EngineDims engine_dims(const ModelSpec& spec) {
   d.vocab = spec.vocab_size;
   d.layers = spec.num_layers;
   return d;
+}
+
+uint64_t stream_slot_bytes(const Checkpoint& ck, const Module& m) {
+  if (std::all_of(m.tensors.begin(), m.tensors.end(), [&](size_t t) { return t < ck.tensors.size(); }))
+    return plan_module_reads(ck, m).bytes;
+  Module known = m;  // a layout made for another index: charge the tensors that exist
+  std::erase_if(known.tensors, [&](size_t t) { return t >= ck.tensors.size(); });
+  return plan_module_reads(ck, known).bytes;
 }
 
 EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {

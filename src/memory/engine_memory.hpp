@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "format/checkpoint.hpp"
 #include "format/dtype.hpp"
 #include "model/model.hpp"
 
@@ -59,6 +60,11 @@ constexpr int kStreamSlots = 2;
 // Weight vectors (norms, biases) stored as F16/BF16 are widened to fp32 per op into this
 // many backend-owned slots (q, k and v biases are the most one op uses).
 constexpr int kVecSlots = 3;
+
+// Bytes of the slot that holds module `m` while it is streamed: its page-aligned read
+// layout (io/module_reads.hpp), as the streamed provider lays it out. The provider sizes
+// its slots with this and plan charges kStreamSlots x the largest disk module's.
+uint64_t stream_slot_bytes(const Checkpoint& ck, const Module& m);
 
 // Resolves the defaults of `cfg` against the spec and sizes every buffer.
 EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg);

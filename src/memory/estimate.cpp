@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "memory/engine_memory.hpp"
 #include "memory/estimate_detail.hpp"
 #include "memory/quant.hpp"
 #include "core/units.hpp"
@@ -268,6 +269,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
     for (auto [_, p] : leaf) e.largest_layer_parameters = std::max(e.largest_layer_parameters, p);
     if (m.kind == ModuleKind::Layer && m.layer >= 0 && !training)  // training keeps no KV cache
       mc.kv_bytes = kv_layer_bytes(s, m.layer, w.context, w.batch, e.kv_dtype);
+    mc.stream_bytes = stream_slot_bytes(ck, m);
     e.parameters += mc.parameters;
     e.modules.push_back(std::move(mc));
   }

@@ -43,6 +43,8 @@ struct ModuleCost {
   uint64_t trainable_parameters = 0;
   uint64_t train_bytes = 0;      // gradients + master weights + optimizer states + adapter weights,
                                  // unpartitioned (ZeRO-0) and on the GPU (no offload)
+  uint64_t stream_bytes = 0;     // nunchaku's streaming slot for it (stream_slot_bytes, the file
+                                 // layout as stored); 0 when no checkpoint was given
 };
 
 struct Estimate {

@@ -164,7 +164,8 @@ DevicePlan charge_plan(const Estimate& e, const PlanRequest& r, const std::vecto
     // nunchaku's engine runs disk modules on the CPU through a ring of stream slots.
     uint64_t largest_disk = 0;
     for (size_t i = 0; i < e.modules.size() && i < where.size(); ++i)
-      if (where[i].kind == Device::Kind::Disk) largest_disk = std::max(largest_disk, e.modules[i].weight_bytes);
+      if (where[i].kind == Device::Kind::Disk)  // the slot as the engine lays it out (stream_slot_bytes)
+        largest_disk = std::max(largest_disk, e.modules[i].stream_bytes ? e.modules[i].stream_bytes : e.modules[i].weight_bytes);
     p.devices[cpu].staging = uint64_t(kStreamSlots) * largest_disk;  // the engine's pool (engine_memory.hpp)
   }
 
