@@ -36,6 +36,7 @@
 #include "io/atomic_output.hpp"
 #include "io/loader.hpp"
 #include "core/source.hpp"
+#include "memory/engine_memory.hpp"
 #include "memory/estimate.hpp"
 #include "memory/plan.hpp"
 #include "core/units.hpp"
@@ -80,6 +81,7 @@ Placement run_placement(const RunCliOptions& o, const Checkpoint& ck, const Mode
     w.context = o.context;
     w.kv_dtype = kv;
     w.threads = o.threads;
+    w.prefill_chunk = o.prefill_chunk;
     w.target = Target::Cpu;  // the CPU engine: no GPU overheads
     w.overheads = {{"cuda_context", 0}, {"cublas_workspace", 0}};
     p = plan_placement(estimate(ck, layout, w), {}, parse_size_or_throw(o.cpu_ram, "--cpu-ram"));
@@ -154,6 +156,7 @@ std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& c
   es.options.max_batch = o.batch_size;
   es.options.max_context = o.context;
   es.options.kv_dtype = kv;
+  es.options.max_tokens = engine_max_tokens(o.prefill_chunk, o.batch_size);  // what estimate charges
   es.threads = o.threads;
   if (o.offload == "stream") es.stream = engine::StreamOptions{};
   m->engine = engine::make_engine(ck, layout, m->loaded.store, es);
@@ -453,7 +456,7 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--batch-size", o->batch_size, "Sequences decoded together (one pass over the weights serves all)")->capture_default_str();
   cmd->add_option("--max-tokens", o->max_tokens, "Generated tokens per request at most")->capture_default_str();
   cmd->add_option("--context", o->context, "Tokens per sequence, prompt + generated (default min(model max, 4096))");
-  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens per forward pass (default: engine's)");
+  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens per forward pass, at least the batch size; sizes the engine's pass buffers (default max(256, batch size))");
   cmd->add_option("--temperature", o->temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "0 = off")->capture_default_str();
   cmd->add_option("--top-p", o->top_p, "1 = off")->capture_default_str();

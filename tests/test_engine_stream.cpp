@@ -230,6 +230,37 @@ TEST_CASE("seam: plan charges the stream pool the engine allocates (slots page-a
   }
 }
 
+TEST_CASE("seam: --prefill-chunk sizes the engine's passes, and estimate charges what the engine allocates",
+          "[engine][seam]") {
+  const std::string path = test::testdata("engine/llama-small");
+  struct Case {
+    int64_t chunk;
+    int batch;
+    int64_t want_tokens;  // by hand: the chunk, at least the batch; 0 = max(256, batch)
+  };
+  for (const Case c : {Case{0, 2, 256}, Case{32, 2, 32}, Case{3, 8, 8}, Case{1000, 1, 1000}}) {
+    INFO("chunk " << c.chunk << " batch " << c.batch);
+    CHECK(engine_max_tokens(c.chunk, c.batch) == c.want_tokens);
+    EngineOptions o;
+    o.max_batch = c.batch;
+    o.max_context = 64;
+    o.max_tokens = engine_max_tokens(c.chunk, c.batch);  // what run passes
+    auto m = test::load_engine_model(path, o, Device{Device::Kind::Cpu, 0}, std::nullopt, 2);
+    Workload w;
+    w.batch = c.batch;
+    w.context = 64;
+    w.prefill_chunk = c.chunk;
+    w.threads = 2;
+    w.kv_dtype = DType::F32;
+    w.target = Target::Cpu;
+    const Estimate e = estimate(m.ck, m.layout, w);
+    CHECK(e.workload.prefill_chunk == c.want_tokens);
+    const uint64_t predicted =
+        e.component("kv_cache") + e.component("activations") + e.component("logits") + e.component("scratch");
+    CHECK(m.tf->state_bytes() == predicted);
+  }
+}
+
 TEST_CASE("seam: engine_memory by hand, and saturating instead of wrapping", "[engine][seam]") {
   Checkpoint ck = open_checkpoint(test::testdata("engine/llama-small"));
   const ModelSpec spec = *describe_model(ck).spec;  // hidden 32, heads 4/2 x 8, ffn 64, vocab 128, 2 layers

@@ -24,6 +24,10 @@ EngineDims engine_dims(const ModelSpec& spec) {
   return d;
 }
 
+int64_t engine_max_tokens(int64_t prefill_chunk, int64_t batch) {
+  return prefill_chunk > 0 ? std::max(prefill_chunk, batch) : std::max<int64_t>(256, batch);
+}
+
 uint64_t stream_slot_bytes(const Checkpoint& ck, const Module& m) {
   if (std::all_of(m.tensors.begin(), m.tensors.end(), [&](size_t t) { return t < ck.tensors.size(); }))
     return plan_module_reads(ck, m).bytes;
@@ -38,7 +42,7 @@ EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
   c = cfg;
   if (c.max_batch <= 0) c.max_batch = 1;
   if (c.max_context <= 0) c.max_context = spec.max_context > 0 ? std::min<int64_t>(spec.max_context, 4096) : 2048;
-  if (c.max_tokens <= 0) c.max_tokens = std::max<int64_t>(256, c.max_batch);
+  if (c.max_tokens <= 0) c.max_tokens = engine_max_tokens(0, c.max_batch);
   if (c.logit_rows <= 0) c.logit_rows = c.max_batch;
   if (c.threads <= 0) c.threads = 1;
   const EngineDims d = engine_dims(spec);

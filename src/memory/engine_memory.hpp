@@ -16,7 +16,7 @@ namespace nunchaku {
 struct EngineConfig {
   int max_batch = 1;            // KV slots: sequences held at once
   int64_t max_context = 0;      // positions per slot; 0 = min(spec.max_context, 4096) (2048 if unknown)
-  int64_t max_tokens = 0;       // tokens one forward pass may carry; 0 = max(256, max_batch)
+  int64_t max_tokens = 0;       // tokens one forward pass may carry; 0 = engine_max_tokens(0, max_batch)
   int64_t logit_rows = 0;       // logit rows one forward pass may return; 0 = max_batch
   DType kv_dtype = DType::F32;  // F32 or F16
   int threads = 1;              // CPU threads (attention scratch is per thread)
@@ -60,6 +60,11 @@ constexpr int kStreamSlots = 2;
 // Weight vectors (norms, biases) stored as F16/BF16 are widened to fp32 per op into this
 // many backend-owned slots (q, k and v biases are the most one op uses).
 constexpr int kVecSlots = 3;
+
+// Tokens one forward pass carries (EngineConfig::max_tokens): run's --prefill-chunk when
+// given (at least the batch: a decode step carries a token of every sequence), else
+// max(256, batch). Prompts are fed in passes of this many tokens.
+int64_t engine_max_tokens(int64_t prefill_chunk, int64_t batch);
 
 // Bytes of the slot that holds module `m` while it is streamed: its page-aligned read
 // layout (io/module_reads.hpp), as the streamed provider lays it out. The provider sizes

@@ -130,6 +130,9 @@ Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoi
   require(w.lora_rank >= 1 && w.lora_rank <= 65536, "usage.lora_rank", "--lora-rank must be in 1..65536");
   if (!w.runtime) w.runtime = !training ? Runtime::Nunchaku : w.zero > 0 ? Runtime::DeepSpeed : Runtime::Transformers;
   const Runtime r = *w.runtime;
+  // nunchaku feeds prompts in passes of the engine's max_tokens, which --prefill-chunk sets
+  // (run's flag of the same name): not clamped to the context, at least the batch.
+  if (r == Runtime::Nunchaku && !training) w.prefill_chunk = engine_max_tokens(in.prefill_chunk, w.batch);
   require(!training || r == Runtime::Transformers || r == Runtime::DeepSpeed, "usage.runtime_mode",
           fmt::format("--runtime {} does not train", runtime_name(r)), "use --runtime transformers or deepspeed for --mode train/lora/qlora");
   require(training || r != Runtime::DeepSpeed, "usage.runtime_mode", "--runtime deepspeed is modelled for training only",

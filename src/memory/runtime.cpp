@@ -97,6 +97,7 @@ uint64_t add_nunchaku(Estimate& e) {
   c.max_context = w.context;
   c.kv_dtype = e.kv_dtype;
   c.threads = w.threads;
+  c.max_tokens = w.prefill_chunk;  // engine_max_tokens(--prefill-chunk, batch), resolved with the workload
   EngineMemory m = engine_memory(e.spec, c);
   const EngineDims dd = engine_dims(e.spec);
   // engine_memory does not saturate: a batch × context that wraps must read as OOM.
@@ -120,8 +121,8 @@ uint64_t add_nunchaku(Estimate& e) {
   e.logits_bytes = m.logits;
   e.runtime_model = {
       "nunchaku engine: run state allocated once by engine_memory() (the engine's own sizing function)",
-      fmt::format("prefill in passes of at most max_tokens = max(256, batch) = {} tokens; attention row by row (no score matrix)",
-                  m.config.max_tokens),
+      fmt::format("prefill in passes of at most max_tokens = {} tokens (--prefill-chunk, at least the batch; default max(256, batch)); "
+                  "attention row by row (no score matrix)", m.config.max_tokens),
       fmt::format("KV cache: {} slots × {} positions, {}, preallocated", c.max_batch, w.context, dtype_name(e.kv_dtype))};
   return 0;
 }
