@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measured peaks side by side with `nunchaku estimate`'s predictions, error % per case.
 #
-#   scripts/bench_estimate_accuracy.sh [build/nunchaku]        (NO_TORCH=1: nunchaku cases only)
+#   scripts/bench_estimate_accuracy.sh [build/nunchaku]        (NO_TORCH=1: nunchaku cases only;
+#                                                               ONLY=cuda: the CUDA cases only, for gpu-check.sh)
 #
 # Model: a random-weight Llama made here with transformers (hidden 768, 8 layers, fp32,
 # ~56M parameters, the run fixture's tokenizer), in a temp dir.
@@ -117,7 +118,8 @@ if device == "cuda":
 print(json.dumps(out))
 EOF
 
-if [[ -z "${NO_TORCH:-}" ]]; then
+ONLY=${ONLY:-}
+if [[ -z "${NO_TORCH:-}" && "$ONLY" != cuda ]]; then
   # What torch itself takes beyond import for its first ops (a 256x256 linear, backward, an
   # AdamW step): the CPU runtime's fixed cost (estimate's cpu_runtime default comes from it).
   rt=$(python3 "$WORK/case.py" "$MODEL" "runtime:sdpa" cpu "$THREADS" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu"])')
@@ -133,6 +135,8 @@ if [[ -z "${NO_TORCH:-}" ]]; then
     fi
     row torch-cpu "$c" "$m" "$p"
   done
+fi
+if [[ -z "${NO_TORCH:-}" ]]; then
   if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
     for c in "train:4:256:none:sdpa" "generate:8:256:64:sdpa" "generate:8:256:64:eager"; do
       IFS=: read -r kind a b cflag attn <<< "$c"
@@ -176,11 +180,13 @@ EOF
   local measured=$(( $(cat "$WORK/rss") * 1024 ))
   row nunchaku-run "$label" "$measured" "$(predict --batch "$batch" "${copt[@]}" --threads "$THREADS")"
 }
-run_case "defaults: 8 requests, --batch-size 8, context 1024" 8 0
-run_case "batch 1, context 1024" 1 1024 --batch-size 1
-run_case "batch 1, context 512" 1 512 --batch-size 1
-run_case "batch 4, context 256" 4 256 --batch-size 4
-run_case "batch 8, context 512" 8 512 --batch-size 8
+if [[ "$ONLY" != cuda ]]; then
+  run_case "defaults: 8 requests, --batch-size 8, context 1024" 8 0
+  run_case "batch 1, context 1024" 1 1024 --batch-size 1
+  run_case "batch 1, context 512" 1 512 --batch-size 1
+  run_case "batch 4, context 256" 4 256 --batch-size 4
+  run_case "batch 8, context 512" 8 512 --batch-size 8
+fi
 
 # --- the table ----------------------------------------------------------------------------
 echo

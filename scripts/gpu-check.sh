@@ -95,6 +95,18 @@ else
   R[st]="skipped (no torch with CUDA)"
 fi
 
+# estimate against PyTorch on the GPU (torch.cuda.max_memory_allocated/reserved): the CUDA
+# cases of scripts/bench_estimate_accuracy.sh; its table goes to $BUILD/estimate-accuracy.log
+if python3 -c "import torch, transformers; assert torch.cuda.is_available()" 2>/dev/null; then
+  if timeout "$T_STEP" env ONLY=cuda ./scripts/bench_estimate_accuracy.sh "$BUILD/nunchaku" >"$BUILD/estimate-accuracy.log" 2>&1; then
+    R[est]=$(grep -E "^torch-cuda-(reserved|allocated): worst" "$BUILD/estimate-accuracy.log" | tr '\n' ' ')
+  else
+    R[est]="FAIL (see $BUILD/estimate-accuracy.log)"
+  fi
+else
+  R[est]="skipped (no torch + transformers with CUDA)"
+fi
+
 printf '\n%-44s %s\n' "gpu-check ($GIB GiB safetensors, warm cache)" "result"
 printf '%-44s %s\n' "CUDA tests [cuda]" "${R[tests]}"
 printf '%-44s %s\n' "load tests [load]" "${R[load_tests]}"
@@ -106,3 +118,4 @@ printf '%-44s %s\n' "safetensors load_file(device=cuda) GB/s" "${R[st]}"
 printf '%-44s %s\n' "  ours vs safetensors (target >= 5x)" "${R[ratio_st]:-n/a}"
 printf '%-44s %s\n' "GPU memory predicted / measured bytes" "${R[mem_pred]:-?} / ${R[mem_meas]:-?} (${R[mem_err]:-?}%)"
 printf '%-44s %s\n' "tensors verified after landing" "${R[verified]:-?}"
+printf '%-44s %s\n' "estimate vs PyTorch CUDA peaks" "${R[est]}"
