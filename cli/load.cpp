@@ -57,9 +57,7 @@ Placement choose_placement(const LoadCliOptions& o, const Checkpoint& ck, const 
     return plan_placement(e, std::move(vram), ram);
   };
   if (!o.vram.empty() || !o.cpu_ram.empty()) {
-    std::vector<uint64_t> vram;
-    if (!o.vram.empty())
-      for (const auto& part : split(o.vram, ',')) vram.push_back(parse_size_or_throw(part, "--vram"));
+    std::vector<uint64_t> vram = parse_vram_for_plan(o.vram, notes);
     uint64_t ram = o.cpu_ram.empty() ? free_bytes_on(Device{Device::Kind::Cpu, 0}) : parse_size_or_throw(o.cpu_ram, "--cpu-ram");
     return planned(vram, ram, {});
   }

@@ -17,6 +17,7 @@
 #include "memory/plan.hpp"
 #include "memory/plan_accelerate.hpp"
 #include "memory/plan_export.hpp"
+#include "memory/plan_verdict.hpp"
 #include "core/units.hpp"
 
 namespace nunchaku::cli {
@@ -24,72 +25,86 @@ namespace {
 
 struct PlanCliOptions {
   std::string path, vram, cpu_ram, strategy = "balanced", compat, format = "table", output, offload_exec = "cpu";
-  bool disk = false, min_vram = false;
+  bool disk = false, min_vram = false, json = false;
   WorkloadOptions w;
 };
+
+// The fixes under a verdict that does not fit (nothing when it fits).
+std::string render_fixes(const DevicePlan& p, const std::vector<PlanFix>& fixes) {
+  if (p.fits) return "";
+  if (fixes.empty()) return "nothing tried makes it fit (--disk, --cpu-ram, --quant, --context, more GPUs)\n";
+  std::string out = "to make it fit (each re-planned):\n";
+  for (const auto& f : fixes) out += fmt::format("  {:<30} {}\n  {:<30} -> {}\n", f.flags, f.what, "", f.verdict);
+  return out;
+}
 
 std::string dev_layers(const DeviceCharge& d) {
   if (d.layers == 0) return d.modules.empty() ? "-" : fmt::format("{} module{}", d.modules.size(), d.modules.size() == 1 ? "" : "s");
   return fmt::format("{}-{} ({})", d.first_layer, d.last_layer, d.layers);
 }
 
-void print_table(const DevicePlan& p, const Estimate& e, std::FILE* f) {
+std::string render_table(const DevicePlan& p, const Estimate& e, const std::vector<PlanFix>& fixes) {
   const auto& s = e.spec;
-  fmt::print(f, "model:    {} ({}), {} layers, {} params; {}, batch {}, context {}\n", s.architecture.empty() ? "?" : s.architecture,
-             s.source, s.num_layers, format_count(e.parameters), mode_name(e.workload.mode), e.workload.batch, e.workload.context);
-  fmt::print(f, "runtime:  {}{}\n", runtime_name(e.runtime), e.runtime_model.empty() ? "" : " (" + e.runtime_model.front() + ")");
-  fmt::print(f, "strategy: {}{}\n\n", strategy_name(p.strategy),
-             p.offload_exec == OffloadExec::Cpu ? " (offloaded layers run on the CPU)" : " (offloaded layers streamed to cuda:0)");
-  fmt::print(f, "{:<7} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "device", "layers", "weights", "KV",
-             "activations", "reserve", "total", "budget", "free");
+  std::string out;
+  auto put = [&out](fmt::string_view f, auto&&... args) { fmt::format_to(std::back_inserter(out), fmt::runtime(f), args...); };
+  put("model:    {} ({}), {} layers, {} params; {}, batch {}, context {}\n", s.architecture.empty() ? "unknown" : s.architecture,
+      s.source.empty() ? "unknown" : s.source, s.num_layers, format_count(e.parameters), mode_name(e.workload.mode), e.workload.batch,
+      e.workload.context);
+  put("runtime:  {}{}\n", runtime_name(e.runtime), e.runtime_model.empty() ? "" : " (" + e.runtime_model.front() + ")");
+  put("strategy: {}{}\n\n", strategy_name(p.strategy),
+      p.offload_exec == OffloadExec::Cpu ? " (offloaded layers run on the CPU)" : " (offloaded layers streamed to cuda:0)");
+  put("{:<7} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "device", "layers", "weights", "KV", "activations",
+      "reserve", "total", "budget", "free");
   for (const auto& d : p.devices) {
     const uint64_t reserve = d.logits + d.overheads + d.staging + d.train_states;
     const bool unlimited = d.budget == UINT64_MAX;
     std::string free = unlimited ? "-" : d.fits() ? format_bytes(d.budget - d.total()) : "-" + format_bytes(d.total() - d.budget);
-    fmt::print(f, "{:<7} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", d.device.str(), dev_layers(d),
-               format_bytes(d.weights), format_bytes(d.kv_cache), format_bytes(d.activations), format_bytes(reserve),
-               format_bytes(d.total()), unlimited ? "-" : format_bytes(d.budget), free);
+    put("{:<7} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", d.device.str(), dev_layers(d), format_bytes(d.weights),
+        format_bytes(d.kv_cache), format_bytes(d.activations), format_bytes(reserve), format_bytes(d.total()),
+        unlimited ? "-" : format_bytes(d.budget), free);
   }
-  for (const auto& n : e.notes) fmt::print(f, "note: {}\n", n);
-  fmt::print(f, "\nreserve = logits + CUDA context/cuBLAS/allocator overheads + staging / stream slots{}\n",
-             e.workload.mode == Mode::Infer ? "" : " + gradients/optimizer states");
-  for (const auto& n : p.notes) fmt::print(f, "note: {}\n", n);
-  if (p.fits && p.devices.size() > 1 && p.devices.front().device.kind == Device::Kind::Cuda)
-    fmt::print(f, "fits: {} of {} layers on GPUs\n", p.gpu_layers(), s.num_layers);
-  else if (p.fits) fmt::print(f, "fits (no GPU budget given)\n");
-  else fmt::print(f, "does NOT fit: {}\n", p.shortfall);
+  for (const auto& n : e.notes) put("note: {}\n", n);
+  put("\nreserve = logits + CUDA context/cuBLAS/allocator overheads + staging / stream slots{}\n",
+      e.workload.mode == Mode::Infer ? "" : " + gradients/optimizer states");
+  for (const auto& n : p.notes) put("note: {}\n", n);
+  put("{}\n", plan_verdict(p, static_cast<size_t>(s.num_layers)));
+  put("{}", render_fixes(p, fixes));
+  return out;
 }
 
 int run_plan(const PlanCliOptions& o) {
+  if (o.json && o.format != "table" && o.format != "json")
+    throw Error("usage.format", fmt::format("--json and --format {} disagree", o.format), {.hint = "--json is --format json"});
+  const std::string format = o.json ? "json" : o.format;
   static const std::vector<std::string> formats = {"table", "json", "accelerate", "llama.cpp", "vllm", "deepspeed"};
-  if (std::find(formats.begin(), formats.end(), o.format) == formats.end())
-    throw Error("usage.format", fmt::format("--format: unknown format '{}'", o.format), {.hint = "table, json, accelerate, llama.cpp, vllm, deepspeed"});
+  if (std::find(formats.begin(), formats.end(), format) == formats.end())
+    throw Error("usage.format", fmt::format("--format: unknown format '{}'", format), {.hint = "table, json, accelerate, llama.cpp, vllm, deepspeed"});
   if (!o.compat.empty() && o.compat != "accelerate")
     throw Error("usage.compat", fmt::format("--compat: unknown tool '{}'", o.compat), {.hint = "accelerate"});
   if (o.offload_exec != "cpu" && o.offload_exec != "gpu")
     throw Error("usage.offload_exec", fmt::format("--offload-exec must be cpu or gpu, not '{}'", o.offload_exec));
 
   PlanRequest r;
-  r.vram = parse_vram(o.vram);
+  std::vector<std::string> notes;
+  r.vram = parse_vram_for_plan(o.vram, notes);
   match_gpus(r.vram, o.w.gpus);
   r.strategy = o.compat == "accelerate" ? Strategy::Accelerate : parse_strategy(o.strategy);
   r.offload_exec = o.offload_exec == "gpu" ? OffloadExec::Gpu : OffloadExec::Cpu;
   r.allow_disk = o.disk;
   r.cpu_ram = o.cpu_ram.empty() ? free_bytes_on(Device{Device::Kind::Cpu, 0}) : parse_size_or_throw(o.cpu_ram, "--cpu-ram");
-  std::vector<std::string> notes;
   if (o.cpu_ram.empty()) notes.push_back(fmt::format("--cpu-ram defaulted to the host's available memory, {}", format_bytes(r.cpu_ram)));
 
   if (is_all_runtimes(o.w)) throw Error("usage.runtime", "plan takes one --runtime (estimate --runtime all compares them)");
   Workload w = to_workload(o.w, std::max<size_t>(1, r.vram.size()));
   // An export is planned with the runtime it exports to.
-  const std::optional<Runtime> exported = o.format == "llama.cpp" ? std::optional(Runtime::LlamaCpp)
-                                          : o.format == "vllm"      ? std::optional(Runtime::Vllm)
-                                          : o.format == "deepspeed" ? std::optional(Runtime::DeepSpeed)
-                                          : o.format == "accelerate" && w.mode == Mode::Infer ? std::optional(Runtime::Transformers)
+  const std::optional<Runtime> exported = format == "llama.cpp" ? std::optional(Runtime::LlamaCpp)
+                                          : format == "vllm"      ? std::optional(Runtime::Vllm)
+                                          : format == "deepspeed" ? std::optional(Runtime::DeepSpeed)
+                                          : format == "accelerate" && w.mode == Mode::Infer ? std::optional(Runtime::Transformers)
                                                                                             : std::nullopt;
   if (exported) {
     if (w.runtime && *w.runtime != *exported)
-      throw Error("usage.runtime", fmt::format("--format {} plans for {}, not --runtime {}", o.format, runtime_name(*exported), runtime_name(*w.runtime)));
+      throw Error("usage.runtime", fmt::format("--format {} plans for {}, not --runtime {}", format, runtime_name(*exported), runtime_name(*w.runtime)));
     w.runtime = exported;
   }
   Checkpoint ck = open_checkpoint(o.path);
@@ -105,7 +120,7 @@ int run_plan(const PlanCliOptions& o) {
     minv = min_vram(e, gpus, r.offload_exec);
     if (r.vram.empty() && minv) r.vram.assign(static_cast<size_t>(gpus), *minv);
   }
-  if (r.vram.empty() && o.format != "deepspeed")
+  if (r.vram.empty() && o.vram.empty() && format != "deepspeed")
     notes.push_back("no --vram: planning for the CPU alone (give --vram 16G[,24G] or --vram auto)");
 
   AccelerateMap amap;
@@ -115,50 +130,68 @@ int run_plan(const PlanCliOptions& o) {
                                           format_bytes(*minv), *minv));
   else if (o.min_vram) p.notes.push_back("min VRAM: no budget holds every module on the GPUs");
 
+  std::vector<PlanFix> fixes;
+  if (!p.fits && format != "deepspeed") {
+    Workload planned = w;
+    planned.context = e.workload.context;
+    auto replan = [&](const Workload& w2, const PlanRequest& r2) {
+      Estimate e2 = estimate(ck, layout, w2);
+      AccelerateMap m;
+      return r2.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e2, r2, &m) : make_plan(e2, r2);
+    };
+    fixes = plan_fixes({planned, r, e.workload.context, static_cast<size_t>(e.spec.num_layers), !o.cpu_ram.empty()}, replan);
+  }
+
   std::string text;
   bool fits = p.fits;
-  if (o.format == "table") {
-    // printed below
-  } else if (o.format == "json") {
+  if (format == "table") {
+    text = render_table(p, e, fixes);
+  } else if (format == "json") {
     auto j = to_json(p, e);
     j["path"] = ck.path;
+    j["verdict"] = plan_verdict(p, static_cast<size_t>(e.spec.num_layers));
+    j["fixes"] = to_json(fixes);
     if (minv) j["min_vram"] = *minv;
     text = j.dump(2) + "\n";
-  } else if (o.format == "accelerate") {
+  } else if (format == "accelerate") {
     auto j = r.strategy == Strategy::Accelerate ? accelerate_device_map(amap) : accelerate_device_map(p, e, layout);
     text = j.dump(2) + "\n";
-  } else if (o.format == "llama.cpp") {
+  } else if (format == "llama.cpp") {
     auto a = llama_cpp_args(p, e);
     text = a.command + "\n";
     p.notes.insert(p.notes.end(), a.notes.begin(), a.notes.end());
-  } else if (o.format == "vllm") {
+  } else if (format == "vllm") {
     std::vector<uint64_t> totals;
     std::string why;
     for (const auto& d : cuda::list_devices(&why)) totals.push_back(d.total_bytes);
     auto v = vllm_args(e, r.vram, totals);
     text = v.command + "\n";
     p.notes.insert(p.notes.end(), v.notes.begin(), v.notes.end());
-  } else if (o.format == "deepspeed") {
+  } else if (format == "deepspeed") {
     if (r.vram.empty()) throw Error("usage.vram", "--format deepspeed needs --vram");
     auto d = deepspeed_config(ck, layout, w, *std::min_element(r.vram.begin(), r.vram.end()));
     text = d["config"].dump(2) + "\n";
     fits = d["fits"].get<bool>();
+    p.fits = fits;
     p.shortfall = "no ZeRO stage or offload fits --vram (see the note)";
     p.notes.push_back(fmt::format("DeepSpeed: ZeRO-{} offload {}: {} per GPU ({})", d["zero"].get<int>(), d["offload"].get<std::string>(),
                                   format_bytes(d["per_gpu_total"].get<uint64_t>()), fits ? "fits" : "does NOT fit even so"));
   }
 
-  if (o.format == "table") {
-    print_table(p, e, stdout);
-  } else if (!o.output.empty()) {
+  if (!o.output.empty()) {
+    // The file gets the chosen format; stdout the table (or, for the table itself, where it went).
     write_file_atomically(o.output, text);
-    print_table(p, e, stdout);
-    fmt::print("wrote {} ({})\n", o.output, o.format);
-  } else {
+    if (format != "table") fmt::print("{}", render_table(p, e, fixes));
+    else fmt::print("{}\n", plan_verdict(p, static_cast<size_t>(e.spec.num_layers)));
+    fmt::print("wrote {} ({})\n", o.output, format);
+  } else if (format == "table" || format == "json") {
     fmt::print("{}", text);
-    if (o.format != "json")
-      for (const auto& n : p.notes) fmt::print(stderr, "note: {}\n", n);
-    if (!fits && o.format != "json") fmt::print(stderr, "does NOT fit: {}\n", p.shortfall);
+  } else {
+    // An export on stdout stays machine-readable: the words go to stderr.
+    fmt::print("{}", text);
+    std::fflush(stdout);
+    for (const auto& n : p.notes) fmt::print(stderr, "note: {}\n", n);
+    fmt::print(stderr, "{}\n{}", plan_verdict(p, static_cast<size_t>(e.spec.num_layers)), render_fixes(p, fixes));
   }
   return fits ? 0 : static_cast<int>(Exit::OutOfMemory);
 }
@@ -186,7 +219,8 @@ void add_plan(CLI::App& app, Action& action) {
   cmd->add_option("--compat", o->compat, "accelerate: reproduce accelerate's infer_auto_device_map exactly");
   cmd->add_option("--offload-exec", o->offload_exec, "Where offloaded layers run: cpu | gpu (streamed through cuda:0)")->capture_default_str();
   cmd->add_option("--format", o->format, "table | json | accelerate | llama.cpp | vllm | deepspeed")->capture_default_str();
-  cmd->add_option("-o,--output", o->output, "Write the --format output to FILE (the table goes to stdout)");
+  cmd->add_flag("--json", o->json, "Same as --format json");
+  cmd->add_option("-o,--output", o->output, "Write the --format output to FILE (an export's table goes to stdout)");
   cmd->add_flag("--min-vram", o->min_vram, "Also find the smallest memory per GPU that holds everything on the GPUs");
   add_workload_options(cmd, o->w);
   cmd->callback([o, &action] { action = [o] { return run_plan(*o); }; });

@@ -34,20 +34,43 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-// --vram: "16G", "16G,24G" or "auto" (free memory of the CUDA devices now).
-std::vector<uint64_t> parse_vram(const std::string& s) {
+namespace {
+
+// "16G", "16G,24G" or "auto" (free memory of the CUDA devices now); 0 stays in the list.
+std::vector<uint64_t> read_vram(const std::string& s) {
   std::vector<uint64_t> out;
   if (s.empty()) return out;
   if (s == "auto") {
     std::string why;
     for (const auto& d : cuda::list_devices(&why)) out.push_back(d.free_bytes);
     if (out.empty())
-      throw Error("usage.vram_auto", fmt::format("--vram auto: no CUDA device ({})", why), {.hint = "give sizes, e.g. --vram 24G"});
+      throw Error("usage.vram_auto", fmt::format("--vram auto: {}", why), {.hint = "give sizes, e.g. --vram 24G"});
     return out;
   }
   for (const auto& part : split(s, ',')) out.push_back(parse_size_or_throw(part, "--vram"));
   if (out.empty()) throw Error("usage.size", "--vram: no size given", {.hint = "e.g. --vram 16G or --vram 16G,24G"});
   return out;
+}
+
+}  // namespace
+
+std::vector<uint64_t> parse_vram(const std::string& s) {
+  auto out = read_vram(s);
+  if (std::find(out.begin(), out.end(), 0) != out.end())
+    throw Error("usage.vram_zero", "--vram 0: a GPU with no memory",
+                {.hint = "--device cpu estimates a CPU run; `nunchaku plan --vram 0` plans without GPUs"});
+  return out;
+}
+
+std::vector<uint64_t> parse_vram_for_plan(const std::string& s, std::vector<std::string>& notes) {
+  auto out = read_vram(s);
+  const auto zeros = std::count(out.begin(), out.end(), 0);
+  if (zeros == 0) return out;
+  if (zeros < static_cast<long>(out.size()))
+    throw Error("usage.vram_zero", fmt::format("--vram {}: a GPU with no memory among the others", s),
+                {.hint = "leave that GPU out of the list, or --vram 0 alone for no GPU"});
+  notes.push_back("--vram 0: no GPU, planning for the CPU (and disk with --disk)");
+  return {};
 }
 
 Workload to_workload(const WorkloadOptions& o, size_t n_vram) {

@@ -30,8 +30,12 @@ bool is_all_runtimes(const WorkloadOptions& o);
 // --gpus against --vram: one size and --gpus N means N GPUs of that size; several sizes
 // must number N. Throws Error usage.gpus (exit 2) otherwise.
 void match_gpus(std::vector<uint64_t>& vram, int gpus);
-// --vram: "16G", "16G,24G" or "auto" (free memory of the CUDA devices now); empty when not given.
+// --vram: "16G", "16G,24G" or "auto" (free memory of the CUDA devices now); empty when not
+// given. A 0 is exit 2 (a verdict against no memory says nothing).
 std::vector<uint64_t> parse_vram(const std::string& s);
+// --vram for the planners (plan, load): "0" alone means no GPU (empty, with a note in
+// `notes`); a 0 among other sizes is exit 2.
+std::vector<uint64_t> parse_vram_for_plan(const std::string& s, std::vector<std::string>& notes);
 std::vector<std::string> split(const std::string& s, char sep);
 
 }  // namespace nunchaku::cli

@@ -60,7 +60,7 @@ run_case() {
   cache=$(drop_cache)
   out=$(mktemp) err=$(mktemp)
   for ((i = 0; i < batch; i++)); do echo "Once upon a time there was a model number $i"; done |
-    /usr/bin/time -f "maxrss_kb %M" "$BIN" run "$DIR" --cpu-ram "$BUDGET" --offload "$mode" --raw \
+    /usr/bin/time -f "maxrss_kb %M" "$BIN" run "$DIR" --cpu-ram "${BUDGET}B" --offload "$mode" --raw \
       --max-tokens "$TOKENS" --batch-size "$batch" --context "$CONTEXT" --threads 2 >"$out" 2>"$err"
   python3 - "$out" "$err" "$cache" <<'PY'
 import json, re, sys

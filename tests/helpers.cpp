@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <random>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,44 @@ std::string read_text(const std::string& path) {
   std::ostringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+void write_sparse_llama(const std::string& dir, const std::string& config) {
+  const nlohmann::json c = read_json(config);
+  write_file(dir + "/config.json", c.dump(2));
+  const int64_t h = c["hidden_size"], layers = c["num_hidden_layers"], heads = c["num_attention_heads"];
+  const int64_t kv = c.value("num_key_value_heads", heads), inter = c["intermediate_size"], vocab = c["vocab_size"];
+  const int64_t kv_dim = h / heads * kv;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> ts = {{"model.embed_tokens.weight", {vocab, h}}};
+  for (int64_t i = 0; i < layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    for (auto [n, s] : std::vector<std::pair<const char*, std::vector<int64_t>>>{
+             {"self_attn.q_proj.weight", {h, h}},      {"self_attn.k_proj.weight", {kv_dim, h}},
+             {"self_attn.v_proj.weight", {kv_dim, h}}, {"self_attn.o_proj.weight", {h, h}},
+             {"mlp.gate_proj.weight", {inter, h}},     {"mlp.up_proj.weight", {inter, h}},
+             {"mlp.down_proj.weight", {h, inter}},     {"input_layernorm.weight", {h}},
+             {"post_attention_layernorm.weight", {h}}})
+      ts.push_back({p + n, s});
+  }
+  ts.push_back({"model.norm.weight", {h}});
+  ts.push_back({"lm_head.weight", {vocab, h}});
+  nlohmann::json hdr = nlohmann::json::object();
+  uint64_t off = 0;
+  for (const auto& [name, shape] : ts) {
+    uint64_t n = 2;
+    for (auto d : shape) n *= static_cast<uint64_t>(d);
+    hdr[name] = {{"dtype", "F16"}, {"shape", shape}, {"data_offsets", {off, off + n}}};
+    off += n;
+  }
+  std::string text = hdr.dump();
+  while (text.size() % 8) text += ' ';
+  std::string head(8, '\0');
+  for (int i = 0; i < 8; ++i) head[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  const std::string path = dir + "/model.safetensors";
+  write_file(path, head + text);
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(8 + text.size() + off)) != 0) throw std::runtime_error("cannot extend " + path);
+  ::close(fd);
 }
 
 std::string testdata(const std::string& rel) { return std::string(NUNCHAKU_SOURCE_DIR) + "/testdata/" + rel; }

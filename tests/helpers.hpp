@@ -33,6 +33,11 @@ nlohmann::json read_json(const std::string& path);
 std::string read_text(const std::string& path);
 void write_file(const std::string& path, const std::string& text);
 
+// A Llama-shaped checkpoint at full scale that takes no disk: `config` (a config.json path)
+// copied into `dir`, and one F16 model.safetensors with every tensor of that config, its
+// data region a file hole (header written, then ftruncate).
+void write_sparse_llama(const std::string& dir, const std::string& config);
+
 struct RunResult {
   int exit_code = -1;
   std::string out;  // stdout

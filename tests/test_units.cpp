@@ -12,14 +12,26 @@ TEST_CASE("sizes: binary and decimal units as the guide defines them", "[units]"
   CHECK(parse_size("16GB") == 16000000000ULL);
   CHECK(parse_size("512M") == 512ULL << 20);
   CHECK(parse_size("1.5T") == 1649267441664ULL);
-  CHECK(parse_size("4096") == 4096U);
+  CHECK(parse_size("4096B") == 4096U);
   CHECK(parse_size("0") == 0U);
+  CHECK(parse_size("0G") == 0U);
+  // A number without a unit is ambiguous (bytes? GiB?): refused, except 0.
+  CHECK_FALSE(parse_size("4096").has_value());
+  CHECK_FALSE(parse_size("16").has_value());
   CHECK_FALSE(parse_size("").has_value());
   CHECK_FALSE(parse_size("-1G").has_value());
   CHECK_FALSE(parse_size("16X").has_value());
   CHECK_FALSE(parse_size("G").has_value());
   CHECK_FALSE(parse_size("99999999999T").has_value());
   CHECK_THROWS_AS(parse_size_or_throw("lots", "--vram"), Error);
+  try {
+    parse_size_or_throw("16", "--vram");
+    FAIL("a unitless 16 was accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == "usage.size_unit");
+    CHECK(e.exit_code() == 2);
+    CHECK(e.context().hint.find("16G = 16 GiB") != std::string::npos);
+  }
 }
 
 TEST_CASE("sizes: formatting", "[units]") {

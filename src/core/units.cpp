@@ -28,7 +28,7 @@ std::optional<uint64_t> parse_size(std::string_view t) {
   for (char c : trim(t.substr(i))) unit += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   long double mult = 0;
   static const struct { const char* u; long double m; } kUnits[] = {
-      {"", 1}, {"B", 1},
+      {"", 1}, {"B", 1},  // "" only for 0 (below)
       {"K", 1024.0L}, {"KI", 1024.0L}, {"KIB", 1024.0L}, {"KB", 1e3L},
       {"M", 1048576.0L}, {"MI", 1048576.0L}, {"MIB", 1048576.0L}, {"MB", 1e6L},
       {"G", 1073741824.0L}, {"GI", 1073741824.0L}, {"GIB", 1073741824.0L}, {"GB", 1e9L},
@@ -38,12 +38,26 @@ std::optional<uint64_t> parse_size(std::string_view t) {
     if (unit == u.u) mult = u.m;
   if (mult == 0) return std::nullopt;
   long double v = std::strtold(num.c_str(), nullptr) * mult;
+  if (unit.empty() && v != 0) return std::nullopt;  // "16": bytes or GiB? Only 0 needs no unit.
   if (!(v >= 0) || v >= 18446744073709551615.0L) return std::nullopt;
   return static_cast<uint64_t>(std::llround(v));
 }
 
+namespace {
+// "16", "1.5": digits and a dot, nothing else.
+bool is_unitless_number(std::string_view t) {
+  if (t.empty()) return false;
+  for (char c : t)
+    if (!std::isdigit(static_cast<unsigned char>(c)) && c != '.') return false;
+  return true;
+}
+}  // namespace
+
 uint64_t parse_size_or_throw(std::string_view text, std::string_view option) {
   if (auto v = parse_size(text)) return *v;
+  if (is_unitless_number(text))
+    throw Error("usage.size_unit", fmt::format("{}: '{}' has no unit", option, text),
+                {.hint = fmt::format("{0}G = {0} GiB, {0}GB = {0}*10^9 bytes, {0}M = {0} MiB, {0}B = bytes", text)});
   throw Error("usage.size", fmt::format("{}: cannot read '{}' as a size", option, text),
               {.hint = "use e.g. 16G (=16 GiB), 16GiB, 16GB (=16*10^9), 512M"});
 }

@@ -1,6 +1,8 @@
 // Byte sizes on the command line and in output.
 //   "16G" = "16GiB" = "16 GiB" = 16*2^30; "16GB" = 16*10^9 (as accelerate); "512M", "1.5T",
-//   "4096" (bytes), "0". Case-insensitive unit letters; "b"/"B" suffix optional.
+//   "4096B" (bytes), "0". Case-insensitive unit letters. A number without a unit is refused
+//   (is "16" bytes or GiB?) except 0, which is 0 in every unit. Every size option goes
+//   through parse_size_or_throw.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +14,8 @@ namespace nunchaku {
 
 // nullopt on anything malformed, negative, or past 2^64.
 [[nodiscard]] std::optional<uint64_t> parse_size(std::string_view text);
-// Same, but throws Error("usage.size", exit 2) naming the option.
+// Same, but throws Error("usage.size" / "usage.size_unit", exit 2) naming the option,
+// with the unit hint when the number has no unit.
 uint64_t parse_size_or_throw(std::string_view text, std::string_view option);
 
 // "13.48 GiB", "512.0 MiB", "100 B" (binary units, 2 decimals above KiB).

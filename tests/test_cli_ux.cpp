@@ -1,0 +1,152 @@
+// What a new user meets first: size options, plan's verdicts and fixes, parser errors,
+// help, widths. Each case runs the built binary as a user would.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/helpers.hpp"
+
+using nlohmann::json;
+using namespace nunchaku::test;
+
+namespace {
+const std::string kLlama = "models/llama";
+
+// `args` with the options of `flags` ("--vram 24G --gpus 3") set to the values given there
+// (an option already in `args` is replaced, not repeated).
+std::vector<std::string> with_flags(std::vector<std::string> args, const std::string& flags) {
+  std::istringstream in(flags);
+  std::vector<std::string> ws;
+  for (std::string w; in >> w;) ws.push_back(w);
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const bool has_value = i + 1 < ws.size() && ws[i + 1].rfind("--", 0) != 0;
+    auto at = std::find(args.begin(), args.end(), ws[i]);
+    if (at == args.end()) {
+      args.push_back(ws[i]);
+      if (has_value) args.push_back(ws[i + 1]);
+    } else if (has_value) {
+      *(at + 1) = ws[i + 1];
+    }
+    if (has_value) ++i;
+  }
+  return args;
+}
+}  // namespace
+
+TEST_CASE("sizes: a number without a unit is exit 2 with the unit hint, for every size option", "[cli][units]") {
+  const std::string m = testdata(kLlama);
+  TempDir d;
+  const std::vector<std::vector<std::string>> cases = {
+      {"estimate", m, "--vram", "16"},
+      {"plan", m, "--vram", "16"},
+      {"plan", m, "--cpu-ram", "64"},
+      {"load", m, "--vram", "16"},
+      {"load", m, "--cpu-ram", "1000"},
+      {"load", m, "--device", "cpu", "--staging-size", "64"},
+      {"estimate", m, "--overhead", "cuda_context=300"},
+      {"run", m, "--cpu-ram", "64"},
+      {"convert", m, d.file("out"), "--shard-size", "100"},
+      {"convert", m, d.file("out"), "--buffer", "256"},
+  };
+  for (const auto& args : cases) {
+    INFO(args[0] << " " << args[args.size() - 2] << " " << args.back());
+    auto r = run_cli(args);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("has no unit"));
+    CHECK_THAT(r.err, Catch::Contains("GiB"));
+    CHECK_THAT(r.err, Catch::StartsWith("nunchaku: error: "));
+  }
+  // The same sizes with a unit are accepted (bytes explicitly: "B").
+  CHECK(run_cli({"estimate", m, "--vram", "16G", "--overhead", "cuda_context=300B"}).exit_code == 0);
+}
+
+TEST_CASE("sizes: --vram 0 is an error in estimate, 'no GPU' with a note in plan", "[cli][units]") {
+  const std::string m = testdata(kLlama);
+  auto e = run_cli({"estimate", m, "--vram", "0"});
+  CHECK(e.exit_code == 2);
+  CHECK_THAT(e.err, Catch::Contains("--device cpu"));
+  auto p = run_cli({"plan", m, "--vram", "0", "--cpu-ram", "1G", "--json"});
+  REQUIRE(p.exit_code == 0);
+  json j = json::parse(p.out);
+  for (const auto& d : j["devices"]) CHECK(d["device"].get<std::string>().rfind("cuda", 0) != 0);
+  bool noted = false;
+  for (const auto& n : j["notes"]) noted |= n.get<std::string>().find("--vram 0: no GPU") != std::string::npos;
+  CHECK(noted);
+  // A zero among other sizes is a mistake, not "no GPU".
+  CHECK(run_cli({"plan", m, "--vram", "1G,0"}).exit_code == 2);
+}
+
+TEST_CASE("plan: --gpus with one size plans N GPUs; with several sizes it must match", "[cli][plan]") {
+  const std::string m = testdata(kLlama);
+  auto r = run_cli({"plan", m, "--vram", "1G", "--gpus", "3", "--cpu-ram", "1G", "--json"});
+  REQUIRE(r.exit_code == 0);
+  int cuda = 0;
+  const json j = json::parse(r.out);
+  for (const auto& d : j["devices"]) cuda += d["device"].get<std::string>().rfind("cuda:", 0) == 0;
+  CHECK(cuda == 3);
+  auto bad = run_cli({"plan", m, "--vram", "1G,1G,1G", "--gpus", "2"});
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--gpus 2 but --vram gives 3 sizes"));
+}
+
+TEST_CASE("plan: --json is --format json; -o with the table writes the table", "[cli][plan]") {
+  const std::string m = testdata(kLlama);
+  auto a = run_cli({"plan", m, "--vram", "1G", "--cpu-ram", "1G", "--json"});
+  auto b = run_cli({"plan", m, "--vram", "1G", "--cpu-ram", "1G", "--format", "json"});
+  REQUIRE(a.exit_code == 0);
+  CHECK(a.out == b.out);
+  CHECK(json::parse(a.out)["format"] == "nunchaku-plan");
+  CHECK(run_cli({"plan", m, "--json", "--format", "accelerate"}).exit_code == 2);
+
+  TempDir d;
+  auto table = run_cli({"plan", m, "--vram", "1G", "--cpu-ram", "1G"});
+  auto to_file = run_cli({"plan", m, "--vram", "1G", "--cpu-ram", "1G", "-o", d.file("plan.txt")});
+  REQUIRE(to_file.exit_code == 0);
+  CHECK(read_text(d.file("plan.txt")) == table.out);
+  CHECK_THAT(to_file.out, Catch::Contains("wrote " + d.file("plan.txt") + " (table)"));
+}
+
+TEST_CASE("plan: the verdict names where the layers are", "[cli][plan]") {
+  const std::string m = testdata(kLlama);
+  // 100 KiB holds no 144.5 KiB layer (nor the 500 MiB CUDA context).
+  auto cpu = run_cli({"plan", m, "--vram", "100K", "--cpu-ram", "1G"});
+  CHECK(cpu.exit_code == 0);
+  CHECK_THAT(cpu.out, Catch::Contains("runs on the CPU: no layer fits in 100.00 KiB of VRAM"));
+  auto all = run_cli({"plan", m, "--vram", "1G", "--cpu-ram", "1G"});
+  CHECK_THAT(all.out, Catch::Contains("fits on the GPU: all 2 layers"));
+  auto none = run_cli({"plan", m, "--cpu-ram", "1G"});
+  CHECK_THAT(none.out, Catch::Contains("runs on the CPU: no GPU budget"));
+  // One layer (144.5 KiB + KV + activations) fits in 501 MiB with the context, not two.
+  auto part = run_cli({"plan", m, "--vram", "501M", "--cpu-ram", "1G", "--json"});
+  REQUIRE(part.exit_code == 0);
+  json j = json::parse(part.out);
+  CHECK(j["verdict"] == "fits with offload: 1 of 2 layers on GPUs, 1 on the CPU");
+}
+
+TEST_CASE("plan: when it does not fit, every listed fix applied as given fits with the verdict shown", "[cli][plan]") {
+  // Llama-2-7B in F16 (12.55 GiB of weights) on a 4 GiB GPU and 8 GiB of host memory.
+  TempDir d;
+  write_sparse_llama(d.path.string(), testdata("models/llama2-7b-config/config.json"));
+  const std::vector<std::string> base = {"plan", d.path.string(), "--vram", "4G", "--cpu-ram", "8G", "--json"};
+  auto r = run_cli(base);
+  REQUIRE(r.exit_code == 3);
+  json j = json::parse(r.out);
+  CHECK(j["fits"] == false);
+  REQUIRE(j["fixes"].size() >= 3);
+  CHECK(j["fixes"][0]["flags"] == "--disk");  // costs speed only: first
+  for (const auto& f : j["fixes"]) {
+    const std::string flags = f["flags"];
+    INFO(flags);
+    auto again = run_cli(with_flags(base, flags));
+    CHECK(again.exit_code == 0);
+    if (again.exit_code == 0) CHECK(json::parse(again.out)["verdict"] == f["verdict"]);
+  }
+  // The table lists them too, under the verdict.
+  auto t = run_cli({"plan", d.path.string(), "--vram", "4G", "--cpu-ram", "8G"});
+  CHECK(t.exit_code == 3);
+  CHECK_THAT(t.out, Catch::Contains("does NOT fit: cpu needs"));
+  CHECK_THAT(t.out, Catch::Contains("to make it fit (each re-planned):\n  --disk"));
+}
