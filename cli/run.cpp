@@ -26,8 +26,10 @@
 #include "batch/results.hpp"
 #include "batch/stream.hpp"
 #include "cli/commands.hpp"
+#include "cli/run_placement.hpp"
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
+#include "engine/device_stream.hpp"
 #include "engine/engine.hpp"
 #include "engine/generate.hpp"
 #include "engine/model.hpp"
@@ -46,8 +48,9 @@ namespace nunchaku::cli {
 namespace {
 
 struct RunCliOptions {
-  std::string path, input = "-", output, input_format = "auto", plan, device = "cpu", cpu_ram, kv_dtype = "f32", system;
+  std::string path, input = "-", output, input_format = "auto", plan, device = "cpu", vram, cpu_ram, kv_dtype = "f32", system;
   std::string offload = "stream";  // how disk modules are read: stream (bounded pool) | mmap
+  std::string stats;                // --stats FILE: the run's summary as JSON
   int batch_size = 8, threads = 0, top_k = 0;
   int64_t max_tokens = 256, context = 0, prefill_chunk = 0;
   float temperature = 0, top_p = 1, min_p = 0, repetition_penalty = 1;
@@ -71,34 +74,75 @@ Tokenizer load_tokenizer(const Checkpoint& ck, const std::string& path) {
   return Tokenizer::from_hf_dir(dir.string());
 }
 
-Placement run_placement(const RunCliOptions& o, const Checkpoint& ck, const ModelLayout& layout, DType kv) {
-  Placement p;
-  if (!o.plan.empty()) {
-    p = read_plan_file(o.plan);
-  } else if (!o.cpu_ram.empty()) {
-    Workload w;
-    w.batch = o.batch_size;
-    w.context = o.context;
-    w.kv_dtype = kv;
-    w.threads = o.threads;
-    w.prefill_chunk = o.prefill_chunk;
-    w.target = Target::Cpu;  // the CPU engine: no GPU overheads
-    w.overheads = {{"cuda_context", 0}, {"cublas_workspace", 0}};
-    p = plan_placement(estimate(ck, layout, w), {}, parse_size_or_throw(o.cpu_ram, "--cpu-ram"));
-  } else {
-    auto d = parse_device(o.device);
-    if (!d || d->kind == Device::Kind::Disk) throw Error("usage.device", "--device must be cpu (or cuda, later), not '" + o.device + "'");
-    p = place_all(layout, *d);
-  }
-  for (const auto& [name, d] : p.modules)
-    if (d.kind == Device::Kind::Cuda)
-      throw Error("run.no_cuda_backend",
-                  fmt::format("module '{}' is placed on {}, but run has only the CPU backend so far", name, d.str()),
-                  {.hint = "plan with --cpu-ram (layers on the CPU, the rest on disk), or --device cpu"});
-  return p;
+// What this run holds in host memory, as engine_memory() and the load account for it.
+// The GPU side of a CUDA run: weights loaded there + stream slots + run state (all but the
+// host read-back of the logits and the host token tables), against what the device shows.
+uint64_t gpu_predicted_bytes(const WeightStore& store, const engine::Transformer& model, const GpuMemoryProbe& probe,
+                             uint64_t* weights_out = nullptr, uint64_t* slots_out = nullptr, uint64_t* state_out = nullptr) {
+  uint64_t weights = 0;
+  for (const ModuleBlock& m : store.modules())
+    if (m.device == probe.device) weights += m.bytes;
+  const EngineMemory& p = model.predicted();
+  const EngineConfig& c = p.config;
+  const uint64_t host_tables = uint64_t(c.max_tokens) * 16 + uint64_t(c.logit_rows) * 8 + uint64_t(c.max_batch) * 8;
+  const uint64_t slots = uint64_t(model.weights().pool_slots()) * model.weights().slot_bytes();
+  const uint64_t state = p.total() - p.host_logits - p.stream_pool - host_tables;
+  if (weights_out) *weights_out = weights;
+  if (slots_out) *slots_out = slots;
+  if (state_out) *state_out = state;
+  return weights + slots + state;
 }
 
-// What this run holds in host memory, as engine_memory() and the load account for it.
+void print_gpu_memory(const WeightStore& store, const engine::Transformer& model, const GpuMemoryProbe& probe) {
+  uint64_t weights = 0, slots = 0, state = 0;
+  const uint64_t predicted = gpu_predicted_bytes(store, model, probe, &weights, &slots, &state);
+  std::string measured = "not measured";
+  if (probe.known && probe.peak > 0)
+    measured = fmt::format("{} measured ({:+.1f}%, cudaMemGetInfo; includes cuBLAS and kernel images)",
+                           format_bytes(probe.peak), 100.0 * (double(probe.peak) - double(predicted)) / double(predicted));
+  fmt::print(stderr, "gpu memory on {}: weights {} + stream slots {} + run state {} = {} ({} B) predicted, {}\n",
+             probe.device.str(), format_bytes(weights), format_bytes(slots), format_bytes(state), format_bytes(predicted),
+             predicted, measured);
+}
+
+// --stats FILE: what the summary lines say, as JSON (for scripts and benchmarks).
+void write_stats(const std::string& path, const WeightStore& store, const engine::Transformer& model,
+                 const engine::GenerationStats& st, int64_t requests, int64_t failed, const GpuMemoryProbe* gpu) {
+  const engine::WeightProvider& w = model.weights();
+  uint64_t streamed = 0, on_device = 0;
+  for (size_t m = 0; m < w.modules(); ++m)
+    for (const TensorView& v : w.info(m)) (w.streamed(m) ? streamed : on_device) += v.nbytes;
+  nlohmann::json j = {{"format", "nunchaku-run-stats"},
+                      {"version", 1},
+                      {"requests", requests},
+                      {"failed", failed},
+                      {"prompt_tokens", st.prompt_tokens},
+                      {"generated_tokens", st.generated_tokens},
+                      {"forward_calls", st.forward_calls},
+                      {"max_active", st.max_active},
+                      {"wall_s", st.wall_s},
+                      {"generated_tokens_per_s", st.wall_s > 0 ? double(st.generated_tokens) / st.wall_s : 0.0},
+                      {"backend", model.backend().describe()},
+                      {"weights", {{"resident_bytes", on_device},
+                                   {"streamed_bytes_per_step", streamed},
+                                   {"stream_slots", w.pool_slots()},
+                                   {"stream_slot_bytes", w.slot_bytes()},
+                                   {"provider", w.describe()}}},
+                      {"run_state_bytes", model.state_bytes()},
+                      {"run_state_predicted_bytes", model.predicted().total()}};
+  if (const auto* d = dynamic_cast<const engine::DeviceStreamProvider*>(&w)) j["copy_gb_per_s"] = d->copy_gb_per_s();
+  if (gpu) {
+    const uint64_t predicted = gpu_predicted_bytes(store, model, *gpu);
+    j["gpu_memory"] = {{"device", gpu->device.str()},
+                       {"predicted_bytes", predicted},
+                       {"measured_bytes", gpu->known ? nlohmann::json(gpu->peak) : nlohmann::json()},
+                       {"error_percent", gpu->known && predicted
+                                             ? nlohmann::json(100.0 * (double(gpu->peak) - double(predicted)) / double(predicted))
+                                             : nlohmann::json()}};
+  }
+  write_file_atomically(path, j.dump(2) + "\n");
+}
+
 void print_memory(const WeightStore& store, const engine::Transformer& model) {
   uint64_t kept = 0, streamed = 0;
   for (const ModuleBlock& m : store.modules())
@@ -146,22 +190,29 @@ struct RunModel {
   LoadResult loaded;
   engine::Engine engine;  // backend, weight provider (streamed disk modules) and model
   engine::Transformer* model = nullptr;
+  std::unique_ptr<GpuMemoryProbe> gpu;  // when the backend is CUDA
 };
 
 std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& ck, const ModelLayout& layout, DType kv) {
+  const RunPlacement where =
+      run_placement({o.plan, o.device, o.vram, o.cpu_ram, o.batch_size, o.threads, o.context, o.prefill_chunk, kv}, ck, layout);
   LoadOptions lo;
-  lo.placement = run_placement(o, ck, layout, kv);
+  lo.placement = where.placement;
   lo.cancel = &interrupt_flag();
-  auto m = std::unique_ptr<RunModel>(new RunModel{load_checkpoint(ck, layout, lo), {}, nullptr});
+  auto probe = std::make_unique<GpuMemoryProbe>(where.backend);
+  auto m = std::unique_ptr<RunModel>(new RunModel{load_checkpoint(ck, layout, lo), {}, nullptr, nullptr});
+  if (where.backend.kind == Device::Kind::Cuda) m->gpu = std::move(probe);
   engine::EngineSetup es;
   es.options.max_batch = o.batch_size;
   es.options.max_context = o.context;
   es.options.kv_dtype = kv;
   es.options.max_tokens = engine_max_tokens(o.prefill_chunk, o.batch_size);  // what estimate charges
   es.threads = o.threads;
+  es.device = where.backend;
   if (o.offload == "stream") es.stream = engine::StreamOptions{};
   m->engine = engine::make_engine(ck, layout, m->loaded.store, es);
   m->model = m->engine.model.get();
+  if (m->gpu) m->gpu->sample();
   return m;
 }
 
@@ -419,6 +470,10 @@ int run_batch(RunCliOptions o) {
     throw interrupted_error(fmt::format("{} of {} requests completed{}", run.done(), run.read(), where));
   }
   keep_finished();
+  if (m->gpu) m->gpu->sample();
+  if (!o.quiet && m->gpu) print_gpu_memory(m->loaded.store, model, *m->gpu);
+  if (!o.stats.empty())
+    write_stats(o.stats, m->loaded.store, model, stats, run.read(), run.failed(), m->gpu.get());
   if (!o.quiet)
     fmt::print(stderr, "{} requests ({} failed): {} prompt + {} generated tokens in {:.2f} s ({:.1f} generated tok/s), {}\n",
                run.read(), run.failed(), stats.prompt_tokens, stats.generated_tokens, stats.wall_s,
@@ -475,8 +530,12 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--system", o->system, "System message for chat prompts that have none");
   cmd->add_option("--threads", o->threads, "CPU threads (default: all)");
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache: f32 | f16")->capture_default_str();
-  cmd->add_option("--device", o->device, "cpu (the CUDA backend comes later)")->capture_default_str();
-  cmd->add_option("--plan", o->plan, "Placement plan JSON (cpu/disk modules)");
+  cmd->add_option("--device", o->device, "cpu | cuda[:N]: where the model runs (all weights there unless --vram)")
+      ->capture_default_str();
+  cmd->add_option("--vram", o->vram,
+                  "GPU memory budget (cuda:0): layers past it stay in host memory or on disk and are streamed to the "
+                  "GPU each step, overlapped with compute");
+  cmd->add_option("--plan", o->plan, "Placement plan JSON (`nunchaku plan --format json`; one cuda device, cpu, disk)");
   cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory budget: layers past it stay on disk and are streamed");
   cmd->add_option("--offload", o->offload,
                   "How layers left on disk are read: stream (into a bounded pool of 2 layers, O_DIRECT, read ahead "
@@ -485,6 +544,9 @@ void add_run(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"stream", "mmap"}))
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", o->quiet, "No summary on stderr");
+  cmd->add_option("--stats", o->stats,
+                  "Write the run's summary as JSON to this file (tokens, tok/s, streamed bytes per step, GPU memory "
+                  "predicted and measured)");
   cmd->callback([o, &action] { action = [o] { return run_batch(*o); }; });
 }
 

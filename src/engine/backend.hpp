@@ -72,6 +72,7 @@ class Backend {
   virtual Device device() const = 0;          // where the run state lives
   virtual bool can_read(Device weights) const = 0;  // weights the kernels can read in place
   virtual int threads() const = 0;            // host threads (sizes the attention scratch)
+  virtual void* native_stream() const { return nullptr; }  // CUDA: the compute stream (cudaStream_t)
 
   // Allocates the run state (throws Error engine.out_of_memory, exit 3). Once.
   virtual void allocate(const BackendSetup& setup) = 0;

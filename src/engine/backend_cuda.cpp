@@ -63,6 +63,7 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device{Device::Kind::Cuda, index_}; }
   bool can_read(Device d) const override { return d == device(); }
   int threads() const override { return 1; }
+  void* native_stream() const override { return ctx_.stream(); }
 
   void allocate(const BackendSetup& s) override;
   uint64_t allocated_bytes() const override { return ctx_.allocated() + host_bytes_; }

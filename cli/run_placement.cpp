@@ -1,0 +1,108 @@
+#include "cli/run_placement.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "cli/workload_options.hpp"
+#include "core/error.hpp"
+#include "core/units.hpp"
+#include "cuda/loader.hpp"
+#include "io/weight_store.hpp"
+#include "memory/estimate.hpp"
+#include "memory/plan.hpp"
+
+namespace nunchaku::cli {
+namespace {
+
+Workload run_workload(const RunPlacementOptions& o, Target target) {
+  Workload w;
+  w.batch = o.batch_size;
+  w.context = o.context;
+  w.kv_dtype = o.kv_dtype;
+  w.threads = o.threads;
+  w.prefill_chunk = o.prefill_chunk;
+  w.target = target;
+  if (target == Target::Cpu) w.overheads = {{"cuda_context", 0}, {"cublas_workspace", 0}};
+  return w;
+}
+
+// The one CUDA device a placement uses (cpu when none).
+Device backend_of(const Placement& p) {
+  std::set<Device> gpus;
+  for (const auto& [name, d] : p.modules)
+    if (d.kind == Device::Kind::Cuda) gpus.insert(d);
+  if (gpus.size() > 1)
+    throw Error("usage.gpus",
+                fmt::format("the placement uses {} GPUs ({}, {}, ...); run drives one GPU so far", gpus.size(),
+                            gpus.begin()->str(), std::next(gpus.begin())->str()),
+                {.hint = "plan for one GPU (--vram 24G), the rest on the CPU or disk is streamed to it"});
+  return gpus.empty() ? Device{Device::Kind::Cpu, 0} : *gpus.begin();
+}
+
+}  // namespace
+
+RunPlacement run_placement(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLayout& layout) {
+  const int given = int(!o.plan.empty()) + int(!o.vram.empty());
+  if (given > 1) throw Error("usage.placement", "--plan and --vram both say where the weights go; give one");
+  RunPlacement r;
+  if (!o.plan.empty()) {
+    r.placement = read_plan_file(o.plan);
+  } else if (!o.vram.empty()) {
+    auto dev = parse_device(o.device);
+    const int first = dev && dev->kind == Device::Kind::Cuda ? dev->index : 0;
+    if (first != 0) throw Error("usage.device", "--vram plans from cuda:0; give --plan for other devices");
+    PlanRequest req;
+    req.vram = parse_vram(o.vram);
+    if (req.vram.size() > 1)
+      throw Error("usage.gpus", fmt::format("--vram lists {} GPUs; run drives one GPU so far", req.vram.size()),
+                  {.hint = "give one size: layers past it stay in host memory (or on disk) and are streamed"});
+    req.cpu_ram = o.cpu_ram.empty() ? free_bytes_on(Device{Device::Kind::Cpu, 0}) : parse_size_or_throw(o.cpu_ram, "--cpu-ram");
+    req.allow_disk = true;
+    req.offload_exec = OffloadExec::Gpu;  // layers off the GPU are streamed to it, not run on the CPU
+    const Estimate e = estimate(ck, layout, run_workload(o, Target::Cuda));
+    const DevicePlan p = make_plan(e, req);
+    if (!p.fits)
+      throw Error("plan.does_not_fit", fmt::format("the run does not fit: {}", p.shortfall),
+                  {.hint = "lower --batch-size or --context, or give more --vram / --cpu-ram"}, Exit::OutOfMemory);
+    r.placement = p.placement(e);
+  } else if (!o.cpu_ram.empty()) {
+    r.placement = plan_placement(estimate(ck, layout, run_workload(o, Target::Cpu)), {}, parse_size_or_throw(o.cpu_ram, "--cpu-ram"));
+  } else {
+    auto d = parse_device(o.device);
+    if (!d || d->kind == Device::Kind::Disk)
+      throw Error("usage.device", fmt::format("--device must be cpu or cuda[:N], not '{}'", o.device));
+    r.placement = place_all(layout, *d);
+  }
+  r.backend = backend_of(r.placement);
+  // --device cuda:N with --cpu-ram (or --vram): the ops run on that GPU, and what is not in
+  // its memory is streamed to it.
+  if (auto d = parse_device(o.device); o.plan.empty() && d && d->kind == Device::Kind::Cuda) r.backend = *d;
+  if (!o.vram.empty()) r.backend = Device{Device::Kind::Cuda, 0};
+  return r;
+}
+
+}  // namespace nunchaku::cli
+
+namespace nunchaku::cli {
+namespace {
+bool used_on(Device d, uint64_t& used) {
+  cuda::MemInfo mi;
+  std::string err;
+  if (!cuda::mem_info(d.index, mi, &err)) return false;
+  used = mi.total_bytes - mi.free_bytes;
+  return true;
+}
+}  // namespace
+
+GpuMemoryProbe::GpuMemoryProbe(Device d) : device(d) {
+  if (d.kind == Device::Kind::Cuda) known = used_on(d, base);
+}
+
+void GpuMemoryProbe::sample() {
+  uint64_t used = 0;
+  if (known && used_on(device, used)) peak = std::max(peak, used > base ? used - base : 0);
+}
+
+}  // namespace nunchaku::cli

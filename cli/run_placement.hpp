@@ -1,0 +1,47 @@
+// Where `nunchaku run` puts the weights and which backend runs them: --plan FILE,
+// --vram SIZE[,SIZE] (planned as `plan` does, layers past the budget streamed to the GPU
+// from host memory or disk), --cpu-ram (CPU engine, layers past it streamed from disk) or
+// --device cpu|cuda[:N] (everything there).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "format/checkpoint.hpp"
+#include "io/placement.hpp"
+#include "model/model.hpp"
+
+namespace nunchaku::cli {
+
+struct RunPlacementOptions {
+  std::string plan, device = "cpu", vram, cpu_ram;
+  int batch_size = 1, threads = 0;
+  int64_t context = 0, prefill_chunk = 0;
+  DType kv_dtype = DType::F32;
+};
+
+struct RunPlacement {
+  Placement placement;
+  Device backend{Device::Kind::Cpu, 0};  // where the ops run: cpu or the one CUDA device used
+};
+
+// Throws usage.* (exit 2) for contradictory flags or several GPUs in one placement (run
+// drives one device so far), plan.does_not_fit (exit 3) when --vram/--cpu-ram cannot hold
+// the run.
+RunPlacement run_placement(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLayout& layout);
+
+}  // namespace nunchaku::cli
+
+namespace nunchaku::cli {
+
+// GPU memory in use on one device above a baseline taken before loading (cudaMemGetInfo:
+// everything the process and the driver hold there, not only our allocations).
+struct GpuMemoryProbe {
+  Device device;
+  uint64_t base = 0, peak = 0;
+  bool known = false;
+  explicit GpuMemoryProbe(Device d);
+  void sample();                 // peak = max(peak, used now - base)
+};
+
+}  // namespace nunchaku::cli

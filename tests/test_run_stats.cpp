@@ -1,0 +1,68 @@
+// `run --stats FILE` and the placement flags of run (--device, --vram, --plan) as a user
+// meets them on a machine without a GPU.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include "tests/helpers.hpp"
+
+using namespace nunchaku;
+
+TEST_CASE("run --stats: the JSON summary counts what the JSONL output holds", "[run]") {
+  test::TempDir dir;
+  const std::string stats = dir.file("stats.json");
+  auto r = test::run_cli({"run", test::testdata("run/llama-spm"), "--max-tokens", "5", "--batch-size", "2", "--stats", stats},
+                         "Hello\nOnce upon a time\nthe end\n");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  int64_t completion = 0, prompt = 0, lines = 0;
+  std::istringstream out(r.out);
+  for (std::string line; std::getline(out, line); ++lines) {
+    auto j = nlohmann::json::parse(line);
+    completion += j.at("usage").at("completion_tokens").get<int64_t>();
+    prompt += j.at("usage").at("prompt_tokens").get<int64_t>();
+  }
+  auto s = test::read_json(stats);
+  CHECK(s.at("format") == "nunchaku-run-stats");
+  CHECK(s.at("requests") == lines);
+  CHECK(s.at("generated_tokens") == completion);
+  CHECK(s.at("prompt_tokens") == prompt);
+  CHECK(s.at("max_active") == 2);
+  CHECK(s.at("run_state_bytes") == s.at("run_state_predicted_bytes"));
+  CHECK(s.at("weights").at("streamed_bytes_per_step") == 0);
+  CHECK(!s.contains("gpu_memory"));  // a CPU run
+}
+
+TEST_CASE("run --stats with --cpu-ram: the streamed bytes per step are the weights left on disk", "[run]") {
+  test::TempDir dir;
+  const std::string stats = dir.file("stats.json");
+  // 1140K of host memory holds the run state (874K) and the stream pool, no layer: all stream.
+  auto r = test::run_cli({"run", test::testdata("run/llama-spm"), "--max-tokens", "3", "--cpu-ram", "1140K", "--stats", stats},
+                         "Hello\n");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto s = test::read_json(stats);
+  const uint64_t streamed = s.at("weights").at("streamed_bytes_per_step").get<uint64_t>();
+  const uint64_t resident = s.at("weights").at("resident_bytes").get<uint64_t>();
+  CHECK(resident == 0);
+  CHECK(streamed + resident == 319104);  // the fixture's weight bytes (model.safetensors less its header)
+}
+
+TEST_CASE("run placement flags: GPU requests without a GPU, several GPUs, conflicting flags are exit 2", "[run]") {
+  const std::string m = test::testdata("run/llama-spm");
+  auto several = test::run_cli({"run", m, "--vram", "1G,1G"}, "Hello\n");
+  CHECK(several.exit_code == 2);
+  CHECK(several.err.find("one GPU") != std::string::npos);
+  auto both = test::run_cli({"run", m, "--vram", "1G", "--plan", "x.json"}, "Hello\n");
+  CHECK(both.exit_code == 2);
+  auto bad = test::run_cli({"run", m, "--device", "tpu"}, "Hello\n");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("cuda[:N]") != std::string::npos);
+  auto gpu = test::run_cli({"run", m, "--device", "cuda:0", "--cpu-ram", "2M"}, "Hello\n");
+  if (gpu.exit_code == 0) {
+    WARN("a GPU answered: the no-GPU refusal is not checked here");
+  } else {
+    CHECK(gpu.exit_code == 2);
+    CHECK(gpu.err.find("cuda:0") != std::string::npos);
+  }
+}
