@@ -10,6 +10,7 @@
 #include "core/units.hpp"
 #include "cuda/loader.hpp"
 #include "io/weight_store.hpp"
+#include "memory/engine_memory.hpp"
 #include "memory/estimate.hpp"
 #include "memory/plan.hpp"
 
@@ -62,6 +63,20 @@ RunPlacement run_placement(const RunPlacementOptions& o, const Checkpoint& ck, c
     req.allow_disk = true;
     req.offload_exec = OffloadExec::Gpu;  // layers off the GPU are streamed to it, not run on the CPU
     const Estimate e = estimate(ck, layout, run_workload(o, Target::Cuda));
+    // estimate charges the CPU engine's run state; the CUDA backend's differs by its
+    // scratch (dequantization panel, cuBLAS workspace) and the logit rows' indices on the
+    // device: take that out of the budget the planner sees.
+    EngineConfig c;
+    c.max_batch = o.batch_size;
+    c.max_context = o.context;
+    c.max_tokens = engine_max_tokens(o.prefill_chunk, o.batch_size);
+    c.kv_dtype = o.kv_dtype;
+    c.threads = o.threads;
+    const EngineMemory cpu_state = engine_memory(*layout.spec, c);
+    c.cuda = true;
+    const EngineMemory gpu_state = engine_memory(*layout.spec, c);
+    const uint64_t extra = (gpu_state.total() - gpu_state.host_logits) - std::min(cpu_state.total(), gpu_state.total());
+    req.vram[0] = req.vram[0] > extra ? req.vram[0] - extra : 0;
     const DevicePlan p = make_plan(e, req);
     if (!p.fits)
       throw Error("plan.does_not_fit", fmt::format("the run does not fit: {}", p.shortfall),

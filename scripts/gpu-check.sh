@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # ONE script for a machine with an NVIDIA GPU. In one run:
-#   1. builds with CUDA (build-gpu/), 2. runs the CUDA tests ([cuda]),
+#   1. builds with CUDA (build-gpu/), 2. runs the CUDA tests ([cuda]: every backend op
+#   against the CPU backend per weight type, the goldens and the CPU engine's greedy tokens;
+#   NUNCHAKU_CUDA_SYNC=1 so a fault names its kernel; failures are printed),
 #   3. measures the pinned H2D peak (same run as our load), 4. our load GB/s to cuda:0
 #   against that peak (target >= 0.9) and against safetensors.torch.load_file(device="cuda")
 #   on the same file (target >= 5x; skipped without torch), 5. GPU memory measured by
-#   cudaMemGetInfo against the prediction; then prints a short table last.
-#   ./scripts/gpu-check.sh [SIZE_GIB=4]
+#   cudaMemGetInfo against the prediction, 6. `run` on a random-weight Llama-shaped ~8 GB
+#   bf16 model made here (scripts/make_stream_model.py --fast): resident decode at batch 1
+#   and 32 against the HBM bound and transformers generate, streamed offload with --vram at
+#   a third of the weights at batch 1, 16 and 64 against the PCIe bound and accelerate's
+#   device_map="auto" (scripts/gpu_peers.py), GPU memory predicted vs measured per run;
+#   then prints one table last.
+#   ./scripts/gpu-check.sh [SIZE_GIB=4]      (TOK=32 tokens per request; SKIP_ENGINE=1 skips 6)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GIB=${1:-4}
@@ -27,10 +34,12 @@ timeout "$T_BUILD" cmake --build "$BUILD" -j "$(nproc)" >"$BUILD/build.log" 2>&1
 
 # 2. CUDA tests (they WARN "skipped: no CUDA device" when there is none: fail loudly here)
 set +e
-timeout "$T_STEP" "$BUILD/nunchaku_tests" "[cuda]" -s -r compact >"$BUILD/cuda-tests.log" 2>&1
+NUNCHAKU_CUDA_SYNC=1 timeout "$T_STEP" "$BUILD/nunchaku_tests" "[cuda]" -r compact >"$BUILD/cuda-tests.log" 2>&1
 rc=$?
 set -e
 grep -E "skipped: no CUDA|passed|failed" "$BUILD/cuda-tests.log" | tail -5
+# What failed, with the op, types, shapes and max error each case reports.
+grep -E "failed|FAILED|error|with message" -A4 "$BUILD/cuda-tests.log" | head -120 || true
 if grep -q "skipped: no CUDA" "$BUILD/cuda-tests.log"; then R[tests]="SKIPPED (no device)"; else R[tests]=$([[ $rc == 0 ]] && echo pass || echo "FAIL rc=$rc"); fi
 timeout "$T_STEP" "$BUILD/nunchaku_tests" "[load]" >"$BUILD/load-tests.log" 2>&1 && R[load_tests]=pass || R[load_tests]="FAIL (see $BUILD/load-tests.log)"
 
@@ -107,6 +116,56 @@ else
   R[est]="skipped (no torch + transformers with CUDA)"
 fi
 
+# 6. run on the GPU: resident and streamed, with the peers on the same weights
+jnum() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@" 2>/dev/null || echo "?"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a+0 > 0 && b+0 > 0) printf "%.2f", a/b; else print "?" }'; }
+if [[ "${SKIP_ENGINE:-0}" != 1 ]]; then
+  MODEL="$DIR/llama-8g"
+  TOK=${TOK:-32}
+  timeout "$T_STEP" python3 scripts/make_stream_model.py "$MODEL" --layers 18 --hidden 4096 --intermediate 14336 \
+    --heads 32 --kv-heads 8 --max-pos 4096 --fast >&2 || note "making the model failed"
+  WB=$(stat -c %s "$MODEL/model.safetensors")
+  cat "$MODEL/model.safetensors" >/dev/null
+  VRAM_STREAM="$((WB / 3 / 1048576))M"
+  prompts() { for ((i = 0; i < $1; i++)); do echo "Once upon a time there was a little robot number $i"; done; }
+  ours() {  # NAME BATCH [flags...]: one run, its summary in $DIR/NAME.json
+    local name=$1 b=$2
+    shift 2
+    note "run $name: batch $b $*"
+    prompts "$b" | timeout "$T_STEP" "$BUILD/nunchaku" run "$MODEL" --raw --batch-size "$b" --max-tokens "$TOK" \
+      --stats "$DIR/$name.json" "$@" >/dev/null 2>"$DIR/$name.err" ||
+      { note "run $name FAILED: nunchaku run $MODEL --raw --batch-size $b --max-tokens $TOK $*"; tail -5 "$DIR/$name.err" >&2; }
+    grep -E "^gpu memory" "$DIR/$name.err" >&2 || true
+  }
+  ours res1 1 --device cuda:0
+  ours res32 32 --device cuda:0
+  ours str1 1 --vram "$VRAM_STREAM" --context 128
+  ours str16 16 --vram "$VRAM_STREAM" --context 128
+  ours str64 64 --vram "$VRAM_STREAM" --context 128
+  ours str32c 32 --vram "$(((WB / 3 + (12 << 30)) / 1048576))M" --context 4096
+  if python3 -c "import torch, transformers; assert torch.cuda.is_available()" 2>/dev/null; then
+    timeout "$T_STEP" python3 scripts/gpu_peers.py "$MODEL" --tokens "$TOK" --prompt-len 12 --batches 1,32 \
+      --offload-batches 1,16 --offload-tokens 8 --gpu-bytes "$((WB / 3))" >"$DIR/peers.json" 2>"$DIR/peers.err" ||
+      { note "peers failed"; tail -5 "$DIR/peers.err" >&2; }
+  else
+    note "no torch+transformers with CUDA: peers skipped"
+  fi
+  HBM=$(jnum "$DIR/peers.json" "round(d['hbm_gb_per_s'],1)")
+  H2D=$(jnum "$DIR/peers.json" "round(d['h2d_gb_per_s'],1)")
+  for r in res1 res32 str1 str16 str64 str32c; do
+    R[tok_$r]=$(jnum "$DIR/$r.json" "round(d['generated_tokens_per_s'],1)")
+    R[steps_$r]=$(jnum "$DIR/$r.json" "d['forward_calls']/d['wall_s']")
+    R[str_$r]=$(jnum "$DIR/$r.json" "d['weights']['streamed_bytes_per_step']")
+    R[mem_$r]=$(jnum "$DIR/$r.json" "'%d / %d B (%+.1f%%)' % (d['gpu_memory']['predicted_bytes'], d['gpu_memory']['measured_bytes'], d['gpu_memory']['error_percent'])")
+  done
+  # Fractions of the bounds: forward passes per second x bytes each pass must move / the
+  # bandwidth that moves them (HBM for resident weights, pinned PCIe for streamed ones).
+  for r in res1 res32; do R[frac_$r]=$(awk -v s="${R[steps_$r]}" -v b="$WB" -v h="$HBM" 'BEGIN{ if (s+0>0 && h+0>0) printf "%.2f", s*b/(h*1e9); else print "?" }'); done
+  for r in str1 str16 str64; do R[frac_$r]=$(awk -v s="${R[steps_$r]}" -v b="${R[str_$r]}" -v h="$H2D" 'BEGIN{ if (s+0>0 && h+0>0) printf "%.2f", s*b/(h*1e9); else print "?" }'); done
+  HF1=$(jnum "$DIR/peers.json" "round(d['hf']['1'],1)"); HF32=$(jnum "$DIR/peers.json" "round(d['hf']['32'],1)")
+  AC1=$(jnum "$DIR/peers.json" "round(d['accelerate']['1'],2)"); AC16=$(jnum "$DIR/peers.json" "round(d['accelerate']['16'],2)")
+fi
+
 printf '\n%-44s %s\n' "gpu-check ($GIB GiB safetensors, warm cache)" "result"
 printf '%-44s %s\n' "CUDA tests [cuda]" "${R[tests]}"
 printf '%-44s %s\n' "load tests [load]" "${R[load_tests]}"
@@ -119,3 +178,19 @@ printf '%-44s %s\n' "  ours vs safetensors (target >= 5x)" "${R[ratio_st]:-n/a}"
 printf '%-44s %s\n' "GPU memory predicted / measured bytes" "${R[mem_pred]:-?} / ${R[mem_meas]:-?} (${R[mem_err]:-?}%)"
 printf '%-44s %s\n' "tensors verified after landing" "${R[verified]:-?}"
 printf '%-44s %s\n' "estimate vs PyTorch CUDA peaks" "${R[est]}"
+if [[ "${SKIP_ENGINE:-0}" != 1 ]]; then
+  printf '%-44s %s\n' "run model (random bf16 Llama, 18 x 4096)" "$((WB / 1000000)) MB weights, $TOK tokens/request"
+  printf '%-44s %s\n' "HBM (D2D copy) / pinned H2D GB/s" "$HBM / $H2D"
+  printf '%-44s %s\n' "resident b1 tok/s, HBM fraction (>= 0.8)" "${R[tok_res1]} (${R[frac_res1]})"
+  printf '%-44s %s\n' "  vs transformers generate b1 (>= 2x)" "$HF1 tok/s: $(ratio "${R[tok_res1]}" "$HF1")x"
+  printf '%-44s %s\n' "resident b32 tok/s, HBM fraction" "${R[tok_res32]} (${R[frac_res32]})"
+  printf '%-44s %s\n' "  vs transformers generate b32 (>= 2x)" "$HF32 tok/s: $(ratio "${R[tok_res32]}" "$HF32")x"
+  printf '%-44s %s\n' "streamed --vram $VRAM_STREAM b1 tok/s, PCIe fr." "${R[tok_str1]} (${R[frac_str1]})"
+  printf '%-44s %s\n' "streamed b16 tok/s, PCIe fraction (>= 0.8)" "${R[tok_str16]} (${R[frac_str16]})"
+  printf '%-44s %s\n' "streamed b64 tok/s, PCIe fraction (>= 0.8)" "${R[tok_str64]} (${R[frac_str64]})"
+  printf '%-44s %s\n' "  vs accelerate device_map=auto b1 (>= 20x)" "$AC1 tok/s: $(ratio "${R[tok_str1]}" "$AC1")x"
+  printf '%-44s %s\n' "  vs accelerate device_map=auto b16 (>= 20x)" "$AC16 tok/s: $(ratio "${R[tok_str16]}" "$AC16")x"
+  for r in res1 res32 str1 str64 str32c; do
+    printf '%-44s %s\n' "GPU memory pred/meas $r (|err| <= 5%)" "${R[mem_$r]}"
+  done
+fi

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda/device_math.hpp"
+#include "memory/engine_memory.hpp"
 #include "engine/kernels.hpp"
 #include "engine/quant_blocks.hpp"
 
@@ -144,4 +145,41 @@ TEST_CASE("cuda twin: float rows, rmsnorm scale, silu and rotary helpers equal t
   cuda::rope_cs(3, 0.5f, c, s);
   CHECK(c == float(std::cos(1.5)));
   CHECK(s == float(std::sin(1.5)));
+}
+
+TEST_CASE("cuda run state: engine_memory's CUDA terms against a hand count", "[cuda][twin]") {
+  // hidden 4096, 32:8 heads of 128, ffn 14336, vocab 32000, 2 layers; batch 4, context 1024.
+  ModelSpec spec;
+  spec.hidden_size = 4096;
+  spec.num_heads = 32;
+  spec.num_kv_heads = 8;
+  spec.head_dim = 128;
+  spec.intermediate_size = 14336;
+  spec.vocab_size = 32000;
+  spec.num_layers = 2;
+  spec.max_context = 4096;
+  EngineConfig c;
+  c.max_batch = 4;
+  c.max_context = 1024;
+  const EngineMemory cpu = engine_memory(spec, c);
+  c.cuda = true;
+  const EngineMemory gpu = engine_memory(spec, c);
+  // Largest matrix as fp32 bounds the panel: max(vocab, ffn, q_dim, hidden) x max(hidden,
+  // ffn, q_dim) x 4 = 32000 x 14336 x 4 > 64 MiB, so the panel is 64 MiB; + 32 MiB cuBLAS
+  // workspace + 64 rotary frequencies x 4 B.
+  CHECK(gpu.scratch == (64ull << 20) + (32ull << 20) + 64 * 4);
+  // Logit rows (max_tokens = 256, logit_rows = 4): their indices on the device (4 x 8 B).
+  CHECK(gpu.activations == cpu.activations + 4 * 8);
+  CHECK(gpu.host_logits == 4ull * 32000 * 4);
+  CHECK(gpu.kv_cache == cpu.kv_cache);
+  CHECK(gpu.kv_cache == 2ull * 2 * 4 * 1024 * 1024 * 4);  // layers x (k,v) x slots x positions x kv_dim x 4 B
+  CHECK(gpu.total() == gpu.activations + gpu.kv_cache + gpu.logits + gpu.scratch + gpu.host_logits);
+  // A small model: the panel is the largest matrix, not 64 MiB.
+  spec.hidden_size = 64;
+  spec.num_heads = 4;
+  spec.num_kv_heads = 4;
+  spec.head_dim = 16;
+  spec.intermediate_size = 128;
+  spec.vocab_size = 100;
+  CHECK(engine_memory(spec, c).scratch == 128ull * 128 * 4 + (32ull << 20) + 8 * 4);
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "cuda/loader.hpp"
 #include "engine/quant_blocks.hpp"
 #include "model/arch_table.hpp"
 
@@ -137,6 +138,14 @@ std::vector<float> read_vector(const TensorView& t, int64_t n) {
     throw engine_error("engine.bad_shape", fmt::format("{} elements where the model needs {}", numel(t), n), t.name);
   std::vector<float> out(static_cast<size_t>(n));
   const auto* p = static_cast<const uint8_t*>(t.data);
+  std::vector<uint8_t> host;  // a vector in GPU memory (rope_freqs of a model loaded there)
+  if (t.device.kind == Device::Kind::Cuda) {
+    host.resize(t.nbytes);
+    std::string err;
+    if (!cuda::d2h(t.device.index, host.data(), t.data, t.nbytes, &err))
+      throw engine_error("engine.cuda", "cannot read a weight vector back from " + t.device.str() + ": " + err, t.name);
+    p = host.data();
+  }
   for (int64_t i = 0; i < n; ++i) {
     switch (t.dtype) {
       case DType::F32: std::memcpy(&out[size_t(i)], p + 4 * i, 4); break;
