@@ -1,8 +1,8 @@
-"""llama.cpp's side of scripts/bench_run.sh: prompt and decode tok/s at batch 1 and 8.
+"""llama.cpp's side of scripts/bench_run.sh: prompt and decode tok/s at the given batch sizes.
 
-    python bench_llamacpp.py MODEL.gguf THREADS PROMPT DECODE DTYPE
+    python bench_llamacpp.py MODEL.gguf THREADS PROMPT DECODE "BATCHES"
 
-Uses llama-cpp-python's low-level API (one context with 8 sequences for batch 8), the
+Uses llama-cpp-python's low-level API (one context with B sequences for batch B), the
 same prompts as the [.engine-bench] test case (sequence b, position i: token
 (i*7919 + b*104729 + 3) % vocab), and the same measurement: the best of 3 prefills
 after a warm-up, then DECODE steps of one token per sequence. Prints one JSON line.
@@ -16,14 +16,15 @@ import llama_cpp as L
 
 
 def main():
-    path, threads, P, D, dtype = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    path, threads, P, D = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    batches = [int(b) for b in sys.argv[5].split()]
     L.llama_backend_init()
     model = L.llama_model_load_from_file(path.encode(), L.llama_model_default_params())
     if not model:
         sys.exit(f"llama.cpp could not load {path}")
     vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(model))
-    out = {"engine": "llama.cpp", "dtype": dtype}
-    for nseq in (1, 8):
+    out = {}
+    for nseq in batches:
         cp = L.llama_context_default_params()
         cp.n_ctx = (P + D + 8) * nseq
         cp.n_batch = P * nseq

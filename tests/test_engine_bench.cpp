@@ -2,7 +2,8 @@
 // by name, "[.engine-bench]"). Prints one line "BENCH {json}" with prompt and decode tok/s
 // at batch 1 and 8 and the DRAM read bandwidth measured with the same thread count.
 // Env: NUNCHAKU_BENCH_MODEL (checkpoint path), NUNCHAKU_BENCH_THREADS (0 = all),
-// NUNCHAKU_BENCH_PROMPT (prompt tokens, 128), NUNCHAKU_BENCH_DECODE (decode steps, 32).
+// NUNCHAKU_BENCH_PROMPT (prompt tokens, 128), NUNCHAKU_BENCH_DECODE (decode steps, 32),
+// NUNCHAKU_BENCH_BATCHES (batch sizes, "1 8").
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -72,7 +73,19 @@ TEST_CASE("engine benchmark", "[.engine-bench]") {
   REQUIRE(path);
   const int threads = int(env_int("NUNCHAKU_BENCH_THREADS", 0));
   const int64_t P = env_int("NUNCHAKU_BENCH_PROMPT", 128), D = env_int("NUNCHAKU_BENCH_DECODE", 32);
-  const int B = 8;
+  std::vector<int> batches;
+  {
+    const char* bs = std::getenv("NUNCHAKU_BENCH_BATCHES");
+    std::string s = bs && *bs ? bs : "1 8";
+    for (size_t i = 0; i < s.size();) {
+      size_t j = s.find(' ', i);
+      if (j == std::string::npos) j = s.size();
+      if (j > i) batches.push_back(std::atoi(s.substr(i, j - i).c_str()));
+      i = j + 1;
+    }
+  }
+  REQUIRE(!batches.empty());
+  const int B = std::max(1, *std::max_element(batches.begin(), batches.end()));
   EngineOptions o;
   o.max_batch = B;
   o.max_context = P + D + 1;
@@ -95,7 +108,7 @@ TEST_CASE("engine benchmark", "[.engine-bench]") {
   out["model"] = path;
   out["describe"] = tf.describe();
   out["weight_bytes"] = weight_bytes;
-  for (int batch : {1, B}) {
+  for (int batch : batches) {
     std::vector<SeqChunk> chunks;
     for (int b = 0; b < batch; ++b) chunks.push_back({b, 0, prompts[size_t(b)], false});
     tf.forward(chunks);  // warm-up (pages of weights and KV touched)

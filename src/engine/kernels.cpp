@@ -4,6 +4,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -118,14 +119,45 @@ bool cpu_has_avx2() {
 #endif
 }
 
+bool cpu_has_avx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl");
+#else
+  return false;
+#endif
+}
+
+const KernelSet* kernels_of(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return &kAvx512Kernels;
+    case Isa::Avx2: return &kAvx2Kernels;
+    default: return &kScalarKernels;
+  }
+}
+
+// The best available ISA at or below `want`.
+Isa best_at_or_below(Isa want) {
+  for (int i = int(want); i > 0; --i)
+    if (isa_available(Isa(i))) return Isa(i);
+  return Isa::Scalar;
+}
+
 Isa initial_isa() {
-  const char* env = std::getenv("NUNCHAKU_ISA");
-  if (env && std::string_view(env) == "scalar") return Isa::Scalar;
-  return avx2_compiled() && cpu_has_avx2() ? Isa::Avx2 : Isa::Scalar;
+  Isa want = Isa::Avx512;
+  if (const char* env = std::getenv("NUNCHAKU_ISA"); env && *env) {
+    const std::string_view e(env);
+    if (e == "scalar") want = Isa::Scalar;
+    else if (e == "avx2") want = Isa::Avx2;
+    else if (e != "avx512")
+      std::fprintf(stderr, "nunchaku: warning: NUNCHAKU_ISA=%s is not one of scalar, avx2, avx512; ignored\n", env);
+  }
+  return best_at_or_below(want);
 }
 
 Isa g_isa = initial_isa();
-const KernelSet* g_kernels = g_isa == Isa::Avx2 ? &kAvx2Kernels : &kScalarKernels;
+const KernelSet* g_kernels = kernels_of(g_isa);
 
 }  // namespace
 
@@ -136,11 +168,19 @@ bool matmul_supports(DType t) {
 }
 
 Isa active_isa() { return g_isa; }
-std::string_view isa_name(Isa isa) { return isa == Isa::Avx2 ? "avx2" : "scalar"; }
+std::string_view isa_name(Isa isa) {
+  return isa == Isa::Avx512 ? "avx512" : isa == Isa::Avx2 ? "avx2" : "scalar";
+}
+bool isa_available(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return avx512_compiled() && cpu_has_avx512();
+    case Isa::Avx2: return avx2_compiled() && cpu_has_avx2();
+    default: return true;
+  }
+}
 Isa set_isa(Isa isa) {
-  if (isa == Isa::Avx2 && !(avx2_compiled() && cpu_has_avx2())) isa = Isa::Scalar;
-  g_isa = isa;
-  g_kernels = isa == Isa::Avx2 ? &kAvx2Kernels : &kScalarKernels;
+  g_isa = best_at_or_below(isa);
+  g_kernels = kernels_of(g_isa);
   return g_isa;
 }
 

@@ -1,9 +1,10 @@
 // CPU kernels of the engine. Weights stay in their stored dtype; quantized blocks are
 // dequantized inside the dot products, a block at a time, never into a full fp32 copy.
 //
-// Instruction sets: a scalar implementation (kernels.cpp) and an AVX2+FMA+F16C one
-// (kernels_avx2.cpp, compiled with those flags only), chosen once at run time with
-// __builtin_cpu_supports. NUNCHAKU_ISA=scalar in the environment forces the scalar one.
+// Instruction sets: a scalar implementation (kernels.cpp), an AVX2+FMA+F16C one
+// (kernels_avx2.cpp) and an AVX-512 F/BW/VL one (kernels_avx512.cpp), each compiled with
+// its flags only; the best the CPU has is chosen once at run time. NUNCHAKU_ISA=scalar|
+// avx2|avx512 in the environment asks for one (the best available at or below it is used).
 #pragma once
 
 #include <cstddef>
@@ -29,10 +30,13 @@ struct WeightMatrix {
 // Dtypes the matmul kernels read directly.
 bool matmul_supports(DType t);
 
-enum class Isa { Scalar, Avx2 };
+enum class Isa { Scalar, Avx2, Avx512 };  // ordered: each needs what the one before needs
+constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512};
 Isa active_isa();
-std::string_view isa_name(Isa isa);  // "scalar", "avx2"
-// For tests: switch implementations (Avx2 only when the CPU has it; returns what is active).
+std::string_view isa_name(Isa isa);  // "scalar", "avx2", "avx512"
+bool isa_available(Isa isa);         // built in and supported by this CPU
+// For tests: switch implementations (the best available at or below `isa`; returns what
+// is active).
 Isa set_isa(Isa isa);
 
 // y[b*ldy + r] = sum_i W[r][i] * x[b*ldx + i] for r in [r0, r1), b in [0, B).

@@ -1,20 +1,28 @@
 // AVX2 + FMA + F16C kernels. This file alone is compiled with -mavx2 -mfma -mf16c
-// (CMakeLists.txt); kernels.cpp calls into it only after __builtin_cpu_supports says yes.
+// (CMakeLists.txt); kernels.cpp calls into it only after the CPU says it has them. The
+// kernels themselves are kernels_simd.hpp over 8-float vectors; here are the vector
+// primitives, the weight loaders and the block dequantizers for AVX2.
 // No std templates here, so no AVX2 copy of a shared inline function reaches the linker.
 #include "engine/kernels_impl.hpp"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
-#include <type_traits>
-
-
 #include "engine/quant_blocks.hpp"
 
 namespace nunchaku::engine {
 namespace {
 
-inline float hsum(__m256 v) {
+using V = __m256;
+constexpr int kW = 8, kSubVecs = 32 / kW;
+inline V vzero() { return _mm256_setzero_ps(); }
+inline V vload(const float* p) { return _mm256_load_ps(p); }
+inline V vloadu(const float* p) { return _mm256_loadu_ps(p); }
+inline void vstore(float* p, V v) { _mm256_store_ps(p, v); }
+inline void vstoreu(float* p, V v) { _mm256_storeu_ps(p, v); }
+inline V vset1(float f) { return _mm256_set1_ps(f); }
+inline V vfma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+inline float vhsum(V v) {
   __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
   lo = _mm_add_ps(lo, hi);
   lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
@@ -24,13 +32,13 @@ inline float hsum(__m256 v) {
 
 struct LoadF32 {
   static constexpr int kElemBytes = 4;
-  static __m256 load(const uint8_t* row, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }
+  static V load(const uint8_t* row, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }
   static float one(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
   static const uint8_t* addr(const uint8_t* row, int64_t i) { return row + 4 * i; }
 };
 struct LoadBF16 {
   static constexpr int kElemBytes = 2;
-  static __m256 load(const uint8_t* row, int64_t i) {
+  static V load(const uint8_t* row, int64_t i) {
     __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
@@ -39,173 +47,20 @@ struct LoadBF16 {
 };
 struct LoadF16 {
   static constexpr int kElemBytes = 2;
-  static __m256 load(const uint8_t* row, int64_t i) {
+  static V load(const uint8_t* row, int64_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
   }
   static float one(const uint8_t* row, int64_t i) { return blocks::half_to_float(blocks::load_u16(row + 2 * i)); }
   static const uint8_t* addr(const uint8_t* row, int64_t i) { return row + 2 * i; }
 };
 
-// y[b*ldy + r] (+)= row_r . x_b for R weight rows (row_bytes apart) and NB activation
-// rows: R*NB independent FMA chains, each weight vector loaded once for NB rows. Every
-// (row, x) pair sums in the same order whatever R and NB are (one 8-wide chain, then the
-// scalar tail), so a sequence's logits are bit-identical in any batch.
-//
-// Columns [k0, k1) only (k1 - k0 a multiple of 8): the blocked GEMM passes one column
-// block at a time and keeps the R*NB vector accumulators in acc_buf (8 floats each)
-// between blocks; the lanes see the same additions in the same order as one pass.
-// `first`: start from zero (else from acc_buf); `last`: reduce, add the scalar tail
-// [k1, n) and store (or add, Accumulate) to y (else save to acc_buf).
-template <int R, int NB, class L, bool Accumulate = false, bool Prefetch = false>
-inline void tile_k(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1, int64_t n, const float* x,
-                   int64_t ldx, float* acc_buf, bool first, bool last, float* y, int64_t ldy) {
-  __m256 acc[R][NB];
-  for (int r = 0; r < R; ++r)
-    for (int b = 0; b < NB; ++b) acc[r][b] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc_buf + (b * R + r) * 8);
-  // Prefetch (decode and small batches: weights come from DRAM once per step): the tile
-  // after next (R contiguous rows) is fetched ahead, for 16-bit weights as one sequential
-  // stream spread evenly over this tile's steps (R short row streams train the hardware
-  // prefetcher poorly: +12% single-thread bf16), for f32 row by row (the sequential
-  // stream measured -15% there).
-  const char* pf = reinterpret_cast<const char*>(row0 + 2 * R * row_bytes);
-  const size_t pf_step = n >= 8 ? (R * row_bytes * 8 / size_t(n) + 63) / 64 * 64 : 0;
-  for (int64_t i = k0; i < k1; i += 8) {
-    __m256 w[R];
-    for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
-    if constexpr (Prefetch) {
-      if constexpr (L::kElemBytes == 2) {
-        for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
-        pf += pf_step;
-      } else if ((i & 15) == 0) {  // f32 rows are long enough for the hardware; a nudge 2 tiles ahead
-        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(L::addr(row0 + size_t(r + 2 * R) * row_bytes, i)), _MM_HINT_T0);
-      }
-    }
-    for (int b = 0; b < NB; ++b) {
-      __m256 xv = _mm256_loadu_ps(x + b * ldx + i);
-      if constexpr (R > 1) asm("" : "+x"(xv));  // one load per x vector, not one per FMA (load ports)
-      for (int r = 0; r < R; ++r) acc[r][b] = _mm256_fmadd_ps(w[r], xv, acc[r][b]);
-    }
-  }
-  if (!last) {
-    for (int r = 0; r < R; ++r)
-      for (int b = 0; b < NB; ++b) _mm256_store_ps(acc_buf + (b * R + r) * 8, acc[r][b]);
-    return;
-  }
-  for (int r = 0; r < R; ++r)
-    for (int b = 0; b < NB; ++b) {
-      float s = hsum(acc[r][b]);
-      for (int64_t j = k1; j < n; ++j) s += L::one(row0 + size_t(r) * row_bytes, j) * x[b * ldx + j];
-      if (Accumulate) y[b * ldy + r] += s;
-      else y[b * ldy + r] = s;
-    }
-}
-
-// All columns in one pass.
-template <int R, int NB, class L, bool Accumulate = false, bool Prefetch = false>
-inline void tile(const uint8_t* row0, size_t row_bytes, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy) {
-  tile_k<R, NB, L, Accumulate, Prefetch>(row0, row_bytes, 0, n / 8 * 8, n, x, ldx, nullptr, true, true, y, ldy);
-}
-
-// R weight rows against all B activation rows, in tiles of 6 (R = 2: 12 accumulators,
-// each converted weight vector used 6 times), then the remainder.
-template <int R, class L, bool Accumulate>
-inline void rows_times_batch(const uint8_t* row0, size_t row_bytes, int64_t n, const float* x, int64_t ldx, int64_t B,
-                             float* y, int64_t ldy) {
-  constexpr int kNB = R <= 2 ? 6 : 3;
-  int64_t b = 0;
-  if (B >= kNB) {  // the first pass over these rows prefetches the rows after next
-    tile<R, kNB, L, Accumulate, true>(row0, row_bytes, n, x, ldx, y, ldy);
-    b = kNB;
-  }
-  for (; b + kNB <= B; b += kNB) tile<R, kNB, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy);
-  switch (B - b) {
-    case 5: if constexpr (kNB > 5) tile<R, 5, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
-    case 4: if constexpr (kNB > 4) tile<R, 4, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
-    case 3: if constexpr (kNB > 3) tile<R, 3, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
-    case 2: tile<R, 2, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
-    case 1: tile<R, 1, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
-    default: break;
-  }
-}
-
-// Prefill GEMM (many activation rows). Blocks: kGemmRows weight rows x kGemmBatch
-// activation rows x at most kGemmCols columns (equal column blocks, multiples of 8). Per
-// column block, a group of 6 activation rows (<= 18 KiB) stays in L1 while the block's
-// weight rows come from L2 two at a time: 2 weight loads and 6 L1 loads per 12 FMAs.
-// Whole rows of up to 768 columns are one block: no accumulator traffic at all (768 beat
-// 512 and 1024 on 2048-column rows, same speed on 768-column ones).
-constexpr int64_t kGemmRows = 64, kGemmBatch = 48, kGemmCols = 768;
-alignas(32) thread_local float g_gemm_acc[kGemmRows * kGemmBatch * 8];
-
-template <int R, class L>
-inline void gemm_rows_group(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1, int64_t n, const float* x,
-                            int64_t ldx, int64_t nb, float* acc, bool first, bool last, float* y, int64_t ldy) {
-  switch (nb) {
-    case 6: return tile_k<R, 6, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
-    case 5: return tile_k<R, 5, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
-    case 4: return tile_k<R, 4, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
-    case 3: return tile_k<R, 3, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
-    case 2: return tile_k<R, 2, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
-    default: return tile_k<R, 1, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
-  }
-}
-
-template <class L>
-void gemm_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
-                int64_t r1) {
-  const size_t rb = w.row_bytes;
-  const int64_t n = w.cols, n8 = n / 8 * 8;
-  const int64_t kblocks = (n8 + kGemmCols - 1) / kGemmCols;
-  const int64_t kc = kblocks <= 1 ? kGemmCols : (n8 / 8 + kblocks - 1) / kblocks * 8;
-  float* acc = g_gemm_acc;
-  for (int64_t rc = r0; rc < r1; rc += kGemmRows) {
-    const int64_t rce = rc + kGemmRows < r1 ? rc + kGemmRows : r1;
-    for (int64_t bc = 0; bc < B; bc += kGemmBatch) {
-      const int64_t bce = bc + kGemmBatch < B ? bc + kGemmBatch : B;
-      for (int64_t k0 = 0; k0 < n8 || k0 == 0; k0 += kc) {
-        const int64_t k1 = k0 + kc < n8 ? k0 + kc : n8;
-        const bool first = k0 == 0, last = k1 == n8;
-        for (int64_t b = bc; b < bce; b += 6) {
-          const int64_t nb = bce - b < 6 ? bce - b : 6;
-          const float* xb = x + b * ldx;
-          float* yb = y + b * ldy;
-          float* ab = acc + (b - bc) * kGemmRows * 8;  // this group's accumulators, row-pair blocks of 2*nb*8
-          int64_t r = rc;
-          for (; r + 2 <= rce; r += 2)
-            gemm_rows_group<2, L>(w.data + size_t(r) * rb, rb, k0, k1, n, xb, ldx, nb, ab + (r - rc) * nb * 8, first, last,
-                                  yb + r, ldy);
-          if (r < rce)
-            gemm_rows_group<1, L>(w.data + size_t(r) * rb, rb, k0, k1, n, xb, ldx, nb, ab + (r - rc) * nb * 8, first, last,
-                                  yb + r, ldy);
-        }
-        if (k1 == n8) break;
-      }
-    }
-  }
-}
-
-template <class L>
-void matmul_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
-                  int64_t r1) {
-  if (B >= kMatmulGemmBatch) return gemm_plain<L>(w, x, ldx, B, y, ldy, r0, r1);
-  int64_t r = r0;
-  const size_t rb = w.row_bytes;
-  if (B == 1)  // decode: 8 rows at a time, 8 independent chains
-    for (; r + 8 <= r1; r += 8) tile<8, 1, L, false, true>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, y + r, ldy);
-  for (; r + 2 <= r1; r += 2) rows_times_batch<2, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
-  for (; r < r1; ++r) rows_times_batch<1, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
-}
-
-// Q8_0 / Q4_0 / Q4_K. Every kernel sums like the F32 ones over the dequantized matrix: each 32-value sub-block becomes 4 vectors of the values gguf-py's dequantize
-// gives, then acc[lane] += w*x along the row, one 8-wide chain per (row, x) pair. So
-// decode tiles, small batches and the prefill GEMM (which dequantizes a panel of rows
-// once and runs the F32 GEMM on it) give bit-identical results. The values are exact
-// products in f32 (Q8_0/Q4_0: d*q, 11 x 8 significant bits; Q4_K: (d*sc)*q - dmin*m,
-// exact products and one rounding of the difference, which fmsub gives too), so the
-// order the factors are multiplied in does not matter. (Q6_K below keeps a fused kernel:
-// its values unpacked this way decoded 30% slower.)
-//
-// A policy: kBytes per block, kSubs sub-blocks of 32 values, sub(blk, s, w) -> w[0..4).
+// Block dequantizers: kBytes per block, kSubs sub-blocks of 32 values, sub(blk, s, w) ->
+// w[0..4) = the 32 values as gguf-py dequantizes them. They are exact products in f32
+// (Q8_0/Q4_0/Q5_0: d*q, an 11-bit half times a small integer) or one rounding of an exact
+// product plus/minus an exact term (Q4_1/Q5_1: d*q + m; Q4_K/Q5_K: (d*sc)*q - dmin*m),
+// which fmadd/fmsub round identically; bytes go straight from memory into vpmovsxbd /
+// vpmovzxbd, no shuffles. (Q6_K keeps a fused kernel: its values unpacked this way decoded
+// 30% slower.)
 struct BlockQ8_0 {
   static constexpr int64_t kBytes = 34, kSubs = 1;
   static void sub(const uint8_t* b, int, __m256 w[4]) {  // 8 bytes at a time straight into vpmovsxbd
@@ -246,287 +101,75 @@ struct BlockQ4_K {
     }
   }
 };
+// Q4_1: w = d*q + m (d*q exact, so fmadd rounds where d*q + m does).
+struct BlockQ4_1 {
+  static constexpr int64_t kBytes = 20, kSubs = 1;
+  static void sub(const uint8_t* b, int, __m256 w[4]) {
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b))), m = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b + 2)));
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4)), mask = _mm_set1_epi8(15);
+    const __m128i lo = _mm_and_si128(v, mask), hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
+    w[0] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)), m);
+    w[1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))), m);
+    w[2] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)), m);
+    w[3] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))), m);
+  }
+};
+// Q5_0 / Q5_1: value i's 5th bit is bit i of qh; w = d*(q - 16), or d*q + m.
+template <bool kMin>
+inline void q5_sub(const uint8_t* b, __m256 w[4]) {
+  const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b)));
+  const __m256 m = kMin ? _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b + 2))) : _mm256_setzero_ps();
+  const uint8_t* p = b + (kMin ? 4 : 2);
+  const __m256i qh = _mm256_set1_epi32(int(blocks::load_u32(p)));
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4)), mask = _mm_set1_epi8(15);
+  const __m128i nib[2] = {_mm_and_si128(v, mask), _mm_and_si128(_mm_srli_epi16(v, 4), mask)};
+  const __m256i one = _mm256_set1_epi32(1), off = _mm256_set1_epi32(kMin ? 0 : 16);
+  for (int g = 0; g < 4; ++g) {
+    const __m256i lanes = _mm256_setr_epi32(8 * g, 8 * g + 1, 8 * g + 2, 8 * g + 3, 8 * g + 4, 8 * g + 5, 8 * g + 6, 8 * g + 7);
+    const __m256i hb = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(qh, lanes), one), 4);
+    const __m128i n = (g & 1) ? _mm_srli_si128(nib[g / 2], 8) : nib[g / 2];
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_or_si256(_mm256_cvtepu8_epi32(n), hb), off));
+    w[g] = kMin ? _mm256_fmadd_ps(d, q, m) : _mm256_mul_ps(d, q);
+  }
+}
+struct BlockQ5_0 {
+  static constexpr int64_t kBytes = 22, kSubs = 1;
+  static void sub(const uint8_t* b, int, __m256 w[4]) { q5_sub<false>(b, w); }
+};
+struct BlockQ5_1 {
+  static constexpr int64_t kBytes = 24, kSubs = 1;
+  static void sub(const uint8_t* b, int, __m256 w[4]) { q5_sub<true>(b, w); }
+};
+// Q5_K: as Q4_K, with bit s of qh[l] the 5th bit of value l of sub-block s.
+struct BlockQ5_K {
+  static constexpr int64_t kBytes = 176, kSubs = 8;
+  static void sub(const uint8_t* b, int s, __m256 w[4]) {
+    int sc, m;
+    blocks::q4k_scale_min(s, b + 4, sc, m);
+    const __m256 ds = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b)) * float(sc));
+    const __m256 ms = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b + 2)) * float(m));
+    const uint8_t* q = b + 48 + 32 * (s / 2);
+    const __m128i shift = _mm_cvtsi32_si128(s);
+    for (int g = 0; g < 4; ++g) {
+      __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * g)));
+      v = (s & 1) ? _mm256_srli_epi32(v, 4) : _mm256_and_si256(v, _mm256_set1_epi32(15));
+      __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 16 + 8 * g)));
+      h = _mm256_slli_epi32(_mm256_and_si256(_mm256_srl_epi32(h, shift), _mm256_set1_epi32(1)), 4);
+      w[g] = _mm256_fmsub_ps(ds, _mm256_cvtepi32_ps(_mm256_or_si256(v, h)), ms);
+    }
+  }
+};
 // f(integral_constant<int, NB>, b) over activation rows [b, b + NB): groups of 4, then
 // the remainder.
-template <class F>
-inline void by_groups_of_4(int64_t B, F&& f) {
-  int64_t b = 0;
-  for (; b + 4 <= B; b += 4) f(std::integral_constant<int, 4>{}, b);
-  switch (B - b) {
-    case 3: f(std::integral_constant<int, 3>{}, b); break;
-    case 2: f(std::integral_constant<int, 2>{}, b); break;
-    case 1: f(std::integral_constant<int, 1>{}, b); break;
-    default: break;
-  }
-}
-
-// NB activation rows against one weight row.
-template <int NB, class Q>
-inline void blockq_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
-  __m256 acc[NB];
-  for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < nblocks; ++k)
-    for (int s = 0; s < Q::kSubs; ++s) {
-      __m256 w[4];
-      Q::sub(row + k * Q::kBytes, s, w);
-      const int64_t c = (k * Q::kSubs + s) * 32;
-      for (int b = 0; b < NB; ++b)
-        for (int j = 0; j < 4; ++j) acc[b] = _mm256_fmadd_ps(w[j], _mm256_loadu_ps(x + b * ldx + c + 8 * j), acc[b]);
-    }
-  for (int b = 0; b < NB; ++b) y[b * ldy] = hsum(acc[b]);
-}
-
-// Decode (one activation row): R weight rows at once for R independent chains; the tile
-// after next (R contiguous rows) is prefetched as one sequential stream spread over the
-// blocks of this one.
-template <int R, class Q>
-inline void blockq_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks, const float* x, float* y) {
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  const char* pf = reinterpret_cast<const char*>(row0 + 2 * R * row_bytes);
-  const size_t pf_step = nblocks > 0 ? (R * row_bytes / size_t(nblocks) + 63) / 64 * 64 : 0;
-  for (int64_t k = 0; k < nblocks; ++k) {
-    if constexpr (R > 1) {
-      for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
-      pf += pf_step;
-    }
-    for (int s = 0; s < Q::kSubs; ++s) {
-      const float* xs = x + (k * Q::kSubs + s) * 32;
-      for (int r = 0; r < R; ++r) {
-        __m256 w[4];
-        Q::sub(row0 + size_t(r) * row_bytes + k * Q::kBytes, s, w);
-        for (int j = 0; j < 4; ++j) acc[r] = _mm256_fmadd_ps(w[j], _mm256_loadu_ps(xs + 8 * j), acc[r]);
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]);
-}
-
-// Prefill: kPanelRows weight rows at a time are dequantized into a per-thread f32 panel
-// (grown on demand, freed when its thread ends), then the F32 GEMM runs on it.
-constexpr int64_t kPanelRows = 32;
-struct Panel {
-  float* data = nullptr;
-  size_t floats = 0;
-  float* get(size_t n) {
-    if (floats < n) {
-      delete[] data;
-      data = new float[n];
-      floats = n;
-    }
-    return data;
-  }
-  ~Panel() { delete[] data; }
-};
-thread_local Panel g_panel;
-
-template <class Q>
-void gemm_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
-                 int64_t r1) {
-  const int64_t nblocks = w.cols / (32 * Q::kSubs);
-  float* panel_data = g_panel.get(size_t(kPanelRows) * size_t(w.cols));
-  for (int64_t rc = r0; rc < r1; rc += kPanelRows) {
-    const int64_t rows = rc + kPanelRows < r1 ? kPanelRows : r1 - rc;
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* row = w.data + size_t(rc + r) * w.row_bytes;
-      float* out = panel_data + size_t(r) * size_t(w.cols);
-      for (int64_t k = 0; k < nblocks; ++k)
-        for (int s = 0; s < Q::kSubs; ++s) {
-          __m256 v[4];
-          Q::sub(row + k * Q::kBytes, s, v);
-          for (int j = 0; j < 4; ++j) _mm256_storeu_ps(out + (k * Q::kSubs + s) * 32 + 8 * j, v[j]);
-        }
-    }
-    WeightMatrix panel{reinterpret_cast<const uint8_t*>(panel_data), DType::F32, rows, w.cols, size_t(w.cols) * 4, {}};
-    gemm_plain<LoadF32>(panel, x, ldx, B, y + rc, ldy, 0, rows);
-  }
-}
-
-template <class Q>
-void matmul_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
-                   int64_t r1) {
-  if (B >= kMatmulGemmBatch) return gemm_blockq<Q>(w, x, ldx, B, y, ldy, r0, r1);
-  const int64_t nblocks = w.cols / (32 * Q::kSubs);
-  if (B == 1) {
-    int64_t r = r0;
-    for (; r + 8 <= r1; r += 8) blockq_rows<8, Q>(w.data + size_t(r) * w.row_bytes, w.row_bytes, nblocks, x, y + r);
-    for (; r < r1; ++r) blockq_rows<1, Q>(w.data + size_t(r) * w.row_bytes, w.row_bytes, nblocks, x, y + r);
-    return;
-  }
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w.data + size_t(r) * w.row_bytes;
-    by_groups_of_4(B, [&](auto nb, int64_t b) {
-      blockq_tile<decltype(nb)::value, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
-    });
-  }
-}
-
-// Q6_K, fused (no GEMM): per 128 values, four groups of 32, each dotted with x as
-// integers-as-floats and scaled per 16-value sub-block. Same order for every batch size.
-inline void i8x32_to_ps(__m256i v, __m256 out[4]) {
-  const __m128i v0 = _mm256_castsi256_si128(v), v1 = _mm256_extracti128_si256(v, 1);
-  out[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v0));
-  out[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v0, 8)));
-  out[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v1));
-  out[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v1, 8)));
-}
-
-template <int NB>
-inline void q6k_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
-  __m256 acc[NB];
-  for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
-  for (int64_t k = 0; k < nblocks; ++k) {
-    const uint8_t* blk = row + k * 210;
-    const float d = _cvtsh_ss(blocks::load_u16(blk + 208));
-    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
-    for (int half = 0; half < 2; ++half) {
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * half));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * half + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * half));
-      const __m256i q[4] = {
-          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)), off),
-          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)), off),
-          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)), off),
-          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)), off)};
-      const int8_t* s = sc + 8 * half;
-      for (int g = 0; g < 4; ++g) {  // values [32g, 32g+32) of this half; sub-block scales s[2g], s[2g+1]
-        __m256 f[4];
-        i8x32_to_ps(q[g], f);
-        const __m256 da = _mm256_set1_ps(d * float(s[2 * g])), db = _mm256_set1_ps(d * float(s[2 * g + 1]));
-        for (int b = 0; b < NB; ++b) {
-          const float* xb = x + b * ldx + k * 256 + half * 128 + g * 32;
-          __m256 ta = _mm256_fmadd_ps(f[1], _mm256_loadu_ps(xb + 8), _mm256_mul_ps(f[0], _mm256_loadu_ps(xb)));
-          __m256 tb = _mm256_fmadd_ps(f[3], _mm256_loadu_ps(xb + 24), _mm256_mul_ps(f[2], _mm256_loadu_ps(xb + 16)));
-          acc[b] = _mm256_fmadd_ps(da, ta, acc[b]);
-          acc[b] = _mm256_fmadd_ps(db, tb, acc[b]);
-        }
-      }
-    }
-  }
-  for (int b = 0; b < NB; ++b) y[b * ldy] = hsum(acc[b]);
-}
-
-void matmul_q6k(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
-                int64_t r1) {
-  const int64_t nblocks = w.cols / 256;
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w.data + size_t(r) * w.row_bytes;
-    by_groups_of_4(B, [&](auto nb, int64_t b) {
-      q6k_tile<decltype(nb)::value>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
-    });
-  }
-}
-
-void matmul_quant(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
-                  int64_t r1) {
-  const blocks::Quant q = blocks::quant_of(w.dtype);
-  if (q == blocks::Quant::None) return;
-  const int64_t be = dtype_info(w.dtype).block_elems, bb = dtype_info(w.dtype).block_bytes;
-  constexpr int64_t kChunk = 1024;
-  alignas(32) float buf[kChunk];
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w.data + size_t(r) * w.row_bytes;
-    for (int64_t b = 0; b < B; ++b) y[b * ldy + r] = 0;
-    for (int64_t c = 0; c < w.cols; c += kChunk) {
-      int64_t n = w.cols - c < kChunk ? w.cols - c : kChunk;
-      blocks::dequant_blocks(q, row + (c / be) * bb, n / be, buf);
-      rows_times_batch<1, LoadF32, true>(reinterpret_cast<const uint8_t*>(buf), 0, n, x + c, ldx, B, y + r, ldy);
-    }
-  }
-}
-
-void avx2_matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
-                      int64_t r0, int64_t r1) {
-  switch (w.dtype) {
-    case DType::F32: return matmul_plain<LoadF32>(w, x, ldx, B, y, ldy, r0, r1);
-    case DType::BF16: return matmul_plain<LoadBF16>(w, x, ldx, B, y, ldy, r0, r1);
-    case DType::F16: return matmul_plain<LoadF16>(w, x, ldx, B, y, ldy, r0, r1);
-    case DType::Q8_0: return matmul_blockq<BlockQ8_0>(w, x, ldx, B, y, ldy, r0, r1);
-    case DType::Q4_0: return matmul_blockq<BlockQ4_0>(w, x, ldx, B, y, ldy, r0, r1);
-    case DType::Q4_K: return matmul_blockq<BlockQ4_K>(w, x, ldx, B, y, ldy, r0, r1);
-    default: break;
-  }
-  // Q6_K/Q4_1/Q5_0/Q5_1/Q5_K have no GEMM yet: a weight row at a time against 32 activation
-  // rows at a time (those stay in L2 while the task's weight rows pass, from L2 after the
-  // first chunk). Each (row, x) pair's sum does not depend on the chunking.
-  constexpr int64_t kChunk = 32;
-  for (int64_t b0 = 0; b0 < B; b0 += kChunk) {
-    const int64_t nb = B - b0 < kChunk ? B - b0 : kChunk;
-    if (w.dtype == DType::Q6_K) matmul_q6k(w, x + b0 * ldx, ldx, nb, y + b0 * ldy, ldy, r0, r1);
-    else matmul_quant(w, x + b0 * ldx, ldx, nb, y + b0 * ldy, ldy, r0, r1);
-  }
-}
-
-// Attention: 4 cache rows at a time against one query (4 independent FMA chains).
-template <class L>
-void attn_scores_impl(const float* q, const uint8_t* rows, size_t row_bytes, int64_t n, int64_t d, float scale, float* out) {
-  int64_t p = 0;
-  for (; p + 4 <= n; p += 4) {
-    float s[4];
-    // f32 cache rows: the row-by-row prefetch suits these strided rows (not the 16-bit
-    // sequential stream, which assumes contiguous rows).
-    tile<4, 1, L, false, L::kElemBytes == 4>(rows + size_t(p) * row_bytes, row_bytes, d, q, 0, s, 0);
-    for (int r = 0; r < 4; ++r) out[p + r] = scale * s[r];
-  }
-  for (; p < n; ++p) {
-    float s;
-    tile<1, 1, L, false>(rows + size_t(p) * row_bytes, row_bytes, d, q, 0, &s, 0);
-    out[p] = scale * s;
-  }
-}
-
-// sum_p w[p] * row_p over NV*8 output values [c, c + 8*NV), held in registers across all rows.
-template <int NV, class L>
-inline void attn_mix_chunk(const float* w, const uint8_t* rows, size_t row_bytes, int64_t n, int64_t c, float* out) {
-  __m256 acc[NV];
-  for (int j = 0; j < NV; ++j) acc[j] = _mm256_setzero_ps();
-  for (int64_t p = 0; p < n; ++p) {
-    const __m256 wv = _mm256_set1_ps(w[p]);
-    const uint8_t* row = rows + size_t(p) * row_bytes;
-    for (int j = 0; j < NV; ++j) acc[j] = _mm256_fmadd_ps(wv, L::load(row, c + 8 * j), acc[j]);
-  }
-  for (int j = 0; j < NV; ++j) _mm256_storeu_ps(out + c + 8 * j, acc[j]);
-}
-
-template <class L>
-void attn_mix_impl(const float* w, const uint8_t* rows, size_t row_bytes, int64_t n, int64_t d, float* out) {
-  int64_t c = 0;
-  for (; c + 64 <= d; c += 64) attn_mix_chunk<8, L>(w, rows, row_bytes, n, c, out);
-  for (; c + 8 <= d; c += 8) attn_mix_chunk<1, L>(w, rows, row_bytes, n, c, out);
-  for (; c < d; ++c) {
-    float acc = 0;
-    for (int64_t p = 0; p < n; ++p) acc += w[p] * L::one(rows + size_t(p) * row_bytes, c);
-    out[c] = acc;
-  }
-}
-
-void avx2_attn_scores(const float* q, const void* rows, bool half, int64_t stride, int64_t n, int64_t d, float scale,
-                      float* out) {
-  const uint8_t* r = static_cast<const uint8_t*>(rows);
-  if (half) attn_scores_impl<LoadF16>(q, r, size_t(stride) * 2, n, d, scale, out);
-  else attn_scores_impl<LoadF32>(q, r, size_t(stride) * 4, n, d, scale, out);
-}
-void avx2_attn_mix(const float* w, const void* rows, bool half, int64_t stride, int64_t n, int64_t d, float* out) {
-  const uint8_t* r = static_cast<const uint8_t*>(rows);
-  if (half) attn_mix_impl<LoadF16>(w, r, size_t(stride) * 2, n, d, out);
-  else attn_mix_impl<LoadF32>(w, r, size_t(stride) * 4, n, d, out);
-}
-void avx2_store_f16(const float* x, uint16_t* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-  for (; i < n; ++i) y[i] = uint16_t(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
-}
 
 }  // namespace
+}  // namespace nunchaku::engine
 
-const KernelSet kAvx2Kernels = {avx2_matmul_rows, avx2_attn_scores, avx2_attn_mix, avx2_store_f16};
+#include "engine/kernels_simd.hpp"
+
+namespace nunchaku::engine {
+const KernelSet kAvx2Kernels = {simd_matmul_rows, simd_attn_scores, simd_attn_mix, simd_store_f16};
 bool avx2_compiled() { return true; }
-
 }  // namespace nunchaku::engine
 
 #else  // not built with AVX2 flags (non-x86 compiler): the scalar kernels are used

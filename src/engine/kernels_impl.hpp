@@ -16,5 +16,7 @@ struct KernelSet {
 extern const KernelSet kScalarKernels;
 extern const KernelSet kAvx2Kernels;  // only call when the CPU has AVX2, FMA and F16C
 bool avx2_compiled();                 // false when the compiler could not build that file
+extern const KernelSet kAvx512Kernels;  // only call when the CPU has AVX-512 F/BW/VL (and AVX2's set)
+bool avx512_compiled();
 
 }  // namespace nunchaku::engine

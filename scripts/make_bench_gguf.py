@@ -1,0 +1,114 @@
+"""Random-weight llama GGUFs in the shapes of small real models, for scripts/bench_run.sh.
+
+    python make_bench_gguf.py OUT.gguf SHAPE TYPE
+
+SHAPE: smol135m (hidden 576, 30 layers, 9:3 heads, ffn 1536, vocab 49152, tied, as
+SmolLM2-135M), smol360m (960, 32 layers, 15:5, ffn 2560, vocab 49152, tied), llama1b
+(2048, 16 layers, 32:8, ffn 8192, vocab 128256, tied, as Llama-3.2-1B).
+TYPE: q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k f16 bf16 f32 (every matrix, the tied
+embedding/head too; norms f32). K-quants need rows of a multiple of 256: other rows take
+llama.cpp's fallback type (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), as its quantizer
+does for hidden 576 / 960.
+
+Speed only: quantized blocks are random bytes with small valid f16 scales (every value
+finite), f16/bf16/f32 values are N(0, 0.02). A placeholder SentencePiece vocabulary
+makes llama.cpp load the file; nunchaku ignores it. Writes tensors one at a time, so a
+1B model needs little memory.
+"""
+import sys
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as QT
+
+SHAPES = {
+    "smol135m": dict(hidden=576, layers=30, heads=9, kv=3, ffn=1536, vocab=49152),
+    "smol360m": dict(hidden=960, layers=32, heads=15, kv=5, ffn=2560, vocab=49152),
+    "llama1b": dict(hidden=2048, layers=16, heads=32, kv=8, ffn=8192, vocab=128256),
+}
+TYPES = {"q4_0": QT.Q4_0, "q4_1": QT.Q4_1, "q5_0": QT.Q5_0, "q5_1": QT.Q5_1, "q8_0": QT.Q8_0, "q4_k": QT.Q4_K,
+         "q5_k": QT.Q5_K, "q6_k": QT.Q6_K, "f16": QT.F16, "bf16": QT.BF16, "f32": QT.F32}
+FILE_TYPE = {QT.F32: 0, QT.F16: 1, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q8_0: 7, QT.Q5_0: 8, QT.Q5_1: 9, QT.Q4_K: 15,
+             QT.Q5_K: 17, QT.Q6_K: 18, QT.BF16: 32}
+FALLBACK = {QT.Q4_K: QT.Q5_0, QT.Q5_K: QT.Q5_1, QT.Q6_K: QT.Q8_0}
+# Byte offsets of the f16 scale fields in a block: d (and m / dmin).
+SCALES = {QT.Q4_0: [0], QT.Q4_1: [0, 2], QT.Q5_0: [0], QT.Q5_1: [0, 2], QT.Q8_0: [0], QT.Q4_K: [0, 2],
+          QT.Q5_K: [0, 2], QT.Q6_K: [208]}
+
+
+def matrix(rng, rows, cols, qt):
+    if qt in (QT.F32, QT.F16, QT.BF16):
+        a = (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02)
+        if qt == QT.F32:
+            return a, None
+        if qt == QT.F16:
+            return a.astype(np.float16), None
+        bits = (a.view(np.uint32) >> 16).astype(np.uint16)
+        return bits.view(np.uint8).reshape(rows, cols * 2), qt
+    bs, nbytes = gguf.GGML_QUANT_SIZES[qt]
+    nb = cols // bs
+    raw = rng.integers(0, 256, (rows, nb, nbytes), dtype=np.uint8)
+    for off in SCALES[qt]:
+        d = rng.uniform(0.0005, 0.004, (rows, nb)).astype(np.float16)
+        raw[:, :, off:off + 2] = d.view(np.uint8).reshape(rows, nb, 2)
+    return raw.reshape(rows, nb * nbytes), qt
+
+
+def main():
+    out, shape, tname = sys.argv[1], sys.argv[2], sys.argv[3]
+    s, qt = SHAPES[shape], TYPES[tname]
+    rng = np.random.default_rng(0)
+    hd = s["hidden"] // s["heads"]
+    w = gguf.GGUFWriter(out, "llama")
+    w.add_name(f"bench-{shape}-{tname}")
+    w.add_context_length(2048)
+    w.add_embedding_length(s["hidden"])
+    w.add_block_count(s["layers"])
+    w.add_feed_forward_length(s["ffn"])
+    w.add_rope_dimension_count(hd)
+    w.add_head_count(s["heads"])
+    w.add_head_count_kv(s["kv"])
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(10000.0)
+    w.add_vocab_size(s["vocab"])
+    toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    toks += [f"\u2581t{i}" for i in range(s["vocab"] - len(toks))]
+    w.add_tokenizer_model("llama")
+    w.add_token_list(toks)
+    w.add_token_scores([0.0] * len(toks))
+    w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (len(toks) - 259))
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_file_type(FILE_TYPE[qt])
+
+    H, KV, F = s["hidden"], s["kv"] * hd, s["ffn"]
+    tensors = [("token_embd.weight", s["vocab"], H)]
+    for l in range(s["layers"]):
+        tensors += [(f"blk.{l}.attn_q.weight", H, H), (f"blk.{l}.attn_k.weight", KV, H),
+                    (f"blk.{l}.attn_v.weight", KV, H), (f"blk.{l}.attn_output.weight", H, H),
+                    (f"blk.{l}.ffn_gate.weight", F, H), (f"blk.{l}.ffn_up.weight", F, H),
+                    (f"blk.{l}.ffn_down.weight", H, F)]
+    norms = [f"blk.{l}.{n}.weight" for l in range(s["layers"]) for n in ("attn_norm", "ffn_norm")] + ["output_norm.weight"]
+    # Tensor infos first (shapes only), then the data one tensor at a time.
+    def type_of(cols):
+        return FALLBACK[qt] if qt in FALLBACK and cols % 256 else qt
+    for name, rows, cols in tensors:
+        t = type_of(cols)
+        bs, nbytes = gguf.GGML_QUANT_SIZES[t]
+        w.add_tensor_info(name, [rows, cols * nbytes // bs], np.dtype(np.uint8), rows * cols * nbytes // bs, raw_dtype=t)
+    for name in norms:
+        w.add_tensor_info(name, [H], np.dtype(np.float32), H * 4)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    for name, rows, cols in tensors:
+        a, _ = matrix(rng, rows, cols, type_of(cols))
+        w.write_tensor_data(np.ascontiguousarray(a).view(np.uint8).reshape(rows, -1))
+    for name in norms:
+        w.write_tensor_data((1.0 + 0.1 * rng.standard_normal(H)).astype(np.float32))
+    w.close()
+
+
+if __name__ == "__main__":
+    main()

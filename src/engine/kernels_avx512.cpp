@@ -1,0 +1,178 @@
+// AVX-512 (F, BW, VL) kernels: kernels_simd.hpp over 16-float vectors. This file alone is
+// compiled with -mavx512f -mavx512bw -mavx512vl (and AVX2/FMA/F16C, CMakeLists.txt);
+// kernels.cpp calls into it only after the CPU says it has them. Sums run in 16 lanes, so
+// results differ from the AVX2 kernels' by fp32 rounding; within this ISA every path sums
+// in the same order (batch-invariant to the bit).
+//
+// 4- and 5-bit blocks dequantize through a table: the 16 (or 32) values a block's codes
+// can take, computed with the same one fmadd/fmsub per value as the direct way, then
+// vpermps / vpermt2ps by code (the index bits above the code are ignored by vpermps, and
+// masked for vpermt2ps). A 32-value sub-block is one 16-byte load; no int->float
+// conversions per value.
+// No std templates here, so no AVX-512 copy of a shared inline function reaches the linker.
+#include "engine/kernels_impl.hpp"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX2__) && defined(__FMA__) && \
+    defined(__F16C__)
+#include <immintrin.h>
+
+#include "engine/quant_blocks.hpp"
+
+namespace nunchaku::engine {
+namespace {
+
+using V = __m512;
+constexpr int kW = 16, kSubVecs = 32 / kW;
+inline V vzero() { return _mm512_setzero_ps(); }
+inline V vload(const float* p) { return _mm512_load_ps(p); }
+inline V vloadu(const float* p) { return _mm512_loadu_ps(p); }
+inline void vstore(float* p, V v) { _mm512_store_ps(p, v); }
+inline void vstoreu(float* p, V v) { _mm512_storeu_ps(p, v); }
+inline V vset1(float f) { return _mm512_set1_ps(f); }
+inline V vfma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+inline float vhsum(V v) {  // pairwise halves: 16 -> 8 -> 4 -> 2 -> 1
+  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
+struct LoadF32 {
+  static constexpr int kElemBytes = 4;
+  static V load(const uint8_t* row, int64_t i) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i); }
+  static float one(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
+  static const uint8_t* addr(const uint8_t* row, int64_t i) { return row + 4 * i; }
+};
+struct LoadBF16 {
+  static constexpr int kElemBytes = 2;
+  static V load(const uint8_t* row, int64_t i) {
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static float one(const uint8_t* row, int64_t i) { return blocks::bf16_to_float(blocks::load_u16(row + 2 * i)); }
+  static const uint8_t* addr(const uint8_t* row, int64_t i) { return row + 2 * i; }
+};
+struct LoadF16 {
+  static constexpr int kElemBytes = 2;
+  static V load(const uint8_t* row, int64_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+  }
+  static float one(const uint8_t* row, int64_t i) { return blocks::half_to_float(blocks::load_u16(row + 2 * i)); }
+  static const uint8_t* addr(const uint8_t* row, int64_t i) { return row + 2 * i; }
+};
+
+inline float f16(const uint8_t* p) { return _cvtsh_ss(blocks::load_u16(p)); }
+inline V iota16() { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+// The 16 bytes at p, one per 32-bit lane.
+inline __m512i bytes16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// Block dequantizers (see kernels_avx2.cpp for the exactness argument; the tables hold
+// the same values: table[q] = the one rounding of d*q (+ m) the direct way gives).
+struct BlockQ8_0 {
+  static constexpr int64_t kBytes = 34, kSubs = 1;
+  static void sub(const uint8_t* b, int, V w[2]) {
+    const V d = _mm512_set1_ps(f16(b));
+    for (int j = 0; j < 2; ++j)
+      w[j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * j)))));
+  }
+};
+// 4-bit codes: values 0..15 are the low nibbles of bytes q[0..16), 16..31 the high ones.
+inline void nibbles_by_table(const uint8_t* q, V table, V w[2]) {
+  const __m512i v = bytes16(q);
+  w[0] = _mm512_permutexvar_ps(v, table);  // index = bits 0..3 = the low nibble
+  w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
+}
+struct BlockQ4_0 {
+  static constexpr int64_t kBytes = 18, kSubs = 1;
+  static void sub(const uint8_t* b, int, V w[2]) {
+    nibbles_by_table(b + 2, _mm512_mul_ps(_mm512_set1_ps(f16(b)), _mm512_sub_ps(iota16(), _mm512_set1_ps(8))), w);
+  }
+};
+struct BlockQ4_1 {
+  static constexpr int64_t kBytes = 20, kSubs = 1;
+  static void sub(const uint8_t* b, int, V w[2]) {
+    nibbles_by_table(b + 4, _mm512_fmadd_ps(_mm512_set1_ps(f16(b)), iota16(), _mm512_set1_ps(f16(b + 2))), w);
+  }
+};
+struct BlockQ4_K {
+  static constexpr int64_t kBytes = 144, kSubs = 8;
+  static void sub(const uint8_t* b, int s, V w[2]) {
+    int sc, m;
+    blocks::q4k_scale_min(s, b + 4, sc, m);
+    const V table = _mm512_fmsub_ps(_mm512_set1_ps(f16(b) * float(sc)), iota16(), _mm512_set1_ps(f16(b + 2) * float(m)));
+    const uint8_t* q = b + 16 + 32 * (s / 2);
+    for (int j = 0; j < 2; ++j) {
+      __m512i v = bytes16(q + 16 * j);
+      if (s & 1) v = _mm512_srli_epi32(v, 4);
+      w[j] = _mm512_permutexvar_ps(v, table);
+    }
+  }
+};
+// 5-bit codes through a 32-entry table (lo: codes 0..15, hi: 16..31): nibble | 16 where
+// the lane's bit in `high` is set.
+inline V code5(__m512i nib, __mmask16 high, V lo, V hi) {
+  const __m512i idx = _mm512_mask_or_epi32(nib, high, nib, _mm512_set1_epi32(16));
+  return _mm512_permutex2var_ps(lo, idx, hi);
+}
+template <bool kMin>
+inline void q5_sub(const uint8_t* b, V w[2]) {
+  const V d = _mm512_set1_ps(f16(b)), i0 = iota16(), i1 = _mm512_add_ps(iota16(), _mm512_set1_ps(16));
+  V lo, hi;
+  if constexpr (kMin) {
+    const V m = _mm512_set1_ps(f16(b + 2));
+    lo = _mm512_fmadd_ps(d, i0, m), hi = _mm512_fmadd_ps(d, i1, m);
+  } else {
+    const V off = _mm512_set1_ps(16);
+    lo = _mm512_mul_ps(d, _mm512_sub_ps(i0, off)), hi = _mm512_mul_ps(d, _mm512_sub_ps(i1, off));
+  }
+  const uint8_t* p = b + (kMin ? 4 : 2);
+  const uint32_t qh = blocks::load_u32(p);
+  const __m512i v = bytes16(p + 4), m15 = _mm512_set1_epi32(15);
+  w[0] = code5(_mm512_and_si512(v, m15), __mmask16(qh & 0xffff), lo, hi);
+  w[1] = code5(_mm512_srli_epi32(v, 4), __mmask16(qh >> 16), lo, hi);
+}
+struct BlockQ5_0 {
+  static constexpr int64_t kBytes = 22, kSubs = 1;
+  static void sub(const uint8_t* b, int, V w[2]) { q5_sub<false>(b, w); }
+};
+struct BlockQ5_1 {
+  static constexpr int64_t kBytes = 24, kSubs = 1;
+  static void sub(const uint8_t* b, int, V w[2]) { q5_sub<true>(b, w); }
+};
+struct BlockQ5_K {
+  static constexpr int64_t kBytes = 176, kSubs = 8;
+  static void sub(const uint8_t* b, int s, V w[2]) {
+    int sc, m;
+    blocks::q4k_scale_min(s, b + 4, sc, m);
+    const V ds = _mm512_set1_ps(f16(b) * float(sc)), ms = _mm512_set1_ps(f16(b + 2) * float(m));
+    const V lo = _mm512_fmsub_ps(ds, iota16(), ms), hi = _mm512_fmsub_ps(ds, _mm512_add_ps(iota16(), _mm512_set1_ps(16)), ms);
+    const uint8_t* q = b + 48 + 32 * (s / 2);
+    const __m512i bit = _mm512_set1_epi32(1 << s), m15 = _mm512_set1_epi32(15);
+    for (int j = 0; j < 2; ++j) {
+      __m512i v = bytes16(q + 16 * j);
+      v = (s & 1) ? _mm512_srli_epi32(v, 4) : _mm512_and_si512(v, m15);
+      w[j] = code5(v, _mm512_test_epi32_mask(bytes16(b + 16 + 16 * j), bit), lo, hi);
+    }
+  }
+};
+
+}  // namespace
+}  // namespace nunchaku::engine
+
+#include "engine/kernels_simd.hpp"
+
+namespace nunchaku::engine {
+const KernelSet kAvx512Kernels = {simd_matmul_rows, simd_attn_scores, simd_attn_mix, simd_store_f16};
+bool avx512_compiled() { return true; }
+}  // namespace nunchaku::engine
+
+#else  // not built with AVX-512 flags: AVX2 or scalar kernels are used
+
+namespace nunchaku::engine {
+const KernelSet kAvx512Kernels = {};
+bool avx512_compiled() { return false; }
+}  // namespace nunchaku::engine
+
+#endif

@@ -1,0 +1,463 @@
+// The SIMD kernels, written once over a vector type and included by each ISA's file
+// (kernels_avx2.cpp: V = __m256, kernels_avx512.cpp: V = __m512), inside its anonymous
+// namespace, after it has defined:
+//   V; kW (floats per V); kSubVecs = 32 / kW; vzero, vload (aligned), vloadu, vstore
+//   (aligned), vstoreu, vset1, vfma(a, b, c) = a*b + c, vhsum;
+//   LoadF32 / LoadBF16 / LoadF16 (kElemBytes, load(row, i) -> V of kW values from element
+//   i, one(row, i), addr(row, i));
+//   BlockQ8_0, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ4_K, BlockQ5_K (kBytes,
+//   kSubs sub-blocks of 32 values per block, sub(blk, s, w) -> w[0..kSubVecs) = the values
+//   gguf-py's dequantization gives, in order).
+// Every dot product is one kW-wide chain per (weight row, activation row) in column order,
+// then vhsum and the scalar tail: the same sums in the same order on every path (decode
+// tiles, small batches, the blocked GEMM), so results are batch-invariant within an ISA;
+// AVX2 and AVX-512 differ from each other by the lane count (fp32 rounding, ~1e-7).
+// Q6_K (fused, 256-bit integer code) and store_f16 are the same code in both.
+// Internal: only kernels_<isa>.cpp include this.
+#pragma once
+
+#include <type_traits>
+
+#include "engine/quant_blocks.hpp"
+
+namespace nunchaku::engine {
+namespace {
+
+inline float hsum8(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
+// y[b*ldy + r] (+)= row_r . x_b for R weight rows (row_bytes apart) and NB activation
+// rows: R*NB independent FMA chains, each weight vector loaded once for NB rows. Every
+// (row, x) pair sums in the same order whatever R and NB are (one kW-wide chain, then the
+// scalar tail), so a sequence's logits are bit-identical in any batch.
+//
+// Columns [k0, k1) only (k1 - k0 a multiple of kW): the blocked GEMM passes one column
+// block at a time and keeps the R*NB vector accumulators in acc_buf (kW floats each)
+// between blocks; the lanes see the same additions in the same order as one pass.
+// `first`: start from zero (else from acc_buf); `last`: reduce, add the scalar tail
+// [k1, n) and store (or add, Accumulate) to y (else save to acc_buf).
+template <int R, int NB, class L, bool Accumulate = false, bool Prefetch = false>
+inline void tile_k(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1, int64_t n, const float* x,
+                   int64_t ldx, float* acc_buf, bool first, bool last, float* y, int64_t ldy) {
+  V acc[R][NB];
+  for (int r = 0; r < R; ++r)
+    for (int b = 0; b < NB; ++b) acc[r][b] = first ? vzero() : vload(acc_buf + (b * R + r) * kW);
+  // Prefetch (decode and small batches: weights come from DRAM once per step): the tile
+  // after next (R contiguous rows) is fetched ahead, for 16-bit weights as one sequential
+  // stream spread evenly over this tile's steps (R short row streams train the hardware
+  // prefetcher poorly: +12% single-thread bf16), for f32 row by row (the sequential
+  // stream measured -15% there).
+  const char* pf = reinterpret_cast<const char*>(row0 + 2 * R * row_bytes);
+  const size_t pf_step = n >= kW ? (R * row_bytes * kW / size_t(n) + 63) / 64 * 64 : 0;
+  for (int64_t i = k0; i < k1; i += kW) {
+    V w[R];
+    for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
+    if constexpr (Prefetch) {
+      if constexpr (L::kElemBytes == 2) {
+        for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+        pf += pf_step;
+      } else if ((i & 15) == 0) {  // f32 rows are long enough for the hardware; a nudge 2 tiles ahead
+        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(L::addr(row0 + size_t(r + 2 * R) * row_bytes, i)), _MM_HINT_T0);
+      }
+    }
+    for (int b = 0; b < NB; ++b) {
+      V xv = vloadu(x + b * ldx + i);
+      if constexpr (R > 1) asm("" : "+v"(xv));  // one load per x vector, not one per FMA (load ports)
+      for (int r = 0; r < R; ++r) acc[r][b] = vfma(w[r], xv, acc[r][b]);
+    }
+  }
+  if (!last) {
+    for (int r = 0; r < R; ++r)
+      for (int b = 0; b < NB; ++b) vstore(acc_buf + (b * R + r) * kW, acc[r][b]);
+    return;
+  }
+  for (int r = 0; r < R; ++r)
+    for (int b = 0; b < NB; ++b) {
+      float s = vhsum(acc[r][b]);
+      for (int64_t j = k1; j < n; ++j) s += L::one(row0 + size_t(r) * row_bytes, j) * x[b * ldx + j];
+      if (Accumulate) y[b * ldy + r] += s;
+      else y[b * ldy + r] = s;
+    }
+}
+
+// All columns in one pass.
+template <int R, int NB, class L, bool Accumulate = false, bool Prefetch = false>
+inline void tile(const uint8_t* row0, size_t row_bytes, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy) {
+  tile_k<R, NB, L, Accumulate, Prefetch>(row0, row_bytes, 0, n / kW * kW, n, x, ldx, nullptr, true, true, y, ldy);
+}
+
+// R weight rows against all B activation rows, in tiles of 6 (R = 2: 12 accumulators,
+// each converted weight vector used 6 times), then the remainder.
+template <int R, class L, bool Accumulate>
+inline void rows_times_batch(const uint8_t* row0, size_t row_bytes, int64_t n, const float* x, int64_t ldx, int64_t B,
+                             float* y, int64_t ldy) {
+  constexpr int kNB = R <= 2 ? 6 : 3;
+  int64_t b = 0;
+  if (B >= kNB) {  // the first pass over these rows prefetches the rows after next
+    tile<R, kNB, L, Accumulate, true>(row0, row_bytes, n, x, ldx, y, ldy);
+    b = kNB;
+  }
+  for (; b + kNB <= B; b += kNB) tile<R, kNB, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy);
+  switch (B - b) {
+    case 5: if constexpr (kNB > 5) tile<R, 5, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
+    case 4: if constexpr (kNB > 4) tile<R, 4, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
+    case 3: if constexpr (kNB > 3) tile<R, 3, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
+    case 2: tile<R, 2, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
+    case 1: tile<R, 1, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
+    default: break;
+  }
+}
+
+// Prefill GEMM (many activation rows). Blocks: kGemmRows weight rows x kGemmBatch
+// activation rows x at most kGemmCols columns (equal column blocks, multiples of 8). Per
+// column block, a group of 6 activation rows (<= 18 KiB) stays in L1 while the block's
+// weight rows come from L2 two at a time: 2 weight loads and 6 L1 loads per 12 FMAs.
+// Whole rows of up to 768 columns are one block: no accumulator traffic at all (768 beat
+// 512 and 1024 on 2048-column rows, same speed on 768-column ones).
+constexpr int64_t kGemmRows = 64, kGemmBatch = 48, kGemmCols = 768;
+alignas(64) thread_local float g_gemm_acc[kGemmRows * kGemmBatch * kW];
+
+template <int R, class L>
+inline void gemm_rows_group(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1, int64_t n, const float* x,
+                            int64_t ldx, int64_t nb, float* acc, bool first, bool last, float* y, int64_t ldy) {
+  switch (nb) {
+    case 6: return tile_k<R, 6, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
+    case 5: return tile_k<R, 5, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
+    case 4: return tile_k<R, 4, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
+    case 3: return tile_k<R, 3, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
+    case 2: return tile_k<R, 2, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
+    default: return tile_k<R, 1, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
+  }
+}
+
+template <class L>
+void gemm_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                int64_t r1) {
+  const size_t rb = w.row_bytes;
+  const int64_t n = w.cols, n8 = n / kW * kW;
+  const int64_t kblocks = (n8 + kGemmCols - 1) / kGemmCols;
+  const int64_t kc = kblocks <= 1 ? kGemmCols : (n8 / kW + kblocks - 1) / kblocks * kW;
+  float* acc = g_gemm_acc;
+  for (int64_t rc = r0; rc < r1; rc += kGemmRows) {
+    const int64_t rce = rc + kGemmRows < r1 ? rc + kGemmRows : r1;
+    for (int64_t bc = 0; bc < B; bc += kGemmBatch) {
+      const int64_t bce = bc + kGemmBatch < B ? bc + kGemmBatch : B;
+      for (int64_t k0 = 0; k0 < n8 || k0 == 0; k0 += kc) {
+        const int64_t k1 = k0 + kc < n8 ? k0 + kc : n8;
+        const bool first = k0 == 0, last = k1 == n8;
+        for (int64_t b = bc; b < bce; b += 6) {
+          const int64_t nb = bce - b < 6 ? bce - b : 6;
+          const float* xb = x + b * ldx;
+          float* yb = y + b * ldy;
+          float* ab = acc + (b - bc) * kGemmRows * kW;  // this group's accumulators, row-pair blocks of 2*nb*8
+          int64_t r = rc;
+          for (; r + 2 <= rce; r += 2)
+            gemm_rows_group<2, L>(w.data + size_t(r) * rb, rb, k0, k1, n, xb, ldx, nb, ab + (r - rc) * nb * kW, first, last,
+                                  yb + r, ldy);
+          if (r < rce)
+            gemm_rows_group<1, L>(w.data + size_t(r) * rb, rb, k0, k1, n, xb, ldx, nb, ab + (r - rc) * nb * kW, first, last,
+                                  yb + r, ldy);
+        }
+        if (k1 == n8) break;
+      }
+    }
+  }
+}
+
+template <class L>
+void matmul_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                  int64_t r1) {
+  if (B >= kMatmulGemmBatch) return gemm_plain<L>(w, x, ldx, B, y, ldy, r0, r1);
+  int64_t r = r0;
+  const size_t rb = w.row_bytes;
+  if (B == 1)  // decode: 8 rows at a time, 8 independent chains
+    for (; r + 8 <= r1; r += 8) tile<8, 1, L, false, true>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, y + r, ldy);
+  for (; r + 2 <= r1; r += 2) rows_times_batch<2, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
+  for (; r < r1; ++r) rows_times_batch<1, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
+}
+
+// Block-quantized types (the Block* policies): each 32-value sub-block becomes kSubVecs
+// vectors of the exactly dequantized values, FMA'd like F32 weights; the prefill GEMM
+// dequantizes a panel of rows once and runs the F32 GEMM on it. The values are exact in
+// f32 or rounded once, the same way on every path (see the policies), so all paths give
+// bit-identical results.
+// f(integral_constant<int, NB>, b) over activation rows [b, b + NB): groups of 4, then
+// the remainder.
+template <class F>
+inline void by_groups_of_4(int64_t B, F&& f) {
+  int64_t b = 0;
+  for (; b + 4 <= B; b += 4) f(std::integral_constant<int, 4>{}, b);
+  switch (B - b) {
+    case 3: f(std::integral_constant<int, 3>{}, b); break;
+    case 2: f(std::integral_constant<int, 2>{}, b); break;
+    case 1: f(std::integral_constant<int, 1>{}, b); break;
+    default: break;
+  }
+}
+
+// NB activation rows against one weight row.
+template <int NB, class Q>
+inline void blockq_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
+  V acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = vzero();
+  for (int64_t k = 0; k < nblocks; ++k)
+    for (int s = 0; s < Q::kSubs; ++s) {
+      V w[kSubVecs];
+      Q::sub(row + k * Q::kBytes, s, w);
+      const int64_t c = (k * Q::kSubs + s) * 32;
+      for (int b = 0; b < NB; ++b)
+        for (int j = 0; j < kSubVecs; ++j) acc[b] = vfma(w[j], vloadu(x + b * ldx + c + kW * j), acc[b]);
+    }
+  for (int b = 0; b < NB; ++b) y[b * ldy] = vhsum(acc[b]);
+}
+
+// Decode (one activation row): R weight rows at once for R independent chains; the tile
+// after next (R contiguous rows) is prefetched as one sequential stream spread over the
+// blocks of this one.
+template <int R, class Q>
+inline void blockq_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks, const float* x, float* y) {
+  V acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = vzero();
+  const char* pf = reinterpret_cast<const char*>(row0 + 2 * R * row_bytes);
+  const size_t pf_step = nblocks > 0 ? (R * row_bytes / size_t(nblocks) + 63) / 64 * 64 : 0;
+  for (int64_t k = 0; k < nblocks; ++k) {
+    if constexpr (R > 1) {
+      for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+      pf += pf_step;
+    }
+    for (int s = 0; s < Q::kSubs; ++s) {
+      const float* xs = x + (k * Q::kSubs + s) * 32;
+      for (int r = 0; r < R; ++r) {
+        V w[kSubVecs];
+        Q::sub(row0 + size_t(r) * row_bytes + k * Q::kBytes, s, w);
+        for (int j = 0; j < kSubVecs; ++j) acc[r] = vfma(w[j], vloadu(xs + kW * j), acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = vhsum(acc[r]);
+}
+
+// Prefill: kPanelRows weight rows at a time are dequantized into a per-thread f32 panel
+// (grown on demand, freed when its thread ends), then the F32 GEMM runs on it.
+constexpr int64_t kPanelRows = 32;
+struct Panel {
+  float* data = nullptr;
+  size_t floats = 0;
+  float* get(size_t n) {
+    if (floats < n) {
+      delete[] data;
+      data = new float[n];
+      floats = n;
+    }
+    return data;
+  }
+  ~Panel() { delete[] data; }
+};
+thread_local Panel g_panel;
+
+template <class Q>
+void gemm_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                 int64_t r1) {
+  const int64_t nblocks = w.cols / (32 * Q::kSubs);
+  float* panel_data = g_panel.get(size_t(kPanelRows) * size_t(w.cols));
+  for (int64_t rc = r0; rc < r1; rc += kPanelRows) {
+    const int64_t rows = rc + kPanelRows < r1 ? kPanelRows : r1 - rc;
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* row = w.data + size_t(rc + r) * w.row_bytes;
+      float* out = panel_data + size_t(r) * size_t(w.cols);
+      for (int64_t k = 0; k < nblocks; ++k)
+        for (int s = 0; s < Q::kSubs; ++s) {
+          V v[kSubVecs];
+          Q::sub(row + k * Q::kBytes, s, v);
+          for (int j = 0; j < kSubVecs; ++j) vstoreu(out + (k * Q::kSubs + s) * 32 + kW * j, v[j]);
+        }
+    }
+    WeightMatrix panel{reinterpret_cast<const uint8_t*>(panel_data), DType::F32, rows, w.cols, size_t(w.cols) * 4, {}};
+    gemm_plain<LoadF32>(panel, x, ldx, B, y + rc, ldy, 0, rows);
+  }
+}
+
+template <class Q>
+void matmul_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                   int64_t r1) {
+  if (B >= kMatmulGemmBatch) return gemm_blockq<Q>(w, x, ldx, B, y, ldy, r0, r1);
+  const int64_t nblocks = w.cols / (32 * Q::kSubs);
+  if (B == 1) {
+    int64_t r = r0;
+    for (; r + 8 <= r1; r += 8) blockq_rows<8, Q>(w.data + size_t(r) * w.row_bytes, w.row_bytes, nblocks, x, y + r);
+    for (; r < r1; ++r) blockq_rows<1, Q>(w.data + size_t(r) * w.row_bytes, w.row_bytes, nblocks, x, y + r);
+    return;
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.data + size_t(r) * w.row_bytes;
+    by_groups_of_4(B, [&](auto nb, int64_t b) {
+      blockq_tile<decltype(nb)::value, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
+    });
+  }
+}
+
+
+// Q6_K, fused (no GEMM): per 128 values, four groups of 32, each dotted with x as
+// integers-as-floats and scaled per 16-value sub-block. Same order for every batch size.
+inline void i8x32_to_ps(__m256i v, __m256 out[4]) {
+  const __m128i v0 = _mm256_castsi256_si128(v), v1 = _mm256_extracti128_si256(v, 1);
+  out[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v0));
+  out[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v0, 8)));
+  out[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v1));
+  out[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v1, 8)));
+}
+
+template <int NB>
+inline void q6k_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
+  __m256 acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+  for (int64_t k = 0; k < nblocks; ++k) {
+    const uint8_t* blk = row + k * 210;
+    const float d = _cvtsh_ss(blocks::load_u16(blk + 208));
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    for (int half = 0; half < 2; ++half) {
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * half));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * half + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * half));
+      const __m256i q[4] = {
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)), off),
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)), off),
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)), off),
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)), off)};
+      const int8_t* s = sc + 8 * half;
+      for (int g = 0; g < 4; ++g) {  // values [32g, 32g+32) of this half; sub-block scales s[2g], s[2g+1]
+        __m256 f[4];
+        i8x32_to_ps(q[g], f);
+        const __m256 da = _mm256_set1_ps(d * float(s[2 * g])), db = _mm256_set1_ps(d * float(s[2 * g + 1]));
+        for (int b = 0; b < NB; ++b) {
+          const float* xb = x + b * ldx + k * 256 + half * 128 + g * 32;
+          __m256 ta = _mm256_fmadd_ps(f[1], _mm256_loadu_ps(xb + 8), _mm256_mul_ps(f[0], _mm256_loadu_ps(xb)));
+          __m256 tb = _mm256_fmadd_ps(f[3], _mm256_loadu_ps(xb + 24), _mm256_mul_ps(f[2], _mm256_loadu_ps(xb + 16)));
+          acc[b] = _mm256_fmadd_ps(da, ta, acc[b]);
+          acc[b] = _mm256_fmadd_ps(db, tb, acc[b]);
+        }
+      }
+    }
+  }
+  for (int b = 0; b < NB; ++b) y[b * ldy] = hsum8(acc[b]);
+}
+
+void matmul_q6k(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                int64_t r1) {
+  const int64_t nblocks = w.cols / 256;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.data + size_t(r) * w.row_bytes;
+    by_groups_of_4(B, [&](auto nb, int64_t b) {
+      q6k_tile<decltype(nb)::value>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
+    });
+  }
+}
+
+void simd_matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
+                      int64_t r0, int64_t r1) {
+  switch (w.dtype) {
+    case DType::F32: return matmul_plain<LoadF32>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::BF16: return matmul_plain<LoadBF16>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::F16: return matmul_plain<LoadF16>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::Q8_0: return matmul_blockq<BlockQ8_0>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::Q4_0: return matmul_blockq<BlockQ4_0>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::Q4_K: return matmul_blockq<BlockQ4_K>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::Q4_1: return matmul_blockq<BlockQ4_1>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::Q5_0: return matmul_blockq<BlockQ5_0>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::Q5_1: return matmul_blockq<BlockQ5_1>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::Q5_K: return matmul_blockq<BlockQ5_K>(w, x, ldx, B, y, ldy, r0, r1);
+    default: break;
+  }
+  if (w.dtype != DType::Q6_K) return;
+  // Q6_K has no GEMM yet: a weight row at a time against 32 activation
+  // rows at a time (those stay in L2 while the task's weight rows pass, from L2 after the
+  // first chunk). Each (row, x) pair's sum does not depend on the chunking.
+  constexpr int64_t kChunk = 32;
+  for (int64_t b0 = 0; b0 < B; b0 += kChunk) {
+    const int64_t nb = B - b0 < kChunk ? B - b0 : kChunk;
+    matmul_q6k(w, x + b0 * ldx, ldx, nb, y + b0 * ldy, ldy, r0, r1);
+  }
+}
+
+// Attention: 4 cache rows at a time against one query (4 independent FMA chains).
+template <class L>
+void attn_scores_impl(const float* q, const uint8_t* rows, size_t row_bytes, int64_t n, int64_t d, float scale, float* out) {
+  int64_t p = 0;
+  for (; p + 4 <= n; p += 4) {
+    float s[4];
+    // f32 cache rows: the row-by-row prefetch suits these strided rows (not the 16-bit
+    // sequential stream, which assumes contiguous rows).
+    tile<4, 1, L, false, L::kElemBytes == 4>(rows + size_t(p) * row_bytes, row_bytes, d, q, 0, s, 0);
+    for (int r = 0; r < 4; ++r) out[p + r] = scale * s[r];
+  }
+  for (; p < n; ++p) {
+    float s;
+    tile<1, 1, L, false>(rows + size_t(p) * row_bytes, row_bytes, d, q, 0, &s, 0);
+    out[p] = scale * s;
+  }
+}
+
+// sum_p w[p] * row_p over NV*8 output values [c, c + 8*NV), held in registers across all rows.
+template <int NV, class L>
+inline void attn_mix_chunk(const float* w, const uint8_t* rows, size_t row_bytes, int64_t n, int64_t c, float* out) {
+  V acc[NV];
+  for (int j = 0; j < NV; ++j) acc[j] = vzero();
+  for (int64_t p = 0; p < n; ++p) {
+    const V wv = vset1(w[p]);
+    const uint8_t* row = rows + size_t(p) * row_bytes;
+    for (int j = 0; j < NV; ++j) acc[j] = vfma(wv, L::load(row, c + kW * j), acc[j]);
+  }
+  for (int j = 0; j < NV; ++j) vstoreu(out + c + kW * j, acc[j]);
+}
+
+template <class L>
+void attn_mix_impl(const float* w, const uint8_t* rows, size_t row_bytes, int64_t n, int64_t d, float* out) {
+  int64_t c = 0;
+  for (; c + 8 * kW <= d; c += 8 * kW) attn_mix_chunk<8, L>(w, rows, row_bytes, n, c, out);
+  switch ((d - c) / kW) {  // the rest of the whole vectors in one pass over the rows
+    case 7: attn_mix_chunk<7, L>(w, rows, row_bytes, n, c, out); break;
+    case 6: attn_mix_chunk<6, L>(w, rows, row_bytes, n, c, out); break;
+    case 5: attn_mix_chunk<5, L>(w, rows, row_bytes, n, c, out); break;
+    case 4: attn_mix_chunk<4, L>(w, rows, row_bytes, n, c, out); break;
+    case 3: attn_mix_chunk<3, L>(w, rows, row_bytes, n, c, out); break;
+    case 2: attn_mix_chunk<2, L>(w, rows, row_bytes, n, c, out); break;
+    case 1: attn_mix_chunk<1, L>(w, rows, row_bytes, n, c, out); break;
+    default: break;
+  }
+  c += (d - c) / kW * kW;
+  for (; c < d; ++c) {
+    float acc = 0;
+    for (int64_t p = 0; p < n; ++p) acc += w[p] * L::one(rows + size_t(p) * row_bytes, c);
+    out[c] = acc;
+  }
+}
+
+void simd_attn_scores(const float* q, const void* rows, bool half, int64_t stride, int64_t n, int64_t d, float scale,
+                      float* out) {
+  const uint8_t* r = static_cast<const uint8_t*>(rows);
+  if (half) attn_scores_impl<LoadF16>(q, r, size_t(stride) * 2, n, d, scale, out);
+  else attn_scores_impl<LoadF32>(q, r, size_t(stride) * 4, n, d, scale, out);
+}
+void simd_attn_mix(const float* w, const void* rows, bool half, int64_t stride, int64_t n, int64_t d, float* out) {
+  const uint8_t* r = static_cast<const uint8_t*>(rows);
+  if (half) attn_mix_impl<LoadF16>(w, r, size_t(stride) * 2, n, d, out);
+  else attn_mix_impl<LoadF32>(w, r, size_t(stride) * 4, n, d, out);
+}
+void simd_store_f16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) y[i] = uint16_t(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+
+}  // namespace
+}  // namespace nunchaku::engine
