@@ -93,6 +93,19 @@ class Backend {
   virtual void add_rmsnorm(Buf x, Buf delta, Buf out, const VecRef& w) = 0;  // x += delta; out = norm(x)
   virtual void add(Buf x, Buf delta) = 0;                                    // x += delta
   virtual void silu_mul(Buf gate, Buf up) = 0;                               // gate = silu(gate) * up
+  // ---- fused ops: the same arithmetic as the ops they replace, in fewer passes ----
+  // (Defaults compose the ops above; a backend overrides them to save a synchronisation.)
+  // gate.out = silu(gate . in) * (up . in), as matmul({gate, up}) then silu_mul.
+  virtual void matmul_silu(const MatmulJob& gate, const MatmulJob& up, Buf in) {
+    const MatmulJob jobs[2] = {gate, up};
+    matmul(jobs, in);
+    silu_mul(gate.out, up.out);
+  }
+  // x += job . in (job.out as scratch), as matmul({job}) then add(x, job.out).
+  virtual void matmul_add(const MatmulJob& job, Buf in, Buf x) {
+    matmul({&job, 1}, in);
+    add(x, job.out);
+  }
   // Sel[r] = norm(X[rows[r]]) for the tokens that need logits.
   virtual void select_rows(std::span<const int64_t> rows, const VecRef& w) = 0;
   // Head over the first `rows` Sel rows into Logits.

@@ -89,6 +89,11 @@ class CpuBackend final : public Backend {
   }
 
   void matmul(std::span<const MatmulJob> jobs, Buf in) override { matmul_rows_of(jobs, buf(in), T_); }
+  void matmul_silu(const MatmulJob& gate, const MatmulJob& up, Buf in) override {
+    const MatmulJob jobs[2] = {gate, up};
+    matmul_rows_of(jobs, buf(in), T_, Fuse::Silu);
+  }
+  void matmul_add(const MatmulJob& job, Buf in, Buf x) override { matmul_rows_of({&job, 1}, buf(in), T_, Fuse::Add, x); }
   void head(const WeightMatrix& w, int64_t rows) override {
     const MatmulJob j{&w, Buf::Logits, {}};
     matmul_rows_of({&j, 1}, buf(Buf::Sel), rows);
@@ -117,7 +122,9 @@ class CpuBackend final : public Backend {
 
  private:
   Buffer& buf(Buf b) { return bufs_[size_t(b)]; }
-  void matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& in, int64_t B);
+  enum class Fuse { None, Silu, Add };
+  void matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& in, int64_t B, Fuse fuse = Fuse::None,
+                      Buf resid = Buf::X);
   // `w` as fp32: the stored floats when F32, else widened into vector slot `slot`.
   const float* widen(const VecRef& w, int slot);
   void rope_row(float* v, int64_t heads, int64_t pos) const;
@@ -196,46 +203,57 @@ const float* CpuBackend::widen(const VecRef& w, int slot) {
   return out;
 }
 
-void CpuBackend::matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& in, int64_t B) {
+void CpuBackend::matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& in, int64_t B, Fuse fuse, Buf resid) {
   // Tasks: (chunk of weight rows) x (chunk of activation rows). Small batches (decode):
   // a chunk of kBatch activation rows stays in L2 while the task's weight rows stream
   // past it once. Large ones (prefill): a task takes all activation rows, so each weight
   // row comes from memory once per forward; the kernel blocks for the caches.
+  // Fuse::Silu: jobs are gate and up of the same rows; a task takes rows [r0, r1) of both,
+  // then gate = silu(gate) * up on them. Fuse::Add: resid += out on the task's rows.
+  // Biases are added by the task that computed the rows, after their products (y = W.x,
+  // then y += b: the arithmetic of separate ops, one synchronisation).
   const bool gemm = B >= kMatmulGemmBatch;
+  const bool silu = fuse == Fuse::Silu;
   const int64_t kBatch = gemm ? B : 32;
   int64_t total_rows = 0;
   for (const auto& j : jobs) total_rows += j.w->rows;
   const int64_t bchunks = (B + kBatch - 1) / kBatch;
   const int64_t want_tasks = int64_t(pool_.size()) * (gemm ? 8 : 4);
   int64_t rows_per = std::max<int64_t>(1, (total_rows * bchunks + want_tasks - 1) / want_tasks);
+  if (silu) rows_per = (rows_per + 1) / 2, total_rows = jobs[0].w->rows;  // a row of each job per index
   // Multiples of 8 (decode tiles take 8 rows, the others 2). Decode prefetches 2 tiles
   // ahead within a task, so its tasks are longer; prefill tasks match the GEMM blocks.
   rows_per = std::min<int64_t>((rows_per + 7) / 8 * 8, gemm ? 64 : kDecodeRows);
   const int64_t row_tasks = (total_rows + rows_per - 1) / rows_per;
   const int64_t ldx = in.width;
+  const float* bias[3] = {};
+  for (size_t k = 0; k < jobs.size() && k < 3; ++k) bias[k] = widen(jobs[k].bias, int(k));
   pool_.run(row_tasks * bchunks, [&](int64_t task, int) {
     int64_t bc = task / row_tasks, rt = task % row_tasks;
     int64_t b0 = bc * kBatch, nb = std::min(kBatch, B - b0);
     int64_t r0 = rt * rows_per, r1 = std::min(total_rows, r0 + rows_per);
     int64_t base = 0;
-    for (const auto& j : jobs) {  // the global row range may span jobs
+    for (size_t k = 0; k < jobs.size(); ++k) {  // the global row range may span jobs
+      const MatmulJob& j = jobs[k];
       int64_t lo = std::max(r0, base), hi = std::min(r1, base + j.w->rows);
+      if (!silu) base += j.w->rows;
+      if (lo >= hi) continue;
+      const int64_t off = silu ? 0 : base - j.w->rows;
       const Buffer& out = bufs_[size_t(j.out)];
-      if (lo < hi) matmul_rows(*j.w, in.row(b0), ldx, nb, out.row(b0), out.width, lo - base, hi - base);
-      base += j.w->rows;
+      matmul_rows(*j.w, in.row(b0), ldx, nb, out.row(b0), out.width, lo - off, hi - off);
+      if (const float* bv = k < 3 ? bias[k] : nullptr)
+        for (int64_t t = b0; t < b0 + nb; ++t)
+          for (int64_t i = lo - off; i < hi - off; ++i) out.row(t)[i] += bv[i];
+      if (fuse == Fuse::Add)
+        for (int64_t t = b0; t < b0 + nb; ++t) {
+          float* x = bufs_[size_t(resid)].row(t);
+          const float* y = out.row(t);
+          for (int64_t i = lo - off; i < hi - off; ++i) x[i] += y[i];
+        }
     }
-  });
-  // Biases after the products (same order of operations as y = W.x, then y += b).
-  const float* bias[3] = {};
-  bool any = false;
-  for (size_t k = 0; k < jobs.size() && k < 3; ++k) any |= (bias[k] = widen(jobs[k].bias, int(k))) != nullptr;
-  if (!any) return;
-  pool_.run(B, [&](int64_t t, int) {
-    for (size_t k = 0; k < jobs.size() && k < 3; ++k) {
-      if (!bias[k]) continue;
-      float* y = bufs_[size_t(jobs[k].out)].row(t);
-      for (int64_t i = 0; i < jobs[k].w->rows; ++i) y[i] += bias[k][i];
-    }
+    if (silu && r0 < r1)
+      for (int64_t t = b0; t < b0 + nb; ++t)
+        engine::silu_mul(bufs_[size_t(jobs[0].out)].row(t) + r0, bufs_[size_t(jobs[1].out)].row(t) + r0, r1 - r0);
   });
 }
 

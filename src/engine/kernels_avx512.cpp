@@ -14,6 +14,12 @@
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX2__) && defined(__FMA__) && \
     defined(__F16C__)
+// GCC 12's own AVX-512 headers trip its uninitialized-use warnings (their
+// _mm512_undefined_* placeholders, e.g. inside _mm512_cvtph_ps): not our code.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "engine/quant_blocks.hpp"

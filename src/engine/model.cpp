@@ -194,12 +194,8 @@ void Transformer::run_layer(Layer& L, int64_t l) {
   const MatmulJob o[1] = {{&L.o, Buf::Tmp, vec(Role::OBias)}};
   be.matmul(o, Buf::Att);
   be.add_rmsnorm(Buf::X, Buf::Tmp, Buf::XN, vec(Role::FfnNorm));
-  const MatmulJob gu[2] = {{&L.gate, Buf::Gate, vec(Role::GateBias)}, {&L.up, Buf::Up, vec(Role::UpBias)}};
-  be.matmul(gu, Buf::XN);
-  be.silu_mul(Buf::Gate, Buf::Up);
-  const MatmulJob dn[1] = {{&L.down, Buf::Tmp, vec(Role::DownBias)}};
-  be.matmul(dn, Buf::Gate);
-  be.add(Buf::X, Buf::Tmp);
+  be.matmul_silu({&L.gate, Buf::Gate, vec(Role::GateBias)}, {&L.up, Buf::Up, vec(Role::UpBias)}, Buf::XN);
+  be.matmul_add({&L.down, Buf::Tmp, vec(Role::DownBias)}, Buf::Gate, Buf::X);
   weights_.release(L.module);
 }
 
