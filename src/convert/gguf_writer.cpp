@@ -79,7 +79,8 @@ std::vector<std::pair<std::string, GgufValue>> metadata(const ConvertPlan& plan,
   if (ck.format == Format::GGUF) {
     FileSource src(ck.files[0].path);
     kvs = read_gguf_file(src).kvs;
-    std::erase_if(kvs, [](const auto& kv) { return kv.first == "general.alignment"; });
+    // One output file: a split input's split.* keys would make it claim to be a part.
+    std::erase_if(kvs, [](const auto& kv) { return kv.first == "general.alignment" || kv.first.starts_with("split."); });
   } else if (layout.spec) {
     const ModelSpec& s = *layout.spec;
     const std::string a = s.architecture;

@@ -38,10 +38,22 @@ std::string config_beside(const std::string& path, bool is_dir) {
   return fs::is_regular_file(c, ec) ? c.string() : std::string();
 }
 
+// Every file is a part of the same split GGUF ("<prefix>-0000K-of-0000N.gguf").
+bool one_split_set(const std::vector<std::string>& files) {
+  std::optional<GgufSplitName> first;
+  for (const auto& f : files) {
+    auto s = parse_gguf_split_name(f);
+    if (!s) return false;
+    if (!first) first = s;
+    else if (s->prefix != first->prefix || s->count != first->count) return false;
+  }
+  return first.has_value();
+}
+
 Checkpoint read_one_file(const std::string& path) {
   FileSource src(path);
   switch (sniff_format(path)) {
-    case SniffedFormat::GGUF: return read_gguf(src);
+    case SniffedFormat::GGUF: return read_gguf_parts(path);
     case SniffedFormat::PyTorchZip:
     case SniffedFormat::PyTorchLegacy:
     case SniffedFormat::PyTorchTar: return read_pytorch(src);
@@ -86,11 +98,11 @@ Checkpoint open_checkpoint(const std::string& path) {
       ck = read_index((d / "pytorch_model.bin.index.json").string());
     } else if (auto pt = list_with_ext(path, {".bin", ".pt", ".pth"}); !pt.empty()) {
       ck = pt.size() == 1 ? read_one_file(pt[0]) : merge_shards(path, pt);
-    } else if (auto gg = list_with_ext(path, {".gguf"}); gg.size() == 1) {
+    } else if (auto gg = list_with_ext(path, {".gguf"}); gg.size() == 1 || one_split_set(gg)) {
       ck = read_one_file(gg[0]);
     } else if (gg.size() > 1) {
       throw Error("open.ambiguous", std::to_string(gg.size()) + " GGUF files in the directory", {.file = path,
-                  .hint = "pass one .gguf file (split GGUF files are not supported yet)"});
+                  .hint = "pass one .gguf file (or the first part of a split GGUF)"});
     } else {
       throw Error("open.no_weights", "no checkpoint files in the directory", {.file = path,
                   .hint = "expected *.safetensors, *.index.json, *.bin/*.pt/*.pth or *.gguf"});

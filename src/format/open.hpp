@@ -1,7 +1,8 @@
 // Entry point: turn whatever path the user gave into a Checkpoint index.
-//   file:      format sniffed from magic bytes (GGUF, zip, tar, pickle, safetensors)
+//   file:      format sniffed from magic bytes (GGUF, zip, tar, pickle, safetensors);
+//              a part of a split GGUF (-0000K-of-0000N.gguf) opens every part
 //   directory: model.safetensors.index.json > *.safetensors > pytorch_model.bin.index.json
-//              > *.bin/*.pt/*.pth > a single *.gguf
+//              > *.bin/*.pt/*.pth > a single *.gguf or the parts of one split GGUF
 //   *.index.json: that index
 // config.json beside the weights is recorded in Checkpoint::config_path.
 #pragma once

@@ -3,7 +3,10 @@
 // All throw nunchaku::Error with a code "<format>.<rule>" naming the broken rule.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "format/checkpoint.hpp"
 #include "core/source.hpp"
@@ -27,5 +30,23 @@ Checkpoint read_index(const std::string& index_path);
 // A list of shard files of one format merged in the given order; duplicate
 // tensor names across files are an error.
 Checkpoint merge_shards(const std::string& display_path, const std::vector<std::string>& files);
+// Appends `part` (a one-file or merged Checkpoint) to `into`: files in order, tensor
+// file indices and PyTorch storage keys remapped, metadata keys the earlier parts lack
+// added. `first` takes the format from `part`; later parts must match it.
+void append_shard(Checkpoint& into, Checkpoint&& part, bool first);
+
+// gguf_split.cpp — split GGUF (llama.cpp gguf-split / gguf-py GGUFWriter shards):
+// "<prefix>-0000K-of-0000N.gguf", K = 1..N.
+struct GgufSplitName {
+  std::string prefix;  // path up to "-0000K-of-0000N.gguf"
+  uint32_t no = 0;     // K, 1-based as in the name
+  uint32_t count = 0;  // N
+};
+std::optional<GgufSplitName> parse_gguf_split_name(const std::string& path);
+std::string gguf_split_path(const std::string& prefix, uint32_t no, uint32_t count);
+// A GGUF file; when it is one part of a split GGUF (by its name or its split.count
+// metadata), every part, checked for consistency and merged in part order: one
+// Checkpoint whose files are the parts and whose metadata is the first part's.
+Checkpoint read_gguf_parts(const std::string& path);
 
 }  // namespace nunchaku

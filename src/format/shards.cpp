@@ -42,30 +42,6 @@ Checkpoint read_shard(const std::string& path) {
               {.file = path, .offset = 0});
 }
 
-// Appends `part` (a one-file or merged Checkpoint) to `into`. Storage keys of
-// PyTorch shards are per file ("0", "1", ...), so they get the file index as a
-// prefix to keep "same key = same bytes" true across files.
-void append(Checkpoint& into, Checkpoint&& part, bool first) {
-  if (first) into.format = part.format;
-  else if (part.format != into.format)
-    throw Error("shards.mixed_formats",
-                "shard is " + std::string(format_name(part.format)) + " but earlier shards are " +
-                    std::string(format_name(into.format)),
-                {.file = part.files.empty() ? std::string() : part.files[0].path});
-  const auto base = static_cast<uint32_t>(into.files.size());
-  for (auto& f : part.files) into.files.push_back(std::move(f));
-  for (auto& t : part.tensors) {
-    t.file += base;
-    if (!t.storage.empty()) t.storage = std::to_string(t.file) + "/" + t.storage;
-    into.tensors.push_back(std::move(t));
-  }
-  // Shards written by one save carry the same __metadata__; the first value wins.
-  if (part.metadata.is_object())
-    for (auto& [k, v] : part.metadata.items())
-      if (!into.metadata.contains(k)) into.metadata[k] = std::move(v);
-  for (auto& w : part.warnings) into.warnings.push_back(std::move(w));
-}
-
 // Reads every file and fails on a tensor name found in two of them.
 Checkpoint read_and_merge(const std::vector<std::string>& files) {
   Checkpoint ck;
@@ -79,7 +55,7 @@ Checkpoint read_and_merge(const std::vector<std::string>& files) {
                     {.file = files[i], .tensor = t.name, .offset = t.offset,
                      .hint = "two shards hold the same tensor; remove the stale file"});
     }
-    append(ck, std::move(part), i == 0);
+    append_shard(ck, std::move(part), i == 0);
   }
   return ck;
 }
@@ -118,6 +94,30 @@ bool plain_relative(const std::string& name) {
 }
 
 }  // namespace
+
+// Appends `part` (a one-file or merged Checkpoint) to `into`. Storage keys of
+// PyTorch shards are per file ("0", "1", ...), so they get the file index as a
+// prefix to keep "same key = same bytes" true across files.
+void append_shard(Checkpoint& into, Checkpoint&& part, bool first) {
+  if (first) into.format = part.format;
+  else if (part.format != into.format)
+    throw Error("shards.mixed_formats",
+                "shard is " + std::string(format_name(part.format)) + " but earlier shards are " +
+                    std::string(format_name(into.format)),
+                {.file = part.files.empty() ? std::string() : part.files[0].path});
+  const auto base = static_cast<uint32_t>(into.files.size());
+  for (auto& f : part.files) into.files.push_back(std::move(f));
+  for (auto& t : part.tensors) {
+    t.file += base;
+    if (!t.storage.empty()) t.storage = std::to_string(t.file) + "/" + t.storage;
+    into.tensors.push_back(std::move(t));
+  }
+  // Shards written by one save carry the same __metadata__; the first value wins.
+  if (part.metadata.is_object())
+    for (auto& [k, v] : part.metadata.items())
+      if (!into.metadata.contains(k)) into.metadata[k] = std::move(v);
+  for (auto& w : part.warnings) into.warnings.push_back(std::move(w));
+}
 
 Checkpoint read_index(const std::string& index_path) {
   const json doc = read_index_json(index_path);
