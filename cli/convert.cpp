@@ -17,7 +17,7 @@ namespace nunchaku::cli {
 namespace {
 
 struct CliOptions {
-  std::string in, out, dtype, shard_size, shard_by, format, buffer = "256M";
+  std::string in, out, dtype, shard_size, shard_by, format, names, buffer = "256M";
   bool verify = false, json = false, quiet = false;
 };
 
@@ -48,6 +48,9 @@ convert::ConvertOptions to_options(const CliOptions& c) {
   o.buffer_bytes = parse_size_or_throw(c.buffer, "--buffer");
   if (o.buffer_bytes < (1u << 20)) throw Error("usage.size", "--buffer must be at least 1M");
   o.verify = c.verify;
+  if (c.names == "hf") o.names = convert::Names::HF;
+  else if (c.names == "gguf") o.names = convert::Names::GGUF;
+  else if (!c.names.empty()) throw Error("usage.names", "--names takes hf or gguf");
   return o;
 }
 
@@ -61,6 +64,7 @@ void print_summary(const convert::ConvertReport& r) {
     const auto eq = d.find('=');
     fmt::print("shared storage: {} written once as {}\n", d.substr(0, eq), d.substr(eq + 1));
   }
+  for (const auto& s : r.skipped) fmt::print("not written: {}\n", s);
   if (!r.sidecars.empty()) fmt::print("sidecars: {}\n", fmt::join(r.sidecars, ", "));
   fmt::print("read {} in {:.2f} s ({:.2f} GB/s){}\n", format_bytes(r.bytes_in), r.seconds,
              r.seconds > 0 ? r.bytes_in / r.seconds / 1e9 : 0.0, r.verified ? "; verified" : "");
@@ -96,6 +100,7 @@ void add_convert(CLI::App& app, Action& action) {
   cmd->add_option("--shard-size", o->shard_size, "Max bytes per safetensors shard, as transformers (default 5GB)");
   cmd->add_option("--shard-by", o->shard_by, "'layer': one file per module (embedding, each layer, norm, head)");
   cmd->add_option("--format", o->format, "safetensors or gguf (default: gguf when OUT ends in .gguf)");
+  cmd->add_option("--names", o->names, "Rename tensors: hf (transformers) or gguf (llama.cpp), Q/K rows permuted as convert_hf_to_gguf");
   cmd->add_option("--buffer", o->buffer, "Streaming buffer size (default 256M)");
   cmd->add_flag("--verify", o->verify, "Re-read the output and compare every tensor with the input");
   cmd->add_flag("--json", o->json, "Print the summary as one JSON object");

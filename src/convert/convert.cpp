@@ -84,6 +84,7 @@ nlohmann::json ConvertReport::to_json() const {
                       {"seconds", seconds},
                       {"gb_per_s", seconds > 0 ? double(bytes_in) / seconds / 1e9 : 0.0},
                       {"dropped_duplicates", dropped},
+                      {"skipped", skipped},
                       {"sidecars", sidecars}};
   j["verified"] = verified ? nlohmann::json(*verified) : nlohmann::json(nullptr);
   return j;
@@ -94,7 +95,8 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
   const OutFormat fmt = o.format.value_or(ends_with(o.out, ".gguf") ? OutFormat::GGUF : OutFormat::Safetensors);
   const Checkpoint ck = open_checkpoint(o.in);
   const ModelLayout layout = describe_model(ck);
-  ConvertPlan plan = plan_tensors(ck, layout, {.dtype = o.dtype, .gguf = fmt == OutFormat::GGUF});
+  const std::vector<Rename> renames = map_names(ck, layout, o.names);
+  ConvertPlan plan = plan_tensors(ck, layout, {.dtype = o.dtype, .gguf = fmt == OutFormat::GGUF, .renames = &renames});
   if (fmt == OutFormat::GGUF) plan.shards = {{.file = fs::path(o.out).filename().string()}};
   if (fmt == OutFormat::GGUF)
     for (size_t i = 0; i < plan.tensors.size(); ++i) plan.shards[0].tensors.push_back(i);
@@ -114,6 +116,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
   r.out = o.out;
   r.format = fmt;
   r.dropped = plan.dropped;
+  r.skipped = plan.skipped;
   r.tensors = plan.tensors.size();
   if (fmt == OutFormat::GGUF) {
     const uint64_t size = write_gguf(staged.path_for(""), o.out, plan, ck, layout, reader, tick);

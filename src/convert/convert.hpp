@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "convert/names.hpp"
 #include "format/dtype.hpp"
 
 namespace nunchaku::convert {
@@ -26,6 +27,7 @@ struct ConvertOptions {
   std::optional<OutFormat> format;          // nullopt: GGUF when OUT ends in .gguf
   uint64_t buffer_bytes = 256ull << 20;
   bool verify = false;                      // re-read the output and compare with the input
+  Names names = Names::Keep;                // --names hf|gguf (names.hpp)
   // Called after each chunk with the input bytes done and the total.
   std::function<void(uint64_t done, uint64_t total)> progress;
 };
@@ -38,6 +40,7 @@ struct ConvertReport {
   size_t tensors = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
   double seconds = 0;
+  std::vector<std::string> skipped;   // "name: why" (--names: tensors the other side recomputes)
   std::vector<std::string> dropped;   // "duplicate=kept"
   std::vector<std::string> sidecars;  // files copied or derived
   std::optional<bool> verified;       // set when asked; false never returns (verify throws)

@@ -153,7 +153,7 @@ uint64_t write_gguf(const std::string& tmp_path, const std::string& shown, const
   for (size_t i : order) {
     const auto& t = plan.tensors[i];
     const TensorInfo& src = ck.tensors[t.src];
-    reader.write_to(src, t.dtype, out, on_bytes);
+    reader.write_to(src, t.dtype, out, on_bytes, {t.qk_heads, t.qk_to_gguf});
     out.write(zeros, (kAlign - t.nbytes % kAlign) % kAlign);
   }
   const uint64_t size = out.written();

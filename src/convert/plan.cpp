@@ -9,6 +9,7 @@
 
 #include "convert/elements.hpp"
 #include "core/error.hpp"
+#include "model/arch_table.hpp"
 
 namespace nunchaku::convert {
 
@@ -80,10 +81,16 @@ ConvertPlan plan_tensors(const Checkpoint& ck, const ModelLayout& layout, const 
   // State_dict order: modules in model order; inside one, transformers' registration order.
   std::vector<size_t> order;
   std::vector<bool> seen(ck.tensors.size(), false);
+  const bool renamed = o.renames && !o.renames->empty();
   for (const auto& m : layout.modules) {
     std::vector<size_t> ts(m.tensors.begin(), m.tensors.end());
     const size_t cut = m.name.size() + 1;
     auto rank = [&](size_t i) {
+      if (renamed) {  // ranked by the name written: its suffix inside its layer
+        const std::string& n = (*o.renames)[i].name;
+        const auto lp = layer_path(n);
+        return hf_param_rank(lp && n.size() > lp->module.size() + 1 ? n.substr(lp->module.size() + 1) : n);
+      }
       const auto& n = ck.tensors[i].name;
       return hf_param_rank(n.size() > cut ? n.substr(cut) : n);
     };
@@ -99,13 +106,23 @@ ConvertPlan plan_tensors(const Checkpoint& ck, const ModelLayout& layout, const 
 
   ConvertPlan plan;
   std::map<ViewKey, std::string> kept;
+  std::map<std::string, std::string> written_as;  // output name -> input name
   for (size_t i : order) {
     const TensorInfo& t = ck.tensors[i];
+    const Rename* rn = renamed ? &(*o.renames)[i] : nullptr;
+    if (rn && rn->name.empty()) {
+      plan.skipped.push_back(t.name + ": " + rn->skipped);
+      continue;
+    }
+    const std::string& name = rn ? rn->name : t.name;
+    if (auto [it, fresh] = written_as.emplace(name, t.name); !fresh)
+      throw Error("convert.names_collide", fmt::format("'{}' and '{}' would both be written as '{}'", it->second, t.name, name),
+                  {.file = ck.files[t.file].path, .tensor = t.name});
     if (!t.storage.empty()) {
       ViewKey key{t.storage, t.storage_offset, t.dtype, t.shape, t.strides};
-      auto [it, fresh] = kept.emplace(key, t.name);
+      auto [it, fresh] = kept.emplace(key, name);
       if (!fresh) {
-        plan.dropped.push_back(t.name + "=" + it->second);
+        plan.dropped.push_back(name + "=" + it->second);
         continue;
       }
     }
@@ -115,7 +132,7 @@ ConvertPlan plan_tensors(const Checkpoint& ck, const ModelLayout& layout, const 
     if (!nb)
       throw Error("convert.bad_shape", fmt::format("{} elements are not whole {} blocks", t.numel(), dtype_name(out)),
                   {.file = ck.files[t.file].path, .tensor = t.name, .offset = t.offset});
-    plan.tensors.push_back({t.name, i, out, t.shape, *nb});
+    plan.tensors.push_back({name, i, out, t.shape, *nb, rn ? rn->qk_heads : 0, rn && rn->to_gguf});
   }
   return plan;
 }

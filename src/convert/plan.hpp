@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "format/checkpoint.hpp"
+#include "convert/names.hpp"
 #include "model/model.hpp"
 
 namespace nunchaku::convert {
@@ -20,6 +21,8 @@ struct OutTensor {
   DType dtype = DType::F32;     // as written
   std::vector<int64_t> shape;   // PyTorch order
   uint64_t nbytes = 0;          // as written
+  int64_t qk_heads = 0;         // --names: rows permuted within this many heads (0: none)
+  bool qk_to_gguf = false;
 };
 
 struct Shard {
@@ -31,12 +34,14 @@ struct Shard {
 struct ConvertPlan {
   std::vector<OutTensor> tensors;    // in the model's state_dict order (module order)
   std::vector<std::string> dropped;  // "duplicate=kept" for shared storages written once
+  std::vector<std::string> skipped;  // "name: why" for tensors --names does not write
   std::vector<Shard> shards;
 };
 
 struct PlanOptions {
   std::optional<DType> dtype;        // float tensors become this; nullopt keeps them
   bool gguf = false;                 // output format GGUF (Q8_0 allowed, quantized kept)
+  const std::vector<Rename>* renames = nullptr;  // --names: one per input tensor (names.hpp)
 };
 
 // Output tensors in state_dict order; throws Error("convert.*", exit 2) naming the tensor

@@ -54,7 +54,7 @@ uint64_t write_safetensors(const std::string& tmp_path, const std::string& shown
     const auto& t = plan.tensors[i];
     const TensorInfo& src = ck.tensors[t.src];
     const uint64_t start = out.written();
-    reader.write_to(src, t.dtype, out, on_bytes);
+    reader.write_to(src, t.dtype, out, on_bytes, {t.qk_heads, t.qk_to_gguf});
     if (out.written() - start != t.nbytes)
       throw Error("convert.internal", "wrote " + std::to_string(out.written() - start) + " bytes for " +
                   std::to_string(t.nbytes), {.file = shown, .tensor = t.name}, Exit::Internal);

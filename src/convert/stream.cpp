@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "convert/elements.hpp"
+#include "convert/names.hpp"
 #include "convert/output.hpp"
 #include "core/error.hpp"
 
@@ -33,12 +34,45 @@ TensorReader::TensorReader(const Checkpoint& ck, uint64_t buffer_bytes)
   for (const auto& f : ck.files) files_.push_back(File::open_read_only(f.path));
 }
 
-void TensorReader::read(const TensorInfo& t, DType out, const Sink& sink) {
+void TensorReader::read(const TensorInfo& t, DType out, const Sink& sink, RowPermute perm) {
+  if (perm.heads > 0) {
+    // Whole heads of output rows are gathered, then handed on in permuted row order.
+    const uint64_t rows = uint64_t(t.shape.at(0)), head_rows = rows / uint64_t(perm.heads);
+    const uint64_t row_bytes = dtype_nbytes(out, t.numel()).value_or(0) / rows, head_bytes = head_rows * row_bytes;
+    head_.clear();
+    permuted_.resize(head_bytes);
+    auto flush = [&] {
+      for (uint64_t r = 0; r < head_rows; ++r)
+        std::memcpy(permuted_.data() + r * row_bytes,
+                    head_.data() + qk_source_row(r, head_rows, perm.to_gguf) * row_bytes, row_bytes);
+      sink(permuted_.data(), head_bytes);
+      head_.clear();
+    };
+    auto gather = [&](const uint8_t* d, size_t n) {
+      while (n > 0) {
+        const size_t k = std::min<size_t>(n, head_bytes - head_.size());
+        head_.insert(head_.end(), d, d + k);
+        d += k, n -= k;
+        if (head_.size() == head_bytes) flush();
+      }
+    };
+    if (t.strides.empty()) read_contiguous(t, out, gather);
+    else read_view(t, out, gather);
+    return;
+  }
   if (t.strides.empty()) read_contiguous(t, out, sink);
   else read_view(t, out, sink);
 }
 
-void TensorReader::write_to(const TensorInfo& t, DType to, OutFile& out, const std::function<void(uint64_t)>& on_bytes) {
+void TensorReader::write_to(const TensorInfo& t, DType to, OutFile& out, const std::function<void(uint64_t)>& on_bytes,
+                            RowPermute perm) {
+  if (perm.heads > 0) {
+    read(t, to, [&](const uint8_t* d, size_t n) {
+      out.write(d, n);
+      if (on_bytes) on_bytes(bytes_read());
+    }, perm);
+    return;
+  }
   if (to == t.dtype && t.strides.empty()) {
     copy_raw(t, out, [&] { if (on_bytes) on_bytes(bytes_read()); });
     return;

@@ -17,20 +17,28 @@ namespace nunchaku::convert {
 
 using Sink = std::function<void(const uint8_t* data, size_t n)>;
 
+// Q/K rows reordered within each head (convert --names, names.hpp); heads 0 = none.
+struct RowPermute {
+  int64_t heads = 0;
+  bool to_gguf = false;
+};
+
 // Bytes of storage a (possibly strided) tensor's elements span.
 uint64_t view_span_bytes(const TensorInfo& t);
 
 class TensorReader {
  public:
   TensorReader(const Checkpoint& ck, uint64_t buffer_bytes);
-  // The bytes of `t` converted to `out` (t.dtype itself: copied), in order.
-  void read(const TensorInfo& t, DType out, const Sink& sink);
+  // The bytes of `t` converted to `out` (t.dtype itself: copied), in order; with `perm`,
+  // rows reordered one head at a time (a head's rows are buffered, nothing more).
+  void read(const TensorInfo& t, DType out, const Sink& sink, RowPermute perm = {});
   // A contiguous same-dtype tensor copied file to file (copy_file_range: no user-space
   // buffer; read/write through the buffer where the kernel cannot). on_chunk after each chunk.
   void copy_raw(const TensorInfo& t, OutFile& out, const std::function<void()>& on_chunk);
   // `t` as dtype `to` appended to `out`: copied file to file when nothing changes, else
   // converted through the buffer. on_bytes(bytes_read()) after each chunk (progress).
-  void write_to(const TensorInfo& t, DType to, OutFile& out, const std::function<void(uint64_t)>& on_bytes);
+  void write_to(const TensorInfo& t, DType to, OutFile& out, const std::function<void(uint64_t)>& on_bytes,
+                RowPermute perm = {});
   uint64_t bytes_read() const { return bytes_read_; }
 
  private:
@@ -41,7 +49,7 @@ class TensorReader {
   const Checkpoint& ck_;
   std::vector<File> files_;
   uint64_t budget_;
-  std::vector<uint8_t> in_, out_, gather_;
+  std::vector<uint8_t> in_, out_, gather_, head_, permuted_;
   std::vector<float> f32_;
   uint64_t bytes_read_ = 0;
 };

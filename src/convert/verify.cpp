@@ -48,7 +48,7 @@ void verify_output(const ConvertPlan& plan, const Checkpoint& in, const std::str
         fail(file, t.name, o.offset + pos + k, "bytes differ from the converted input");
       }
       pos += n;
-    });
+    }, {t.qk_heads, t.qk_to_gguf});
   }
 }
 

@@ -330,6 +330,27 @@ Role tensor_role(std::string_view family, const Module& m, std::string_view tens
   return Role::None;
 }
 
+std::optional<std::string> tensor_name_for(std::string_view family, Naming naming, ModuleKind kind, int64_t layer,
+                                           Role r) {
+  if (r == Role::None) return std::nullopt;
+  for (const ArchEntry& e : kTable) {
+    if (e.family != family || e.naming != naming) continue;
+    const std::string root(e.roots.front());
+    if (kind == ModuleKind::Layer) {
+      for (const LayerSlot& slot : e.layer)
+        for (Rules alt : slot.alternatives)
+          for (const TensorRule& t : alt)
+            if (t.role == r) return root + std::string(e.layers) + std::to_string(layer) + "." + std::string(t.name);
+    } else {
+      for (const GlobalModule& g : e.globals)
+        if (g.kind == kind)
+          for (const TensorRule& t : g.tensors)
+            if (t.role == r) return (g.under_root ? root : std::string()) + std::string(g.name) + "." + std::string(t.name);
+    }
+  }
+  return std::nullopt;
+}
+
 void assign_roles(const Checkpoint& ck, ModelLayout& layout) {
   const std::string family = layout.spec ? layout.spec->architecture : "";
   for (Module& m : layout.modules) {

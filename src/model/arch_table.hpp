@@ -60,6 +60,12 @@ struct ArchEntry {
 // entry whose root/layer prefix or global name produced the module); Role::None if none.
 // *naming (when given) is set to the naming of the entry that gave the role.
 Role tensor_role(std::string_view family, const Module& m, std::string_view tensor_name, Naming* naming = nullptr);
+// The name the `naming` entry of `family` gives the tensor of role `r` in a module of kind
+// `kind` (layer index `layer` for ModuleKind::Layer), with the entry's first root:
+// (llama, GGUF, Layer 3, Q) -> "blk.3.attn_q.weight", (llama, HF, Head, Head) ->
+// "lm_head.weight". nullopt when that naming has no such tensor (convert --names).
+std::optional<std::string> tensor_name_for(std::string_view family, Naming naming, ModuleKind kind, int64_t layer,
+                                           Role r);
 // Fills Module::roles for every module of the layout and ModelLayout::naming (describe_model
 // calls it).
 void assign_roles(const Checkpoint& ck, ModelLayout& layout);
