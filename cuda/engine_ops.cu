@@ -388,7 +388,7 @@ Context::~Context() {
   if (stream_) cudaStreamDestroy(cudaStream_t(stream_));
 }
 
-bool Context::init(int device, uint64_t panel_bytes, std::string* err) {
+bool Context::init(int device, std::string* err) {
   device_ = device;
   NK_CUDA(cudaSetDevice(device));
   cudaStream_t s = nullptr;
@@ -401,8 +401,13 @@ bool Context::init(int device, uint64_t panel_bytes, std::string* err) {
   NK_CUBLAS(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));  // fp32 products, no TF32
   if (!(workspace_ = alloc(kCublasWorkspaceBytes, err))) return false;
   NK_CUBLAS(cublasSetWorkspace(h, workspace_, kCublasWorkspaceBytes));
+  return true;
+}
+
+bool Context::alloc_panel(uint64_t panel_bytes, std::string* err) {
+  if (panel_ || panel_bytes == 0) return true;
+  if (!(panel_ = alloc(panel_bytes, err))) return false;
   panel_bytes_ = panel_bytes;
-  if (panel_bytes && !(panel_ = alloc(panel_bytes, err))) return false;
   return true;
 }
 

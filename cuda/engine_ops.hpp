@@ -42,9 +42,11 @@ class Context {
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
-  // Creates the stream and cuBLAS handle; allocates panel_bytes of dequantization panel
-  // and the cuBLAS workspace (both counted in allocated()).
-  bool init(int device, uint64_t panel_bytes, std::string* err);
+  // Creates the stream and cuBLAS handle and allocates the cuBLAS workspace (counted in
+  // allocated()); the stream exists from here on (weight providers order copies on it).
+  bool init(int device, std::string* err);
+  // Allocates the dequantization panel (counted in allocated()). Once.
+  bool alloc_panel(uint64_t panel_bytes, std::string* err);
   int device() const { return device_; }
   void* stream() const { return stream_; }  // cudaStream_t
   uint64_t allocated() const { return allocated_; }

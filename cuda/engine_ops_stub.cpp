@@ -11,7 +11,8 @@ bool no_cuda(std::string* err) {
 }  // namespace
 
 Context::~Context() = default;
-bool Context::init(int, uint64_t, std::string* err) { return no_cuda(err); }
+bool Context::init(int, std::string* err) { return no_cuda(err); }
+bool Context::alloc_panel(uint64_t, std::string* err) { return no_cuda(err); }
 void* Context::alloc(uint64_t, std::string* err) { no_cuda(err); return nullptr; }
 void Context::release(void*) {}
 void* Context::alloc_host(uint64_t, std::string* err) { no_cuda(err); return nullptr; }

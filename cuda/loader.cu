@@ -135,6 +135,9 @@ bool CopyStream::synchronize(std::string* err) {
 
 bool d2h(int device, void* dst, const void* src, uint64_t n, std::string* err) {
   if (!ok(cudaSetDevice(device), "cudaSetDevice", err)) return false;
+  // Work on non-blocking streams (the engine's copy ring) is not ordered before a plain
+  // cudaMemcpy: wait for the whole device first.
+  if (!ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize", err)) return false;
   return ok(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost), "cudaMemcpy D2H", err);
 }
 

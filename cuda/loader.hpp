@@ -66,7 +66,8 @@ class CopyStream {
   uint64_t scratch_bytes_ = 0;
 };
 
-// Synchronous device->host copy (used by --verify).
+// Synchronous device->host copy after everything queued on the device (used by --verify
+// and for small weight vectors the engine reads on the host).
 bool d2h(int device, void* dst_host, const void* src_dev, uint64_t n, std::string* err);
 
 // Runs the conversion kernel on host data (copies in, converts, copies back): for the

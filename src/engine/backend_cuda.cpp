@@ -51,6 +51,14 @@ class CudaBackend final : public Backend {
     if (name_.empty())
       throw Error("engine.no_cuda", fmt::format("there is no cuda:{} on this machine", device),
                   {.hint = "`nunchaku --version` lists the devices"});
+    // The stream exists from construction: the weight provider made before allocate()
+    // orders its copies against it.
+    if (!ctx_.init(index_, &err_)) {
+      if (err_.find("cudaMalloc") != std::string::npos)
+        throw Error("engine.out_of_memory", fmt::format("cannot allocate cuBLAS's workspace on cuda:{}: {}", index_, err_),
+                    {}, Exit::OutOfMemory);
+      ok(false, "set up the compute stream");
+    }
   }
   ~CudaBackend() override {
     std::string err;
@@ -189,10 +197,7 @@ void CudaBackend::allocate(const BackendSetup& s) {
             s.rope == RopeStyle::NeoX};
   // The panel: what engine_memory charged as scratch, less the workspace and frequencies.
   const uint64_t panel = s.memory.scratch - cuda::kCublasWorkspaceBytes - uint64_t(dims_.head_dim / 2) * 4;
-  if (!ctx_.init(index_, panel, &err_)) {
-    if (err_.find("cudaMalloc") != std::string::npos) throw oom(s, panel + cuda::kCublasWorkspaceBytes);
-    ok(false, "set up the compute stream");
-  }
+  if (!ctx_.alloc_panel(panel, &err_)) throw oom(s, panel);
   const int64_t T = cfg.max_tokens, R = cfg.logit_rows;
   for (size_t b = 0; b < std::size(bufs_); ++b) {
     const int64_t rows = b >= size_t(Buf::Sel) ? R : T;

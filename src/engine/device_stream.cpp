@@ -39,6 +39,8 @@ DeviceStreamProvider::DeviceStreamProvider(std::unique_ptr<WeightProvider> host,
     slot_bytes = std::max(slot_bytes, at);
   }
   if (slot_bytes == 0) slots = 0;
+  if (slots > 0 && !compute_stream)
+    throw Error("engine.cuda", "streamed layers need the CUDA backend's compute stream (none given)", {}, Exit::Internal);
   module_in_.assign(size_t(std::max(slots, 0)), -1);
   if (slots > 0 && !ring_.init(device, compute_stream, slots, slot_bytes, &err_)) {
     if (err_.find("cudaMalloc") != std::string::npos)
