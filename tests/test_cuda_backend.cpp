@@ -106,12 +106,15 @@ struct TwinMatrix {
   std::vector<uint8_t> host;
   std::unique_ptr<DeviceBytes> dev;
   WeightMatrix cpu, gpu;
-  TwinMatrix(DType t, int64_t rows, int64_t cols, std::mt19937& rng) : host(random_matrix(t, rows, cols, rng)) {
-    dev = std::make_unique<DeviceBytes>(host);
+  // `offset` bytes before the matrix: 2 makes 16-bit rows unaligned for 16-byte loads.
+  TwinMatrix(DType t, int64_t rows, int64_t cols, std::mt19937& rng, size_t offset = 0)
+      : host(random_matrix(t, rows, cols, rng)) {
     const size_t rb = host.size() / size_t(rows);
-    cpu = {host.data(), t, rows, cols, rb, std::string(dtype_name(t))};
+    host.insert(host.begin(), offset, uint8_t(0));
+    dev = std::make_unique<DeviceBytes>(host);
+    cpu = {host.data() + offset, t, rows, cols, rb, std::string(dtype_name(t))};
     gpu = cpu;
-    gpu.data = static_cast<const uint8_t*>(dev->p);
+    gpu.data = static_cast<const uint8_t*>(dev->p) + offset;
   }
 };
 struct TwinVec {
@@ -276,6 +279,21 @@ TEST_CASE("cuda backend: matmul for every weight type, decode (GEMV) and prefill
       r.cpu->matmul(dc, Buf::Gate);
       r.gpu->matmul(dg, Buf::Gate);
       CHECK(r.diff(Buf::Tmp, T) < 1e-4);
+    }
+  }
+  {
+    INFO("16-bit weights 2 bytes off 16-byte alignment (the GEMV's scalar-load path), 3 tokens");
+    std::vector<int32_t> id(3, 0), slot(3, 0);
+    std::vector<int64_t> pos = {0, 1, 2};
+    r.tokens(id, slot, pos);
+    for (DType t : {DType::F16, DType::BF16}) {
+      TwinMatrix q(t, r.d.q_dim(), r.d.hidden, rng, 2);
+      r.write(Buf::XN, randn(size_t(3 * r.d.hidden), rng));
+      const MatmulJob jc[1] = {{&q.cpu, Buf::Q, {}}};
+      const MatmulJob jg[1] = {{&q.gpu, Buf::Q, {}}};
+      r.cpu->matmul(jc, Buf::XN);
+      r.gpu->matmul(jg, Buf::XN);
+      CHECK(r.diff(Buf::Q, 3) < 1e-4);
     }
   }
   INFO("head over 3 selected rows, Q8_0");
