@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -94,6 +95,20 @@ int wait_exit(pid_t pid, double timeout_s = 60) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Waits until `pid` has a handler for `sig` (SigCgt in /proc/PID/status), so a signal sent
+// now is seen by nunchaku and not by the default action of a process still starting (a
+// loaded machine can take longer than any fixed sleep). False after `timeout_s`.
+bool wait_catches(pid_t pid, int sig, double timeout_s = 20) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < end) {
+    std::ifstream st("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(st, line);)
+      if (line.rfind("SigCgt:", 0) == 0 && (std::stoull(line.substr(7), nullptr, 16) >> (sig - 1)) & 1) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
 }
 
 // One line from `fd` (without the newline); "" on EOF or after `timeout_s`.
@@ -534,6 +549,7 @@ TEST_CASE("inspect --verify stops on SIGINT with exit 130", "[unix]") {
   test::write_file(path, head + header);
   REQUIRE(::truncate(path.c_str(), off_t(8 + header.size() + bytes)) == 0);
   Child c = spawn({"inspect", path, "--verify"}, "/dev/null", dir.file("out"), dir.file("err"));
+  CHECK(wait_catches(c.pid, SIGINT));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ::kill(c.pid, SIGINT);
   const int code = wait_exit(c.pid, 20);
