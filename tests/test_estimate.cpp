@@ -598,6 +598,49 @@ TEST_CASE("estimate --runtime vllm / llama.cpp: preallocation, budget share, hos
   }
 }
 
+TEST_CASE("estimate --runtime llama.cpp: compute buffer as llama.cpp reports it", "[estimate][runtime]") {
+  // Expectations: "CPU compute buffer size" that llama.cpp (llama-cpp-python 0.3.36) logged
+  // for random-weight f16 GGUFs of these shapes at these n_ctx / n_seq / flash settings
+  // (docs/estimate.md, llama.cpp runtime). Its MiB have two decimals; small graph inputs
+  // (positions, token ids) add up to 0.01 MiB.
+  struct Shape {
+    int64_t h, I, a, kv, V, L;
+  };
+  struct Case {
+    Shape s;
+    int64_t batch, context;
+    bool flash;
+    double mib;
+  };
+  const Shape m1{768, 2048, 12, 12, 956, 8}, m2{512, 2816, 8, 4, 3000, 2}, m3{256, 512, 4, 4, 32000, 1};
+  const Case cases[] = {
+      {m1, 1, 1024, true, 19.01}, {m1, 1, 1024, false, 36.51}, {m1, 1, 512, false, 23.51}, {m1, 1, 4096, false, 114.51},
+      {m1, 1, 8192, true, 26.01}, {m1, 2, 1024, true, 19.01}, {m1, 8, 512, true, 18.51},   {m1, 1, 300, true, 10.85},
+      {m2, 1, 1024, false, 24.01}, {m2, 1, 2048, false, 42.01}, {m2, 1, 4096, true, 24.51}, {m2, 4, 1024, false, 24.01},
+      {m3, 1, 1024, true, 63.50}, {m3, 1, 4096, false, 64.00}, {m3, 8, 128, true, 63.50}};
+  test::TempDir dir;
+  for (const Case& c : cases) {
+    INFO("h " << c.s.h << " batch " << c.batch << " context " << c.context << " flash " << c.flash);
+    const json cfg = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", c.s.h},
+                      {"intermediate_size", c.s.I}, {"num_attention_heads", c.s.a}, {"num_key_value_heads", c.s.kv},
+                      {"num_hidden_layers", c.s.L}, {"vocab_size", c.s.V}, {"max_position_embeddings", 8192}};
+    const std::string path = dir.file("config-" + std::to_string(c.s.h) + ".json");
+    test::write_file(path, cfg.dump());
+    const Checkpoint ck = index_of(llama_tensors(cfg), DType::F16, path);
+    const ModelLayout layout = describe_model(ck);
+    Workload w;
+    w.runtime = Runtime::LlamaCpp;
+    w.target = Target::Cpu;
+    w.batch = c.batch;
+    w.context = c.context;
+    w.attention = c.flash ? Attention::Default : Attention::Eager;
+    const Estimate e = estimate(ck, layout, w);
+    const double got = double(e.component("activations")) / (1 << 20);
+    CHECK(got <= c.mib);
+    CHECK(got >= c.mib - std::max(0.02, c.mib * 0.016));  // the output phase: within 1.6%
+  }
+}
+
 TEST_CASE("estimate: training keeps no KV cache; ZeRO-0 and ZeRO-1 agree on one GPU", "[estimate][runtime]") {
   Model m = llama("llama2-7b-config", DType::BF16);
   Workload w;

@@ -190,23 +190,34 @@ uint64_t add_llamacpp(Estimate& e) {
   const Workload& w = e.workload;
   const ModelSpec& s = e.spec;
   const uint64_t n_ctx = round_up(mul({uint64_t(w.batch), uint64_t(w.context)}), kLlamaCtxPad);
-  // -np batch slots share n_ctx: the cache holds n_ctx cells of one "sequence" each.
+  // -np batch slots: n_ctx cells in all, one stream of n_ctx / batch cells per sequence.
   set_layer_kv(e, static_cast<int64_t>(n_ctx), 1);
   const uint64_t n = gpus(e);
   e.gpu.push_back({"kv_cache", sum_kv(e) / n,
                    fmt::format("n_ctx = batch({}) × context({}) padded to {} = {} cells × 2 × Σ_layers kv × d × {} B ({}){}", w.batch,
                                w.context, kLlamaCtxPad, n_ctx, elem_bytes(e.kv_dtype), dtype_name(e.kv_dtype), split_note(e))});
-  const uint64_t u = std::min<uint64_t>(kLlamaUbatch, n_ctx), h = s.hidden_size, a = s.num_heads, d = s.head_dim,
-                 kvh = s.num_kv_heads, I = std::max<int64_t>(s.intermediate_size, 0), V = s.vocab_size;
+  // The compute buffer ggml-alloc reserves for one ubatch of u = min(n_ubatch, n_batch) tokens
+  // (n_batch = the n_ctx asked for, unpadded, when smaller). Each sequence has its own KV
+  // stream of n_ctx / batch cells (kv_unified off), so attention spans n_kv = n_ctx / batch.
+  // Peak: a layer's attention or FFN nodes plus the KQ mask (a graph input, f16 with flash,
+  // f32 without), or the output nodes after the last layer (mask freed). Node sets as
+  // ggml-alloc lays them out for llama, from llama.cpp's own log on three shapes
+  // (docs/estimate.md): attention 5·u·h + 2·u·kv_dim (+ KQ a·u·n_kv without flash), FFN
+  // 3·u·I + 4·u·h, output u·(V + h), all f32.
+  const uint64_t u = std::min<uint64_t>(kLlamaUbatch, mul({uint64_t(w.batch), uint64_t(w.context)})), h = s.hidden_size,
+                 a = s.num_heads, d = s.head_dim, kvh = s.num_kv_heads, I = std::max<int64_t>(s.intermediate_size, 0),
+                 V = s.vocab_size, n_kv = n_ctx / uint64_t(std::max<int64_t>(w.batch, 1));
   const bool flash = w.attention != Attention::Eager;
-  const uint64_t attn = flash ? mul({u, add(mul({2, a, d}), mul({2, kvh, d})), 4}) : mul({2, a, u, n_ctx, 4});
-  const uint64_t ffn = mul({3, u, I, 4});
+  const uint64_t mask = mul({u, n_kv, flash ? uint64_t(2) : uint64_t(4)});
+  const uint64_t attn = add(mul({add(mul({5, h}), mul({2, kvh, d})), u, 4}), flash ? 0 : mul({a, u, n_kv, 4}));
+  const uint64_t ffn = mul({add(mul({3, I}), mul({4, h})), u, 4});
   const uint64_t out = mul({u, add(V, h), 4});
-  const uint64_t compute = add(mul({2, u, h, 4}), std::max({attn, ffn, out}));
+  const uint64_t compute = std::max(add(std::max(attn, ffn), mask), out);
   e.activation_bytes = compute;
   e.gpu.push_back({"activations", compute,
-                   fmt::format("compute buffer for one ubatch u={} (f32): 2·u·h + max(attention {}, ffn 3·u·I, output u·(V+h)) × 4 B", u,
-                               flash ? "u·(2·a·d + 2·kv·d) (flash)" : fmt::format("2·a·u·n_ctx({}) (KQ + softmax, no flash)", n_ctx))});
+                   fmt::format("compute buffer for one ubatch u={} (f32): max(max(attention (5·h + 2·kv·d)·u{}, ffn (3·I + 4·h)·u) × 4 B "
+                               "+ KQ mask u·n_kv({})·{} B, output u·(V+h) × 4 B)",
+                               u, flash ? " (flash)" : fmt::format(" + KQ a·u·n_kv({})", n_kv), n_kv, flash ? "2 (f16)" : "4 (f32)")});
   e.logits_bytes = mul({uint64_t(w.batch), V, 4});
   e.gpu.push_back({"logits", e.logits_bytes, fmt::format("output buffer batch({}) × vocab({}) × 4 B", w.batch, V)});
   if (e.target == Target::Cuda) {
@@ -249,9 +260,15 @@ void add_overheads(Estimate& e, uint64_t slack_default) {
   if (e.target == Target::Cpu) {
     if (r == Runtime::Nunchaku)
       over("cpu_runtime", 7 * kMiB, "nunchaku process: binary, C++ runtime, tokenizer tables (measured, docs/estimate.md)");
-    else if (torch)
+    else if (torch) {
       over("cpu_runtime", 14 * kMiB,
            "PyTorch CPU runtime after import: first ops, autograd, optimizer (measured, docs/estimate.md)");
+      e.notes.push_back(
+          "PyTorch on the CPU: this is the memory its tensors take at the peak; with glibc's default malloc the "
+          "process RSS peaks higher, because freed blocks under its dynamic mmap threshold stay in the heap "
+          "(measured in docs/estimate.md). MALLOC_MMAP_THRESHOLD_=65536 in the environment returns them to the "
+          "kernel; otherwise add the measured gap with --overhead cpu_runtime=SIZE");
+    }
     else
       over("cpu_runtime", 0, "not measured for llama.cpp: set with --overhead cpu_runtime=SIZE");
     return;
