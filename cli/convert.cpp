@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/help.hpp"
 #include "cli/progress.hpp"
 #include "convert/convert.hpp"
 #include "core/error.hpp"
@@ -94,18 +95,29 @@ int run_convert(const CliOptions& c) {
 void add_convert(CLI::App& app, Action& action) {
   auto o = std::make_shared<CliOptions>();
   auto* cmd = app.add_subcommand("convert", "Reshard / convert a checkpoint to safetensors or GGUF in a stream");
+  cmd->footer(
+      "OUT is written through a temporary and renamed at the end: nothing half written is left behind.\n"
+      "Exit codes: 0 ok, 2 bad input or usage (also a dtype the output cannot hold), 1 write failure or\n"
+      "--verify mismatch, 130/143 interrupted.\n"
+      "Examples:\n"
+      "  nunchaku convert model/ out/ --shard-size 2GB\n"
+      "  nunchaku convert model/ model-bf16/ --dtype bf16 --verify\n"
+      "  nunchaku convert model/ model-q8_0.gguf --dtype q8_0");
   cmd->add_option("IN", o->in, "Checkpoint file or directory (anything inspect opens)")->required();
   cmd->add_option("OUT", o->out, "Output directory (safetensors) or .gguf file; must not exist")->required();
-  cmd->add_option("--dtype", o->dtype, "Cast float tensors: bf16, fp16, fp32 (q8_0 for GGUF output)");
-  cmd->add_option("--shard-size", o->shard_size, "Max bytes per safetensors shard, as transformers (default 5GB)");
-  cmd->add_option("--shard-by", o->shard_by, "'layer': one file per module (embedding, each layer, norm, head)");
-  cmd->add_option("--format", o->format, "safetensors or gguf (default: gguf when OUT ends in .gguf)");
-  cmd->add_option("--names", o->names, "Rename tensors: hf (transformers) or gguf (llama.cpp), Q/K rows permuted as convert_hf_to_gguf");
-  cmd->add_option("--buffer", o->buffer, "Streaming buffer size (default 256M)");
-  cmd->add_flag("--verify", o->verify, "Re-read the output and compare every tensor with the input");
-  cmd->add_flag("--json", o->json, "Print the summary as one JSON object");
-  cmd->add_flag("-q,--quiet", o->quiet, "No summary, no progress");
+  cmd->add_option("--dtype", o->dtype, "Cast float tensors: bf16, fp16, fp32 (q8_0 for GGUF output)")->group(kConversion);
+  cmd->add_option("--shard-size", o->shard_size, "Max bytes per safetensors shard, as transformers (default 5GB)")->group(kConversion);
+  cmd->add_option("--shard-by", o->shard_by, "'layer': one file per module (embedding, each layer, norm, head)")->group(kConversion);
+  cmd->add_option("--format", o->format, "safetensors or gguf (default: gguf when OUT ends in .gguf)")->group(kConversion);
+  cmd->add_option("--names", o->names, "Rename tensors: hf (transformers) or gguf (llama.cpp), Q/K rows permuted as convert_hf_to_gguf")
+      ->group(kConversion);
+  cmd->add_option("--buffer", o->buffer, "Streaming buffer size (default 256M)")->group(kConversion);
+  cmd->add_flag("--verify", o->verify, "Re-read the output and compare every tensor with the input")->group(kOutput);
+  cmd->add_flag("--json", o->json, "Print the summary as one JSON object")->group(kOutput);
+  cmd->add_flag("-q,--quiet", o->quiet, "No summary, no progress")->group(kOutput);
+  finish_help(cmd);
   cmd->callback([o, &action] { action = [o] { return run_convert(*o); }; });
 }
 
 }  // namespace nunchaku::cli
+

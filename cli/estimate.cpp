@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/help.hpp"
 #include "cli/workload_options.hpp"
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
@@ -169,12 +170,21 @@ int run(const EstimateOptions& o) {
 void add_estimate(CLI::App& app, Action& action) {
   auto o = std::make_shared<EstimateOptions>();
   auto* cmd = app.add_subcommand("estimate", "Memory a workload needs per GPU, a verdict against --vram, and what would make it fit");
+  cmd->footer(
+      "Sizes: 16G = 16 GiB, 16GB = 16*10^9 bytes, 512M; a number needs a unit.\n"
+      "Exit codes: 0 fits (or no --vram), 2 bad input or usage, 3 predicted OOM (--runtime all: none fits).\n"
+      "Examples:\n"
+      "  nunchaku estimate model/ --vram 16G --context 8192 --batch 4\n"
+      "  nunchaku estimate model/ --runtime all --vram 24G\n"
+      "  nunchaku estimate model/ --mode qlora --vram 24G --json");
   cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
   add_workload_options(cmd, o->w);
-  cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)");
-  cmd->add_option("--margin", o->margin, "Suggestions keep this fraction of the budget free")->capture_default_str();
-  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)")->group(kHardware);
+  cmd->add_option("--margin", o->margin, "Suggestions keep this fraction of the budget free")->capture_default_str()->group(kOutput);
+  cmd->add_flag("--json", o->json, "Print JSON")->group(kOutput);
+  finish_help(cmd);
   cmd->callback([o, &action] { action = [o] { return run(*o); }; });
 }
 
 }  // namespace nunchaku::cli
+

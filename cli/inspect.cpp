@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/help.hpp"
 #include "core/text.hpp"
 #include "format/open.hpp"
 #include "format/verify.hpp"
@@ -183,17 +184,21 @@ void add_inspect(CLI::App& app, Action& action) {
       "PATH is a .safetensors/.gguf/.bin/.pt/.pth file, a *.index.json, or a directory\n"
       "(sharded safetensors with or without index, pytorch_model.bin shards, one .gguf).\n"
       "Indexing reads headers only; --verify reads every byte.\n"
+      "Exit codes: 0 ok (--verify reports NaN/Inf counts and problems in its output), 2 unreadable or\n"
+      "malformed checkpoint (the error names the file and byte offset), 130/143 interrupted.\n"
       "Examples:\n"
       "  nunchaku inspect model/\n"
       "  nunchaku inspect model.gguf --tensors --filter 'blk.0.*'\n"
       "  nunchaku inspect model/ --json | jq .parameter_count");
   cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
-  cmd->add_flag("--json", o->json, "Print one JSON document (schema: docs/inspect-json.md)");
-  cmd->add_flag("--tensors", o->tensors, "List every tensor: name, dtype, shape, bytes, offset, file");
-  cmd->add_option("--filter", o->filter, "Only tensors whose name matches this glob (e.g. '*.layers.0.*')");
+  cmd->add_flag("--json", o->json, "Print one JSON document (schema: docs/inspect-json.md)")->group(kOutput);
+  cmd->add_flag("--tensors", o->tensors, "List every tensor: name, dtype, shape, bytes, offset, file")->group(kOutput);
+  cmd->add_option("--filter", o->filter, "Only tensors whose name matches this glob (e.g. '*.layers.0.*')")->group(kOutput);
   cmd->add_flag("--verify", o->verify,
-                "Also read all tensor data: every byte range readable, NaN/Inf counts, GGUF padding, throughput");
+                "Also read all tensor data: every byte range readable, NaN/Inf counts, GGUF padding, throughput")->group(kInput);
+  finish_help(cmd);
   cmd->callback([o, &action] { action = [o] { return run_inspect(*o); }; });
 }
 
 }  // namespace nunchaku::cli
+

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/help.hpp"
 #include "cli/progress.hpp"
 #include "cli/workload_options.hpp"
 #include "core/error.hpp"
@@ -212,28 +213,31 @@ void add_load(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("load", "Stream a checkpoint into GPU/CPU memory layer by layer and report speed and memory");
   cmd->footer(
       "Placement: --plan FILE (JSON {\"modules\": {name: \"cuda:0\"|\"cpu\"|\"disk\"}}, see docs/load.md), or\n"
-      "--device cpu|cuda[:N] (everything there), or --vram/--cpu-ram (planned as `nunchaku plan` does, the rest\n"
-      "stays on disk). With none: planned over cuda:0's free memory and the CPU, or the CPU without CUDA.\n"
+      "--device cpu|cuda[:N] (everything there), or --vram/--cpu-ram (planned as `nunchaku plan` does,\n"
+      "the rest stays on disk). With none: planned over cuda:0's free memory and the CPU, or the CPU\n"
+      "without CUDA.\n"
       "Exit codes: 2 bad input or unreadable/truncated file, 3 out of memory, 130/143 SIGINT/SIGTERM.\n"
       "Examples:\n"
       "  nunchaku load model/ --device cpu --verify\n"
       "  nunchaku load model/ --plan plan.json --dtype fp16 --json");
   cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
-  cmd->add_option("--plan", o->plan, "Placement plan JSON (nunchaku plan --format json)");
-  cmd->add_option("--device", o->device, "Put every module on one device: cpu, cuda, cuda:N");
-  cmd->add_option("--vram", o->vram, "GPU budget(s) to plan for (e.g. 16G or 16G,24G)");
-  cmd->add_option("--cpu-ram", o->cpu_ram, "Host RAM budget to plan for (default: available memory); the rest stays on disk");
-  cmd->add_option("--staging-size", o->staging_size, "Bytes per staging buffer (default 64M)");
-  cmd->add_option("--staging-buffers", o->staging_buffers, "Staging buffers in the ring (default 4)");
-  cmd->add_option("--threads", o->threads, "Reader threads (default min(4, cores))");
-  cmd->add_option("--dtype", o->dtype, "Convert F32/F16/BF16 tensors to fp16 or bf16 while loading");
-  cmd->add_flag("--direct-io", o->direct_io, "Read with O_DIRECT where alignment allows (bypasses the page cache)");
-  cmd->add_flag("--copy", o->copy, "CPU modules as private copies, not populated read-only mappings of the page cache");
-  cmd->add_flag("--no-pin", o->no_pin, "Keep CPU-offloaded modules in pageable memory even with CUDA");
-  cmd->add_flag("--verify", o->verify, "Checksum every tensor after it lands against the file bytes");
-  cmd->add_flag("--measure-h2d", o->measure_h2d, "Also measure the pinned host-to-device peak (1 GiB x 5) before loading");
-  cmd->add_flag("--json", o->json, "Print the report as one JSON document");
+  cmd->add_option("--plan", o->plan, "Placement plan JSON (nunchaku plan --format json)")->group(kPlacement);
+  cmd->add_option("--device", o->device, "Put every module on one device: cpu, cuda, cuda:N")->group(kPlacement);
+  cmd->add_option("--vram", o->vram, "GPU budget(s) to plan for (e.g. 16G or 16G,24G)")->group(kPlacement);
+  cmd->add_option("--cpu-ram", o->cpu_ram, "Host RAM budget to plan for (default: available memory); the rest stays on disk")->group(kPlacement);
+  cmd->add_option("--staging-size", o->staging_size, "Bytes per staging buffer (default 64M)")->group(kLoading);
+  cmd->add_option("--staging-buffers", o->staging_buffers, "Staging buffers in the ring (default 4)")->group(kLoading);
+  cmd->add_option("--threads", o->threads, "Reader threads (default min(4, cores))")->group(kLoading);
+  cmd->add_option("--dtype", o->dtype, "Convert F32/F16/BF16 tensors to fp16 or bf16 while loading")->group(kLoading);
+  cmd->add_flag("--direct-io", o->direct_io, "Read with O_DIRECT where alignment allows (bypasses the page cache)")->group(kLoading);
+  cmd->add_flag("--copy", o->copy, "CPU modules as private copies, not populated read-only mappings of the page cache")->group(kLoading);
+  cmd->add_flag("--no-pin", o->no_pin, "Keep CPU-offloaded modules in pageable memory even with CUDA")->group(kLoading);
+  cmd->add_flag("--verify", o->verify, "Checksum every tensor after it lands against the file bytes")->group(kOutput);
+  cmd->add_flag("--measure-h2d", o->measure_h2d, "Also measure the pinned host-to-device peak (1 GiB x 5) before loading")->group(kOutput);
+  cmd->add_flag("--json", o->json, "Print the report as one JSON document")->group(kOutput);
+  finish_help(cmd);
   cmd->callback([o, &action] { action = [o] { return run_load(*o); }; });
 }
 
 }  // namespace nunchaku::cli
+

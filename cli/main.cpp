@@ -1,12 +1,14 @@
 // nunchaku: one executable, one subcommand per file in cli/. This is the only
 // place that catches errors: it prints one line and maps them to exit codes
 // (0 ok, 1 internal, 2 bad input/usage, 3 OOM).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/help.hpp"
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
 #include "core/units.hpp"
@@ -30,39 +32,60 @@ void print_version() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"nunchaku: inspect, size, plan, load and run LLM checkpoints on GPUs that are too small.\n"
-               "Exit codes: 0 ok, 1 internal failure, 2 bad input or usage, 3 predicted or actual OOM."};
+  CLI::App app{"nunchaku: inspect, size, plan, load and run LLM checkpoints on GPUs that are too small.", "nunchaku"};
+  nunchaku::cli::use_help_format(app);
   app.require_subcommand(0, 1);
+  app.footer(
+      "Run `nunchaku help COMMAND` (or `nunchaku COMMAND --help`) for its options.\n"
+      "Exit codes: 0 ok, 1 internal failure, 2 bad input or usage, 3 predicted or actual OOM, 130/143 interrupted.\n"
+      "Examples:\n"
+      "  nunchaku inspect model/\n"
+      "  nunchaku estimate model/ --vram 16G --context 8192\n"
+      "  nunchaku plan model/ --vram 24G,24G --format accelerate -o device_map.json\n"
+      "  printf 'Hello\\n' | nunchaku run model/ --max-tokens 32");
   bool version = false;
-  app.add_flag("--version", version, "Print the version, whether CUDA was compiled in, and the CUDA devices found");
+  app.add_flag("--version", version, "Print the version, whether CUDA was compiled in, and the CUDA devices found")
+      ->group(nunchaku::cli::kOutput);
 
+  // In workflow order: look, size, plan, load, run, convert.
   nunchaku::cli::Action action;
   nunchaku::cli::add_inspect(app, action);
-  nunchaku::cli::add_load(app, action);
   nunchaku::cli::add_estimate(app, action);
   nunchaku::cli::add_plan(app, action);
+  nunchaku::cli::add_load(app, action);
   nunchaku::cli::add_run(app, action);
   nunchaku::cli::add_convert(app, action);
+  nunchaku::cli::finish_help(&app);
 
+  std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
-  if (version) {
-    print_version();
-    return 0;
-  }
-  if (!action) {
-    std::fputs(app.help().c_str(), stdout);
-    return 2;
-  }
-  try {
+    // `nunchaku help [COMMAND]` is `nunchaku [COMMAND] --help`.
+    if (!args.empty() && args.front() == "help") {
+      args.erase(args.begin());
+      const auto names = nunchaku::cli::command_names(app);
+      if (!args.empty() && std::find(names.begin(), names.end(), args.front()) == names.end())
+        throw nunchaku::cli::unknown_command(app, args.front());
+      args.resize(std::min<size_t>(args.size(), 1));
+      args.push_back("--help");
+    }
+    std::reverse(args.begin(), args.end());  // CLI11 takes them last first
+    try {
+      app.parse(args);
+    } catch (const CLI::CallForHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      throw nunchaku::cli::usage_error(app, e);
+    }
+    if (version) {
+      print_version();
+      return 0;
+    }
+    if (!action) {
+      std::fputs(app.help().c_str(), stderr);
+      return 2;
+    }
     return action();
   } catch (const nunchaku::Error& e) {
     std::fflush(stdout);

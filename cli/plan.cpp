@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/help.hpp"
 #include "cli/workload_options.hpp"
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
@@ -202,28 +203,32 @@ void add_plan(CLI::App& app, Action& action) {
   auto o = std::make_shared<PlanCliOptions>();
   auto* cmd = app.add_subcommand("plan", "Device map over GPUs, CPU and disk charged for what each device holds at run time");
   cmd->footer(
-      "Each GPU is charged its weights, its layers' KV cache, activations, logits where the head is, the CUDA\n"
-      "context/cuBLAS/allocator overheads, and staging for streamed layers (docs/plan.md). Layers are never split.\n"
-      "Exit codes: 0 fits, 2 bad input, 3 nothing fits even with the CPU (and disk with --disk).\n"
+      "Each GPU is charged its weights, its layers' KV cache, activations, logits where the head is,\n"
+      "the CUDA context/cuBLAS/allocator overheads, and staging for streamed layers (docs/plan.md).\n"
+      "Layers are never split. --vram 0 plans without GPUs.\n"
+      "Exit codes: 0 fits, 2 bad input or usage, 3 nothing fits even with the CPU (and disk with --disk);\n"
+      "then the fixes that do fit are listed, each re-planned.\n"
       "Examples:\n"
       "  nunchaku plan model/ --vram 16G --context 8192 --batch 4\n"
       "  nunchaku plan model/ --vram 24G,24G --format accelerate -o device_map.json\n"
       "  nunchaku plan model/ --vram 8G --format llama.cpp\n"
       "  nunchaku plan model/ --min-vram --gpus 2");
   cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
-  cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)");
-  cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory budget (default: the host's available memory)");
-  cmd->add_flag("--disk", o->disk, "Allow modules to stay on disk (read-only mmap, read on use)");
+  cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)")->group(kHardware);
+  cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory budget (default: the host's available memory)")->group(kHardware);
+  cmd->add_flag("--disk", o->disk, "Allow modules to stay on disk (read-only mmap, read on use)")->group(kHardware);
   cmd->add_option("--strategy", o->strategy, "balanced (most layers on GPUs, then even load) | sequential (fill GPUs in order)")
-      ->capture_default_str();
-  cmd->add_option("--compat", o->compat, "accelerate: reproduce accelerate's infer_auto_device_map exactly");
-  cmd->add_option("--offload-exec", o->offload_exec, "Where offloaded layers run: cpu | gpu (streamed through cuda:0)")->capture_default_str();
-  cmd->add_option("--format", o->format, "table | json | accelerate | llama.cpp | vllm | deepspeed")->capture_default_str();
-  cmd->add_flag("--json", o->json, "Same as --format json");
-  cmd->add_option("-o,--output", o->output, "Write the --format output to FILE (an export's table goes to stdout)");
-  cmd->add_flag("--min-vram", o->min_vram, "Also find the smallest memory per GPU that holds everything on the GPUs");
+      ->capture_default_str()->group(kPlanning);
+  cmd->add_option("--compat", o->compat, "accelerate: reproduce accelerate's infer_auto_device_map exactly")->group(kPlanning);
+  cmd->add_option("--offload-exec", o->offload_exec, "Where offloaded layers run: cpu | gpu (streamed through cuda:0)")->capture_default_str()->group(kPlanning);
+  cmd->add_option("--format", o->format, "table | json | accelerate | llama.cpp | vllm | deepspeed")->capture_default_str()->group(kOutput);
+  cmd->add_flag("--json", o->json, "Same as --format json")->group(kOutput);
+  cmd->add_option("-o,--output", o->output, "Write the --format output to FILE (an export's table goes to stdout)")->group(kOutput);
+  cmd->add_flag("--min-vram", o->min_vram, "Also find the smallest memory per GPU that holds everything on the GPUs")->group(kPlanning);
   add_workload_options(cmd, o->w);
+  finish_help(cmd);
   cmd->callback([o, &action] { action = [o] { return run_plan(*o); }; });
 }
 
 }  // namespace nunchaku::cli
+

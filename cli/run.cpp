@@ -26,6 +26,7 @@
 #include "batch/results.hpp"
 #include "batch/stream.hpp"
 #include "cli/commands.hpp"
+#include "cli/help.hpp"
 #include "cli/run_placement.hpp"
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
@@ -506,48 +507,50 @@ void add_run(CLI::App& app, Action& action) {
       "  printf 'Once upon a time\\n' | nunchaku run model/ --max-tokens 64\n"
       "  nunchaku run model.gguf -i prompts.jsonl -o out.jsonl --batch-size 16 --temperature 0.7 --seed 1");
   cmd->add_option("PATH", o->path, "Model directory (config.json, safetensors, tokenizer.json) or .gguf file")->required();
-  cmd->add_option("-i,--input", o->input, "Requests file ('-' = stdin)")->capture_default_str();
-  cmd->add_option("-o,--output", o->output, "Write JSONL here (default stdout)");
-  cmd->add_option("--input-format", o->input_format, "auto | lines | jsonl")->capture_default_str();
-  cmd->add_option("--batch-size", o->batch_size, "Sequences decoded together (one pass over the weights serves all)")->capture_default_str();
-  cmd->add_option("--max-tokens", o->max_tokens, "Generated tokens per request at most")->capture_default_str();
-  cmd->add_option("--context", o->context, "Tokens per sequence, prompt + generated (default min(model max, 4096))");
-  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens per forward pass, at least the batch size; sizes the engine's pass buffers (default max(256, batch size))");
-  cmd->add_option("--temperature", o->temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", o->top_k, "0 = off")->capture_default_str();
-  cmd->add_option("--top-p", o->top_p, "1 = off")->capture_default_str();
-  cmd->add_option("--min-p", o->min_p, "0 = off")->capture_default_str();
-  cmd->add_option("--repetition-penalty", o->repetition_penalty, "1 = off")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Sampling seed (per request; results do not depend on batch composition)")->capture_default_str();
-  cmd->add_option("--stop", o->stop, "Stop string (repeatable); the text ends before it");
-  cmd->add_flag("--raw", o->raw, "No chat template: prompts are fed as they are (with BOS)");
+  cmd->add_option("-i,--input", o->input, "Requests file ('-' = stdin)")->capture_default_str()->group(kInput);
+  cmd->add_option("-o,--output", o->output, "Write JSONL here (default stdout)")->group(kOutput);
+  cmd->add_option("--input-format", o->input_format, "auto | lines | jsonl")->capture_default_str()->group(kInput);
+  cmd->add_option("--batch-size", o->batch_size, "Sequences decoded together (one pass over the weights serves all)")->capture_default_str()->group(kWorkload);
+  cmd->add_option("--max-tokens", o->max_tokens, "Generated tokens per request at most")->capture_default_str()->group(kWorkload);
+  cmd->add_option("--context", o->context, "Tokens per sequence, prompt + generated (default min(model max, 4096))")->group(kWorkload);
+  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens per forward pass, at least the batch size; sizes the engine's pass buffers (default max(256, batch size))")->group(kWorkload);
+  cmd->add_option("--temperature", o->temperature, "0 = greedy")->capture_default_str()->group(kSampling);
+  cmd->add_option("--top-k", o->top_k, "0 = off")->capture_default_str()->group(kSampling);
+  cmd->add_option("--top-p", o->top_p, "1 = off")->capture_default_str()->group(kSampling);
+  cmd->add_option("--min-p", o->min_p, "0 = off")->capture_default_str()->group(kSampling);
+  cmd->add_option("--repetition-penalty", o->repetition_penalty, "1 = off")->capture_default_str()->group(kSampling);
+  cmd->add_option("--seed", o->seed, "Sampling seed (per request; results do not depend on batch composition)")->capture_default_str()->group(kSampling);
+  cmd->add_option("--stop", o->stop, "Stop string (repeatable); the text ends before it")->group(kSampling);
+  cmd->add_flag("--raw", o->raw, "No chat template: prompts are fed as they are (with BOS)")->group(kInput);
   cmd->add_flag("--split-special", o->split_special,
-                "Text of a special token in a raw prompt (\"<|endoftext|>\") stays text; by default it becomes the token");
-  cmd->add_flag("--unordered", o->unordered, "Write each result as soon as it finishes, not in input order");
+                "Text of a special token in a raw prompt (\"<|endoftext|>\") stays text; by default it becomes the token")->group(kInput);
+  cmd->add_flag("--unordered", o->unordered, "Write each result as soon as it finishes, not in input order")->group(kOutput);
   cmd->add_option("--max-pending", o->max_pending, "Stop reading input while this many requests are read but not written")
-      ->capture_default_str();
-  cmd->add_flag("--exit-on-request-error", o->exit_on_request_error, "Exit 2 (after writing every result) when any request failed");
-  cmd->add_option("--system", o->system, "System message for chat prompts that have none");
-  cmd->add_option("--threads", o->threads, "CPU threads (default: all)");
-  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache: f32 | f16")->capture_default_str();
+      ->capture_default_str()->group(kWorkload);
+  cmd->add_flag("--exit-on-request-error", o->exit_on_request_error, "Exit 2 (after writing every result) when any request failed")->group(kOutput);
+  cmd->add_option("--system", o->system, "System message for chat prompts that have none")->group(kInput);
+  cmd->add_option("--threads", o->threads, "CPU threads (default: all)")->group(kPlacement);
+  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache: f32 | f16")->capture_default_str()->group(kPlacement);
   cmd->add_option("--device", o->device, "cpu | cuda[:N]: where the model runs (all weights there unless --vram)")
-      ->capture_default_str();
+      ->capture_default_str()->group(kPlacement);
   cmd->add_option("--vram", o->vram,
                   "GPU memory budget (cuda:0): layers past it stay in host memory or on disk and are streamed to the "
-                  "GPU each step, overlapped with compute");
-  cmd->add_option("--plan", o->plan, "Placement plan JSON (`nunchaku plan --format json`; one cuda device, cpu, disk)");
-  cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory budget: layers past it stay on disk and are streamed");
+                  "GPU each step, overlapped with compute")->group(kPlacement);
+  cmd->add_option("--plan", o->plan, "Placement plan JSON (`nunchaku plan --format json`; one cuda device, cpu, disk)")->group(kPlacement);
+  cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory budget: layers past it stay on disk and are streamed")->group(kPlacement);
   cmd->add_option("--offload", o->offload,
                   "How layers left on disk are read: stream (into a bounded pool of 2 layers, O_DIRECT, read ahead "
                   "while earlier layers compute; memory stays within --cpu-ram) | mmap (file mappings; the page "
                   "cache grows until the kernel evicts)")
       ->check(CLI::IsMember({"stream", "mmap"}))
-      ->capture_default_str();
-  cmd->add_flag("-q,--quiet", o->quiet, "No summary on stderr");
+      ->capture_default_str()->group(kPlacement);
+  cmd->add_flag("-q,--quiet", o->quiet, "No summary on stderr")->group(kOutput);
   cmd->add_option("--stats", o->stats,
                   "Write the run's summary as JSON to this file (tokens, tok/s, streamed bytes per step, GPU memory "
-                  "predicted and measured)");
+                  "predicted and measured)")->group(kOutput);
+  finish_help(cmd);
   cmd->callback([o, &action] { action = [o] { return run_batch(*o); }; });
 }
 
 }  // namespace nunchaku::cli
+

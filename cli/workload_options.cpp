@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/help.hpp"
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
 #include "format/dtype.hpp"
@@ -122,32 +123,33 @@ void match_gpus(std::vector<uint64_t>& vram, int gpus) {
 }
 
 void add_workload_options(CLI::App* cmd, WorkloadOptions& o) {
-  cmd->add_option("--mode", o.mode, "infer | train | lora | qlora")->capture_default_str();
-  cmd->add_option("--batch", o.batch, "Sequences per forward pass (training: micro-batch per GPU)")->capture_default_str();
-  cmd->add_option("--context", o.context, "Tokens per sequence, prompt + generated (default min(model max, 4096))");
-  cmd->add_option("--prefill-chunk", o.prefill_chunk, "Tokens per prefill forward pass (default: the whole context)");
-  cmd->add_option("--dtype", o.dtype, "Weight/compute dtype (default: as stored): fp32, bf16, fp16, fp8");
-  cmd->add_option("--kv-dtype", o.kv_dtype, "KV cache dtype (default: compute dtype; F16 for GGUF)");
-  cmd->add_option("--quant", o.quant, "What-if weight format: int8, nf4, fp4, gptq, awq, q8_0, q4_0, q4_k_m, ...");
-  cmd->add_option("--quant-bits", o.quant_bits, "GPTQ/AWQ bits")->capture_default_str();
-  cmd->add_option("--group-size", o.group_size, "GPTQ/AWQ group size (-1 = per row)")->capture_default_str();
-  cmd->add_flag("--double-quant", o.double_quant, "nf4/fp4 with bitsandbytes double quantization");
-  cmd->add_option("--optimizer", o.optimizer, "adamw | adamw8bit | sgd | sgd-momentum | adafactor | lion")->capture_default_str();
-  cmd->add_flag("--grad-checkpointing", o.grad_ckpt, "Full activation checkpointing (training)");
-  cmd->add_flag("--flash-attention", o.flash, "No materialized attention scores (= --attention flash)");
-  cmd->add_option("--attention", o.attention, "eager | sdpa | flash (default: the runtime's own)")->capture_default_str();
+  cmd->add_option("--mode", o.mode, "infer | train | lora | qlora")->capture_default_str()->group(kWorkload);
+  cmd->add_option("--batch", o.batch, "Sequences per forward pass (training: micro-batch per GPU)")->capture_default_str()->group(kWorkload);
+  cmd->add_option("--context", o.context, "Tokens per sequence, prompt + generated (default min(model max, 4096))")->group(kWorkload);
+  cmd->add_option("--prefill-chunk", o.prefill_chunk, "Tokens per prefill forward pass (default: the whole context)")->group(kWorkload);
+  cmd->add_option("--dtype", o.dtype, "Weight/compute dtype (default: as stored): fp32, bf16, fp16, fp8")->group(kWorkload);
+  cmd->add_option("--kv-dtype", o.kv_dtype, "KV cache dtype (default: compute dtype; F16 for GGUF)")->group(kInference);
+  cmd->add_option("--quant", o.quant, "What-if weight format: int8, nf4, fp4, gptq, awq, q8_0, q4_0, q4_k_m, ...")->group(kQuantization);
+  cmd->add_option("--quant-bits", o.quant_bits, "GPTQ/AWQ bits")->capture_default_str()->group(kQuantization);
+  cmd->add_option("--group-size", o.group_size, "GPTQ/AWQ group size (-1 = per row)")->capture_default_str()->group(kQuantization);
+  cmd->add_flag("--double-quant", o.double_quant, "nf4/fp4 with bitsandbytes double quantization")->group(kQuantization);
+  cmd->add_option("--optimizer", o.optimizer, "adamw | adamw8bit | sgd | sgd-momentum | adafactor | lion")->capture_default_str()->group(kTraining);
+  cmd->add_flag("--grad-checkpointing", o.grad_ckpt, "Full activation checkpointing (training)")->group(kTraining);
+  cmd->add_flag("--flash-attention", o.flash, "No materialized attention scores (= --attention flash)")->group(kInference);
+  cmd->add_option("--attention", o.attention, "eager | sdpa | flash (default: the runtime's own)")->group(kInference);
   cmd->add_option("--runtime", o.runtime,
                   "nunchaku | transformers | vllm | llama.cpp | deepspeed | all (default: nunchaku; training: transformers, "
-                  "deepspeed with --zero)");
-  cmd->add_option("--device", o.device, "cuda | cpu (CPU: no GPU overheads, the runtime's CPU fixed cost)")->capture_default_str();
-  cmd->add_option("--threads", o.threads, "nunchaku: CPU threads of the run (default: this machine's)");
-  cmd->add_flag("--all-logits", o.all_logits, "Logits for every position, not just the last (inference)");
-  cmd->add_option("--lora-rank", o.lora_rank, "LoRA rank")->capture_default_str();
-  cmd->add_option("--lora-targets", o.lora_targets, "Comma list of module names, or all-linear (default: PEFT's per-architecture default)");
-  cmd->add_option("--gpus", o.gpus, "GPU count (default: the number of --vram sizes, else 1)");
-  cmd->add_option("--zero", o.zero, "DeepSpeed ZeRO stage 0..3 (training)")->capture_default_str();
-  cmd->add_option("--offload", o.offload, "ZeRO-Offload: none | optimizer | params")->capture_default_str();
-  cmd->add_option("--overhead", o.overheads, "Override a named overhead: cuda_context=300M, cublas_workspace=8M, allocator_slack=0");
+                  "deepspeed with --zero)")->group(kWorkload);
+  cmd->add_option("--device", o.device, "cuda | cpu (CPU: no GPU overheads, the runtime's CPU fixed cost)")->capture_default_str()->group(kHardware);
+  cmd->add_option("--threads", o.threads, "nunchaku: CPU threads of the run (default: this machine's)")->group(kHardware);
+  cmd->add_flag("--all-logits", o.all_logits, "Logits for every position, not just the last (inference)")->group(kInference);
+  cmd->add_option("--lora-rank", o.lora_rank, "LoRA rank")->capture_default_str()->group(kTraining);
+  cmd->add_option("--lora-targets", o.lora_targets, "Comma list of module names, or all-linear (default: PEFT's per-architecture default)")->group(kTraining);
+  cmd->add_option("--gpus", o.gpus, "GPU count (default: the number of --vram sizes, else 1)")->group(kHardware);
+  cmd->add_option("--zero", o.zero, "DeepSpeed ZeRO stage 0..3 (training)")->capture_default_str()->group(kTraining);
+  cmd->add_option("--offload", o.offload, "ZeRO-Offload: none | optimizer | params")->capture_default_str()->group(kTraining);
+  cmd->add_option("--overhead", o.overheads, "Override a named overhead: cuda_context=300M, cublas_workspace=8M, allocator_slack=0")->group(kHardware);
 }
 
 }  // namespace nunchaku::cli
+

@@ -150,3 +150,69 @@ TEST_CASE("plan: when it does not fit, every listed fix applied as given fits wi
   CHECK_THAT(t.out, Catch::Contains("does NOT fit: cpu needs"));
   CHECK_THAT(t.out, Catch::Contains("to make it fit (each re-planned):\n  --disk"));
 }
+
+TEST_CASE("parser: errors go through `nunchaku: error:` with did-you-mean for options and commands", "[cli][parser]") {
+  const std::string m = testdata(kLlama);
+  auto flag = run_cli({"estimate", m, "--vrma", "16G"});
+  CHECK(flag.exit_code == 2);
+  CHECK(flag.err == "nunchaku: error: estimate: unknown option --vrma (hint: did you mean --vram? "
+                    "`nunchaku help estimate` lists its options)\n");
+  auto cmd = run_cli({"inspec", m});
+  CHECK(cmd.exit_code == 2);
+  CHECK_THAT(cmd.err, Catch::StartsWith("nunchaku: error: unknown command 'inspec' (hint: did you mean inspect?"));
+  // Nothing close: no guess.
+  auto far = run_cli({"estimate", m, "--zzzzzz"});
+  CHECK(far.exit_code == 2);
+  CHECK_THAT(far.err, Catch::Contains("unknown option --zzzzzz"));
+  CHECK_THAT(far.err, !Catch::Contains("did you mean"));
+  // A value glued with '=' is not part of the name.
+  CHECK_THAT(run_cli({"plan", m, "--cpu-rma=1G"}).err, Catch::Contains("did you mean --cpu-ram?"));
+  auto missing = run_cli({"plan"});
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::StartsWith("nunchaku: error: plan: PATH is required"));
+  auto no_value = run_cli({"load", m, "--vram"});
+  CHECK(no_value.exit_code == 2);
+  CHECK_THAT(no_value.err, Catch::Contains("load: --vram needs a value"));
+  auto nan = run_cli({"estimate", m, "--batch", "many"});
+  CHECK(nan.exit_code == 2);
+  CHECK_THAT(nan.err, Catch::Contains("--batch: cannot read 'many' as a number"));
+  auto extra = run_cli({"inspect", m, "other"});
+  CHECK(extra.exit_code == 2);
+  CHECK_THAT(extra.err, Catch::Contains("inspect: unexpected argument 'other'"));
+}
+
+TEST_CASE("help: `nunchaku help SUB`, sections, no type tags, exit codes and examples, <= 100 columns", "[cli][parser]") {
+  const std::vector<std::string> cmds = {"inspect", "estimate", "plan", "load", "run", "convert"};
+  auto top = run_cli({"help"});
+  CHECK(top.exit_code == 0);
+  // Commands in workflow order.
+  size_t at = 0;
+  for (const auto& c : cmds) {
+    const size_t p = top.out.find("\n  " + c + " ");
+    INFO(c);
+    CHECK(p != std::string::npos);
+    CHECK(p >= at);
+    at = p;
+  }
+  for (const auto& c : cmds) {
+    INFO(c);
+    auto h = run_cli({"help", c});
+    CHECK(h.exit_code == 0);
+    CHECK(h.out == run_cli({c, "--help"}).out);
+    CHECK_THAT(h.out, Catch::Contains("Exit codes:"));
+    CHECK_THAT(h.out, Catch::Contains("Examples:\n"));
+    CHECK_THAT(h.out.substr(h.out.find("Examples:")), Catch::Contains("nunchaku " + c + " "));
+    CHECK_THAT(h.out, Catch::Contains("\nOutput:\n"));
+    for (const char* tag : {" TEXT", " UINT", " INT", " FLOAT", "Options:"}) CHECK_THAT(h.out, !Catch::Contains(tag));
+    std::istringstream lines(h.out);
+    for (std::string line; std::getline(lines, line);) CHECK(line.size() <= 100);
+  }
+  auto est = run_cli({"help", "estimate"}).out;
+  for (const char* section : {"\nDevices:\n", "\nWorkload:\n", "\nInference:\n", "\nTraining:\n", "\nQuantization:\n"})
+    CHECK_THAT(est, Catch::Contains(section));
+  CHECK(est.find("\nTraining:\n") < est.find("\nOutput:\n"));
+  CHECK_THAT(est, Catch::Contains("--vram SIZE[,SIZE]"));
+  auto bad = run_cli({"help", "inspct"});
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("did you mean inspect?"));
+}

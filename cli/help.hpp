@@ -1,0 +1,52 @@
+// The CLI's face: help text (sections, placeholders instead of CLI11's type tags, the
+// help flag last) and parse errors turned into `nunchaku: error: ... (hint: ...)` with
+// "did you mean" for options and subcommands.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/error.hpp"
+
+namespace nunchaku::cli {
+
+// Help sections, in the order a reader wants them.
+inline constexpr const char* kInput = "Input";
+inline constexpr const char* kHardware = "Devices";
+inline constexpr const char* kWorkload = "Workload";
+inline constexpr const char* kInference = "Inference";
+inline constexpr const char* kTraining = "Training";
+inline constexpr const char* kQuantization = "Quantization";
+inline constexpr const char* kPlanning = "Planning";
+inline constexpr const char* kOutput = "Output";
+inline constexpr const char* kPlacement = "Placement";
+inline constexpr const char* kLoading = "Loading";
+inline constexpr const char* kSampling = "Sampling";
+inline constexpr const char* kConversion = "Conversion";
+
+// Columns every table and help line fits in: $COLUMNS when it is a number >= 40, else 100.
+size_t output_width();
+
+// The formatter for the app and every subcommand added after it (set it first).
+void use_help_format(CLI::App& app);
+// Called last by each add_*(): moves -h,--help to the end of the Output section.
+void finish_help(CLI::App* cmd);
+
+// The candidate closest to `word` by edit distance (a swap of neighbours counts once),
+// or "" when none is close enough to be what was meant.
+std::string closest(std::string_view word, const std::vector<std::string>& candidates);
+
+// The subcommands' names, in the order help lists them.
+std::vector<std::string> command_names(const CLI::App& app);
+// "unknown command 'inspec'" (hint: did you mean inspect?).
+Error unknown_command(const CLI::App& app, const std::string& word);
+
+// A CLI11 parse failure as the Error main prints (exit 2), naming the subcommand and,
+// for an unknown option or subcommand, the closest known one.
+Error usage_error(const CLI::App& app, const CLI::ParseError& e);
+
+}  // namespace nunchaku::cli
