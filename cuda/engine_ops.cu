@@ -7,8 +7,11 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "cuda/engine_ops.hpp"
 
@@ -32,6 +35,49 @@ bool check_cublas(cublasStatus_t s, const char* call, const char* file, int line
   if (!check_cuda((call), #call, __FILE__, __LINE__, err)) return false
 #define NK_CUBLAS(call) \
   if (!check_cublas((call), #call, __FILE__, __LINE__, err)) return false
+
+// cuBLAS is opened when the first CUDA context starts (dlopen), not linked: its libraries
+// cost every process ~150 MiB of resident memory at start-up, CPU runs included.
+struct CublasApi {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasSetMathMode) set_math_mode = nullptr;
+  decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
+  decltype(&cublasSgemm_v2) sgemm = nullptr;
+  std::string error;
+};
+
+const CublasApi* cublas_api(std::string* err) {
+  static const CublasApi api = [] {
+    CublasApi a;
+    void* h = nullptr;
+    const std::string versioned = "libcublas.so." + std::to_string(CUDART_VERSION / 1000);
+    for (const char* name : {versioned.c_str(), "libcublas.so"})
+      if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+    if (!h) {
+      const char* why = dlerror();
+      a.error = "cannot load cuBLAS (" + versioned + "): " + (why ? why : "not found");
+      return a;
+    }
+    auto sym = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
+      if (!fn && a.error.empty()) a.error = std::string("cuBLAS lacks ") + name;
+    };
+    sym(a.create, "cublasCreate_v2");
+    sym(a.destroy, "cublasDestroy_v2");
+    sym(a.set_stream, "cublasSetStream_v2");
+    sym(a.set_math_mode, "cublasSetMathMode");
+    sym(a.set_workspace, "cublasSetWorkspace_v2");
+    sym(a.sgemm, "cublasSgemm_v2");
+    return a;
+  }();
+  if (!api.error.empty()) {
+    if (err) *err = api.error;
+    return nullptr;
+  }
+  return &api;
+}
 
 bool sync_each_op() {
   static const bool on = [] {
@@ -292,7 +338,7 @@ bool launch_gemm(Context& c, const DMatrix& w, const float* x, int64_t ldx, int6
       a = static_cast<const float*>(c.panel());
       lda = w.cols;
     }
-    NK_CUBLAS(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(B), int(w.cols), &one, a, int(lda), x, int(ldx), &zero,
+    NK_CUBLAS(cublas_api(nullptr)->sgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(B), int(w.cols), &one, a, int(lda), x, int(ldx), &zero,
                           y + r0, int(ldy)));
   }
   if (bias.data) {
@@ -425,7 +471,7 @@ __global__ void dequant_row_kernel(DMatrix w, int64_t r, float* out) {
 Context::~Context() {
   if (device_ < 0) return;
   cudaSetDevice(device_);
-  if (cublas_) cublasDestroy(cublasHandle_t(cublas_));
+  if (cublas_) cublas_api(nullptr)->destroy(cublasHandle_t(cublas_));
   if (stream_) cudaStreamSynchronize(cudaStream_t(stream_));
   if (panel_) cudaFree(panel_);
   if (workspace_) cudaFree(workspace_);
@@ -438,13 +484,15 @@ bool Context::init(int device, std::string* err) {
   cudaStream_t s = nullptr;
   NK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   stream_ = s;
+  const CublasApi* blas = cublas_api(err);
+  if (!blas) return false;
   cublasHandle_t h = nullptr;
-  NK_CUBLAS(cublasCreate(&h));
+  NK_CUBLAS(blas->create(&h));
   cublas_ = h;
-  NK_CUBLAS(cublasSetStream(h, s));
-  NK_CUBLAS(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));  // fp32 products, no TF32
+  NK_CUBLAS(blas->set_stream(h, s));
+  NK_CUBLAS(blas->set_math_mode(h, CUBLAS_DEFAULT_MATH));  // fp32 products, no TF32
   if (!(workspace_ = alloc(kCublasWorkspaceBytes, err))) return false;
-  NK_CUBLAS(cublasSetWorkspace(h, workspace_, kCublasWorkspaceBytes));
+  NK_CUBLAS(blas->set_workspace(h, workspace_, kCublasWorkspaceBytes));
   return true;
 }
 
