@@ -53,8 +53,16 @@ const CublasApi* cublas_api(std::string* err) {
     CublasApi a;
     void* h = nullptr;
     const std::string versioned = "libcublas.so." + std::to_string(CUDART_VERSION / 1000);
-    for (const char* name : {versioned.c_str(), "libcublas.so"})
-      if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+    // First beside the CUDA runtime this binary uses (the toolkit's lib directory), then
+    // wherever the dynamic loader looks.
+    std::string beside;
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&cudaGetDeviceCount), &info) && info.dli_fname) {
+      const std::string rt = info.dli_fname;
+      if (const size_t slash = rt.rfind('/'); slash != std::string::npos) beside = rt.substr(0, slash + 1) + versioned;
+    }
+    for (const std::string& name : {beside, versioned, std::string("libcublas.so")})
+      if (!name.empty() && (h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
     if (!h) {
       const char* why = dlerror();
       a.error = "cannot load cuBLAS (" + versioned + "): " + (why ? why : "not found");
@@ -542,6 +550,8 @@ bool Context::synchronize(std::string* err) {
 }
 
 // ---- ops ------------------------------------------------------------------------------
+
+bool blas_available(std::string* why) { return cublas_api(why) != nullptr; }
 
 bool engine_available(std::string* why) {
   int n = 0;

@@ -113,6 +113,8 @@ bool attention(Context& c, const AttnShape& s, const float* q, int64_t T, const 
 // For tests and gpu-check: whether a device answers, and the dequantized row r of w into
 // out_host (through the same element function the kernels use).
 bool engine_available(std::string* why);
+// Whether cuBLAS (opened on first use, not linked) loads and has every function we call.
+bool blas_available(std::string* why);
 bool dequant_row_on_device(Context& c, const DMatrix& w, int64_t r, float* out_host, std::string* err);
 
 }  // namespace nunchaku::cuda

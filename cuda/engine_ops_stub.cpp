@@ -23,6 +23,7 @@ bool Context::zero(void*, uint64_t, std::string* err) { return no_cuda(err); }
 bool Context::synchronize(std::string* err) { return no_cuda(err); }
 
 bool engine_available(std::string* why) { return no_cuda(why); }
+bool blas_available(std::string* why) { return no_cuda(why); }
 bool embed(Context&, const DMatrix&, const int32_t*, int64_t, float*, std::string* err) { return no_cuda(err); }
 bool rmsnorm(Context&, const float*, float*, int64_t, int64_t, const DVec&, float, std::string* err) { return no_cuda(err); }
 bool add_rmsnorm(Context&, float*, const float*, float*, int64_t, int64_t, const DVec&, float, std::string* err) {

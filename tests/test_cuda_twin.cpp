@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda/device_math.hpp"
+#include "cuda/engine_ops.hpp"
 #include "memory/engine_memory.hpp"
 #include "engine/kernels.hpp"
 #include "engine/quant_blocks.hpp"
@@ -182,4 +183,16 @@ TEST_CASE("cuda run state: engine_memory's CUDA terms against a hand count", "[c
   spec.intermediate_size = 128;
   spec.vocab_size = 100;
   CHECK(engine_memory(spec, c).scratch == 128ull * 128 * 4 + (32ull << 20) + 8 * 4);
+}
+
+TEST_CASE("cuda build: cuBLAS (opened on first use, not linked) loads with every function the backend calls",
+          "[cuda][twin]") {
+  std::string why;
+  if (!NUNCHAKU_HAVE_CUDA) {
+    CHECK_FALSE(cuda::blas_available(&why));
+    CHECK(why == "built without CUDA");
+    return;
+  }
+  INFO(why);
+  CHECK(cuda::blas_available(&why));
 }
