@@ -99,11 +99,6 @@ uint64_t add_nunchaku(Estimate& e) {
   c.threads = w.threads;
   c.max_tokens = w.prefill_chunk;  // engine_max_tokens(--prefill-chunk, batch), resolved with the workload
   EngineMemory m = engine_memory(e.spec, c);
-  const EngineDims dd = engine_dims(e.spec);
-  // engine_memory does not saturate: a batch × context that wraps must read as OOM.
-  if (mul({uint64_t(dd.layers), 2, uint64_t(c.max_batch), uint64_t(w.context), uint64_t(dd.kv_dim()), elem_bytes(e.kv_dtype)}) ==
-      std::numeric_limits<uint64_t>::max())
-    m.kv_cache = std::numeric_limits<uint64_t>::max();
   const EngineDims d = engine_dims(e.spec);
   for (auto& mod : e.modules)
     if (mod.kind == ModuleKind::Layer && d.layers > 0) mod.kv_bytes = m.kv_cache / uint64_t(d.layers);
