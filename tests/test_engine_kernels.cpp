@@ -12,7 +12,9 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/backend.hpp"
 #include "engine/kernels.hpp"
+#include "memory/engine_memory.hpp"
 #include "format/dtype.hpp"
 
 using namespace nunchaku;
@@ -205,5 +207,75 @@ TEST_CASE("attention kernels: scores and weighted sums over cache rows equal flo
           CHECK(worst < 1e-6);
         }
     set_isa(was);
+  }
+}
+
+TEST_CASE("cpu backend: fused matmul_silu / matmul_add equal the plain ops they replace, bit for bit", "[engine]") {
+  // Reference: Backend's default fused ops (matmul, then silu_mul / add), run on the same
+  // CPU backend; the override computes, adds biases and applies SiLU / the residual inside
+  // the tasks. Batch 1 (decode tiles), 5 (small batch) and 20 (GEMM); with and without bias.
+  EngineDims d{256, 4, 2, 64, 320, 64, 1};
+  ModelSpec spec;
+  spec.hidden_size = d.hidden;
+  spec.num_heads = d.heads;
+  spec.num_kv_heads = d.kv_heads;
+  spec.head_dim = d.head_dim;
+  spec.intermediate_size = d.inter;
+  spec.vocab_size = d.vocab;
+  spec.num_layers = d.layers;
+  spec.max_context = 32;
+  EngineConfig c;
+  c.max_batch = 1;
+  c.max_context = 32;
+  c.max_tokens = 20;
+  c.logit_rows = 1;
+  c.threads = 2;
+  std::vector<float> inv_freq(size_t(d.head_dim / 2), 1.0f);
+  auto be = make_cpu_backend(2);
+  be->allocate({d, engine_memory(spec, c), 1e-5f, RopeStyle::NeoX, inv_freq});
+  Lcg g{7};
+  size_t rb_gate = 0, rb_up = 0, rb_down = 0;
+  auto gate = random_matrix(DType::Q4_1, d.inter, d.hidden, g, rb_gate);
+  auto up = random_matrix(DType::Q4_K, d.inter, d.hidden, g, rb_up);
+  auto down = random_matrix(DType::BF16, d.hidden, d.inter, g, rb_down);
+  WeightMatrix wg{gate.data(), DType::Q4_1, d.inter, d.hidden, rb_gate, "gate"};
+  WeightMatrix wu{up.data(), DType::Q4_K, d.inter, d.hidden, rb_up, "up"};
+  WeightMatrix wd{down.data(), DType::BF16, d.hidden, d.inter, rb_down, "down"};
+  std::vector<float> bias_i(size_t(d.inter)), bias_h(size_t(d.hidden));
+  for (float& v : bias_i) v = g.uniform();
+  for (float& v : bias_h) v = g.uniform();
+  auto rand = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& f : v) f = g.uniform();
+    return v;
+  };
+  for (int64_t T : {1, 5, 20}) {
+    std::vector<int32_t> id(static_cast<size_t>(T), 0), slot(static_cast<size_t>(T), 0);
+    std::vector<int64_t> pos(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = t;
+    be->set_tokens({id, slot, pos});
+    for (bool with_bias : {false, true}) {
+      INFO("batch " << T << (with_bias ? " with bias" : " without bias"));
+      const VecRef bi = with_bias ? VecRef{bias_i.data(), DType::F32, d.inter} : VecRef{};
+      const VecRef bh = with_bias ? VecRef{bias_h.data(), DType::F32, d.hidden} : VecRef{};
+      const MatmulJob jg{&wg, Buf::Gate, bi}, ju{&wu, Buf::Up, bi}, jd{&wd, Buf::Tmp, bh};
+      const auto xn = rand(T * d.hidden), h = rand(T * d.inter), x = rand(T * d.hidden);
+
+      be->write(Buf::XN, xn);
+      be->Backend::matmul_silu(jg, ju, Buf::XN);
+      const auto want_gate = be->read(Buf::Gate, T);
+      be->write(Buf::XN, xn);
+      be->matmul_silu(jg, ju, Buf::XN);
+      CHECK(be->read(Buf::Gate, T) == want_gate);
+
+      be->write(Buf::Gate, h);
+      be->write(Buf::X, x);
+      be->Backend::matmul_add(jd, Buf::Gate, Buf::X);
+      const auto want_x = be->read(Buf::X, T);
+      be->write(Buf::Gate, h);
+      be->write(Buf::X, x);
+      be->matmul_add(jd, Buf::Gate, Buf::X);
+      CHECK(be->read(Buf::X, T) == want_x);
+    }
   }
 }
