@@ -26,34 +26,47 @@ struct EstimateOptions {
   std::string path, vram;
   WorkloadOptions w;
   double margin = 0.05;
-  bool json = false;
+  bool json = false, explain = false;
 };
 
 std::string per_device(const Estimate& e) { return e.target == Target::Cpu ? "CPU" : "GPU"; }
 
-void print_table(const Estimate& e) {
+// "label:     text", the text wrapped to the output width under itself.
+void print_field(std::string_view label, const std::string& text) {
+  fmt::print("{:<11}{}\n", label, wrap(text, output_width(), 11));
+}
+
+void print_table(const Estimate& e, bool explain) {
   const auto& s = e.spec;
   const auto& w = e.workload;
-  fmt::print("model:     {} ({}), {} layers, hidden {}, {} heads ({} KV) × {}, vocab {}, {} params\n",
-             s.architecture.empty() ? "?" : s.architecture, s.source.empty() ? "?" : s.source, s.num_layers, s.hidden_size,
-             s.num_heads, s.num_kv_heads, s.head_dim, s.vocab_size, format_count(e.parameters));
-  fmt::print("runtime:   {} on {}\n", runtime_name(e.runtime), e.target == Target::Cpu ? "the CPU" : "CUDA GPUs");
-  for (const auto& m : e.runtime_model) fmt::print("           {}\n", m);
-  fmt::print("workload:  {}, batch {}, context {}{}, weights {}{}, compute {}, KV {}", mode_name(w.mode), w.batch, w.context,
+  print_field("model:", fmt::format("{} ({}), {} layers, hidden {}, {} heads ({} KV) × {}, vocab {}, {} params",
+                                    s.architecture.empty() ? "unknown" : s.architecture, s.source.empty() ? "unknown" : s.source,
+                                    s.num_layers, s.hidden_size, s.num_heads, s.num_kv_heads, s.head_dim, s.vocab_size,
+                                    format_count(e.parameters)));
+  print_field("runtime:", fmt::format("{} on {}", runtime_name(e.runtime), e.target == Target::Cpu ? "the CPU" : "CUDA GPUs"));
+  for (const auto& m : e.runtime_model) print_field("", m);
+  std::string wl = fmt::format("{}, batch {}, context {}{}, weights {}{}, compute {}, KV {}", mode_name(w.mode), w.batch, w.context,
              e.context_defaulted ? fmt::format(" (default: min(model max {}, 4096))", s.max_context) : "",
              dtype_name(e.weight_dtype), w.quant.scheme != QuantScheme::None ? " as " + w.quant.label() : "",
              dtype_name(e.compute_dtype), dtype_name(e.kv_dtype));
   if (w.mode != Mode::Infer)
-    fmt::print(", {} ({} trainable), ZeRO-{} on {} GPU(s), offload {}", optimizer_name(w.optimizer), format_count(e.trainable_parameters),
-               w.zero, w.gpus, offload_name(w.offload));
+    wl += fmt::format(", {} ({} trainable), ZeRO-{} on {} GPU(s), offload {}", optimizer_name(w.optimizer),
+                      format_count(e.trainable_parameters), w.zero, w.gpus, offload_name(w.offload));
   else if (w.gpus > 1)
-    fmt::print(", split over {} GPUs", w.gpus);
-  fmt::print("\nKV cache:  {} per token (all layers, batch 1)\n\n", format_bytes(e.kv_bytes_per_token));
-  fmt::print("{:<20} {:>12}  {}\n", fmt::format("component (per {})", per_device(e)), "bytes", "formula");
-  for (const auto& c : e.gpu) fmt::print("{:<20} {:>12}  {}\n", c.name, format_bytes(c.bytes), c.formula);
-  fmt::print("{:<20} {:>12}  ({} B)\n", fmt::format("total per {}", per_device(e)), format_bytes(e.per_gpu_total), e.per_gpu_total);
-  for (const auto& c : e.host) fmt::print("{:<20} {:>12}  {}\n", c.name + " (CPU)", format_bytes(c.bytes), c.formula);
-  for (const auto& n : e.notes) fmt::print("note: {}\n", n);
+    wl += fmt::format(", split over {} GPUs", w.gpus);
+  print_field("workload:", wl);
+  fmt::print("KV cache:  {} per token (all layers, batch 1)\n\n", format_bytes(e.kv_bytes_per_token));
+  // Formulas behind --explain (always in the JSON), each under its row.
+  auto row = [&](const std::string& name, uint64_t bytes, const std::string& formula) {
+    fmt::print("{:<24} {:>12}\n", name, format_bytes(bytes));
+    if (explain && !formula.empty()) fmt::print("    {}\n", wrap("= " + formula, output_width(), 6));
+  };
+  fmt::print("{:<24} {:>12}\n", fmt::format("component (per {})", per_device(e)), "bytes");
+  for (const auto& c : e.gpu) row(c.name, c.bytes, c.formula);
+  fmt::print("{:<24} {:>12}  ({} B)\n", fmt::format("total per {}", per_device(e)), format_bytes(e.per_gpu_total), e.per_gpu_total);
+  for (const auto& c : e.host) row(c.name + " (CPU)", c.bytes, c.formula);
+  if (!explain) fmt::print("(--explain shows how each row is computed)\n");
+  for (const auto& n : e.notes) fmt::print("note: {}\n", wrap(n, output_width(), 6));
 }
 
 // --runtime all: one column per runtime, one row per component.
@@ -88,9 +101,9 @@ void print_columns(const std::vector<Estimate>& es, const std::vector<std::optio
   }
   for (const auto& e : es) {
     fmt::print("\n{}:\n", runtime_name(e.runtime));
-    for (const auto& m : e.runtime_model) fmt::print("  {}\n", m);
+    for (const auto& m : e.runtime_model) fmt::print("  {}\n", wrap(m, output_width(), 2));
   }
-  for (const auto& n : es.front().notes) fmt::print("note: {}\n", n);
+  for (const auto& n : es.front().notes) fmt::print("note: {}\n", wrap(n, output_width(), 6));
 }
 
 void print_suggestions(const Verdict& v, const std::vector<Suggestion>& sugg, double margin) {
@@ -99,7 +112,9 @@ void print_suggestions(const Verdict& v, const std::vector<Suggestion>& sugg, do
   if (sugg.empty()) fmt::print("nothing tried makes it fit with {:.0f}% of the budget to spare\n", margin * 100);
   else fmt::print("to make it fit (combinations, cheapest first, each re-estimated, >= {:.0f}% of the budget to spare):\n", margin * 100);
   for (const auto& s : sugg)
-    fmt::print("  {:<52} {:<40} {} per device, {} headroom\n", s.flags, s.what, format_bytes(s.per_gpu_total), format_bytes(s.headroom));
+    fmt::print("  {}\n      {}\n", s.flags,
+               wrap(fmt::format("{} -> {} per device, {} headroom", s.what, format_bytes(s.per_gpu_total), format_bytes(s.headroom)),
+                    output_width(), 6));
 }
 
 void warn(const Estimate& e) {
@@ -152,14 +167,15 @@ int run(const EstimateOptions& o) {
     }
     fmt::print("{}\n", j.dump(2));
   } else if (es.size() == 1) {
-    print_table(es[0]);
+    print_table(es[0], o.explain);
     if (vs[0]) print_suggestions(*vs[0], suggs[0], o.margin);
   } else {
     print_columns(es, vs);
     for (size_t i = 0; i < es.size(); ++i)
       if (vs[i] && !vs[i]->fits && !suggs[i].empty()) {
         fmt::print("\n{}: to make it fit (cheapest first):\n", runtime_name(es[i].runtime));
-        for (const auto& s : suggs[i]) fmt::print("  {:<52} {:<40} {} headroom\n", s.flags, s.what, format_bytes(s.headroom));
+        for (const auto& s : suggs[i])
+          fmt::print("  {}\n      {}\n", s.flags, wrap(fmt::format("{} -> {} headroom", s.what, format_bytes(s.headroom)), output_width(), 6));
       }
   }
   return ok ? 0 : static_cast<int>(Exit::OutOfMemory);
@@ -181,7 +197,8 @@ void add_estimate(CLI::App& app, Action& action) {
   add_workload_options(cmd, o->w);
   cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)")->group(kHardware);
   cmd->add_option("--margin", o->margin, "Suggestions keep this fraction of the budget free")->capture_default_str()->group(kOutput);
-  cmd->add_flag("--json", o->json, "Print JSON")->group(kOutput);
+  cmd->add_flag("--json", o->json, "Print JSON (formulas included)")->group(kOutput);
+  cmd->add_flag("--explain", o->explain, "Show how each component is computed (its formula)")->group(kOutput);
   finish_help(cmd);
   cmd->callback([o, &action] { action = [o] { return run(*o); }; });
 }

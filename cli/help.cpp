@@ -25,25 +25,6 @@ std::string placeholder(const CLI::Option* opt) {
   return "VALUE";
 }
 
-// Breaks `text` at spaces into lines of at most `width` (CLI11 indents the lines after
-// the first to the description column).
-std::string wrap(const std::string& text, size_t width) {
-  std::string out, line;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t sp = text.find(' ', start);
-    if (sp == std::string::npos) sp = text.size();
-    const std::string word = text.substr(start, sp - start);
-    if (!line.empty() && line.size() + 1 + word.size() > width) {
-      out += line + "\n";
-      line.clear();
-    }
-    line += (line.empty() ? "" : " ") + word;
-    start = sp + 1;
-  }
-  return out + line;
-}
-
 class HelpFormatter : public CLI::Formatter {
  public:
   HelpFormatter() { column_width(34); }
@@ -58,7 +39,8 @@ class HelpFormatter : public CLI::Formatter {
   std::string make_option_desc(const CLI::Option* opt) const override {
     std::string d = opt->get_description();
     if (!opt->get_default_str().empty() && opt->get_type_size() != 0) d += " [default: " + opt->get_default_str() + "]";
-    return wrap(d, output_width() > column_width_ + 20 ? output_width() - column_width_ - 2 : 20);
+    // CLI11 indents the lines after the first to the description column itself.
+    return wrap(d, output_width() > column_width_ + 22 ? output_width() - column_width_ - 2 : 20);
   }
   // Sections in a fixed order (CLI11 lists them in the order options were added).
   std::string make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const override {
@@ -154,6 +136,24 @@ Error unknown_command(const CLI::App& app, const std::string& word) {
   const std::string near = closest(word, command_names(app));
   return Error("usage.unknown_command", fmt::format("unknown command '{}'", word),
                {.hint = did_you_mean(near, "`nunchaku --help` lists the commands")});
+}
+
+std::string wrap(const std::string& text, size_t width, size_t indent) {
+  const size_t room = width > indent + 20 ? width - indent : 20;
+  std::string out, line;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t sp = text.find(' ', start);
+    if (sp == std::string::npos) sp = text.size();
+    const std::string word = text.substr(start, sp - start);
+    if (!line.empty() && line.size() + 1 + word.size() > room) {
+      out += line + "\n" + std::string(indent, ' ');
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+    start = sp + 1;
+  }
+  return out + line;
 }
 
 size_t output_width() {

@@ -31,6 +31,10 @@ inline constexpr const char* kConversion = "Conversion";
 // Columns every table and help line fits in: $COLUMNS when it is a number >= 40, else 100.
 size_t output_width();
 
+// `text` broken at spaces into lines of at most `width` columns, each line after the first
+// prefixed with `indent` spaces (the caller prints the first line's own prefix, `indent` wide).
+std::string wrap(const std::string& text, size_t width, size_t indent = 0);
+
 // The formatter for the app and every subcommand added after it (set it first).
 void use_help_format(CLI::App& app);
 // Called last by each add_*(): moves -h,--help to the end of the Output section.

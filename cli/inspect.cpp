@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
+#include <algorithm>
 #include "core/text.hpp"
 #include "format/open.hpp"
 #include "format/verify.hpp"
@@ -86,6 +87,35 @@ void print_spec(const ModelSpec& s) {
   fmt::print("{}\n", extra);
 }
 
+// One row per tensor, under a line naming its file each time the file changes (tensors are
+// in file order); sizes human, offsets exact (the byte an error message would name).
+void print_tensors(const Checkpoint& ck, const std::string& filter) {
+  std::vector<std::string> shapes(ck.tensors.size());
+  size_t name_w = 4, shape_w = 5;
+  for (size_t i = 0; i < ck.tensors.size(); ++i) {
+    const auto& t = ck.tensors[i];
+    if (!glob_match(filter, t.name)) continue;
+    shapes[i] = shape_str(t.shape) + (t.strides.empty() ? "" : " strides " + shape_str(t.strides));
+    name_w = std::max(name_w, printable(t.name).size());
+    shape_w = std::max(shape_w, shapes[i].size());
+  }
+  // Name column: what the width leaves after dtype (8), shape, size (10), offset (12) and gaps.
+  const size_t rest = 8 + shape_w + 10 + 12 + 4;
+  name_w = std::min(name_w, output_width() > rest + 20 ? output_width() - rest : 20);
+  size_t file = SIZE_MAX;
+  for (size_t i = 0; i < ck.tensors.size(); ++i) {
+    const auto& t = ck.tensors[i];
+    if (!glob_match(filter, t.name)) continue;
+    if (t.file != file) {
+      file = t.file;
+      fmt::print("\n{}:\n{:<{}} {:<8} {:<{}} {:>10} {:>12}\n", printable(ck.files.at(file).path, kMessageShown), "name", name_w,
+                 "dtype", "shape", shape_w, "size", "offset");
+    }
+    fmt::print("{:<{}} {:<8} {:<{}} {:>10} {:>12}\n", printable(t.name), name_w, dtype_name(t.dtype), shapes[i], shape_w,
+               format_bytes(t.nbytes), t.offset);
+  }
+}
+
 void print_text(const Checkpoint& ck, const ModelLayout& layout, const InspectOptions& o) {
   uint64_t file_bytes = 0;
   for (const auto& f : ck.files) file_bytes += f.bytes;
@@ -114,16 +144,7 @@ void print_text(const Checkpoint& ck, const ModelLayout& layout, const InspectOp
   for (const auto& w : ck.warnings) fmt::print("warning: {}\n", printable(w, kMessageShown));
   for (const auto& w : layout.warnings) fmt::print("warning: {}\n", printable(w, kMessageShown));
 
-  if (o.tensors) {
-    fmt::print("\n{:<50} {:<8} {:<22} {:>12} {:>14}  {}\n", "name", "dtype", "shape", "bytes", "offset", "file");
-    for (const auto& t : ck.tensors) {
-      if (!glob_match(o.filter, t.name)) continue;
-      std::string shape = shape_str(t.shape);
-      if (!t.strides.empty()) shape += " strides " + shape_str(t.strides);
-      fmt::print("{:<50} {:<8} {:<22} {:>12} {:>14}  {}\n", printable(t.name), dtype_name(t.dtype), shape, t.nbytes,
-                 t.offset, printable(ck.files.at(t.file).path, kMessageShown));
-    }
-  }
+  if (o.tensors) print_tensors(ck, o.filter);
 }
 
 nlohmann::json verify_json(const Checkpoint& ck, const VerifyReport& r) {
@@ -192,7 +213,7 @@ void add_inspect(CLI::App& app, Action& action) {
       "  nunchaku inspect model/ --json | jq .parameter_count");
   cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
   cmd->add_flag("--json", o->json, "Print one JSON document (schema: docs/inspect-json.md)")->group(kOutput);
-  cmd->add_flag("--tensors", o->tensors, "List every tensor: name, dtype, shape, bytes, offset, file")->group(kOutput);
+  cmd->add_flag("--tensors", o->tensors, "List every tensor by file: name, dtype, shape, size, offset (exact bytes in --json)")->group(kOutput);
   cmd->add_option("--filter", o->filter, "Only tensors whose name matches this glob (e.g. '*.layers.0.*')")->group(kOutput);
   cmd->add_flag("--verify", o->verify,
                 "Also read all tensor data: every byte range readable, NaN/Inf counts, GGUF padding, throughput")->group(kInput);

@@ -35,7 +35,7 @@ std::string render_fixes(const DevicePlan& p, const std::vector<PlanFix>& fixes)
   if (p.fits) return "";
   if (fixes.empty()) return "nothing tried makes it fit (--disk, --cpu-ram, --quant, --context, more GPUs)\n";
   std::string out = "to make it fit (each re-planned):\n";
-  for (const auto& f : fixes) out += fmt::format("  {:<30} {}\n  {:<30} -> {}\n", f.flags, f.what, "", f.verdict);
+  for (const auto& f : fixes) out += fmt::format("  {}\n      {}\n", f.flags, wrap(f.what + " -> " + f.verdict, output_width(), 6));
   return out;
 }
 
@@ -51,23 +51,25 @@ std::string render_table(const DevicePlan& p, const Estimate& e, const std::vect
   put("model:    {} ({}), {} layers, {} params; {}, batch {}, context {}\n", s.architecture.empty() ? "unknown" : s.architecture,
       s.source.empty() ? "unknown" : s.source, s.num_layers, format_count(e.parameters), mode_name(e.workload.mode), e.workload.batch,
       e.workload.context);
-  put("runtime:  {}{}\n", runtime_name(e.runtime), e.runtime_model.empty() ? "" : " (" + e.runtime_model.front() + ")");
+  const size_t width = output_width();
+  put("runtime:  {}\n", wrap(std::string(runtime_name(e.runtime)) + (e.runtime_model.empty() ? "" : " (" + e.runtime_model.front() + ")"),
+                             width, 10));
   put("strategy: {}{}\n\n", strategy_name(p.strategy),
       p.offload_exec == OffloadExec::Cpu ? " (offloaded layers run on the CPU)" : " (offloaded layers streamed to cuda:0)");
-  put("{:<7} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "device", "layers", "weights", "KV", "activations",
+  put("{:<7} {:>12} {:>10} {:>10} {:>11} {:>10} {:>10} {:>10} {:>10}\n", "device", "layers", "weights", "KV", "activations",
       "reserve", "total", "budget", "free");
   for (const auto& d : p.devices) {
     const uint64_t reserve = d.logits + d.overheads + d.staging + d.train_states;
     const bool unlimited = d.budget == UINT64_MAX;
     std::string free = unlimited ? "-" : d.fits() ? format_bytes(d.budget - d.total()) : "-" + format_bytes(d.total() - d.budget);
-    put("{:<7} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", d.device.str(), dev_layers(d), format_bytes(d.weights),
+    put("{:<7} {:>12} {:>10} {:>10} {:>11} {:>10} {:>10} {:>10} {:>10}\n", d.device.str(), dev_layers(d), format_bytes(d.weights),
         format_bytes(d.kv_cache), format_bytes(d.activations), format_bytes(reserve), format_bytes(d.total()),
         unlimited ? "-" : format_bytes(d.budget), free);
   }
-  for (const auto& n : e.notes) put("note: {}\n", n);
+  for (const auto& n : e.notes) put("note: {}\n", wrap(n, width, 6));
   put("\nreserve = logits + CUDA context/cuBLAS/allocator overheads + staging / stream slots{}\n",
       e.workload.mode == Mode::Infer ? "" : " + gradients/optimizer states");
-  for (const auto& n : p.notes) put("note: {}\n", n);
+  for (const auto& n : p.notes) put("note: {}\n", wrap(n, width, 6));
   put("{}\n", plan_verdict(p, static_cast<size_t>(s.num_layers)));
   put("{}", render_fixes(p, fixes));
   return out;

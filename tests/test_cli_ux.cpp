@@ -216,3 +216,70 @@ TEST_CASE("help: `nunchaku help SUB`, sections, no type tags, exit codes and exa
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("did you mean inspect?"));
 }
+
+namespace {
+// Columns a line takes on a terminal: UTF-8 code points (every character here is one column).
+size_t columns(const std::string& line) {
+  size_t n = 0;
+  for (unsigned char c : line) n += (c & 0xC0) != 0x80;
+  return n;
+}
+size_t widest(const std::string& text) {
+  std::istringstream in(text);
+  size_t w = 0;
+  for (std::string line; std::getline(in, line);) w = std::max(w, columns(line));
+  return w;
+}
+}  // namespace
+
+TEST_CASE("width: estimate, plan and inspect --tensors fit 100 columns; formulas behind --explain", "[cli][width]") {
+  TempDir d;
+  write_sparse_llama(d.path.string(), testdata("models/llama2-7b-config/config.json"));
+  const std::string big = d.path.string();
+  const std::vector<std::vector<std::string>> cases = {
+      {"estimate", big, "--vram", "8G"},
+      {"estimate", big, "--vram", "8G", "--explain"},
+      {"estimate", big, "--vram", "8G", "--runtime", "all"},
+      {"estimate", big, "--vram", "8G", "--runtime", "vllm"},
+      {"estimate", big, "--mode", "train", "--vram", "24G", "--explain"},
+      {"plan", big, "--vram", "4G", "--cpu-ram", "8G"},
+      {"inspect", big, "--tensors"},
+      {"inspect", testdata("models/llama-sharded"), "--tensors"},
+      {"inspect", testdata("models/mixtral")},
+  };
+  for (const auto& args : cases) {
+    INFO(args[0] << " " << args.back());
+    auto r = run_cli(args);
+    CHECK(r.exit_code != 2);
+    CHECK(widest(r.out) <= 100);
+  }
+  auto plain = run_cli({"estimate", big, "--vram", "24G"});
+  auto explained = run_cli({"estimate", big, "--vram", "24G", "--explain"});
+  // The KV formula: layers(32) x 2 x ... appears only when asked for, and always in the JSON.
+  CHECK_THAT(plain.out, !Catch::Contains("layers(32)"));
+  CHECK_THAT(explained.out, Catch::Contains("layers(32)"));
+  const json j = json::parse(run_cli({"estimate", big, "--vram", "24G", "--json"}).out);
+  CHECK_THAT(j["formulas"]["kv_cache"].get<std::string>(), Catch::Contains("layers(32)"));
+  // inspect --tensors: each shard named once, sizes human, offsets exact.
+  auto t = run_cli({"inspect", testdata("models/llama-sharded"), "--tensors"});
+  size_t named = 0;
+  for (size_t at = t.out.find("model-00001-of-00005.safetensors"); at != std::string::npos;
+       at = t.out.find("model-00001-of-00005.safetensors", at + 1))
+    ++named;
+  CHECK(named == 1);
+  CHECK_THAT(t.out, Catch::Contains("64.00 KiB"));
+}
+
+TEST_CASE("width: $COLUMNS narrows help and estimate", "[cli][width]") {
+  ::setenv("COLUMNS", "60", 1);
+  auto h = run_cli({"help", "plan"});
+  auto e = run_cli({"estimate", testdata(kLlama), "--vram", "1G", "--explain"});
+  ::unsetenv("COLUMNS");
+  CHECK(h.exit_code == 0);
+  // Help: only the option names column (34) and unbreakable words may push a line past 60.
+  std::istringstream in(h.out);
+  size_t over = 0, lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) over += columns(line) > 60;
+  CHECK(over * 5 < lines);
+  CHECK(widest(e.out) <= 60);
+}

@@ -171,7 +171,7 @@ std::vector<PlanFix> plan_fixes(const PlanFixInput& in, const Replan& replan, si
     if (qs.size() > 1) try_one(qs[1], with_disk);
     if (auto c = f.more_gpus(r)) try_one(*c, with_disk);
   };
-  if (!in.request.allow_disk) try_one({"--disk", "modules that fit nowhere stay on disk (read on use)", [](Workload&, PlanRequest& r) { r.allow_disk = true; }}, false);
+  if (!in.request.allow_disk) try_one({"--disk", "modules past the CPU stay on disk (read on use)", [](Workload&, PlanRequest& r) { r.allow_disk = true; }}, false);
   rounds(false);
   if (out.empty() && !in.request.allow_disk) rounds(true);
   return out;
