@@ -71,14 +71,16 @@ void print_modules(const ModelLayout& layout) {
   }
 }
 
+// A dimension the files do not give (0) prints as "unknown", never as a value.
+std::string dim(int64_t v) { return v > 0 ? std::to_string(v) : "unknown"; }
+
 void print_spec(const ModelSpec& s) {
-  fmt::print("architecture {}{} (from {})\n", printable(s.architecture), s.hf_class.empty() ? "" : " / " + printable(s.hf_class),
-             printable(s.source, kMessageShown));
-  std::string line = fmt::format("  hidden {}, layers {}, heads {} (kv {}, head_dim {}), intermediate {}, vocab {}",
-                                 s.hidden_size, s.num_layers, s.num_heads, s.num_kv_heads, s.head_dim,
-                                 s.intermediate_size, s.vocab_size);
-  fmt::print("{}\n", line);
-  std::string extra = fmt::format("  context {}, tied embeddings {}", s.max_context, s.tie_word_embeddings ? "yes" : "no");
+  const std::string source = s.source == "inferred" ? "inferred from tensor names and shapes" : "from " + s.source;
+  fmt::print("architecture {}{} ({})\n", printable(s.architecture), s.hf_class.empty() ? "" : " / " + printable(s.hf_class),
+             printable(source, kMessageShown));
+  fmt::print("  hidden {}, layers {}, heads {} (kv {}, head_dim {}), intermediate {}, vocab {}\n", dim(s.hidden_size),
+             dim(s.num_layers), dim(s.num_heads), dim(s.num_kv_heads), dim(s.head_dim), dim(s.intermediate_size), dim(s.vocab_size));
+  std::string extra = fmt::format("  context {}, tied embeddings {}", dim(s.max_context), s.tie_word_embeddings ? "yes" : "no");
   if (!s.dtype.empty()) extra += ", dtype " + printable(s.dtype);
   if (s.rope_theta > 0) extra += fmt::format(", rope_theta {:g}", s.rope_theta);
   if (s.num_experts > 0) extra += fmt::format(", experts {} (top {})", s.num_experts, s.num_experts_per_tok);

@@ -283,3 +283,15 @@ TEST_CASE("width: $COLUMNS narrows help and estimate", "[cli][width]") {
   CHECK(over * 5 < lines);
   CHECK(widest(e.out) <= 60);
 }
+
+TEST_CASE("messages: values the files do not give print as 'unknown'", "[cli][inspect]") {
+  TempDir d;
+  // The llama fixture's weights without its config.json: heads and context are not in the tensors.
+  write_file(d.file("model.safetensors"), read_text(testdata("models/llama/model.safetensors")));
+  auto r = run_cli({"inspect", d.path.string()});
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("heads unknown (kv unknown, head_dim unknown)"));
+  CHECK_THAT(r.out, Catch::Contains("context unknown"));
+  CHECK_THAT(r.out, Catch::Contains("(inferred from tensor names and shapes)"));
+  CHECK_THAT(r.out, !Catch::Contains("heads 0"));
+}
