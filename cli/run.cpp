@@ -70,7 +70,7 @@ Tokenizer load_tokenizer(const Checkpoint& ck, const std::string& path) {
   std::filesystem::path dir = std::filesystem::is_directory(path) ? std::filesystem::path(path)
                                                                   : std::filesystem::path(path).parent_path();
   if (!std::filesystem::exists(dir / "tokenizer.json"))
-    throw Error("run.no_tokenizer", fmt::format("{}: no tokenizer.json beside the weights", dir.string()),
+    throw Error("run.no_tokenizer", "no tokenizer.json beside the weights",
                 {.file = dir.string(), .hint = "copy the model's tokenizer.json (and tokenizer_config.json) into that directory"});
   return Tokenizer::from_hf_dir(dir.string());
 }

@@ -295,3 +295,14 @@ TEST_CASE("messages: values the files do not give print as 'unknown'", "[cli][in
   CHECK_THAT(r.out, Catch::Contains("(inferred from tensor names and shapes)"));
   CHECK_THAT(r.out, !Catch::Contains("heads 0"));
 }
+
+TEST_CASE("messages: an error names its path once", "[cli][run]") {
+  // The llama fixture has weights and config but no tokenizer.json.
+  auto r = run_cli({"run", testdata(kLlama), "--max-tokens", "1"}, "hi\n");
+  CHECK(r.exit_code == 2);
+  const std::string path = testdata(kLlama);
+  const size_t first = r.err.find(path);
+  REQUIRE(first != std::string::npos);
+  CHECK(r.err.find(path, first + path.size()) == std::string::npos);
+  CHECK_THAT(r.err, Catch::Contains("no tokenizer.json beside the weights"));
+}
