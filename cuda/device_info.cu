@@ -11,7 +11,10 @@ std::vector<DeviceInfo> list_devices(std::string* why_none) {
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
-    if (why_none) *why_none = cudaGetErrorString(err);
+    if (why_none)
+      *why_none = err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver
+                      ? std::string("no NVIDIA GPU/driver found (") + cudaGetErrorString(err) + ")"
+                      : std::string(cudaGetErrorString(err));
     cudaGetLastError();
     return out;
   }

@@ -24,7 +24,13 @@ uint32_t size_of(ConvType t) { return t == ConvType::F32 ? 4 : 2; }
 
 bool loader_available(std::string* why) {
   int n = 0;
-  if (!ok(cudaGetDeviceCount(&n), "cudaGetDeviceCount", why)) return false;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) {
+    cudaGetLastError();
+    if (why) *why = std::string("no NVIDIA GPU/driver found (") + cudaGetErrorString(e) + ")";
+    return false;
+  }
+  if (!ok(e, "cudaGetDeviceCount", why)) return false;
   if (n == 0) {
     if (why) *why = "no CUDA devices";
     return false;
