@@ -9,6 +9,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
+#include "core/alloc.hpp"
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
 #include "core/units.hpp"
@@ -96,9 +97,11 @@ int main(int argc, char** argv) {
     // that come from input are checked before they are allocated, so what is left is
     // the machine's memory.
     std::fflush(stdout);
+    const uint64_t wanted = nunchaku::failed_allocation_bytes();
     fmt::print(stderr,
-               "nunchaku: error: out of host memory: an allocation was refused (hint: lower --context, "
-               "--batch-size or --cpu-ram; `nunchaku estimate` shows what the run needs)\n");
+               "nunchaku: error: out of host memory: an allocation{} was refused (hint: lower --context, "
+               "--batch-size or --cpu-ram; `nunchaku estimate` shows what the run needs)\n",
+               wanted ? " of " + nunchaku::format_bytes(wanted) : std::string());
     return 3;
   } catch (const std::exception& e) {
     std::fflush(stdout);

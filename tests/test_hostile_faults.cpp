@@ -4,6 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <memory>
+#include <new>
+#include <vector>
 #include <filesystem>
 #include <thread>
 
@@ -11,10 +14,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/alloc.hpp"
 #include "core/error.hpp"
 #include "engine/generate.hpp"
 #include "engine/thread_pool.hpp"
 #include "core/file.hpp"
+#include "format/open.hpp"
 #include "tests/helpers.hpp"
 #include "tests/test_engine_helpers.hpp"
 
@@ -83,6 +88,7 @@ TEST_CASE("mapped reads: generate() stops with exit 2 when the weights shrink un
   REQUIRE(!weights.empty());
   // Disk placement: every weight stays a file mapping, read during forward().
   auto m = test::load_engine_model(dir.path.string(), {}, Device{Device::Kind::Disk, 0});
+  const Checkpoint ck = open_checkpoint(weights);
   shrink(weights, 4096);
   engine::GenerationRequest rq;
   rq.prompt = {1, 2, 3, 4};
@@ -95,6 +101,13 @@ TEST_CASE("mapped reads: generate() stops with exit 2 when the weights shrink un
     CHECK(e.exit_code() == 2);
     CHECK(e.context().file == fs::canonical(weights).string());
     CHECK(e.context().offset >= 4096u);
+    // The tensor named is the one whose bytes hold that offset (from the header as it was).
+    const uint64_t off = e.context().offset.value_or(0);
+    std::string holder;
+    for (const auto& t : ck.tensors)
+      if (off >= t.offset && off < t.offset + t.nbytes) holder = t.name;
+    CHECK(!holder.empty());
+    CHECK(e.context().tensor == holder);
   }
 }
 
@@ -127,4 +140,23 @@ TEST_CASE("thread pool: asking for far more threads than the hardware has is cap
   engine::ThreadPool pool(hw * engine::ThreadPool::kMaxPerCore + 50);
   CHECK(pool.size() == hw * engine::ThreadPool::kMaxPerCore);
   CHECK_FALSE(pool.warning().empty());
+}
+
+TEST_CASE("a refused allocation records the size wanted (main's exit-3 message names it)", "[hostile][oom]") {
+  volatile size_t huge_v = size_t(1) << 60;  // 1 EiB: no machine grants it
+  const size_t huge = huge_v;
+  bool thrown = false;
+  try {
+    void* p = ::operator new(huge);
+    ::operator delete(p);
+  } catch (const std::bad_alloc&) {
+    thrown = true;
+  }
+  REQUIRE(thrown);
+#if !defined(__SANITIZE_ADDRESS__)
+  CHECK(nunchaku::failed_allocation_bytes() == huge);
+#endif
+  // Ordinary allocations still work and are freed by the matching delete.
+  auto v = std::make_unique<std::vector<int>>(1000, 7);
+  CHECK(v->at(999) == 7);
 }

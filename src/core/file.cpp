@@ -262,12 +262,26 @@ std::optional<MappedReadFault> take_mapped_read_fault() {
   return f;
 }
 
+namespace {
+std::atomic<MappedTensorNamer> g_tensor_namer{nullptr};
+}  // namespace
+
+void set_mapped_tensor_namer(MappedTensorNamer namer) { g_tensor_namer.store(namer); }
+
 void check_mapped_reads() {
-  if (auto f = take_mapped_read_fault())
+  if (auto f = take_mapped_read_fault()) {
+    std::string tensor;
+    if (MappedTensorNamer namer = g_tensor_namer.load()) {
+      try {
+        tensor = namer(f->file, f->offset);
+      } catch (...) {  // the header itself may be gone: the file and offset still stand
+      }
+    }
     throw Error("io.mapped_read", "a read of the mapped file failed: it shrank while it was in use",
-                {.file = f->file, .offset = f->offset,
+                {.file = f->file, .tensor = tensor, .offset = f->offset,
                  .hint = "the checkpoint was truncated or replaced while nunchaku ran; results after this point "
                          "would be wrong"});
+  }
 }
 
 }  // namespace nunchaku

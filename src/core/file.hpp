@@ -61,8 +61,13 @@ struct MappedReadFault {
 void install_mapped_read_guard();  // idempotent; File::open_read_only calls it
 // The first fault since the last take, or none; clears it.
 std::optional<MappedReadFault> take_mapped_read_fault();
-// Throws Error("io.mapped_read", exit 2) naming file and offset if a fault was recorded.
+// Throws Error("io.mapped_read", exit 2) naming file, offset and (through the namer
+// below) the tensor whose bytes hold that offset, if a fault was recorded.
 void check_mapped_reads();
+// Names the tensor stored at byte `offset` of checkpoint file `file` ("" when unknown);
+// format/open.cpp sets it (re-reading that file's header, only when a fault is reported).
+using MappedTensorNamer = std::string (*)(const std::string& file, uint64_t offset);
+void set_mapped_tensor_namer(MappedTensorNamer namer);
 
 bool is_directory(const std::string& path);
 bool is_regular_file(const std::string& path);

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 #include "core/error.hpp"
+#include "core/file.hpp"
 #include "format/readers.hpp"
 #include "core/source.hpp"
 
@@ -66,6 +69,37 @@ Checkpoint read_one_file(const std::string& path) {
                .hint = "nunchaku reads .safetensors, .gguf, and torch.save .bin/.pt/.pth files"});
 }
 
+// Tensor extents of every checkpoint file opened, by canonical path, for core/file.hpp's
+// namer: a mapped-read fault (the file shrank) names the tensor whose bytes it hit, from
+// the header as it was when opened. Reopening a file replaces its entry.
+struct Extent {
+  uint64_t begin, end;
+  std::string name;
+};
+std::mutex g_extents_mutex;
+std::map<std::string, std::vector<Extent>> g_extents;
+
+void remember_extents(const Checkpoint& ck) {
+  std::vector<std::vector<Extent>> per_file(ck.files.size());
+  for (const auto& t : ck.tensors)
+    if (t.file < per_file.size()) per_file[t.file].push_back({t.offset, t.offset + t.nbytes, t.name});
+  std::lock_guard lock(g_extents_mutex);
+  for (size_t i = 0; i < ck.files.size(); ++i) {
+    std::error_code ec;
+    const fs::path canon = fs::weakly_canonical(ck.files[i].path, ec);
+    g_extents[ec ? ck.files[i].path : canon.string()] = std::move(per_file[i]);
+  }
+}
+
+std::string tensor_at(const std::string& file, uint64_t offset) {
+  std::lock_guard lock(g_extents_mutex);
+  auto it = g_extents.find(file);
+  if (it == g_extents.end()) return "";
+  for (const auto& e : it->second)
+    if (offset >= e.begin && offset < e.end) return e.name;
+  return "";
+}
+
 }  // namespace
 
 SniffedFormat sniff_format(const std::string& path) {
@@ -83,6 +117,7 @@ SniffedFormat sniff_format(const std::string& path) {
 }
 
 Checkpoint open_checkpoint(const std::string& path) {
+  set_mapped_tensor_namer(&tensor_at);
   std::error_code ec;
   if (!fs::exists(path, ec))
     throw Error("open.not_found", "no such file or directory", {.file = path});
@@ -119,6 +154,7 @@ Checkpoint open_checkpoint(const std::string& path) {
   });
   ck.path = path;
   if (ck.config_path.empty()) ck.config_path = config_beside(path, dir);
+  remember_extents(ck);
   return ck;
 }
 
