@@ -142,15 +142,15 @@ TEST_CASE("gguf: writer round trip with every value type, nested arrays and offs
   CHECK_FALSE(g.find("k.u64")->as_int().has_value());
   CHECK(g.find("k.i64")->as_int() == -(1LL << 40));
   CHECK(g.find("k.f64")->as_double() == 0.1);
-  const auto* toks = g.find("k.tokens")->array<std::string>();
+  const auto* toks = g.find("k.tokens")->strings();
   REQUIRE(toks);
-  CHECK(*toks == std::vector<std::string>{"<s>", "\xFF\xFE"});
+  CHECK(toks->to_vector() == std::vector<std::string>{"<s>", "\xFF\xFE"});
   const GgufValue* nested = g.find("k.nested");
   CHECK(nested->elem_type() == GgufType::ARRAY);
   REQUIRE(nested->array_size() == 2);
   const auto& inner = *nested->array<GgufValue>();
   CHECK(*inner[0].array<int32_t>() == std::vector<int32_t>{1, 2});
-  CHECK(*inner[1].array<std::string>() == std::vector<std::string>{"x"});
+  CHECK(inner[1].strings()->to_vector() == std::vector<std::string>{"x"});
   CHECK(g.find("k.big")->array<uint8_t>()->size() == 1025);
   CHECK(g.find("missing") == nullptr);
   REQUIRE(g.tensors.size() == 3);
@@ -274,11 +274,22 @@ TEST_CASE("gguf: hostile headers fail with their own error code", "[gguf]") {
 }
 
 TEST_CASE("gguf: metadata memory is bounded by the header bytes it came from", "[gguf]") {
-  // 5M empty strings: 40 MB of file, 160 MB as std::string. Refused part way, naming the file.
+  // 5M empty strings: 40 MB of file, and 40 MB of memory too (GgufStrings: one 8-byte end
+  // offset per string, where a vector<string> took 160 MB).
   const uint64_t n = 5'000'000;
   W w = header(0, 1).str("tokenizer.ggml.tokens").u32(9).u32(8).u64(n);
   w.b.resize(w.b.size() + n * 8, 0);
-  Error e = read_error(w.b);
+  {
+    MemorySource src(w.b, "empty-strings.gguf");
+    const GgufFile g = read_gguf_file(src);
+    REQUIRE(g.find("tokenizer.ggml.tokens")->strings());
+    CHECK(g.find("tokenizer.ggml.tokens")->strings()->size() == n);
+    CHECK((*g.find("tokenizer.ggml.tokens")->strings())[n - 1].empty());
+  }
+  // 5M empty nested arrays: 60 MB of file, ~5x that as values. Refused part way, naming the file.
+  W a = header(0, 1).str("k.nested").u32(9).u32(9).u64(n);
+  for (uint64_t i = 0; i < n; ++i) a.u32(0).u64(0);
+  Error e = read_error(a.b);
   CHECK(e.code() == "gguf.metadata_too_large");
   CHECK(e.exit_code() == 2);
   CHECK(e.context().file == "hostile.gguf");
@@ -462,7 +473,7 @@ TEST_CASE("gguf: quantized fixture written by gguf-py matches GGUFReader", "[ggu
   CHECK(*g.find("test.string")->as_string() == "h\xC3\xA9llo");
   const auto* nested = g.find("test.nested_strings")->array<GgufValue>();
   REQUIRE(nested);
-  CHECK(*(*nested)[0].array<std::string>() == std::vector<std::string>{"a", "bc"});
+  CHECK((*nested)[0].strings()->to_vector() == std::vector<std::string>{"a", "bc"});
 
   Checkpoint ck = read_gguf(src);
   CHECK(ck.metadata["test.big_u32"] == json::parse(R"({"array":"uint32","length":2000})"));
@@ -489,7 +500,7 @@ TEST_CASE("gguf: real files read their header in chunks and expose full arrays",
   CHECK(g.find("llama.block_count")->as_uint() == 5u);
   CHECK(g.find("llama.attention.head_count")->as_uint() == 8u);
   CHECK(g.find("llama.attention.head_count_kv")->as_uint() == 4u);
-  CHECK(g.find("tokenizer.ggml.tokens")->array<std::string>()->size() == 512);
+  CHECK(g.find("tokenizer.ggml.tokens")->strings()->size() == 512);
   CHECK(g.find("tokenizer.ggml.scores")->array<float>()->size() == 512);
   Checkpoint ck = read_gguf(file);
   const TensorInfo* emb = ck.find("token_embd.weight");
@@ -510,7 +521,7 @@ TEST_CASE("gguf: ggml-vocab-llama-spm reports Llama-2-7B's hyper-parameters", "[
   CHECK(g.find("llama.feed_forward_length")->as_uint() == 11008u);
   CHECK(g.find("llama.rope.dimension_count")->as_uint() == 128u);
   CHECK(static_cast<float>(*g.find("llama.attention.layer_norm_rms_epsilon")->as_double()) == 1e-5f);
-  const auto* tokens = g.find("tokenizer.ggml.tokens")->array<std::string>();
+  const auto* tokens = g.find("tokenizer.ggml.tokens")->strings();
   REQUIRE(tokens);
   CHECK(tokens->size() == 32000);
   CHECK((*tokens)[1] == "<s>");

@@ -369,7 +369,9 @@ GgufFile gguf_vocab(const std::string& model, std::vector<std::string> tokens) {
   GgufFile g;
   g.path = "hostile.gguf";
   g.kvs.push_back({"tokenizer.ggml.model", GgufValue{std::string(model)}});
-  g.kvs.push_back({"tokenizer.ggml.tokens", GgufValue{GgufArray{std::move(tokens)}}});
+  GgufStrings strings;
+  for (const auto& t : tokens) strings.push_back(t);
+  g.kvs.push_back({"tokenizer.ggml.tokens", GgufValue{GgufArray{std::move(strings)}}});
   return g;
 }
 
@@ -398,7 +400,7 @@ std::string gguf_error(const GgufFile& g) {
 TEST_CASE("tokenizer: hostile GGUF vocabularies fail with one error code each", "[tokenizer]") {
   // A valid gpt2 vocabulary first.
   GgufFile ok = gguf_vocab("gpt2", {"a", "b", "ab"});
-  set_kv(ok, "tokenizer.ggml.merges", GgufValue{GgufArray{std::vector<std::string>{"a b"}}});
+  set_kv(ok, "tokenizer.ggml.merges", GgufValue{GgufArray{GgufStrings{"a b"}}});
   set_kv(ok, "tokenizer.ggml.pre", GgufValue{std::string("gpt-2")});
   CHECK(Tokenizer::from_gguf(ok).encode("ab", false, false) == std::vector<int32_t>{2});
 
@@ -429,9 +431,9 @@ TEST_CASE("tokenizer: hostile GGUF vocabularies fail with one error code each", 
   set_kv(g, "tokenizer.ggml.pre", GgufValue{std::string("no-such-pre")});
   CHECK(gguf_error(g) == "tokenizer.unknown_pretokenizer");
   g = ok;
-  set_kv(g, "tokenizer.ggml.merges", GgufValue{GgufArray{std::vector<std::string>{"a zz"}}});
+  set_kv(g, "tokenizer.ggml.merges", GgufValue{GgufArray{GgufStrings{"a zz"}}});
   CHECK(gguf_error(g) == "tokenizer.bad_merge");
-  set_kv(g, "tokenizer.ggml.merges", GgufValue{GgufArray{std::vector<std::string>{"ab"}}});
+  set_kv(g, "tokenizer.ggml.merges", GgufValue{GgufArray{GgufStrings{"ab"}}});
   CHECK(gguf_error(g) == "tokenizer.bad_merge");
   set_kv(g, "tokenizer.ggml.merges", GgufValue{GgufArray{std::vector<float>{1.f}}});
   CHECK(gguf_error(g) == "tokenizer.missing");

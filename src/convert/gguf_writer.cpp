@@ -30,7 +30,7 @@ void put_array(Bytes& o, const GgufArray& a) {
     o.put<uint32_t>(uint32_t(a.index()));
     o.put<uint64_t>(vec.size());
     for (const auto& e : vec) {
-      if constexpr (std::is_same_v<E, std::string>) o.str(e);
+      if constexpr (std::is_same_v<E, std::string_view>) o.str(e);
       else if constexpr (std::is_same_v<E, GgufValue>) put_value(o, e);  // nested: type + payload
       else if constexpr (std::is_same_v<E, bool>) o.put<uint8_t>(e ? 1 : 0);
       else o.put<E>(e);

@@ -111,8 +111,9 @@ size_t capped(uint64_t n) { return static_cast<size_t>(std::min(n, kReserveCap))
 
 // Metadata memory is bounded by the header bytes it came from: an 8-byte empty string
 // costs a 32-byte std::string, so a header of millions of them could take several
-// times the file's size. kMetadataSlack + 2 bytes per header byte read is far above
-// real files (a 150k-token vocabulary takes ~2 bytes per header byte).
+// times the file's size. String arrays are stored compactly (GgufStrings: 8 bytes per
+// element on top of the text, the same as the length prefix in the file), and
+// kMetadataSlack + 2 bytes per header byte read is far above real files.
 constexpr uint64_t kMetadataSlack = 64ull << 20;
 
 // Sequential reads over a Source through one buffer: the header is parsed in
@@ -253,11 +254,18 @@ GgufArray read_array(Cursor& c, int depth) {
       return GgufArray(std::in_place_index<7>, std::move(v));
     }
     case GgufType::STRING: {
-      std::vector<std::string> v;
+      GgufStrings v;
       v.reserve(capped(n));
       for (uint64_t i = 0; i < n; ++i) {
-        v.push_back(c.string("an array string"));
-        c.charge(sizeof(std::string) + (v.back().size() > 15 ? v.back().size() + 1 : 0));
+        const uint64_t at = c.pos();
+        const auto len = c.get<uint64_t>("an array string");
+        if (len > c.left())
+          c.fail("gguf.string_too_long",
+                 "an array string claims " + std::to_string(len) + " bytes but only " + std::to_string(c.left()) +
+                     " remain in the file",
+                 at);
+        c.charge(sizeof(uint64_t) + len);
+        c.read(v.append_uninitialized(static_cast<size_t>(len)), len, "an array string");
       }
       return GgufArray(std::in_place_index<8>, std::move(v));
     }
@@ -445,7 +453,7 @@ nlohmann::json array_to_json(const GgufArray& a) {
         auto out = nlohmann::json::array();
         for (const auto& e : vec) {
           if constexpr (std::is_same_v<E, GgufValue>) out.push_back(value_to_json(e));
-          else if constexpr (std::is_same_v<E, std::string>) out.push_back(utf8_replace_invalid(e));
+          else if constexpr (std::is_same_v<E, std::string_view>) out.push_back(utf8_replace_invalid(e));
           else if constexpr (std::is_same_v<E, float>) out.push_back(float_for_json(e));
           else if constexpr (std::is_same_v<E, bool>) out.push_back(static_cast<bool>(e));
           else out.push_back(e);

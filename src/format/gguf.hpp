@@ -10,7 +10,9 @@
 // size; a hostile file fails with a gguf.* Error naming file, tensor and offset.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,12 +33,61 @@ enum class GgufType : uint32_t {
 // Spec spelling: "uint8", "int32", "float32", "bool", "string", "array", ...
 std::string_view gguf_type_name(GgufType t);
 
+// An array of strings in one buffer: the bytes back to back and one end offset per
+// element, 8 bytes of overhead per string where a vector<string> takes 32 before any
+// text. Vocabularies of hundreds of thousands of tokens, or hostile arrays of millions
+// of empty strings, stay close to their size in the file.
+class GgufStrings {
+ public:
+  using value_type = std::string_view;
+  class iterator {
+   public:
+    using value_type = std::string_view;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    iterator(const GgufStrings* s, size_t i) : s_(s), i_(i) {}
+    std::string_view operator*() const { return (*s_)[i_]; }
+    iterator& operator++() { return ++i_, *this; }
+    iterator operator++(int) { auto t = *this; ++i_; return t; }
+    bool operator==(const iterator& o) const { return i_ == o.i_; }
+   private:
+    const GgufStrings* s_ = nullptr;
+    size_t i_ = 0;
+  };
+
+  GgufStrings() = default;
+  GgufStrings(std::initializer_list<std::string_view> items) {
+    for (auto s : items) push_back(s);
+  }
+  void push_back(std::string_view s) { bytes_.append(s), ends_.push_back(bytes_.size()); }
+  // Appends an element of n bytes and returns where to write them.
+  char* append_uninitialized(size_t n) {
+    bytes_.resize(bytes_.size() + n), ends_.push_back(bytes_.size());
+    return bytes_.data() + bytes_.size() - n;
+  }
+  void reserve(size_t n) { ends_.reserve(n); }
+  size_t size() const { return ends_.size(); }
+  bool empty() const { return ends_.empty(); }
+  std::string_view operator[](size_t i) const {
+    const uint64_t b = i ? ends_[i - 1] : 0;
+    return std::string_view(bytes_).substr(b, ends_[i] - b);
+  }
+  iterator begin() const { return {this, 0}; }
+  iterator end() const { return {this, size()}; }
+  std::vector<std::string> to_vector() const { return {begin(), end()}; }
+  bool operator==(const GgufStrings&) const = default;
+
+ private:
+  std::string bytes_;
+  std::vector<uint64_t> ends_;
+};
+
 struct GgufValue;
 // One alternative per element type, in GgufType id order, so index() == element type id.
 // Nested arrays (ARRAY of ARRAY) hold one GgufValue per inner array.
 using GgufArray = std::variant<std::vector<uint8_t>, std::vector<int8_t>, std::vector<uint16_t>,
                                std::vector<int16_t>, std::vector<uint32_t>, std::vector<int32_t>,
-                               std::vector<float>, std::vector<bool>, std::vector<std::string>,
+                               std::vector<float>, std::vector<bool>, GgufStrings,
                                std::vector<GgufValue>, std::vector<uint64_t>, std::vector<int64_t>,
                                std::vector<double>>;
 
@@ -61,11 +112,15 @@ struct GgufValue {
   std::optional<bool> as_bool() const;
   const std::string* as_string() const;  // nullptr unless a STRING scalar
   // The array's elements when its element type is exactly T's, else nullptr.
-  // e.g. v.array<std::string>() for tokens, v.array<float>() for scores.
+  // e.g. v.strings() for tokens, v.array<float>() for scores.
   template <class T>
   const std::vector<T>* array() const {
     const auto* a = std::get_if<GgufArray>(&data);
     return a ? std::get_if<std::vector<T>>(a) : nullptr;
+  }
+  const GgufStrings* strings() const {
+    const auto* a = std::get_if<GgufArray>(&data);
+    return a ? std::get_if<GgufStrings>(a) : nullptr;
   }
 };
 

@@ -60,9 +60,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
   const std::string model = str("tokenizer.ggml.model");
   if (model.empty()) t->fail("tokenizer.missing", "no tokenizer.ggml.model in the GGUF metadata", "this file has no embedded tokenizer; pass the HF model directory instead");
   const GgufValue* tv = g.find("tokenizer.ggml.tokens");
-  const auto* toks = tv ? tv->array<std::string>() : nullptr;
+  const auto* toks = tv ? tv->strings() : nullptr;
   if (!toks) t->fail("tokenizer.missing", "tokenizer.ggml.tokens is missing or not a string array");
-  t->tokens = *toks;
+  t->tokens = toks->to_vector();
   const size_t n = t->tokens.size();
 
   t->attr.assign(n, kAttrNormal);
@@ -161,11 +161,11 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
   if (model == "gpt2") {
     // BPE merges "left right" (split at the first space after the first character).
     const GgufValue* mv = g.find("tokenizer.ggml.merges");
-    const auto* merges = mv ? mv->array<std::string>() : nullptr;
+    const auto* merges = mv ? mv->strings() : nullptr;
     if (!merges) t->fail("tokenizer.missing", "tokenizer.ggml.merges is missing or not a string array (needed by the gpt2 tokenizer)");
     t->merges.reserve(merges->size() * 2);
     for (size_t r = 0; r < merges->size(); ++r) {
-      const std::string& m = (*merges)[r];
+      const std::string m((*merges)[r]);
       size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
       if (sp == std::string::npos) t->fail("tokenizer.bad_merge", "merge #" + std::to_string(r) + " '" + m + "' is not two tokens separated by a space");
       auto a = t->token_to_id.find(m.substr(0, sp));
