@@ -197,7 +197,7 @@ std::vector<Option> levers(const Workload& w, Runtime rt) {
       std::string flags = fmt::format("--runtime deepspeed --zero {}", z);
       if (off != Offload::None) flags += fmt::format(" --offload {}", offload_name(off));
       add(cost, fmt::format("ZeRO-{}{}", z, off == Offload::None ? "" : fmt::format(" + offload {}", offload_name(off))), flags,
-          [z, off](Workload& x) { x.runtime = Runtime::DeepSpeed; x.zero = z; x.offload = off; });
+          [z = z, off = off](Workload& x) { x.runtime = Runtime::DeepSpeed; x.zero = z; x.offload = off; });
     }
     ++lever;
   }
