@@ -1,14 +1,8 @@
 // Built when the CUDA component is off: the copy ring cannot start ("built without CUDA").
 #include "cuda/copy_ring.hpp"
+#include "cuda/stub.hpp"
 
 namespace nunchaku::cuda {
-namespace {
-bool no_cuda(std::string* err) {
-  if (err) *err = "built without CUDA";
-  return false;
-}
-}  // namespace
-
 CopyRing::~CopyRing() = default;
 bool CopyRing::init(int, void*, int, uint64_t, std::string* err) { return no_cuda(err); }
 bool CopyRing::begin(int, std::string* err) { return no_cuda(err); }

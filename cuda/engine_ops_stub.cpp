@@ -1,15 +1,9 @@
 // Built when the CUDA component is off: every entry point of engine_ops.hpp fails with
 // "built without CUDA" (the CUDA backend then refuses to start with that reason).
 #include "cuda/engine_ops.hpp"
+#include "cuda/stub.hpp"
 
 namespace nunchaku::cuda {
-namespace {
-bool no_cuda(std::string* err) {
-  if (err) *err = "built without CUDA";
-  return false;
-}
-}  // namespace
-
 Context::~Context() = default;
 bool Context::init(int, std::string* err) { return no_cuda(err); }
 bool Context::alloc_panel(uint64_t, std::string* err) { return no_cuda(err); }

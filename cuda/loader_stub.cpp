@@ -1,14 +1,8 @@
 // Built when the CUDA component is off: every entry point fails with "built without CUDA".
 #include "cuda/loader.hpp"
+#include "cuda/stub.hpp"
 
 namespace nunchaku::cuda {
-namespace {
-bool no_cuda(std::string* err) {
-  if (err) *err = "built without CUDA";
-  return false;
-}
-}  // namespace
-
 bool loader_available(std::string* why) { return no_cuda(why); }
 bool mem_info(int, MemInfo&, std::string* err) { return no_cuda(err); }
 void* device_alloc(int, uint64_t, std::string* err) { no_cuda(err); return nullptr; }
