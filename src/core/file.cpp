@@ -160,11 +160,14 @@ bool parse_maps_line(const char* p, const char* end, uintptr_t addr, uintptr_t* 
   while (p < end && *p == ' ') ++p;
   *path = p;
   *path_end = end;
-  return p < end && *p == '/';  // a file, not [heap] or an anonymous mapping
+  return true;  // in range; a file mapping when *path starts with '/'
 }
 
 // Finds the file mapping holding addr in /proc/self/maps.
-bool find_file_mapping(uintptr_t addr, uintptr_t* lo, uintptr_t* hi, uint64_t* off, char* path, size_t path_cap) {
+// *mapped: some mapping (a file's or not) holds addr.
+bool find_file_mapping(uintptr_t addr, uintptr_t* lo, uintptr_t* hi, uint64_t* off, char* path, size_t path_cap,
+                       bool* mapped) {
+  *mapped = false;
   const int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char buf[8192];
@@ -179,15 +182,18 @@ bool find_file_mapping(uintptr_t addr, uintptr_t* lo, uintptr_t* hi, uint64_t* o
     for (size_t i = 0; i < have; ++i) {
       if (buf[i] != '\n') continue;
       const char *pb = nullptr, *pe = nullptr;
-      if (!found && parse_maps_line(buf + start, buf + i, addr, lo, hi, off, &pb, &pe)) {
-        const size_t n = std::min(size_t(pe - pb), path_cap - 1);
-        std::memcpy(path, pb, n);
-        path[n] = 0;
-        found = true;
+      if (!found && !*mapped && parse_maps_line(buf + start, buf + i, addr, lo, hi, off, &pb, &pe)) {
+        *mapped = true;
+        if (pb < pe && *pb == '/') {
+          const size_t n = std::min(size_t(pe - pb), path_cap - 1);
+          std::memcpy(path, pb, n);
+          path[n] = 0;
+          found = true;
+        }
       }
       start = i + 1;
     }
-    if (found) break;
+    if (found || *mapped) break;
     if (start == 0) have = 0;  // a line longer than the buffer: not ours to parse
     else {
       std::memmove(buf, buf + start, have - start);
@@ -204,8 +210,8 @@ void on_sigbus(int sig, siginfo_t* info, void* uctx) {
   uintptr_t lo = 0, hi = 0;
   uint64_t off = 0;
   char path[4096];
-  bool handled = false;
-  if (info->si_code == BUS_ADRERR && find_file_mapping(addr, &lo, &hi, &off, path, sizeof path)) {
+  bool handled = false, mapped = false;
+  if (info->si_code == BUS_ADRERR && find_file_mapping(addr, &lo, &hi, &off, path, sizeof path, &mapped)) {
     const uintptr_t page = addr & ~(g_page - 1);
     // Everything from the faulting page to the end of the mapping lies past the file's
     // new end: zeros over all of it, so one fault per mapping, not one per page.
@@ -219,6 +225,10 @@ void on_sigbus(int sig, siginfo_t* info, void* uctx) {
       g_fault_state.store(2, std::memory_order_release);
     }
   }
+  // Another thread faulting on the same mapping got there first and already put zeros
+  // over this address: the access succeeds when retried.
+  if (!handled && mapped && info->si_code == BUS_ADRERR && g_fault_state.load(std::memory_order_acquire) != 0)
+    handled = true;
   errno = saved_errno;
   if (handled) return;
   // Not a file mapping: whoever handled SIGBUS before us (or the default: the process
