@@ -13,11 +13,11 @@
 //   decoder:       ByteLevel, ByteFallback, Replace, Fuse, Strip, Metaspace, Sequence
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/impl.hpp"
+#include "tokenizer/json_prescan.hpp"
 #include "tokenizer/pretokenizers.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -28,9 +28,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Largest file we read as JSON, checked before anything is read: the DOM takes ~10x the
-// text, so this bounds a hostile file to well under 1 GB of memory. Real tokenizer.json
-// files are < 40 MB (gemma-3, 262k tokens: 33 MB).
+// Largest file we read as JSON, checked before anything is read. Real tokenizer.json
+// files are < 40 MB (gemma-3, 262k tokens: 33 MB). What the DOM of a smaller file would
+// hold is bounded by prescan_tokenizer_json before the DOM is built.
 constexpr uintmax_t kMaxJsonBytes = 64ull << 20;
 
 std::string read_text(const fs::path& p) {
@@ -44,12 +44,15 @@ std::string read_text(const fs::path& p) {
                 {p.string(), "", std::nullopt, ""});
   std::ifstream f(p, std::ios::binary);
   if (!f) throw Error("tokenizer.unreadable", "cannot open", {p.string(), "", std::nullopt, ""});
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  // Read into one buffer of the file's size (a stringstream would hold it twice).
+  std::string text(static_cast<size_t>(size), '\0');
+  f.read(text.data(), static_cast<std::streamsize>(size));
+  text.resize(static_cast<size_t>(f.gcount()));  // a file that shrank meanwhile
+  return text;
 }
 
 json parse_json(std::string_view text, const std::string& name) {
+  prescan_tokenizer_json(text, name);  // syntax and size limits, without a DOM
   try {
     return json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
