@@ -82,10 +82,9 @@ uint64_t gpu_predicted_bytes(const WeightStore& store, const engine::Transformer
                              uint64_t* weights_out = nullptr, uint64_t* slots_out = nullptr, uint64_t* state_out = nullptr) {
   uint64_t weights = 0;
   for (const ModuleBlock& m : store.modules())
-    if (m.device == probe.device) weights += m.bytes;
+    if (std::find(probe.devices.begin(), probe.devices.end(), m.device) != probe.devices.end()) weights += m.bytes;
   const EngineMemory& p = model.predicted();
-  const EngineConfig& c = p.config;
-  const uint64_t host_tables = uint64_t(c.max_tokens) * 16 + uint64_t(c.logit_rows) * 8 + uint64_t(c.max_batch) * 8;
+  const uint64_t host_tables = engine_host_tables(p.config);
   const uint64_t slots = uint64_t(model.weights().pool_slots()) * model.weights().slot_bytes();
   const uint64_t state = p.total() - p.host_logits - p.stream_pool - host_tables;
   if (weights_out) *weights_out = weights;
@@ -102,7 +101,7 @@ void print_gpu_memory(const WeightStore& store, const engine::Transformer& model
     measured = fmt::format("{} measured ({:+.1f}%, cudaMemGetInfo; includes cuBLAS and kernel images)",
                            format_bytes(probe.peak), 100.0 * (double(probe.peak) - double(predicted)) / double(predicted));
   fmt::print(stderr, "gpu memory on {}: weights {} + stream slots {} + run state {} = {} ({} B) predicted, {}\n",
-             probe.device.str(), format_bytes(weights), format_bytes(slots), format_bytes(state), format_bytes(predicted),
+             probe.str(), format_bytes(weights), format_bytes(slots), format_bytes(state), format_bytes(predicted),
              predicted, measured);
 }
 
@@ -134,7 +133,7 @@ void write_stats(const std::string& path, const WeightStore& store, const engine
   if (const auto* d = dynamic_cast<const engine::DeviceStreamProvider*>(&w)) j["copy_gb_per_s"] = d->copy_gb_per_s();
   if (gpu) {
     const uint64_t predicted = gpu_predicted_bytes(store, model, *gpu);
-    j["gpu_memory"] = {{"device", gpu->device.str()},
+    j["gpu_memory"] = {{"device", gpu->str()},
                        {"predicted_bytes", predicted},
                        {"measured_bytes", gpu->known ? nlohmann::json(gpu->peak) : nlohmann::json()},
                        {"error_percent", gpu->known && predicted
@@ -200,7 +199,7 @@ std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& c
   LoadOptions lo;
   lo.placement = where.placement;
   lo.cancel = &interrupt_flag();
-  auto probe = std::make_unique<GpuMemoryProbe>(where.backend);
+  auto probe = std::make_unique<GpuMemoryProbe>(where.gpus());
   auto m = std::unique_ptr<RunModel>(new RunModel{load_checkpoint(ck, layout, lo), {}, nullptr, nullptr});
   if (where.backend.kind == Device::Kind::Cuda) m->gpu = std::move(probe);
   engine::EngineSetup es;

@@ -29,20 +29,51 @@ Workload run_workload(const RunPlacementOptions& o, Target target) {
   return w;
 }
 
-// The one CUDA device a placement uses (cpu when none).
+// The CUDA device that runs what no GPU holds (streamed layers, an embedding or head left in
+// host memory): the last GPU of the placement (its layers come last, so the stream of
+// offloaded layers after them crosses no other GPU), cpu when none.
 Device backend_of(const Placement& p) {
   std::set<Device> gpus;
   for (const auto& [name, d] : p.modules)
     if (d.kind == Device::Kind::Cuda) gpus.insert(d);
-  if (gpus.size() > 1)
-    throw Error("usage.gpus",
-                fmt::format("the placement uses {} GPUs ({}, {}, ...); run drives one GPU so far", gpus.size(),
-                            gpus.begin()->str(), std::next(gpus.begin())->str()),
-                {.hint = "plan for one GPU (--vram 24G), the rest on the CPU or disk is streamed to it"});
-  return gpus.empty() ? Device{Device::Kind::Cpu, 0} : *gpus.begin();
+  return gpus.empty() ? Device{Device::Kind::Cpu, 0} : *gpus.rbegin();
+}
+
+// The final norm runs with the head (split backend): a plan that put them on two GPUs gets
+// the norm (hidden-size weights) moved to the head's GPU.
+void norm_with_head(Placement& p, const ModelLayout& layout) {
+  const Module* norm = nullptr;
+  const Module* head = nullptr;
+  for (const Module& m : layout.modules) {
+    if (m.kind == ModuleKind::FinalNorm && !norm) norm = &m;
+    if (m.kind == ModuleKind::Head) head = &m;
+  }
+  if (!norm || !head || !p.modules.count(norm->name) || !p.modules.count(head->name)) return;
+  Device& n = p.modules[norm->name];
+  const Device h = p.modules[head->name];
+  if (n.kind == Device::Kind::Cuda && h.kind == Device::Kind::Cuda && n != h) n = h;
+}
+
+// Every GPU the run needs answers (exit 2 naming the one that does not, before any load).
+void check_gpus(const RunPlacement& r) {
+  for (Device d : r.gpus()) {
+    cuda::MemInfo mi;
+    std::string err;
+    if (!cuda::mem_info(d.index, mi, &err))
+      throw Error("usage.device", fmt::format("the placement uses {}, which is not available: {}", d.str(), err),
+                  {.hint = "nvidia-smi lists this machine's GPUs; plan for those (--vram with one size per GPU)"});
+  }
 }
 
 }  // namespace
+
+std::vector<Device> RunPlacement::gpus() const {
+  std::set<Device> gpus;
+  for (const auto& [name, d] : placement.modules)
+    if (d.kind == Device::Kind::Cuda) gpus.insert(d);
+  if (backend.kind == Device::Kind::Cuda) gpus.insert(backend);
+  return {gpus.begin(), gpus.end()};
+}
 
 RunPlacement run_placement(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLayout& layout) {
   const int given = int(!o.plan.empty()) + int(!o.vram.empty());
@@ -56,9 +87,6 @@ RunPlacement run_placement(const RunPlacementOptions& o, const Checkpoint& ck, c
     if (first != 0) throw Error("usage.device", "--vram plans from cuda:0; give --plan for other devices");
     PlanRequest req;
     req.vram = parse_vram(o.vram);
-    if (req.vram.size() > 1)
-      throw Error("usage.gpus", fmt::format("--vram lists {} GPUs; run drives one GPU so far", req.vram.size()),
-                  {.hint = "give one size: layers past it stay in host memory (or on disk) and are streamed"});
     req.cpu_ram = o.cpu_ram.empty() ? free_bytes_on(Device{Device::Kind::Cpu, 0}) : parse_size_or_throw(o.cpu_ram, "--cpu-ram");
     req.allow_disk = true;
     req.offload_exec = OffloadExec::Gpu;  // layers off the GPU are streamed to it, not run on the CPU
@@ -76,7 +104,7 @@ RunPlacement run_placement(const RunPlacementOptions& o, const Checkpoint& ck, c
     c.cuda = true;
     const EngineMemory gpu_state = engine_memory(*layout.spec, c);
     const uint64_t extra = (gpu_state.total() - gpu_state.host_logits) - std::min(cpu_state.total(), gpu_state.total());
-    req.vram[0] = req.vram[0] > extra ? req.vram[0] - extra : 0;
+    for (uint64_t& v : req.vram) v = v > extra ? v - extra : 0;  // each GPU runs its layers with its own scratch
     const DevicePlan p = make_plan(e, req);
     if (!p.fits)
       throw Error("plan.does_not_fit", fmt::format("the run does not fit: {}", p.shortfall),
@@ -90,11 +118,13 @@ RunPlacement run_placement(const RunPlacementOptions& o, const Checkpoint& ck, c
       throw Error("usage.device", fmt::format("--device must be cpu or cuda[:N], not '{}'", o.device));
     r.placement = place_all(layout, *d);
   }
+  norm_with_head(r.placement, layout);
   r.backend = backend_of(r.placement);
   // --device cuda:N with --cpu-ram (or --vram): the ops run on that GPU, and what is not in
   // its memory is streamed to it.
   if (auto d = parse_device(o.device); o.plan.empty() && d && d->kind == Device::Kind::Cuda) r.backend = *d;
-  if (!o.vram.empty()) r.backend = Device{Device::Kind::Cuda, 0};
+  if (!o.vram.empty() && r.backend.kind != Device::Kind::Cuda) r.backend = Device{Device::Kind::Cuda, 0};
+  check_gpus(r);
   return r;
 }
 
@@ -111,13 +141,30 @@ bool used_on(Device d, uint64_t& used) {
 }
 }  // namespace
 
-GpuMemoryProbe::GpuMemoryProbe(Device d) : device(d) {
-  if (d.kind == Device::Kind::Cuda) known = used_on(d, base);
+GpuMemoryProbe::GpuMemoryProbe(std::vector<Device> gpus) : devices(std::move(gpus)) {
+  known = !devices.empty();
+  for (Device d : devices) {
+    uint64_t used = 0;
+    known = known && used_on(d, used);
+    base += used;
+  }
 }
 
 void GpuMemoryProbe::sample() {
+  if (!known) return;
   uint64_t used = 0;
-  if (known && used_on(device, used)) peak = std::max(peak, used > base ? used - base : 0);
+  for (Device d : devices) {
+    uint64_t u = 0;
+    if (!used_on(d, u)) return;
+    used += u;
+  }
+  peak = std::max(peak, used > base ? used - base : 0);
+}
+
+std::string GpuMemoryProbe::str() const {
+  std::string s;
+  for (Device d : devices) s += (s.empty() ? "" : "+") + d.str();
+  return s;
 }
 
 }  // namespace nunchaku::cli

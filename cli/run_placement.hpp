@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "format/checkpoint.hpp"
 #include "io/placement.hpp"
@@ -22,26 +23,29 @@ struct RunPlacementOptions {
 
 struct RunPlacement {
   Placement placement;
-  Device backend{Device::Kind::Cpu, 0};  // where the ops run: cpu or the one CUDA device used
+  Device backend{Device::Kind::Cpu, 0};  // where the ops run: cpu, or the CUDA device that runs what no GPU holds
+  std::vector<Device> gpus() const;      // every CUDA device the run uses, in order
 };
 
-// Throws usage.* (exit 2) for contradictory flags or several GPUs in one placement (run
-// drives one device so far), plan.does_not_fit (exit 3) when --vram/--cpu-ram cannot hold
-// the run.
+// Throws usage.* (exit 2) for contradictory flags, plan.does_not_fit (exit 3) when
+// --vram/--cpu-ram cannot hold the run. Several GPUs: each runs the layers the placement
+// gives it (engine/backend_split.hpp); what no GPU holds is streamed to `backend`, the last.
 RunPlacement run_placement(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLayout& layout);
 
 }  // namespace nunchaku::cli
 
 namespace nunchaku::cli {
 
-// GPU memory in use on one device above a baseline taken before loading (cudaMemGetInfo:
-// everything the process and the driver hold there, not only our allocations).
+// GPU memory in use on the run's GPUs above a baseline taken before loading (cudaMemGetInfo:
+// everything the process and the driver hold there, not only our allocations), summed over
+// the devices at each sample.
 struct GpuMemoryProbe {
-  Device device;
+  std::vector<Device> devices;
   uint64_t base = 0, peak = 0;
   bool known = false;
-  explicit GpuMemoryProbe(Device d);
+  explicit GpuMemoryProbe(std::vector<Device> gpus);
   void sample();                 // peak = max(peak, used now - base)
+  std::string str() const;       // "cuda:0" or "cuda:0+cuda:1"
 };
 
 }  // namespace nunchaku::cli

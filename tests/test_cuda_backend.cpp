@@ -26,6 +26,7 @@
 #include "cuda/engine_ops.hpp"
 #include "cuda/loader.hpp"
 #include "engine/backend.hpp"
+#include "engine/backend_split.hpp"
 #include "io/convert.hpp"
 #include "tests/helpers.hpp"
 #include "tests/test_engine_helpers.hpp"
@@ -394,6 +395,54 @@ TEST_CASE("cuda engine: models on cuda:0 match the transformers goldens and the 
       INFO("prompt " << i);
       CHECK(got == g.at("continuations")[i].get<std::vector<int32_t>>());
       CHECK(got == test::greedy(*cpu.tf, prompt, 16));
+    }
+  }
+}
+
+TEST_CASE("cuda split: layers over two cuda:0 parts, or the CPU and cuda:0, give the one-device logits", "[cuda]") {
+  if (!have_gpu()) return;
+  const auto goldens = nlohmann::json::parse(std::ifstream(test::testdata("engine/goldens.json")));
+  EngineOptions o;
+  o.max_context = 64;
+  o.logit_rows = 64;
+  for (const char* key : {"engine/llama-small", "engine/qwen3"}) {
+    INFO(key);
+    const auto& g = goldens.at(key);
+    auto one = test::load_engine_model(test::testdata(key), o, Device{Device::Kind::Cuda, 0});
+    const auto p0 = g.at("prompts")[0].get<std::vector<int32_t>>();
+    SeqChunk ch{0, 0, p0, true};
+    const auto want_span = one.tf->forward({&ch, 1});
+    const std::vector<float> want(want_span.begin(), want_span.end());
+    // Layer 0 in host memory, the rest on cuda:0 (for the CPU + GPU split).
+    LoadOptions lo;
+    lo.placement = place_all(one.layout, Device{Device::Kind::Cuda, 0});
+    for (const Module& m : one.layout.modules)
+      if (m.kind == ModuleKind::Layer && m.layer == 0) lo.placement.modules[m.name] = Device{Device::Kind::Cpu, 0};
+    LoadResult mixed = load_checkpoint(one.ck, one.layout, lo);
+    ResidentProvider mixed_weights(one.layout, mixed.store);
+    for (int variant = 0; variant < 2; ++variant) {
+      INFO((variant == 0 ? "two cuda:0 parts, layers 0 | 1" : "cpu runs layer 0, cuda:0 the rest"));
+      std::vector<std::unique_ptr<Backend>> parts;
+      parts.push_back(variant == 0 ? make_cuda_backend(0) : make_cpu_backend(2));
+      parts.push_back(make_cuda_backend(0));
+      auto split = make_split_backend(std::move(parts), {{0, 1}, variant == 0 ? 0 : 1, 1, -1});
+      WeightProvider& w = variant == 0 ? *one.engine.weights : mixed_weights;
+      Transformer tf(one.layout, w, *split, o);
+      CHECK(tf.state_bytes() == tf.predicted().total());
+      auto got = tf.forward({&ch, 1});
+      REQUIRE(got.size() == want.size());
+      double worst = 0, scale = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        worst = std::max(worst, std::abs(double(got[i]) - double(want[i])));
+        scale = std::max(scale, std::abs(double(want[i])));
+      }
+      INFO("largest logit difference from one device: " << worst << " (row scale " << scale << ")");
+      CHECK(worst <= (variant == 0 ? 0.0 : 1e-4 * scale));  // same device, same kernels: identical
+      for (size_t i = 0; i < g.at("prompts").size(); ++i) {
+        INFO("prompt " << i);
+        CHECK(test::greedy(tf, g.at("prompts")[i].get<std::vector<int32_t>>(), 16) ==
+              g.at("continuations")[i].get<std::vector<int32_t>>());
+      }
     }
   }
 }

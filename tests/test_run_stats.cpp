@@ -4,6 +4,10 @@
 
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "format/open.hpp"
+#include "model/model.hpp"
 #include "tests/helpers.hpp"
 
 using namespace nunchaku;
@@ -48,11 +52,21 @@ TEST_CASE("run --stats with --cpu-ram: the streamed bytes per step are the weigh
   CHECK(streamed + resident == 319104);  // the fixture's weight bytes (model.safetensors less its header)
 }
 
-TEST_CASE("run placement flags: GPU requests without a GPU, several GPUs, conflicting flags are exit 2", "[run]") {
+TEST_CASE("run placement flags: GPU requests without a GPU, a GPU that is not there, conflicting flags are exit 2", "[run]") {
   const std::string m = test::testdata("run/llama-spm");
-  auto several = test::run_cli({"run", m, "--vram", "1G,1G"}, "Hello\n");
-  CHECK(several.exit_code == 2);
-  CHECK(several.err.find("one GPU") != std::string::npos);
+  // A plan with a layer on cuda:1: no host here has two GPUs (gpu-check lends one), so
+  // the device that does not answer is named, exit 2, before anything is loaded.
+  {
+    test::TempDir tmp;
+    const ModelLayout layout = describe_model(open_checkpoint(m));
+    nlohmann::json plan = {{"modules", nlohmann::json::object()}};
+    for (const auto& mod : layout.modules)
+      plan["modules"][mod.name] = mod.kind == ModuleKind::Layer && mod.layer == 1 ? "cuda:1" : "cuda:0";
+    test::write_file(tmp.file("plan.json"), plan.dump());
+    auto several = test::run_cli({"run", m, "--plan", tmp.file("plan.json")}, "Hello\n");
+    CHECK(several.exit_code == 2);
+    CHECK(several.err.find("which is not available") != std::string::npos);
+  }
   auto both = test::run_cli({"run", m, "--vram", "1G", "--plan", "x.json"}, "Hello\n");
   CHECK(both.exit_code == 2);
   auto bad = test::run_cli({"run", m, "--device", "tpu"}, "Hello\n");

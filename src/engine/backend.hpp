@@ -74,6 +74,10 @@ class Backend {
   virtual int threads() const = 0;            // host threads (sizes the attention scratch)
   virtual void* native_stream() const { return nullptr; }  // CUDA: the compute stream (cudaStream_t)
 
+  // What allocate() will make for a model of `spec` under `cfg` (the defaults resolved):
+  // engine_memory() for one backend; a split backend (backend_split.hpp) sizes each part
+  // for its own layers and returns the sum. The Transformer passes the result to allocate().
+  virtual EngineMemory plan_state(const ModelSpec& spec, const EngineConfig& cfg) { return engine_memory(spec, cfg); }
   // Allocates the run state (throws Error engine.out_of_memory, exit 3). Once.
   virtual void allocate(const BackendSetup& setup) = 0;
   // Bytes allocate() made, counted at each allocation (tests compare with engine_memory).
@@ -81,6 +85,9 @@ class Backend {
 
   // ---- the ops of a forward pass, in the order the Transformer calls them ----
   virtual void set_tokens(const BatchTokens& tokens) = 0;           // T = tokens.id.size()
+  // The ops that follow, up to the next begin_layer() or select_rows(), are layer `layer`'s
+  // (a split backend runs them on the part that holds that layer).
+  virtual void begin_layer(int64_t /*layer*/) {}
   virtual void embed(const WeightMatrix& table) = 0;                // X[t] = table[id[t]]
   virtual void rmsnorm(Buf in, Buf out, const VecRef& w) = 0;      // per token, hidden wide
   // All jobs read the same input; one dispatch for q/k/v (or gate/up) together.

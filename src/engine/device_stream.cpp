@@ -26,7 +26,7 @@ DeviceStreamProvider::DeviceStreamProvider(std::unique_ptr<WeightProvider> host,
     auto views = host_->info(m);
     info_[m].assign(views.begin(), views.end());
     bool off = false;
-    for (const TensorView& v : views) off |= v.device != device_;
+    for (const TensorView& v : views) off |= v.device.kind != Device::Kind::Cuda;  // another GPU's: read there
     offloaded_[m] = off;
     if (!off) continue;
     uint64_t at = 0;

@@ -1,23 +1,77 @@
 #include "engine/engine.hpp"
 
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "engine/backend_split.hpp"
+#include "engine/bind.hpp"
 #include "engine/device_stream.hpp"
 
 namespace nunchaku::engine {
+namespace {
+
+// Where module m's weights are (the provider's first tensor; a module is placed whole).
+Device module_device(const WeightProvider& w, size_t m) {
+  auto info = w.info(m);
+  return info.empty() ? Device{Device::Kind::Cpu, 0} : info[0].device;
+}
+
+// Several GPUs hold weights: one CUDA backend per GPU, each layer run where its weights are;
+// layers off every GPU (streamed) run on `stream`, as do an embedding or head off every GPU.
+std::unique_ptr<Backend> make_gpu_split(const ModelLayout& layout, const WeightProvider& w, const std::set<Device>& gpus,
+                                        Device stream) {
+  std::vector<Device> order(gpus.begin(), gpus.end());
+  std::vector<std::unique_ptr<Backend>> parts;
+  for (Device d : order) parts.push_back(make_cuda_backend(d.index));
+  auto part_of = [&](size_t m) {
+    const Device d = module_device(w, m);
+    const Device at = d.kind == Device::Kind::Cuda ? d : stream;
+    return int(std::find(order.begin(), order.end(), at) - order.begin());
+  };
+  const ModelBinding b = bind_modules(layout);
+  SplitLayout how;
+  for (const auto& L : b.layers) how.layer_part.push_back(part_of(L.module));
+  how.embed_part = part_of(b.embed);
+  how.head_part = part_of(b.head == SIZE_MAX ? b.embed : b.head);
+  how.stream_part = int(std::find(order.begin(), order.end(), stream) - order.begin());
+  if (part_of(b.final_norm) != how.head_part)
+    throw Error("engine.bad_split",
+                fmt::format("the final norm ({}) and the head ({}) are on different GPUs", module_device(w, b.final_norm).str(),
+                            order[size_t(how.head_part)].str()),
+                {.hint = "place the final norm with the head (run's own plans do)"});
+  return make_split_backend(std::move(parts), std::move(how));
+}
+
+}  // namespace
 
 Engine make_engine(const Checkpoint& ck, const ModelLayout& layout, const WeightStore& store, const EngineSetup& setup) {
   Engine e;
-  e.backend = setup.device.kind == Device::Kind::Cuda ? make_cuda_backend(setup.device.index)
-                                                      : make_cpu_backend(setup.threads);
   bool any_disk = false;
-  for (const ModuleBlock& m : store.modules()) any_disk |= m.device.kind == Device::Kind::Disk;
+  std::set<Device> gpus;
+  for (const ModuleBlock& m : store.modules()) {
+    any_disk |= m.device.kind == Device::Kind::Disk;
+    if (m.device.kind == Device::Kind::Cuda) gpus.insert(m.device);
+  }
+  if (setup.device.kind == Device::Kind::Cuda) gpus.insert(setup.device);
   if (setup.stream && any_disk)
     e.weights = std::make_unique<StreamedProvider>(ck, layout, store, *setup.stream);
   else
     e.weights = std::make_unique<ResidentProvider>(layout, store);
+  if (gpus.size() > 1 && setup.device.kind != Device::Kind::Cuda)
+    throw Error("engine.bad_split", fmt::format("weights on {} GPUs, but the ops are to run on {}", gpus.size(), setup.device.str()),
+                {.hint = "give the GPU that runs the layers off every GPU (run: --device cuda:N)"});
+  if (gpus.size() > 1)
+    e.backend = make_gpu_split(layout, *e.weights, gpus, setup.device);
+  else
+    e.backend = setup.device.kind == Device::Kind::Cuda ? make_cuda_backend(setup.device.index)
+                                                        : make_cpu_backend(setup.threads);
   if (setup.device.kind == Device::Kind::Cuda) {
     bool off_device = false;
-    for (const ModuleBlock& m : store.modules()) off_device |= m.device != setup.device;
-    // Weights the backend cannot read in place are copied to device slots per forward pass.
+    for (const ModuleBlock& m : store.modules()) off_device |= m.device.kind != Device::Kind::Cuda;
+    // Weights no GPU holds are copied to device slots on the stream device per forward pass.
     if (off_device)
       e.weights = std::make_unique<DeviceStreamProvider>(std::move(e.weights), setup.device.index,
                                                          e.backend->native_stream(), kStreamSlots);

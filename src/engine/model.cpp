@@ -43,7 +43,7 @@ Transformer::Transformer(const ModelLayout& layout, WeightProvider& weights, Bac
   ModelSpec sized = spec_;
   sized.vocab_size = dims_.vocab;
   sized.intermediate_size = dims_.inter;
-  memory_ = engine_memory(sized, engine_config(opts_, backend_, weights_));
+  memory_ = backend_.plan_state(sized, engine_config(opts_, backend_, weights_));
   cfg_ = memory_.config;
   BackendSetup setup{dims_, memory_, eps_, rope_style_, inv_freq_};
   backend_.allocate(setup);
@@ -186,6 +186,7 @@ void Transformer::run_layer(Layer& L, int64_t l) {
                       {&L.gate, Role::Gate}, {&L.up, Role::Up}, {&L.down, Role::Down}})
     m->data = static_cast<const uint8_t*>(w[size_t(L.at[size_t(r)])].data);
   Backend& be = backend_;
+  be.begin_layer(l);
   be.rmsnorm(Buf::X, Buf::XN, vec(Role::AttnNorm));
   const MatmulJob qkv[3] = {{&L.q, Buf::Q, vec(Role::QBias)}, {&L.k, Buf::K, vec(Role::KBias)}, {&L.v, Buf::V, vec(Role::VBias)}};
   be.matmul(qkv, Buf::XN);

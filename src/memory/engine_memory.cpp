@@ -36,6 +36,11 @@ uint64_t stream_slot_bytes(const Checkpoint& ck, const Module& m) {
   return plan_module_reads(ck, known).bytes;
 }
 
+uint64_t engine_host_tables(const EngineConfig& c) {
+  return sat_add(sat_add(sat_prod(uint64_t(c.max_tokens), 4 + 8 + 4), sat_prod(uint64_t(c.logit_rows), 8)),
+                 sat_prod(uint64_t(c.max_batch), 8));
+}
+
 EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
   EngineMemory m;
   EngineConfig& c = m.config;
@@ -54,8 +59,7 @@ EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
   // on the host and in the backend, the logit rows' token indices (int64) and the positions
   // each slot holds (int64).
   const uint64_t per_token = uint64_t(3 * d.hidden + 2 * d.q_dim() + 2 * d.kv_dim() + 2 * d.inter) * 4;
-  m.activations = sat_add(sat_add(sat_prod(T, per_token), sat_prod(T, 2 * (4 + 8 + 4))),
-                          sat_add(sat_prod(R, 8), sat_prod(uint64_t(c.max_batch), 8)));
+  m.activations = sat_add(sat_add(sat_prod(T, per_token), sat_prod(T, 4 + 8 + 4)), engine_host_tables(c));
   const uint64_t esize = c.kv_dtype == DType::F16 ? 2 : 4;
   m.kv_cache = sat_prod(uint64_t(d.layers), 2, uint64_t(c.max_batch), uint64_t(c.max_context), uint64_t(d.kv_dim()), esize);
   m.logits = sat_prod(R, uint64_t(d.hidden + d.vocab), 4);

@@ -71,6 +71,11 @@ int64_t engine_max_tokens(int64_t prefill_chunk, int64_t batch);
 // its slots with this and plan charges kStreamSlots x the largest disk module's.
 uint64_t stream_slot_bytes(const Checkpoint& ck, const Module& m);
 
+// The Transformer's own host tables (token ids, slots, positions, logit rows, positions per
+// slot), part of EngineMemory::activations; `c` with its defaults resolved. A split backend
+// (engine/backend_split.hpp) charges them once, not once per part.
+uint64_t engine_host_tables(const EngineConfig& c);
+
 // Resolves the defaults of `cfg` against the spec and sizes every buffer.
 EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg);
 

@@ -1,0 +1,133 @@
+// The split backend (engine/backend_split.hpp): layers run on several backends, the residual
+// stream moving between them. Over CPU parts it must give exactly what one CPU backend gives
+// (same kernels, same sums), whatever the assignment, and the greedy tokens transformers gave
+// (testdata/engine/goldens.json); its run state is each part's own, as plan_state() says.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/backend_split.hpp"
+#include "tests/helpers.hpp"
+#include "tests/test_engine_helpers.hpp"
+
+using namespace nunchaku;
+using namespace nunchaku::engine;
+
+namespace {
+
+struct Loaded {
+  Checkpoint ck;
+  ModelLayout layout;
+  LoadResult load;
+  std::unique_ptr<WeightProvider> weights;
+};
+
+Loaded load_cpu(const std::string& path) {
+  Loaded m;
+  m.ck = open_checkpoint(path);
+  m.layout = describe_model(m.ck);
+  LoadOptions lo;
+  lo.placement = place_all(m.layout, Device{Device::Kind::Cpu, 0});
+  m.load = load_checkpoint(m.ck, m.layout, lo);
+  m.weights = std::make_unique<ResidentProvider>(m.layout, m.load.store);
+  return m;
+}
+
+EngineOptions options() {
+  EngineOptions o;
+  o.max_batch = 2;
+  o.max_context = 64;
+  o.logit_rows = 64;
+  return o;
+}
+
+std::vector<std::unique_ptr<Backend>> cpu_parts(int n) {
+  std::vector<std::unique_ptr<Backend>> parts;
+  for (int i = 0; i < n; ++i) parts.push_back(make_cpu_backend(2));
+  return parts;
+}
+
+// Every logit of a whole-prompt pass (all positions), then two sequences decoding together.
+std::vector<float> run_all(Transformer& tf, const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  std::vector<float> out;
+  SeqChunk pre[2] = {{0, 0, a, true}, {1, 0, b, true}};
+  auto l = tf.forward(pre);
+  out.assign(l.begin(), l.end());
+  int32_t next[2] = {test::argmax(l.data() + (a.size() - 1) * size_t(tf.vocab()), tf.vocab()),
+                     test::argmax(l.data() + (a.size() + b.size() - 1) * size_t(tf.vocab()), tf.vocab())};
+  int64_t pos[2] = {int64_t(a.size()), int64_t(b.size())};
+  for (int step = 0; step < 4; ++step) {
+    SeqChunk dec[2] = {{0, pos[0]++, {&next[0], 1}, false}, {1, pos[1]++, {&next[1], 1}, false}};
+    auto d = tf.forward(dec);
+    out.insert(out.end(), d.begin(), d.end());
+    next[0] = test::argmax(d.data(), tf.vocab());
+    next[1] = test::argmax(d.data() + tf.vocab(), tf.vocab());
+  }
+  return out;
+}
+
+const nlohmann::json& golden(const std::string& key) {
+  static nlohmann::json g = nlohmann::json::parse(std::ifstream(test::testdata("engine/goldens.json")));
+  return g.at(key);
+}
+
+}  // namespace
+
+TEST_CASE("split backend: CPU parts give one CPU backend's logits bit for bit, in any assignment", "[engine][multi]") {
+  for (const char* name : {"llama-small", "qwen3"}) {
+    INFO(name);
+    Loaded m = load_cpu(test::testdata(std::string("engine/") + name));
+    const auto& g = golden(std::string("engine/") + name);
+    const auto p0 = g.at("prompts")[0].get<std::vector<int32_t>>();
+    const auto p1 = g.at("prompts")[1].get<std::vector<int32_t>>();
+
+    auto one = make_cpu_backend(2);
+    Transformer ref(m.layout, *m.weights, *one, options());
+    const std::vector<float> want = run_all(ref, p0, p1);
+    REQUIRE(ref.layers() == 2);
+
+    struct Case {
+      int parts;
+      SplitLayout how;
+    };
+    const Case cases[] = {
+        {2, {{0, 1}, 0, 1, -1}},     // GPU-style ranges: embed on the first, head on the last
+        {2, {{1, 0}, 0, 1, -1}},     // the stream crosses three times per pass
+        {3, {{1, 2}, 0, 0, -1}},     // a part with only the embedding and the head
+    };
+    for (const Case& c : cases) {
+      INFO("parts " << c.parts << ", layers on " << c.how.layer_part[0] << "," << c.how.layer_part[1]);
+      auto split = make_split_backend(cpu_parts(c.parts), c.how);
+      Transformer tf(m.layout, *m.weights, *split, options());
+      const std::vector<float> got = run_all(tf, p0, p1);
+      REQUIRE(got.size() == want.size());
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+      // Each part holds its own layers' KV only: the KV total is one model's, the rest is
+      // per part (activations and scratch each), the Transformer's tables once.
+      CHECK(tf.predicted().kv_cache == ref.predicted().kv_cache);
+      CHECK(tf.state_bytes() == tf.predicted().total());
+      CHECK(tf.state_bytes() > ref.state_bytes());
+      CHECK(split->describe().find("split:") == 0);
+    }
+    // Greedy decoding on a split equals transformers' continuations.
+    auto split = make_split_backend(cpu_parts(2), {{1, 0}, 1, 0, -1});
+    Transformer tf(m.layout, *m.weights, *split, options());
+    for (size_t i = 0; i < g.at("prompts").size(); ++i) {
+      INFO("greedy prompt " << i);
+      CHECK(test::greedy(tf, g.at("prompts")[i].get<std::vector<int32_t>>(), 16) ==
+            g.at("continuations")[i].get<std::vector<int32_t>>());
+    }
+  }
+}
+
+TEST_CASE("split backend: a layout that does not match the parts or the model is an error", "[engine][multi]") {
+  CHECK_THROWS_WITH(make_split_backend(cpu_parts(2), {{0, 2}, 0, 1, -1}), Catch::Contains("part 2"));
+  CHECK_THROWS_WITH(make_split_backend(cpu_parts(3), {{0, 1}, 0, 1, -1}), Catch::Contains("runs nothing"));
+  CHECK_THROWS(make_split_backend({}, {}));
+  Loaded m = load_cpu(test::testdata("engine/llama-small"));
+  auto split = make_split_backend(cpu_parts(2), {{0, 1, 1}, 0, 1, -1});  // 3 layers named, the model has 2
+  CHECK_THROWS_WITH(Transformer(m.layout, *m.weights, *split, options()), Catch::Contains("3 layers"));
+}
