@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -52,7 +53,8 @@ struct RunCliOptions {
   std::string path, input = "-", output, input_format = "auto", plan, device = "cpu", vram, cpu_ram, kv_dtype = "f32", system;
   std::string offload = "stream";  // how disk modules are read: stream (bounded pool) | mmap
   std::string stats;                // --stats FILE: the run's summary as JSON
-  int batch_size = 8, threads = 0, top_k = 0;
+  std::string batch = "8";  // --batch-size N | auto
+  int batch_size = 8, threads = 0, top_k = 0;  // batch_size 0: auto, resolved when the model is placed
   int64_t max_tokens = 256, context = 0, prefill_chunk = 0;
   float temperature = 0, top_p = 1, min_p = 0, repetition_penalty = 1;
   uint64_t seed = 0;
@@ -120,6 +122,7 @@ void write_stats(const std::string& path, const WeightStore& store, const engine
                       {"generated_tokens", st.generated_tokens},
                       {"forward_calls", st.forward_calls},
                       {"max_active", st.max_active},
+                      {"batch_size", model.max_batch()},
                       {"wall_s", st.wall_s},
                       {"generated_tokens_per_s", st.wall_s > 0 ? double(st.generated_tokens) / st.wall_s : 0.0},
                       {"backend", model.backend().describe()},
@@ -171,7 +174,7 @@ engine::SamplingParams sampling_for(const RunCliOptions& o, const RequestParams&
 
 // The command-line values, against the same table the request fields are checked with.
 void check_flags(const RunCliOptions& o) {
-  if (o.batch_size < 1) throw Error("usage.batch_size", "--batch-size must be at least 1");
+  if (o.batch_size < 0) throw Error("usage.batch_size", "--batch-size must be a number of at least 1, or auto");
   if (o.max_pending < 1) throw Error("usage.max_pending", "--max-pending must be at least 1");
   if (!o.cpu_ram.empty()) (void)parse_size_or_throw(o.cpu_ram, "--cpu-ram");  // before the model is opened
   const std::pair<const char*, double> flags[] = {{"max_tokens", double(o.max_tokens)}, {"temperature", o.temperature},
@@ -191,6 +194,7 @@ struct RunModel {
   engine::Engine engine;  // backend, weight provider (streamed disk modules) and model
   engine::Transformer* model = nullptr;
   std::unique_ptr<GpuMemoryProbe> gpu;  // when the backend is CUDA
+  int batch_size = 1;                   // as given, or what --batch-size auto chose
 };
 
 std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& ck, const ModelLayout& layout, DType kv) {
@@ -200,13 +204,15 @@ std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& c
   lo.placement = where.placement;
   lo.cancel = &interrupt_flag();
   auto probe = std::make_unique<GpuMemoryProbe>(where.gpus());
-  auto m = std::unique_ptr<RunModel>(new RunModel{load_checkpoint(ck, layout, lo), {}, nullptr, nullptr});
+  if (!where.batch_reason.empty() && !o.quiet)
+    fmt::print(stderr, "batch size auto: {} ({})\n", where.batch_size, where.batch_reason);
+  auto m = std::unique_ptr<RunModel>(new RunModel{load_checkpoint(ck, layout, lo), {}, nullptr, nullptr, where.batch_size});
   if (where.backend.kind == Device::Kind::Cuda) m->gpu = std::move(probe);
   engine::EngineSetup es;
-  es.options.max_batch = o.batch_size;
+  es.options.max_batch = m->batch_size;
   es.options.max_context = o.context;
   es.options.kv_dtype = kv;
-  es.options.max_tokens = engine_max_tokens(o.prefill_chunk, o.batch_size);  // what estimate charges
+  es.options.max_tokens = engine_max_tokens(o.prefill_chunk, m->batch_size);  // what estimate charges
   es.threads = o.threads;
   es.device = where.backend;
   if (o.offload == "stream") es.stream = engine::StreamOptions{};
@@ -394,7 +400,18 @@ int open_input(const std::string& input) {
   return fd;
 }
 
+// --batch-size: a whole number >= 1 or "auto" (0 here).
+int parse_batch(const std::string& text) {
+  if (text == "auto") return 0;
+  int v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 1)
+    throw Error("usage.batch_size", fmt::format("--batch-size must be a whole number of at least 1, or auto, not '{}'", text));
+  return v;
+}
+
 int run_batch(RunCliOptions o) {
+  o.batch_size = parse_batch(o.batch);
   check_flags(o);
   DType kv;
   if (o.kv_dtype == "f32" || o.kv_dtype == "fp32") kv = DType::F32;
@@ -433,6 +450,7 @@ int run_batch(RunCliOptions o) {
     throw;
   }
   engine::Transformer& model = *m->model;
+  o.batch_size = m->batch_size;
   if (!o.quiet) print_memory(m->loaded.store, model);
   if (tok.vocab_size() > model.vocab())
     throw Error("run.vocab_mismatch", fmt::format("the tokenizer has {} tokens but the model's vocabulary is {}", tok.vocab_size(), model.vocab()),
@@ -509,7 +527,10 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("-i,--input", o->input, "Requests file ('-' = stdin)")->capture_default_str()->group(kInput);
   cmd->add_option("-o,--output", o->output, "Write JSONL here (default stdout)")->group(kOutput);
   cmd->add_option("--input-format", o->input_format, "auto | lines | jsonl")->capture_default_str()->group(kInput);
-  cmd->add_option("--batch-size", o->batch_size, "Sequences decoded together (one pass over the weights serves all)")->capture_default_str()->group(kWorkload);
+  cmd->add_option("--batch-size", o->batch,
+                  "Sequences decoded together (one pass over the weights serves all); auto: the most whose KV cache "
+                  "fits the memory the weights leave (5% spare; at most 256 on a GPU, 16 on the CPU)")
+      ->capture_default_str()->group(kWorkload);
   cmd->add_option("--max-tokens", o->max_tokens, "Generated tokens per request at most")->capture_default_str()->group(kWorkload);
   cmd->add_option("--context", o->context, "Tokens per sequence, prompt + generated (default min(model max, 4096))")->group(kWorkload);
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens per forward pass, at least the batch size; sizes the engine's pass buffers (default max(256, batch size))")->group(kWorkload);

@@ -1,6 +1,7 @@
 #include "cli/run_placement.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include <fmt/format.h>
@@ -29,6 +30,17 @@ Workload run_workload(const RunPlacementOptions& o, Target target) {
   return w;
 }
 
+// The engine's configuration for these options (what run's engine will allocate).
+EngineConfig engine_config_of(const RunPlacementOptions& o) {
+  EngineConfig c;
+  c.max_batch = o.batch_size;
+  c.max_context = o.context;
+  c.max_tokens = engine_max_tokens(o.prefill_chunk, o.batch_size);
+  c.kv_dtype = o.kv_dtype;
+  c.threads = o.threads;
+  return c;
+}
+
 // The CUDA device that runs what no GPU holds (streamed layers, an embedding or head left in
 // host memory): the last GPU of the placement (its layers come last, so the stream of
 // offloaded layers after them crosses no other GPU), cpu when none.
@@ -54,6 +66,124 @@ void norm_with_head(Placement& p, const ModelLayout& layout) {
   if (n.kind == Device::Kind::Cuda && h.kind == Device::Kind::Cuda && n != h) n = h;
 }
 
+// --device without a budget: every weight there.
+Device single_device(const RunPlacementOptions& o) {
+  auto d = parse_device(o.device);
+  if (!d || d->kind == Device::Kind::Disk)
+    throw Error("usage.device", fmt::format("--device must be cpu or cuda[:N], not '{}'", o.device));
+  return *d;
+}
+
+// The --vram plan (budgets x `scale`): the first layers that fit on the GPUs, the rest in
+// host memory or on disk, streamed to the GPU.
+DevicePlan vram_plan(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLayout& layout, double scale,
+                     Estimate* e_out) {
+  auto dev = parse_device(o.device);
+  const int first = dev && dev->kind == Device::Kind::Cuda ? dev->index : 0;
+  if (first != 0) throw Error("usage.device", "--vram plans from cuda:0; give --plan for other devices");
+  PlanRequest req;
+  req.vram = parse_vram(o.vram);
+  req.cpu_ram = o.cpu_ram.empty() ? free_bytes_on(Device{Device::Kind::Cpu, 0}) : parse_size_or_throw(o.cpu_ram, "--cpu-ram");
+  req.allow_disk = true;
+  req.offload_exec = OffloadExec::Gpu;  // layers off the GPU are streamed to it, not run on the CPU
+  Estimate e = estimate(ck, layout, run_workload(o, Target::Cuda));
+  // estimate charges the CPU engine's run state; the CUDA backend's differs by its
+  // scratch (dequantization panel, cuBLAS workspace) and the logit rows' indices on the
+  // device: take that out of the budget the planner sees.
+  EngineConfig c = engine_config_of(o);
+  const EngineMemory cpu_state = engine_memory(*layout.spec, c);
+  c.cuda = true;
+  const EngineMemory gpu_state = engine_memory(*layout.spec, c);
+  const uint64_t extra = (gpu_state.total() - gpu_state.host_logits) - std::min(cpu_state.total(), gpu_state.total());
+  for (uint64_t& v : req.vram) {
+    v = uint64_t(double(v) * scale);
+    v = v > extra ? v - extra : 0;  // each GPU runs its layers with its own scratch
+  }
+  req.cpu_ram = uint64_t(double(req.cpu_ram) * scale);
+  DevicePlan p = make_plan(e, req);
+  if (e_out) *e_out = std::move(e);
+  return p;
+}
+
+// Weight bytes a plan keeps where they are read in place (GPUs, or host memory).
+uint64_t kept_weights(const DevicePlan& p) {
+  uint64_t n = 0;
+  for (const DeviceCharge& d : p.devices)
+    if (d.device.kind == Device::Kind::Cuda || d.device.kind == Device::Kind::Cpu) n += d.weights;
+  return n;
+}
+
+// --batch-size auto: the most sequences (at most kAutoBatchGpu on a GPU, kAutoBatchCpu on
+// the CPU, where a batch this size is already compute-bound) whose run state fits the
+// memory the weights leave, 5% of the budget kept spare, without pushing a layer off the
+// device it gets at batch 1 (a streamed layer costs more than a larger batch gains).
+constexpr int kAutoBatchGpu = 256, kAutoBatchCpu = 16;
+constexpr double kAutoSpare = 0.05;
+
+int auto_batch(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLayout& layout, std::string& why) {
+  if (!o.plan.empty())
+    throw Error("usage.batch_size", "--batch-size auto needs a budget to fill; a --plan file gives none",
+                {.hint = "give a number, or --vram / --cpu-ram / --device instead of --plan"});
+  const auto dev = parse_device(o.device);
+  const bool gpu = !o.vram.empty() || (dev && dev->kind == Device::Kind::Cuda);
+  const int cap = gpu ? kAutoBatchGpu : kAutoBatchCpu;
+  auto with = [&](int b) {
+    RunPlacementOptions q = o;
+    q.batch_size = b;
+    return q;
+  };
+  std::function<bool(int)> fits;
+  std::string where;
+  if (!o.vram.empty() || !o.cpu_ram.empty()) {
+    auto plan_at = [&](int b) {
+      if (!o.vram.empty()) return vram_plan(with(b), ck, layout, 1.0 - kAutoSpare, nullptr);
+      PlanRequest req;
+      req.cpu_ram = uint64_t(double(parse_size_or_throw(o.cpu_ram, "--cpu-ram")) * (1.0 - kAutoSpare));
+      req.allow_disk = true;
+      return make_plan(estimate(ck, layout, run_workload(with(b), Target::Cpu)), req);
+    };
+    const DevicePlan one = plan_at(1);
+    if (!one.fits) return 1;  // the plan itself reports what is short
+    const uint64_t kept = kept_weights(one);
+    fits = [=](int b) {
+      const DevicePlan p = plan_at(b);
+      return p.fits && kept_weights(p) >= kept;
+    };
+    where = !o.vram.empty() ? "--vram" : "--cpu-ram";
+  } else {
+    const Device d = single_device(o);
+    uint64_t free = 0;
+    if (d.kind == Device::Kind::Cuda) {
+      cuda::MemInfo mi;
+      std::string err;
+      if (!cuda::mem_info(d.index, mi, &err))
+        throw Error("usage.device", fmt::format("{} is not available: {}", d.str(), err));
+      free = mi.free_bytes;
+    } else {
+      free = free_bytes_on(d);
+    }
+    uint64_t weights = 0;
+    for (const Module& m : layout.modules) weights += m.bytes;
+    const uint64_t budget = uint64_t(double(free) * (1.0 - kAutoSpare));
+    fits = [=, &o, &layout](int b) {
+      EngineConfig c = engine_config_of(with(b));
+      c.cuda = d.kind == Device::Kind::Cuda;
+      return weights + engine_memory(*layout.spec, c).total() <= budget;
+    };
+    where = fmt::format("{}'s free memory", d.str());
+  }
+  int lo = 1, hi = cap;  // fits(lo) or lo == 1
+  if (!fits(1)) hi = 1;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  why = fmt::format("the most sequences (at most {}) whose KV cache and activations fit {} beside the weights, "
+                    "{:.0f}% kept spare", cap, where, kAutoSpare * 100);
+  return lo;
+}
+
 // Every GPU the run needs answers (exit 2 naming the one that does not, before any load).
 void check_gpus(const RunPlacement& r) {
   for (Device d : r.gpus()) {
@@ -75,37 +205,20 @@ std::vector<Device> RunPlacement::gpus() const {
   return {gpus.begin(), gpus.end()};
 }
 
-RunPlacement run_placement(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLayout& layout) {
-  const int given = int(!o.plan.empty()) + int(!o.vram.empty());
+RunPlacement run_placement(const RunPlacementOptions& o_in, const Checkpoint& ck, const ModelLayout& layout) {
+  const int given = int(!o_in.plan.empty()) + int(!o_in.vram.empty());
   if (given > 1) throw Error("usage.placement", "--plan and --vram both say where the weights go; give one");
   RunPlacement r;
+  RunPlacementOptions o = o_in;
+  if (o.batch_size == 0) {  // --batch-size auto
+    o.batch_size = auto_batch(o, ck, layout, r.batch_reason);
+  }
+  r.batch_size = o.batch_size;
   if (!o.plan.empty()) {
     r.placement = read_plan_file(o.plan);
   } else if (!o.vram.empty()) {
-    auto dev = parse_device(o.device);
-    const int first = dev && dev->kind == Device::Kind::Cuda ? dev->index : 0;
-    if (first != 0) throw Error("usage.device", "--vram plans from cuda:0; give --plan for other devices");
-    PlanRequest req;
-    req.vram = parse_vram(o.vram);
-    req.cpu_ram = o.cpu_ram.empty() ? free_bytes_on(Device{Device::Kind::Cpu, 0}) : parse_size_or_throw(o.cpu_ram, "--cpu-ram");
-    req.allow_disk = true;
-    req.offload_exec = OffloadExec::Gpu;  // layers off the GPU are streamed to it, not run on the CPU
-    const Estimate e = estimate(ck, layout, run_workload(o, Target::Cuda));
-    // estimate charges the CPU engine's run state; the CUDA backend's differs by its
-    // scratch (dequantization panel, cuBLAS workspace) and the logit rows' indices on the
-    // device: take that out of the budget the planner sees.
-    EngineConfig c;
-    c.max_batch = o.batch_size;
-    c.max_context = o.context;
-    c.max_tokens = engine_max_tokens(o.prefill_chunk, o.batch_size);
-    c.kv_dtype = o.kv_dtype;
-    c.threads = o.threads;
-    const EngineMemory cpu_state = engine_memory(*layout.spec, c);
-    c.cuda = true;
-    const EngineMemory gpu_state = engine_memory(*layout.spec, c);
-    const uint64_t extra = (gpu_state.total() - gpu_state.host_logits) - std::min(cpu_state.total(), gpu_state.total());
-    for (uint64_t& v : req.vram) v = v > extra ? v - extra : 0;  // each GPU runs its layers with its own scratch
-    const DevicePlan p = make_plan(e, req);
+    Estimate e;
+    const DevicePlan p = vram_plan(o, ck, layout, 1.0, &e);
     if (!p.fits)
       throw Error("plan.does_not_fit", fmt::format("the run does not fit: {}", p.shortfall),
                   {.hint = "lower --batch-size or --context, or give more --vram / --cpu-ram"}, Exit::OutOfMemory);
@@ -113,10 +226,7 @@ RunPlacement run_placement(const RunPlacementOptions& o, const Checkpoint& ck, c
   } else if (!o.cpu_ram.empty()) {
     r.placement = plan_placement(estimate(ck, layout, run_workload(o, Target::Cpu)), {}, parse_size_or_throw(o.cpu_ram, "--cpu-ram"));
   } else {
-    auto d = parse_device(o.device);
-    if (!d || d->kind == Device::Kind::Disk)
-      throw Error("usage.device", fmt::format("--device must be cpu or cuda[:N], not '{}'", o.device));
-    r.placement = place_all(layout, *d);
+    r.placement = place_all(layout, single_device(o));
   }
   norm_with_head(r.placement, layout);
   r.backend = backend_of(r.placement);

@@ -16,7 +16,7 @@ namespace nunchaku::cli {
 
 struct RunPlacementOptions {
   std::string plan, device = "cpu", vram, cpu_ram;
-  int batch_size = 1, threads = 0;
+  int batch_size = 1, threads = 0;  // batch_size 0: --batch-size auto
   int64_t context = 0, prefill_chunk = 0;
   DType kv_dtype = DType::F32;
 };
@@ -25,8 +25,13 @@ struct RunPlacement {
   Placement placement;
   Device backend{Device::Kind::Cpu, 0};  // where the ops run: cpu, or the CUDA device that runs what no GPU holds
   std::vector<Device> gpus() const;      // every CUDA device the run uses, in order
+  int batch_size = 1;                    // as given, or what auto chose
+  std::string batch_reason;              // why auto chose it ("" when given)
 };
 
+// --batch-size auto (batch_size 0) is resolved first: the most sequences whose run state fits
+// the budget (--vram, --cpu-ram, or the device's free memory) with 5% spare, without
+// pushing weights off the device they get at batch 1; at most 256 on a GPU, 16 on the CPU.
 // Throws usage.* (exit 2) for contradictory flags, plan.does_not_fit (exit 3) when
 // --vram/--cpu-ram cannot hold the run. Several GPUs: each runs the layers the placement
 // gives it (engine/backend_split.hpp); what no GPU holds is streamed to `backend`, the last.

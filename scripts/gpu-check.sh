@@ -143,6 +143,12 @@ if [[ "${SKIP_ENGINE:-0}" != 1 ]]; then
   ours str16 16 --vram "$VRAM_STREAM" --context 128
   ours str64 64 --vram "$VRAM_STREAM" --context 128
   ours str32c 32 --vram "$(((WB / 3 + (12 << 30)) / 1048576))M" --context 4096
+  # --batch-size auto: every weight plus 3 GiB, context 4096 (~0.6 GB of f32 KV per sequence).
+  note "run auto: --batch-size auto --vram weights+3G --context 4096"
+  prompts 8 | timeout "$T_STEP" "$BUILD/nunchaku" run "$MODEL" --raw --batch-size auto --max-tokens 8 \
+    --vram "$(((WB + (3 << 30)) / 1048576))M" --context 4096 --stats "$DIR/auto.json" >/dev/null 2>"$DIR/auto.err" ||
+    { note "run auto FAILED"; tail -5 "$DIR/auto.err" >&2; }
+  R[auto]=$(grep -o "batch size auto: [0-9]*" "$DIR/auto.err" || echo "?")
   if python3 -c "import torch, transformers; assert torch.cuda.is_available()" 2>/dev/null; then
     timeout "$T_STEP" python3 scripts/gpu_peers.py "$MODEL" --tokens "$TOK" --prompt-len 12 --batches 1,32 \
       --offload-batches 1,16 --offload-tokens 8 --gpu-bytes "$((WB / 3))" >"$DIR/peers.json" 2>"$DIR/peers.err" ||
@@ -152,7 +158,7 @@ if [[ "${SKIP_ENGINE:-0}" != 1 ]]; then
   fi
   HBM=$(jnum "$DIR/peers.json" "round(d['hbm_gb_per_s'],1)")
   H2D=$(jnum "$DIR/peers.json" "round(d['h2d_gb_per_s'],1)")
-  for r in res1 res32 str1 str16 str64 str32c; do
+  for r in res1 res32 str1 str16 str64 str32c auto; do
     R[tok_$r]=$(jnum "$DIR/$r.json" "round(d['generated_tokens_per_s'],1)")
     R[steps_$r]=$(jnum "$DIR/$r.json" "d['forward_calls']/d['wall_s']")
     R[str_$r]=$(jnum "$DIR/$r.json" "d['weights']['streamed_bytes_per_step']")
@@ -190,7 +196,8 @@ if [[ "${SKIP_ENGINE:-0}" != 1 ]]; then
   printf '%-44s %s\n' "streamed b64 tok/s, PCIe fraction (>= 0.8)" "${R[tok_str64]} (${R[frac_str64]})"
   printf '%-44s %s\n' "  vs accelerate device_map=auto b1 (>= 20x)" "$AC1 tok/s: $(ratio "${R[tok_str1]}" "$AC1")x"
   printf '%-44s %s\n' "  vs accelerate device_map=auto b16 (>= 20x)" "$AC16 tok/s: $(ratio "${R[tok_str16]}" "$AC16")x"
-  for r in res1 res32 str1 str64 str32c; do
+  printf '%-44s %s\n' "--batch-size auto (weights + 3 GiB, ctx 4096)" "${R[auto]}, ${R[tok_auto]} tok/s"
+  for r in res1 res32 str1 str64 str32c auto; do
     printf '%-44s %s\n' "GPU memory pred/meas $r (|err| <= 5%)" "${R[mem_$r]}"
   done
 fi

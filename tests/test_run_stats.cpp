@@ -80,3 +80,35 @@ TEST_CASE("run placement flags: GPU requests without a GPU, a GPU that is not th
     CHECK(gpu.err.find("cuda:0") != std::string::npos);
   }
 }
+
+TEST_CASE("run --batch-size auto: the most sequences whose KV cache fits the budget with 5% spare", "[run]") {
+  const std::string m = test::testdata("run/llama-spm");
+  test::TempDir tmp;
+  // The fixture (config.json): 2 layers, 2 KV heads x head_dim 8 = kv_dim 16, f32 cache, so at
+  // --context 4096 one sequence's KV is 2 layers x (k, v) x 4096 x 16 x 4 B = 1 MiB. Weights
+  // are 0.31 MiB and the rest of the run state (activations, logits, scratch) < 0.4 MiB: of
+  // --cpu-ram 6M less 5% (5.7 MiB), 5 sequences fit; 6 do not (6 MiB of KV alone).
+  auto r = test::run_cli({"run", m, "--batch-size", "auto", "--cpu-ram", "6M", "--context", "4096", "--max-tokens", "1",
+                          "--stats", tmp.file("s.json")},
+                         "Hello\n");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("batch size auto: 5 (") != std::string::npos);
+  auto s = nlohmann::json::parse(test::read_text(tmp.file("s.json")));
+  CHECK(s.at("batch_size") == 5);
+  CHECK(s.at("run_state_bytes").get<uint64_t>() + 319104 <= uint64_t(0.95 * 6 * 1024 * 1024));
+  // Twice the budget: 11 sequences (11.4 MiB of 11.4 MiB is too tight, so 10 or 11; never 12).
+  auto r2 = test::run_cli({"run", m, "--batch-size", "auto", "--cpu-ram", "12M", "--context", "4096", "--max-tokens", "1"},
+                          "Hello\n");
+  REQUIRE(r2.exit_code == 0);
+  CHECK((r2.err.find("batch size auto: 10 (") != std::string::npos || r2.err.find("batch size auto: 11 (") != std::string::npos));
+  // A plan file gives no budget to fill; 0 and words are not batch sizes.
+  auto plan = test::run_cli({"run", m, "--batch-size", "auto", "--plan", tmp.file("none.json")}, "Hello\n");
+  CHECK(plan.exit_code == 2);
+  for (const char* bad : {"0", "-3", "eight", "8x"}) {
+    auto b = test::run_cli({"run", m, "--batch-size", bad}, "Hello\n");
+    INFO(bad);
+    CHECK(b.exit_code == 2);
+    CHECK(b.err.find("--batch-size") != std::string::npos);
+  }
+}
