@@ -205,7 +205,7 @@ void add_inspect(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("inspect", "What is in a checkpoint: tensors, dtypes, parameters, layers, metadata");
   cmd->footer(
       "PATH is a .safetensors/.gguf/.bin/.pt/.pth file, a *.index.json, or a directory\n"
-      "(sharded safetensors with or without index, pytorch_model.bin shards, one .gguf).\n"
+      "(sharded safetensors with or without index, pytorch_model.bin shards, a GGUF or split GGUF parts).\n"
       "Indexing reads headers only; --verify reads every byte.\n"
       "Exit codes: 0 ok (--verify reports NaN/Inf counts and problems in its output), 2 unreadable or\n"
       "malformed checkpoint (the error names the file and byte offset), 130/143 interrupted.\n"

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "convert/gguf_sidecars.hpp"
 #include "convert/gguf_writer.hpp"
 #include "convert/output.hpp"
 #include "convert/plan.hpp"
@@ -102,6 +103,10 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
     for (size_t i = 0; i < plan.tensors.size(); ++i) plan.shards[0].tensors.push_back(i);
   else if (o.shard_by_layer) shard_by_module(plan, ck, layout);
   else shard_by_size(plan, o.shard_size);
+  std::vector<std::pair<std::string, GgufValue>> tokenizer_kvs;
+  if (fmt == OutFormat::GGUF && !renames.empty() && o.names == Names::GGUF && layout.spec)
+    if (auto f = llama3_rope_freqs(*layout.spec); !f.empty()) plan.generated.push_back({"rope_freqs.weight", std::move(f)});
+  if (fmt == OutFormat::GGUF && ck.format != Format::GGUF) tokenizer_kvs = hf_tokenizer_kvs(ck, plan.skipped);
   check_request(o, ck, plan, fmt);
   if (fmt == OutFormat::GGUF) check_gguf_plan(plan);
 
@@ -116,11 +121,10 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
   r.out = o.out;
   r.format = fmt;
   r.dropped = plan.dropped;
-  r.skipped = plan.skipped;
-  r.tensors = plan.tensors.size();
+  r.tensors = plan.tensors.size() + plan.generated.size();
   if (fmt == OutFormat::GGUF) {
-    const uint64_t size = write_gguf(staged.path_for(""), o.out, plan, ck, layout, reader, tick);
-    r.files.push_back({plan.shards[0].file, size, plan.tensors.size()});
+    const uint64_t size = write_gguf(staged.path_for(""), o.out, plan, ck, layout, reader, tokenizer_kvs, tick);
+    r.files.push_back({plan.shards[0].file, size, plan.tensors.size() + plan.generated.size()});
   } else {
     for (const auto& sh : plan.shards) {
       const uint64_t size = write_safetensors(staged.path_for(sh.file), (fs::path(o.out) / sh.file).string(), plan,
@@ -132,8 +136,9 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
       write_file_atomically(staged.path_for("model.safetensors.index.json"), text);
       r.files.push_back({"model.safetensors.index.json", text.size(), 0});
     }
-    r.sidecars = write_sidecars(ck, layout, staged);
+    r.sidecars = write_sidecars(ck, layout, staged, plan.skipped);
   }
+  r.skipped = plan.skipped;
   check_interrupted();
   if (o.verify) {
     verify_output(plan, ck, staged.staging(), fmt == OutFormat::GGUF, o.buffer_bytes);

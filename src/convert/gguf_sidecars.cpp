@@ -1,9 +1,136 @@
 #include "convert/gguf_sidecars.hpp"
 
+#include <optional>
+
+#include <filesystem>
+
+#include "convert/sidecars.hpp"
+#include "core/error.hpp"
+#include "core/source.hpp"
+#include "format/gguf.hpp"
+#include "io/atomic_output.hpp"
+#include "tokenizer/gguf_vocab.hpp"
+#include "tokenizer/tokenizer.hpp"
+
 namespace nunchaku::convert {
 
-std::vector<std::string> write_gguf_sidecars(const Checkpoint&, const ModelLayout&, const StagedOutput&) {
-  return {};
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// The transformers class of each family the architecture table has (gpt2's config uses
+// other field names and is not derived).
+const char* hf_class(const std::string& family) {
+  static const std::pair<const char*, const char*> kClasses[] = {
+      {"llama", "LlamaForCausalLM"},   {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"},
+      {"qwen3", "Qwen3ForCausalLM"},   {"gemma", "GemmaForCausalLM"},     {"gemma2", "Gemma2ForCausalLM"},
+      {"phi3", "Phi3ForCausalLM"},     {"mixtral", "MixtralForCausalLM"},
+  };
+  for (const auto& [f, c] : kClasses)
+    if (family == f) return c;
+  return nullptr;
+}
+
+void write_json(const StagedOutput& out, const std::string& name, const ojson& j) {
+  write_file_atomically(out.path_for(name), j.dump(2, ' ', false) + "\n");
+}
+
+}  // namespace
+
+ojson hf_config_from_spec(const ModelSpec& s, int32_t bos, int32_t eos, int32_t unk, int32_t pad) {
+  const char* cls = hf_class(s.architecture);
+  if (!cls) return nullptr;
+  ojson c = {{"architectures", {cls}}, {"model_type", s.architecture}};
+  auto put = [&](const char* k, int64_t v) { if (v > 0) c[k] = v; };
+  put("hidden_size", s.hidden_size);
+  put("intermediate_size", s.intermediate_size);
+  put("max_position_embeddings", s.max_context);
+  put("num_attention_heads", s.num_heads);
+  put("num_hidden_layers", s.num_layers);
+  put("num_key_value_heads", s.num_kv_heads);
+  // transformers takes head_dim from rope.dimension_count for llama/mistral and computes
+  // it for qwen2; qwen3/gemma state it (their default is not hidden/heads).
+  if (s.architecture != "qwen2" && s.architecture != "mixtral") put("head_dim", s.head_dim);
+  put("vocab_size", s.vocab_size);
+  if (s.norm_eps > 0) c["rms_norm_eps"] = s.norm_eps;
+  if (s.rope_theta > 0) c["rope_theta"] = s.rope_theta;
+  if (s.rope_scaling.is_object()) c["rope_scaling"] = s.rope_scaling;
+  put("num_local_experts", s.num_experts);
+  put("num_experts_per_tok", s.num_experts_per_tok);
+  put("sliding_window", s.sliding_window);
+  c["tie_word_embeddings"] = s.tie_word_embeddings;
+  const std::pair<const char*, int32_t> ids[] = {{"bos_token_id", bos}, {"eos_token_id", eos}, {"unk_token_id", unk}, {"pad_token_id", pad}};
+  for (const auto& [k, id] : ids)
+    if (id >= 0) c[k] = id;
+  return c;
+}
+
+std::vector<std::string> write_gguf_sidecars(const Checkpoint& ck, const ModelLayout& layout, const StagedOutput& out,
+                                             std::vector<std::string>& skipped) {
+  const GgufFile g = read_gguf_file(FileSource(ck.files[0].path));  // a split GGUF's first part holds the metadata
+  std::optional<GgufVocab> vocab;
+  std::string vocab_error;
+  if (g.find("tokenizer.ggml.model")) {
+    try {
+      vocab = read_gguf_vocab(g);
+    } catch (const Error& e) {
+      vocab_error = e.what();
+    }
+  } else {
+    vocab_error = "the GGUF has no tokenizer.ggml.* vocabulary";
+  }
+  std::vector<std::string> names;
+  const ojson config = layout.spec ? hf_config_from_spec(*layout.spec, vocab ? vocab->bos : -1, vocab ? vocab->eos : -1,
+                                                         vocab ? vocab->unk : -1, vocab ? vocab->pad : -1)
+                                   : ojson(nullptr);
+  ojson config_exact = config;
+  if (const GgufValue* arch = g.find("general.architecture"); arch && arch->as_string() && config.is_object()) {
+    // The float32 values exactly, as transformers reads them (the model description keeps
+    // the shortest decimal: 1e-06 rather than 9.999999974752427e-07).
+    const std::pair<const char*, const char*> exact[] = {{".attention.layer_norm_rms_epsilon", "rms_norm_eps"},
+                                                         {".rope.freq_base", "rope_theta"}};
+    for (const auto& [key, field] : exact)
+      if (const GgufValue* x = g.find(*arch->as_string() + key); x && x->as_double() && config_exact.contains(field))
+        config_exact[field] = *x->as_double();
+  }
+  if (config.is_null()) {
+    skipped.push_back("config.json: no transformers config for architecture '" +
+                      (layout.spec ? layout.spec->architecture : std::string("?")) + "'");
+  } else {
+    write_json(out, "config.json", config_exact);
+    names.push_back("config.json");
+  }
+  if (!vocab) {
+    skipped.push_back("tokenizer.json: " + vocab_error);
+    return names;
+  }
+  try {
+    write_json(out, "tokenizer.json", hf_tokenizer_json(*vocab, g.path));
+  } catch (const Error& e) {
+    if (e.code().rfind("tokenizer.", 0) != 0) throw;
+    skipped.push_back(std::string("tokenizer.json: ") + e.what());
+    return names;
+  }
+  write_json(out, "tokenizer_config.json", hf_tokenizer_config(*vocab));
+  names.push_back("tokenizer.json");
+  names.push_back("tokenizer_config.json");
+  return names;
+}
+
+std::vector<std::pair<std::string, GgufValue>> hf_tokenizer_kvs(const Checkpoint& ck, std::vector<std::string>& skipped) {
+  const std::string dir = input_dir(ck);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(std::filesystem::path(dir) / "tokenizer.json", ec)) {
+    skipped.push_back("tokenizer.ggml.*: no tokenizer.json beside the input");
+    return {};
+  }
+  try {
+    return gguf_vocab_kvs(Tokenizer::from_hf_dir(dir).gguf_vocab());
+  } catch (const Error& e) {
+    if (e.code().rfind("tokenizer.", 0) != 0) throw;
+    skipped.push_back(std::string("tokenizer.ggml.*: ") + e.what());
+    return {};
+  }
 }
 
 }  // namespace nunchaku::convert

@@ -74,7 +74,8 @@ int file_type_of(const ConvertPlan& plan) {
 }
 
 std::vector<std::pair<std::string, GgufValue>> metadata(const ConvertPlan& plan, const Checkpoint& ck,
-                                                        const ModelLayout& layout) {
+                                                        const ModelLayout& layout,
+                                                        const std::vector<std::pair<std::string, GgufValue>>& extra) {
   std::vector<std::pair<std::string, GgufValue>> kvs;
   if (ck.format == Format::GGUF) {
     FileSource src(ck.files[0].path);
@@ -94,10 +95,12 @@ std::vector<std::pair<std::string, GgufValue>> metadata(const ConvertPlan& plan,
     u32("attention.head_count_kv", s.num_kv_heads);
     u32("attention.key_length", s.head_dim);
     u32("attention.value_length", s.head_dim);
+    if (s.rope_theta > 0) u32("rope.dimension_count", s.head_dim);
     if (s.norm_eps > 0) kvs.push_back({a + ".attention.layer_norm_rms_epsilon", {float(s.norm_eps)}});
     if (s.rope_theta > 0) kvs.push_back({a + ".rope.freq_base", {float(s.rope_theta)}});
     if (s.vocab_size > 0) kvs.push_back({a + ".vocab_size", {uint32_t(s.vocab_size)}});
   }
+  kvs.insert(kvs.end(), extra.begin(), extra.end());
   const GgufValue ft{uint32_t(file_type_of(plan))};
   auto it = std::find_if(kvs.begin(), kvs.end(), [](const auto& kv) { return kv.first == "general.file_type"; });
   if (it != kvs.end()) it->second = ft;
@@ -122,6 +125,7 @@ void check_gguf_plan(const ConvertPlan& plan) {
 
 uint64_t write_gguf(const std::string& tmp_path, const std::string& shown, const ConvertPlan& plan,
                     const Checkpoint& ck, const ModelLayout& layout, TensorReader& reader,
+                    const std::vector<std::pair<std::string, GgufValue>>& extra_kvs,
                     const std::function<void(uint64_t)>& on_bytes) {
   std::vector<size_t> order(plan.tensors.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -129,11 +133,11 @@ uint64_t write_gguf(const std::string& tmp_path, const std::string& shown, const
     const auto &sa = ck.tensors[plan.tensors[a].src], &sb = ck.tensors[plan.tensors[b].src];
     return sa.file != sb.file ? sa.file < sb.file : sa.offset < sb.offset;
   });
-  const auto kvs = metadata(plan, ck, layout);
+  const auto kvs = metadata(plan, ck, layout, extra_kvs);
   Bytes h;
   h.b = "GGUF";
   h.put<uint32_t>(3);
-  h.put<uint64_t>(order.size());
+  h.put<uint64_t>(order.size() + plan.generated.size());
   h.put<uint64_t>(kvs.size());
   for (const auto& [k, v] : kvs) put_kv(h, k, v);
   uint64_t off = 0;
@@ -146,6 +150,14 @@ uint64_t write_gguf(const std::string& tmp_path, const std::string& shown, const
     h.put<uint64_t>(off);
     off += (t.nbytes + kAlign - 1) / kAlign * kAlign;
   }
+  for (const auto& g : plan.generated) {  // F32 vectors
+    h.str(g.name);
+    h.put<uint32_t>(1);
+    h.put<uint64_t>(g.values.size());
+    h.put<uint32_t>(uint32_t(dtype_info(DType::F32).ggml_id));
+    h.put<uint64_t>(off);
+    off += (g.values.size() * 4 + kAlign - 1) / kAlign * kAlign;
+  }
   h.b.append((kAlign - h.b.size() % kAlign) % kAlign, '\0');
   OutFile out(tmp_path, shown);
   out.write(h.b.data(), h.b.size());
@@ -155,6 +167,10 @@ uint64_t write_gguf(const std::string& tmp_path, const std::string& shown, const
     const TensorInfo& src = ck.tensors[t.src];
     reader.write_to(src, t.dtype, out, on_bytes, {t.qk_heads, t.qk_to_gguf});
     out.write(zeros, (kAlign - t.nbytes % kAlign) % kAlign);
+  }
+  for (const auto& g : plan.generated) {
+    out.write(g.values.data(), g.values.size() * 4);
+    out.write(zeros, (kAlign - g.values.size() * 4 % kAlign) % kAlign);
   }
   const uint64_t size = out.written();
   out.close();

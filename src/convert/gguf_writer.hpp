@@ -1,6 +1,7 @@
 // One GGUF v3 file: the metadata (a GGUF input's key-values copied, general.file_type
 // updated; otherwise general.architecture and the hyper-parameters llama.cpp reads, from
-// the model description), the tensor infos (ggml dims order, offsets aligned to 32), the
+// the model description, plus `extra_kvs`: the tokenizer of an HF input), the tensor
+// infos (ggml dims order, offsets aligned to 32), the
 // data, each tensor padded with zeros to the alignment.
 #pragma once
 
@@ -9,6 +10,7 @@
 
 #include "convert/plan.hpp"
 #include "convert/stream.hpp"
+#include "format/gguf.hpp"
 #include "model/model.hpp"
 
 namespace nunchaku::convert {
@@ -18,6 +20,7 @@ void check_gguf_plan(const ConvertPlan& plan);
 
 uint64_t write_gguf(const std::string& tmp_path, const std::string& shown, const ConvertPlan& plan,
                     const Checkpoint& ck, const ModelLayout& layout, TensorReader& reader,
+                    const std::vector<std::pair<std::string, GgufValue>>& extra_kvs,
                     const std::function<void(uint64_t)>& on_bytes);
 
 }  // namespace nunchaku::convert

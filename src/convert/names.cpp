@@ -1,5 +1,7 @@
 #include "convert/names.hpp"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "core/error.hpp"
@@ -41,9 +43,6 @@ std::vector<Rename> map_names(const Checkpoint& ck, const ModelLayout& layout, N
                 {.file = ck.path, .hint = "supported: llama, mistral, qwen2, qwen3; leave --names out to keep the names"});
   if (layout.naming == want) return {};
   const ModelSpec& spec = *layout.spec;
-  if (want == Naming::GGUF && rope_type(spec) == "llama3")
-    throw Error("convert.names_unsupported", "llama3 rope scaling needs a rope_freqs tensor, which convert does not write yet",
-                {.file = ck.config_path.empty() ? ck.path : ck.config_path, .hint = "keep HF names (leave --names out)"});
 
   std::vector<Rename> out(ck.tensors.size());
   std::vector<bool> placed(ck.tensors.size(), false);
@@ -86,6 +85,33 @@ std::vector<Rename> map_names(const Checkpoint& ck, const ModelLayout& layout, N
       throw Error("convert.names_unmapped", "the tensor belongs to no module of the model",
                   {.file = ck.files[ck.tensors[i].file].path, .tensor = ck.tensors[i].name,
                    .hint = "leave --names out to keep the names as stored"});
+  return out;
+}
+
+std::vector<float> llama3_rope_freqs(const ModelSpec& s) {
+  if (rope_type(s) != "llama3" || s.num_heads <= 0) return {};
+  const nlohmann::json& rs = s.rope_scaling;
+  auto num = [&](const char* k, double d) {
+    auto it = rs.find(k);
+    return it != rs.end() && it->is_number() ? it->get<double>() : d;
+  };
+  const double factor = num("factor", 8.0), low = num("low_freq_factor", 1.0), high = num("high_freq_factor", 4.0);
+  const double old = num("original_max_position_embeddings", 8192);
+  // As convert_hf_to_gguf's LlamaModel.generate_extra_tensors, in torch's float32 arithmetic
+  // (a Python number meeting a float32 tensor is cast to float32 first).
+  const float low_wl = float(old / low), high_wl = float(old / high);
+  const int64_t dim = s.head_dim > 0 ? s.head_dim : s.hidden_size / s.num_heads;
+  std::vector<float> out;
+  for (int64_t i = 0; i < dim; i += 2) {
+    const float freq = 1.0f / std::pow(float(s.rope_theta), float(i) / float(dim));
+    const float wavelen = float(2 * M_PI) / freq;
+    if (wavelen < high_wl) out.push_back(1.0f);
+    else if (wavelen > low_wl) out.push_back(float(factor));
+    else {
+      const float smooth = (float(old) / wavelen - float(low)) / float(high - low);
+      out.push_back(1.0f / ((1.0f - smooth) / float(factor) + smooth));
+    }
+  }
   return out;
 }
 

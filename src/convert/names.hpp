@@ -5,7 +5,7 @@
 // their biases) inside each head for llama.cpp's interleaved RoPE; HF -> GGUF applies that
 // permutation, GGUF -> HF reverses it, so either output runs in nunchaku, transformers and
 // llama.cpp. Tensors the other side recomputes are not written (HF's rotary_emb.inv_freq,
-// GGUF's rope_freqs).
+// GGUF's rope_freqs); HF -> GGUF generates rope_freqs for llama3 rope scaling.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,11 @@ struct Rename {
 // One Rename per tensor of `ck` (empty for Names::Keep or when the checkpoint already has
 // the asked naming). Throws Error("convert.names_*", exit 2) naming the tensor it cannot map.
 std::vector<Rename> map_names(const Checkpoint& ck, const ModelLayout& layout, Names to);
+
+// llama.cpp's rope_freqs tensor for llama3 rope scaling (convert_hf_to_gguf writes it
+// with llama.cpp names; transformers computes it from rope_scaling): one factor per
+// frequency, head_dim/2 values. Empty when the model has no llama3 rope scaling.
+std::vector<float> llama3_rope_freqs(const ModelSpec& spec);
 
 // Row permutation within one head of `head_dim` rows: the input row that output row `r`
 // comes from. HF -> GGUF (convert_hf_to_gguf's permute): output (i, j) <- input (j, i)

@@ -31,8 +31,16 @@ struct Shard {
   uint64_t bytes = 0;           // tensor bytes
 };
 
+// A tensor the output needs that the input does not hold (--names gguf: llama3's
+// rope_freqs, which llama.cpp reads and transformers computes from config.json).
+struct GeneratedTensor {
+  std::string name;
+  std::vector<float> values;         // F32 vector
+};
+
 struct ConvertPlan {
   std::vector<OutTensor> tensors;    // in the model's state_dict order (module order)
+  std::vector<GeneratedTensor> generated;  // written after `tensors` (GGUF output only)
   std::vector<std::string> dropped;  // "duplicate=kept" for shared storages written once
   std::vector<std::string> skipped;  // "name: why" for tensors --names does not write
   std::vector<Shard> shards;

@@ -16,11 +16,17 @@ constexpr std::string_view kSidecars[] = {
 };
 }  // namespace
 
-std::vector<std::string> write_sidecars(const Checkpoint& ck, const ModelLayout& layout, const StagedOutput& out) {
-  if (ck.format == Format::GGUF) return write_gguf_sidecars(ck, layout, out);
+std::string input_dir(const Checkpoint& ck) {
   std::error_code ec;
   fs::path dir = fs::is_directory(ck.path, ec) ? fs::path(ck.path) : fs::path(ck.path).parent_path();
-  if (dir.empty()) dir = ".";
+  return dir.empty() ? "." : dir.string();
+}
+
+std::vector<std::string> write_sidecars(const Checkpoint& ck, const ModelLayout& layout, const StagedOutput& out,
+                                        std::vector<std::string>& skipped) {
+  if (ck.format == Format::GGUF) return write_gguf_sidecars(ck, layout, out, skipped);
+  std::error_code ec;
+  const fs::path dir = input_dir(ck);
   std::vector<std::string> names;
   for (auto name : kSidecars) {
     const fs::path src = dir / name;

@@ -12,7 +12,12 @@
 
 namespace nunchaku::convert {
 
-// Returns the names written (copied, or derived from GGUF metadata when the input is GGUF).
-std::vector<std::string> write_sidecars(const Checkpoint& ck, const ModelLayout& layout, const StagedOutput& out);
+// Returns the names written (copied, or derived from GGUF metadata when the input is GGUF);
+// `skipped` gets "file: why" for a GGUF-derived file that could not be made.
+std::vector<std::string> write_sidecars(const Checkpoint& ck, const ModelLayout& layout, const StagedOutput& out,
+                                        std::vector<std::string>& skipped);
+
+// The directory the sidecars are read from: the input directory, or the input file's.
+std::string input_dir(const Checkpoint& ck);
 
 }  // namespace nunchaku::convert

@@ -23,9 +23,19 @@ void verify_output(const ConvertPlan& plan, const Checkpoint& in, const std::str
   const Checkpoint out = open_checkpoint(out_path);
   std::map<std::string, size_t> by_name;
   for (size_t i = 0; i < out.tensors.size(); ++i) by_name[out.tensors[i].name] = i;
-  if (out.tensors.size() != plan.tensors.size())
+  if (out.tensors.size() != plan.tensors.size() + plan.generated.size())
     fail(out_path, "", std::nullopt,
-         fmt::format("the output holds {} tensors, {} were planned", out.tensors.size(), plan.tensors.size()));
+         fmt::format("the output holds {} tensors, {} were planned", out.tensors.size(),
+                     plan.tensors.size() + plan.generated.size()));
+  for (const auto& g : plan.generated) {
+    auto it = by_name.find(g.name);
+    if (it == by_name.end()) fail(out_path, g.name, std::nullopt, "missing from the output");
+    const TensorInfo& o = out.tensors[it->second];
+    std::vector<float> v(g.values.size());
+    if (o.dtype != DType::F32 || o.nbytes != v.size() * 4) fail(out.files[o.file].path, g.name, o.offset, "dtype or shape differs from the plan");
+    File::open_read_only(out.files[o.file].path).read_at(o.offset, v.data(), o.nbytes);
+    if (std::memcmp(v.data(), g.values.data(), o.nbytes) != 0) fail(out.files[o.file].path, g.name, o.offset, "bytes differ from the plan");
+  }
   (void)gguf;
   TensorReader reader(in, buffer_bytes);
   std::vector<File> files;

@@ -5,6 +5,9 @@
 //   model "gpt2":  byte-level BPE with "a b" merges; tokenizer.ggml.pre names the
 //                  pre-tokenizer regex list (the table below).
 // Token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
+// read_gguf_vocab reads the metadata once into a GgufVocab; from_gguf builds from that.
+#include "tokenizer/gguf_vocab.hpp"
+
 #include <algorithm>
 
 #include "format/gguf.hpp"
@@ -28,109 +31,140 @@ bool int_array(const GgufValue& v, std::vector<int64_t>& out) {
          copy(v.array<int64_t>());
 }
 
+[[noreturn]] void fail(const GgufFile& g, const std::string& code, const std::string& msg, const std::string& hint = "") {
+  TokenizerImpl t;
+  t.source = g.path;
+  t.fail(code, msg, hint);
+}
+
+void read_scalars(const GgufFile& g, GgufVocab& v) {
+  const int64_t n = static_cast<int64_t>(v.tokens.size());
+  auto id = [&](const char* key, bool strict = true) -> int32_t {
+    const GgufValue* x = g.find(key);
+    if (!x) return -1;
+    auto i = x->as_int();
+    if (!i) fail(g, "tokenizer.bad_metadata", std::string(key) + " is not an integer");
+    if (*i == 0xFFFFFFFFll || *i < 0) return -1;  // -1 stored as uint32: "no such token" (llama.cpp's LLAMA_TOKEN_NULL)
+    if (*i >= n && !strict) return -1;  // an EOT/EOM outside the vocabulary is ignored, as before
+    if (*i >= n) fail(g, "tokenizer.bad_token_id", std::string(key) + " = " + std::to_string(*i) + " is outside the vocabulary of " + std::to_string(n));
+    return static_cast<int32_t>(*i);
+  };
+  auto flag = [&](const char* key) -> std::optional<bool> {
+    const GgufValue* x = g.find(key);
+    if (!x) return std::nullopt;
+    auto b = x->as_bool();
+    if (!b) fail(g, "tokenizer.bad_metadata", std::string(key) + " is not a bool");
+    return *b;
+  };
+  v.unk = id("tokenizer.ggml.unknown_token_id");
+  v.bos = id("tokenizer.ggml.bos_token_id");
+  v.eos = id("tokenizer.ggml.eos_token_id");
+  v.pad = id("tokenizer.ggml.padding_token_id");
+  v.eot = id("tokenizer.ggml.eot_token_id", false);
+  v.eom = id("tokenizer.ggml.eom_token_id", false);
+  v.add_bos = flag("tokenizer.ggml.add_bos_token");
+  v.add_eos = flag("tokenizer.ggml.add_eos_token");
+  v.add_space_prefix = flag("tokenizer.ggml.add_space_prefix");
+}
+
 }  // namespace
 
-Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
-  auto t = std::make_shared<TokenizerImpl>();
-  t->source = g.path;
+GgufVocab read_gguf_vocab(const GgufFile& g) {
   auto str = [&](const char* key) -> std::string {
     const GgufValue* v = g.find(key);
     if (!v) return {};
     const std::string* s = v->as_string();
-    if (!s) t->fail("tokenizer.bad_metadata", std::string(key) + " is not a string");
+    if (!s) fail(g, "tokenizer.bad_metadata", std::string(key) + " is not a string");
     return *s;
   };
-  auto id = [&](const char* key) -> int32_t {
-    const GgufValue* v = g.find(key);
-    if (!v) return -1;
-    auto x = v->as_int();
-    if (!x) t->fail("tokenizer.bad_metadata", std::string(key) + " is not an integer");
-    if (*x == 0xFFFFFFFFll || *x < 0) return -1;  // -1 stored as uint32: "no such token" (llama.cpp's LLAMA_TOKEN_NULL)
-    if (*x < -1 || *x >= (int64_t{1} << 31)) t->fail("tokenizer.bad_token_id", std::string(key) + " = " + std::to_string(*x) + " is not a token id");
-    return static_cast<int32_t>(*x);
-  };
-  auto flag = [&](const char* key, bool dflt) {
-    const GgufValue* v = g.find(key);
-    if (!v) return dflt;
-    auto b = v->as_bool();
-    if (!b) t->fail("tokenizer.bad_metadata", std::string(key) + " is not a bool");
-    return *b;
-  };
-
-  const std::string model = str("tokenizer.ggml.model");
-  if (model.empty()) t->fail("tokenizer.missing", "no tokenizer.ggml.model in the GGUF metadata", "this file has no embedded tokenizer; pass the HF model directory instead");
+  GgufVocab v;
+  v.model = str("tokenizer.ggml.model");
+  if (v.model.empty()) fail(g, "tokenizer.missing", "no tokenizer.ggml.model in the GGUF metadata", "this file has no embedded tokenizer; pass the HF model directory instead");
+  if (v.model != "llama" && v.model != "gpt2") fail(g, "tokenizer.unsupported_model", "tokenizer.ggml.model '" + v.model + "' is not supported", "supported: llama (SentencePiece) and gpt2 (byte-level BPE)");
+  v.pre = str("tokenizer.ggml.pre");
   const GgufValue* tv = g.find("tokenizer.ggml.tokens");
   const auto* toks = tv ? tv->strings() : nullptr;
-  if (!toks) t->fail("tokenizer.missing", "tokenizer.ggml.tokens is missing or not a string array");
-  t->tokens = toks->to_vector();
-  const size_t n = t->tokens.size();
-
-  t->attr.assign(n, kAttrNormal);
-  if (const GgufValue* v = g.find("tokenizer.ggml.token_type")) {
+  if (!toks) fail(g, "tokenizer.missing", "tokenizer.ggml.tokens is missing or not a string array");
+  v.tokens = toks->to_vector();
+  const size_t n = v.tokens.size();
+  v.types.assign(n, kTokNormal);
+  if (const GgufValue* x = g.find("tokenizer.ggml.token_type")) {
     std::vector<int64_t> types;
-    if (!int_array(*v, types)) t->fail("tokenizer.bad_metadata", "tokenizer.ggml.token_type is not an integer array");
-    if (types.size() != n) t->fail("tokenizer.size_mismatch", "tokenizer.ggml.token_type has " + std::to_string(types.size()) + " entries for " + std::to_string(n) + " tokens");
-    for (size_t i = 0; i < n; ++i) {
-      switch (types[i]) {
-        case 2: t->attr[i] = kAttrUnknown; break;
-        case 3: t->attr[i] = kAttrControl; break;
-        case 4: t->attr[i] = kAttrUserDefined; break;
-        case 5: t->attr[i] = kAttrUnused; break;
-        case 6: t->attr[i] = kAttrByte; break;
-        default: t->attr[i] = kAttrNormal; break;
-      }
+    if (!int_array(*x, types)) fail(g, "tokenizer.bad_metadata", "tokenizer.ggml.token_type is not an integer array");
+    if (types.size() != n) fail(g, "tokenizer.size_mismatch", "tokenizer.ggml.token_type has " + std::to_string(types.size()) + " entries for " + std::to_string(n) + " tokens");
+    for (size_t i = 0; i < n; ++i) v.types[i] = types[i] >= kTokNormal && types[i] <= kTokByte ? static_cast<int32_t>(types[i]) : kTokNormal;
+  }
+  if (v.model == "llama") {
+    const GgufValue* sv = g.find("tokenizer.ggml.scores");
+    const auto* sc = sv ? sv->array<float>() : nullptr;
+    if (!sc) fail(g, "tokenizer.missing", "tokenizer.ggml.scores is missing or not a float32 array (needed by the llama tokenizer)");
+    if (sc->size() != n) fail(g, "tokenizer.size_mismatch", "tokenizer.ggml.scores has " + std::to_string(sc->size()) + " entries for " + std::to_string(n) + " tokens");
+    v.scores = *sc;
+  } else {
+    const GgufValue* mv = g.find("tokenizer.ggml.merges");
+    const auto* merges = mv ? mv->strings() : nullptr;
+    if (!merges) fail(g, "tokenizer.missing", "tokenizer.ggml.merges is missing or not a string array (needed by the gpt2 tokenizer)");
+    v.merges = merges->to_vector();
+  }
+  read_scalars(g, v);
+  v.chat_template = str("tokenizer.chat_template");
+  return v;
+}
+
+Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
+  const GgufVocab v = read_gguf_vocab(g);
+  auto t = std::make_shared<TokenizerImpl>();
+  t->source = g.path;
+  t->tokens = v.tokens;
+  const size_t n = t->tokens.size();
+  t->attr.assign(n, kAttrNormal);
+  for (size_t i = 0; i < n; ++i) {
+    switch (v.types[i]) {
+      case kTokUnknown: t->attr[i] = kAttrUnknown; break;
+      case kTokControl: t->attr[i] = kAttrControl; break;
+      case kTokUserDefined: t->attr[i] = kAttrUserDefined; break;
+      case kTokUnused: t->attr[i] = kAttrUnused; break;
+      case kTokByte: t->attr[i] = kAttrByte; break;
+      default: t->attr[i] = kAttrNormal; break;
     }
   }
 
-  if (model == "llama") {
+  if (v.model == "llama") {
     t->model = ModelKind::SpmScores;
     t->decode_kind = DecodeKind::Spm;
-    const GgufValue* sv = g.find("tokenizer.ggml.scores");
-    const auto* sc = sv ? sv->array<float>() : nullptr;
-    if (!sc) t->fail("tokenizer.missing", "tokenizer.ggml.scores is missing or not a float32 array (needed by the llama tokenizer)");
-    if (sc->size() != n) t->fail("tokenizer.size_mismatch", "tokenizer.ggml.scores has " + std::to_string(sc->size()) + " entries for " + std::to_string(n) + " tokens");
-    t->scores = *sc;
-    t->spm_space_prefix = flag("tokenizer.ggml.add_space_prefix", true);
+    t->scores = v.scores;
+    t->spm_space_prefix = v.add_space_prefix.value_or(true);
     t->spm_escape_spaces = true;
     t->strip_leading_space = t->spm_space_prefix;
     t->byte_fallback = true;
-  } else if (model == "gpt2") {
+  } else {
     t->model = ModelKind::BpeRanks;
     t->byte_level = true;
     t->decode_kind = DecodeKind::ByteLevel;
-    std::string pre = str("tokenizer.ggml.pre");
-    auto table = gguf_pretokenizer(pre.empty() ? "default" : pre);
-    if (!table) t->fail("tokenizer.unknown_pretokenizer", "unknown tokenizer.ggml.pre '" + pre + "'", "supported names are listed in docs/tokenizer.md");
+    auto table = gguf_pretokenizer(v.pre.empty() ? "default" : v.pre);
+    if (!table) t->fail("tokenizer.unknown_pretokenizer", "unknown tokenizer.ggml.pre '" + v.pre + "'", "supported names are listed in docs/tokenizer.md");
     for (const std::string& re : table->regexes) {
       PreStep st;
       st.regex = std::make_shared<const Regex>(re, g.path);
       t->pre.push_back(std::move(st));
     }
     t->ignore_merges = table->ignore_merges;
-  } else {
-    t->fail("tokenizer.unsupported_model", "tokenizer.ggml.model '" + model + "' is not supported", "supported: llama (SentencePiece) and gpt2 (byte-level BPE)");
   }
 
-  t->unk = id("tokenizer.ggml.unknown_token_id");
-  t->bos = id("tokenizer.ggml.bos_token_id");
-  t->eos = id("tokenizer.ggml.eos_token_id");
-  t->pad = id("tokenizer.ggml.padding_token_id");
-  if (t->unk < 0 && model == "llama") {
+  t->unk = v.unk;
+  t->bos = v.bos;
+  t->eos = v.eos;
+  t->pad = v.pad;
+  if (t->unk < 0 && v.model == "llama") {
     for (size_t i = 0; i < n; ++i) if (t->attr[i] & kAttrUnknown) { t->unk = static_cast<int32_t>(i); break; }
   }
-  const bool add_bos = flag("tokenizer.ggml.add_bos_token", model == "llama");
-  const bool add_eos = flag("tokenizer.ggml.add_eos_token", false);
-  for (int32_t x : {t->unk, t->bos, t->eos, t->pad}) {
-    if (x < -1 || x >= static_cast<int64_t>(n)) t->fail("tokenizer.bad_token_id", "special token id " + std::to_string(x) + " is outside the vocabulary of " + std::to_string(n));
-  }
-  if (add_bos && t->bos >= 0) t->prefix_ids.push_back(t->bos);
-  if (add_eos && t->eos >= 0) t->suffix_ids.push_back(t->eos);
+  if (v.adds_bos() && t->bos >= 0) t->prefix_ids.push_back(t->bos);
+  if (v.adds_eos() && t->eos >= 0) t->suffix_ids.push_back(t->eos);
 
   // Generation ends at EOS, EOT/EOM when given, and the usual end-of-turn control tokens.
   if (t->eos >= 0) t->eos_ids.push_back(t->eos);
-  for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
-    int32_t x = id(key);
-    if (x >= 0 && x < static_cast<int64_t>(n) && std::find(t->eos_ids.begin(), t->eos_ids.end(), x) == t->eos_ids.end()) t->eos_ids.push_back(x);
+  for (int32_t x : {v.eot, v.eom}) {
+    if (x >= 0 && std::find(t->eos_ids.begin(), t->eos_ids.end(), x) == t->eos_ids.end()) t->eos_ids.push_back(x);
   }
   for (size_t i = 0; i < n; ++i) {
     static const char* kEog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "</s>"};
@@ -155,17 +189,14 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
   // Unknown tokens behave like control tokens for is_special / skip_special.
   for (auto& a : t->attr) if (a & kAttrUnknown) a |= kAttrControl;
 
-  t->chat_template = str("tokenizer.chat_template");
+  t->chat_template = v.chat_template;
   t->finish();
 
-  if (model == "gpt2") {
+  if (v.model == "gpt2") {
     // BPE merges "left right" (split at the first space after the first character).
-    const GgufValue* mv = g.find("tokenizer.ggml.merges");
-    const auto* merges = mv ? mv->strings() : nullptr;
-    if (!merges) t->fail("tokenizer.missing", "tokenizer.ggml.merges is missing or not a string array (needed by the gpt2 tokenizer)");
-    t->merges.reserve(merges->size() * 2);
-    for (size_t r = 0; r < merges->size(); ++r) {
-      const std::string m((*merges)[r]);
+    t->merges.reserve(v.merges.size() * 2);
+    for (size_t r = 0; r < v.merges.size(); ++r) {
+      const std::string& m = v.merges[r];
       size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
       if (sp == std::string::npos) t->fail("tokenizer.bad_merge", "merge #" + std::to_string(r) + " '" + m + "' is not two tokens separated by a space");
       auto a = t->token_to_id.find(m.substr(0, sp));

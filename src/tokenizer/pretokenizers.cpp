@@ -59,6 +59,23 @@ const std::vector<Entry>& table() {
 
 const char* const kGpt2ByteLevelRegex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+std::vector<std::string> hf_spelling(const std::vector<std::string>& regexes) {
+  static const std::string folded = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])";
+  static const std::string hf = "(?i:'s|'t|'re|'ve|'m|'ll|'d)";
+  std::vector<std::string> out = regexes;
+  for (auto& re : out)
+    for (size_t at = re.find(folded); at != std::string::npos; at = re.find(folded, at + hf.size()))
+      re.replace(at, folded.size(), hf);
+  return out;
+}
+
+std::optional<std::string> gguf_pretokenizer_name(const std::vector<std::string>& hf_regexes) {
+  for (const Entry& e : table()) {
+    if (hf_spelling(e.spec.regexes) == hf_regexes) return std::string(e.names.front());
+  }
+  return std::nullopt;
+}
+
 std::optional<PretokenizerSpec> gguf_pretokenizer(std::string_view name) {
   for (const Entry& e : table()) {
     if (std::find(e.names.begin(), e.names.end(), name) != e.names.end()) return e.spec;

@@ -18,6 +18,12 @@ struct PretokenizerSpec {
 // nullopt for a name not in the table.
 std::optional<PretokenizerSpec> gguf_pretokenizer(std::string_view name);
 
+// The same regexes as tokenizer.json spells them (Llama-3/Qwen2 contractions as
+// `(?i:'s|...)`), and the first table name whose list is exactly `hf_regexes` in that
+// spelling (nullopt when none): how convert maps a tokenizer.json split to tokenizer.ggml.pre.
+std::vector<std::string> hf_spelling(const std::vector<std::string>& regexes);
+std::optional<std::string> gguf_pretokenizer_name(const std::vector<std::string>& hf_regexes);
+
 // The regex HF's ByteLevel pre-tokenizer uses when use_regex is true (GPT-2's, plus `|\s+`).
 extern const char* const kGpt2ByteLevelRegex;
 

@@ -23,6 +23,7 @@
 namespace nunchaku {
 
 struct GgufFile;
+struct GgufVocab;
 struct TokenizerImpl;
 
 class Tokenizer {
@@ -35,6 +36,13 @@ class Tokenizer {
   [[nodiscard]] static Tokenizer from_hf_json(std::string_view tokenizer_json, const std::string& name);
   // The tokenizer embedded in a GGUF file's metadata (tokenizer.ggml.*).
   [[nodiscard]] static Tokenizer from_gguf(const GgufFile& gguf);
+
+  // The vocabulary as GGUF key-values describe it (tokenizer/gguf_vocab.hpp), for writing
+  // a GGUF: byte-level BPE becomes "gpt2" with the tokenizer.ggml.pre whose regexes the
+  // tokenizer splits with; SentencePiece-style BPE (byte fallback, U+2581 spaces) becomes
+  // "llama" with each merged token scored by its merge's rank, so llama.cpp's merge-by-score
+  // follows the merges. Throws Error("tokenizer.no_gguf_form", exit 2) for anything else.
+  GgufVocab gguf_vocab() const;
 
   // add_special: BOS/EOS as the tokenizer's post-processor or add_bos_token says.
   // parse_special: text spelling a special (control) token becomes that token; user-defined

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""References for `nunchaku convert` between GGUF and Hugging Face directories, made by the
+two tools people use for it, into testdata/convert/gguf/:
+
+1. llama.cpp's convert_hf_to_gguf.py (HF -> GGUF, --outtype f32) on testdata/run/llama-spm
+   and testdata/run/qwen2-bpe: `<name>.gguf`, the tokenizer.ggml.* key-values that convert
+   writes from tokenizer.json are compared with. Its pre-tokenizer detection hashes the ids of
+   a test string against a list of known models, which a tokenizer trained for the fixtures
+   is not on; the script names it ("qwen2", the regex its tokenizer.json splits with).
+   Also `rope_freqs-llama3.safetensors`: the rope_freqs tensor convert_hf_to_gguf generates
+   for testdata/engine/llama3-rope (llama3 rope scaling; that model has no tokenizer, so the
+   vocabulary step is skipped there).
+2. transformers' GGUF loading (`from_pretrained(dir, gguf_file=...)`, then save_pretrained)
+   on those GGUF files (transformers 5.24 cannot read testdata/models/llama-gguf/model.gguf,
+   whose metadata holds a nested array):
+   `sidecars/<name>/{config.json,tokenizer.json,tokenizer_config.json}`, plus `ids.json`, the
+   ids transformers' tokenizer gives for a set of strings (with and without special tokens).
+   (stories260K.gguf of ../shared/testfiles is not used: transformers 5.24 fails on its
+   padding_token_id 0xFFFFFFFF, llama.cpp's "no token".)
+
+Needs a llama.cpp source tree for convert_hf_to_gguf.py (and its gguf-py), e.g. from the
+llama-cpp-python source package:
+    pip download llama-cpp-python==0.3.36 --no-deps --no-binary :all: && tar xzf llama_cpp_python-0.3.36.tar.gz
+    LLAMA_CPP=$PWD/llama_cpp_python-0.3.36/vendor/llama.cpp /work/venv-convert/bin/python scripts/make_gguf_convert_fixtures.py
+(checked with that tree, transformers 5.24, tokenizers 0.23, torch 2.15).
+"""
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+OUT = os.path.join(ROOT, "testdata", "convert", "gguf")
+
+STRINGS = [
+    "Once upon a time",
+    "Hello world",
+    " leading space and  two spaces",
+    "The quick brown fox jumps over the lazy dog.",
+    "numbers 1234567 and symbols !?#",
+    "line one\nline two\n\nend",
+    "caf\u00e9 na\u00efve \u4f60\u597d \U0001F600",
+    "<s>bos inside</s>",
+    "<|im_start|>user\nhi<|im_end|>",
+    "",
+]
+
+
+def convert_hf_to_gguf(llama_cpp, src, dst, pre=None, no_vocab=False):
+    sys.path[:0] = [os.path.join(llama_cpp, "gguf-py"), llama_cpp]
+    import convert_hf_to_gguf as c
+    import conversion.base as base
+    if pre is not None:
+        base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
+    import conversion.llama as llama
+    if no_vocab:
+        llama.LlamaModel.set_vocab = lambda self: None
+    saved = sys.argv
+    sys.argv = ["convert_hf_to_gguf", src, "--outfile", dst, "--outtype", "f32"]
+    try:
+        c.main()
+    finally:
+        sys.argv = saved
+
+
+def rope_freqs(llama_cpp):
+    import gguf
+    from safetensors.numpy import save_file
+    with tempfile.TemporaryDirectory() as d:
+        g = os.path.join(d, "llama3.gguf")
+        convert_hf_to_gguf(llama_cpp, os.path.join(ROOT, "testdata", "engine", "llama3-rope"), g, no_vocab=True)
+        r = gguf.GGUFReader(g)
+        t = next(t for t in r.tensors if t.name == "rope_freqs.weight")
+        save_file({"rope_freqs.weight": t.data.copy()}, os.path.join(OUT, "rope_freqs-llama3.safetensors"))
+
+
+def transformers_sidecars(gguf_path, name):
+    from transformers import AutoConfig, AutoTokenizer
+    d, f = os.path.split(gguf_path)
+    dst = os.path.join(OUT, "sidecars", name)
+    shutil.rmtree(dst, ignore_errors=True)
+    os.makedirs(dst)
+    AutoConfig.from_pretrained(d, gguf_file=f).save_pretrained(dst)
+    tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
+    tok.save_pretrained(dst)
+    for extra in ("special_tokens_map.json",):  # keep the files compared
+        p = os.path.join(dst, extra)
+        if os.path.exists(p):
+            os.remove(p)
+    ids = [{"text": s,
+            "ids": tok.encode(s, add_special_tokens=False),
+            "ids_special": tok.encode(s, add_special_tokens=True)} for s in STRINGS]
+    with open(os.path.join(dst, "ids.json"), "w") as fh:
+        json.dump({"gguf": os.path.relpath(gguf_path, ROOT) if gguf_path.startswith(ROOT) else "shared:" + f,
+                   "cases": ids}, fh, indent=1, ensure_ascii=False)
+        fh.write("\n")
+
+
+def main():
+    llama_cpp = os.environ.get("LLAMA_CPP")
+    if not llama_cpp:
+        sys.exit("set LLAMA_CPP to a llama.cpp source tree (see the docstring)")
+    os.makedirs(OUT, exist_ok=True)
+    convert_hf_to_gguf(llama_cpp, os.path.join(ROOT, "testdata", "run", "qwen2-bpe"),
+                       os.path.join(OUT, "qwen2-bpe.gguf"), pre="qwen2")
+    convert_hf_to_gguf(llama_cpp, os.path.join(ROOT, "testdata", "run", "llama-spm"),
+                       os.path.join(OUT, "llama-spm.gguf"))
+    rope_freqs(llama_cpp)
+    transformers_sidecars(os.path.join(OUT, "qwen2-bpe.gguf"), "qwen2-bpe")
+    transformers_sidecars(os.path.join(OUT, "llama-spm.gguf"), "llama-spm")
+
+
+if __name__ == "__main__":
+    main()

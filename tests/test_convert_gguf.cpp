@@ -1,0 +1,248 @@
+// convert between GGUF and Hugging Face directories, against the two tools people use for
+// it (scripts/make_gguf_convert_fixtures.py, testdata/convert/gguf/):
+//   - llama.cpp's convert_hf_to_gguf made <name>.gguf from testdata/run/<name>: the
+//     tokenizer key-values and tensors convert writes from the same HF directory;
+//   - transformers' from_pretrained(gguf_file=...) + save_pretrained made sidecars/<name>/:
+//     the config.json, tokenizer.json and tokenizer_config.json convert derives from the GGUF,
+//     and ids.json, what that tokenizer gives for a set of strings;
+//   - converted models generate the same greedy tokens in `nunchaku run` as their input.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/file.hpp"
+#include "core/source.hpp"
+#include "format/gguf.hpp"
+#include "format/open.hpp"
+#include "tests/helpers.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+using namespace nunchaku;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kDir = "convert/gguf/";
+
+test::RunResult convert(const std::vector<std::string>& args) {
+  std::vector<std::string> a = {"convert"};
+  a.insert(a.end(), args.begin(), args.end());
+  a.push_back("-q");
+  return test::run_cli(a);
+}
+
+GgufFile gguf(const std::string& path) { return read_gguf_file(FileSource(path)); }
+
+// Same JSON value; numbers compared as doubles (1 == 1.0).
+bool same(const json& a, const json& b) {
+  if (a.is_number() && b.is_number()) return a.get<double>() == b.get<double>();
+  return a == b;
+}
+
+// config.json: every field transformers derived from the GGUF is ours with the same value;
+// a field both have agrees; ours adds only `architectures` (and spells transformers 5's
+// rope_parameters.rope_theta as rope_theta, which both transformers 4 and 5 read).
+void check_config(const json& ours, const json& ref) {
+  for (const auto& [k, v] : ref.items()) {
+    if (k == "transformers_version" || k == "_model_name_or_path") continue;
+    INFO(k);
+    if (k == "rope_parameters") {
+      CHECK(same(ours.at("rope_theta"), v.at("rope_theta")));
+      continue;
+    }
+    static const std::set<std::string> derived = {
+        "model_type", "hidden_size", "intermediate_size", "max_position_embeddings", "num_attention_heads",
+        "num_hidden_layers", "num_key_value_heads", "rms_norm_eps", "vocab_size", "head_dim",
+        "bos_token_id", "eos_token_id", "unk_token_id", "pad_token_id", "tie_word_embeddings"};
+    if (v.is_null()) CHECK((!ours.contains(k) || ours[k].is_null()));
+    else if (derived.count(k)) CHECK((ours.contains(k) && same(ours[k], v)));
+    else if (ours.contains(k)) CHECK(same(ours[k], v));
+  }
+  for (const auto& [k, v] : ours.items()) {
+    INFO(k);
+    CHECK((ref.contains(k) || k == "architectures" || k == "rope_theta"));
+  }
+}
+
+// Same GGUF value: type and contents (nested arrays are not compared).
+bool same_value(const GgufValue& a, const GgufValue& b) {
+  if (a.data.index() != b.data.index()) return false;
+  const auto* x = std::get_if<GgufArray>(&a.data);
+  const auto* y = std::get_if<GgufArray>(&b.data);
+  if (!x) return std::visit([&](const auto& v) {
+      using T = std::decay_t<decltype(v)>;
+      if constexpr (std::is_same_v<T, GgufArray>) return false;
+      else return v == std::get<T>(b.data);
+    }, a.data);
+  if (x->index() != y->index()) return false;
+  return std::visit([&](const auto& v) {
+    using T = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<T, std::vector<GgufValue>>) return false;
+    else return v == std::get<T>(*y);
+  }, *x);
+}
+
+std::vector<int32_t> ids_of(const json& j) { return j.get<std::vector<int32_t>>(); }
+
+}  // namespace
+
+TEST_CASE("convert GGUF -> HF: config.json and tokenizer files as transformers builds them", "[convert][gguf]") {
+  for (const std::string name : {"qwen2-bpe", "llama-spm"}) {
+    INFO(name);
+    const std::string in = test::testdata(kDir + name + ".gguf"), ref = test::testdata(kDir + "sidecars/" + name);
+    test::TempDir d;
+    const std::string out = d.file("hf");
+    auto r = convert({in, out, "--names", "hf"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    check_config(test::read_json(out + "/config.json"), test::read_json(ref + "/config.json"));
+    CHECK(test::read_json(out + "/config.json")["architectures"] ==
+          json::array({name == "qwen2-bpe" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}));
+
+    const json tc = test::read_json(out + "/tokenizer_config.json"), rtc = test::read_json(ref + "/tokenizer_config.json");
+    for (const char* k : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
+      INFO(k);
+      CHECK(tc.value(k, json()) == rtc.value(k, json()));
+    }
+    CHECK(tc.value("chat_template", "") == test::read_text(ref + "/chat_template.jinja"));
+
+    // The same ids as transformers' tokenizer, through our tokenizer reading our files and
+    // reading transformers' files.
+    const Tokenizer ours = Tokenizer::from_hf_dir(out), theirs = Tokenizer::from_hf_dir(ref);
+    const json cases = test::read_json(ref + "/ids.json")["cases"];
+    REQUIRE(cases.size() >= 8);
+    for (const auto& c : cases) {
+      const std::string text = c["text"];
+      INFO(text);
+      CHECK(ours.encode(text, false, true) == ids_of(c["ids"]));
+      CHECK(ours.encode(text, true, true) == ids_of(c["ids_special"]));
+      CHECK(theirs.encode(text, true, true) == ids_of(c["ids_special"]));
+    }
+  }
+}
+
+TEST_CASE("convert HF -> GGUF: tokenizer key-values and tensors as convert_hf_to_gguf writes them", "[convert][gguf]") {
+  for (const std::string name : {"qwen2-bpe", "llama-spm"}) {
+    INFO(name);
+    test::TempDir d;
+    const std::string out = d.file("m.gguf");
+    auto r = convert({test::testdata("run/" + name), out, "--names", "gguf"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const GgufFile ours = gguf(out), ref = gguf(test::testdata(kDir + name + ".gguf"));
+    const bool spm = name == "llama-spm";
+    for (const char* k : {"tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
+                          "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                          "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id",
+                          "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token", "tokenizer.chat_template"}) {
+      INFO(k);
+      const GgufValue *a = ours.find(k), *b = ref.find(k);
+      REQUIRE((a == nullptr) == (b == nullptr));
+      if (a) CHECK(same_value(*a, *b));
+    }
+    // convert_hf_to_gguf scores every SentencePiece-style token -1000 (it has no
+    // tokenizer.model); ours follow the merges, so llama.cpp's tokenizer reading our GGUF
+    // gives the HF tokenizer's ids.
+    if (spm) CHECK(ref.find("tokenizer.ggml.scores")->array<float>()->at(300) == -1000.0f);
+    const Tokenizer hf = Tokenizer::from_hf_dir(test::testdata("run/" + name)), back = Tokenizer::from_gguf(ours);
+    for (const auto& c : test::read_json(test::testdata(kDir + "sidecars/" + name + "/ids.json"))["cases"]) {
+      const std::string text = c["text"];
+      INFO(text);
+      CHECK(back.encode(text, true, true) == hf.encode(text, true, true));
+    }
+    // Tensors: same names, shapes, types and bytes (Q/K permuted for llama).
+    REQUIRE(ours.tensors.size() == ref.tensors.size());
+    for (const auto& t : ref.tensors) {
+      INFO(t.name);
+      const GgufTensor* o = ours.find_tensor(t.name);
+      REQUIRE(o);
+      CHECK(o->ne == t.ne);
+      CHECK(o->ggml_type == t.ggml_type);
+      std::string a(o->nbytes, '\0'), b(t.nbytes, '\0');
+      File::open_read_only(out).read_at(o->offset, a.data(), a.size());
+      File::open_read_only(ref.path).read_at(t.offset, b.data(), b.size());
+      CHECK(a == b);
+    }
+  }
+}
+
+TEST_CASE("convert --names gguf: llama3 rope scaling gets convert_hf_to_gguf's rope_freqs", "[convert][gguf]") {
+  test::TempDir d;
+  const std::string out = d.file("l3.gguf");
+  auto r = convert({test::testdata("engine/llama3-rope"), out, "--names", "gguf", "--verify"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const Checkpoint ours = open_checkpoint(out), ref = open_checkpoint(test::testdata(kDir + "rope_freqs-llama3.safetensors"));
+  const TensorInfo *a = ours.find("rope_freqs.weight"), *b = ref.find("rope_freqs.weight");
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(a->shape == b->shape);
+  REQUIRE(a->nbytes == b->nbytes);
+  std::vector<float> va(a->nbytes / 4), vb(b->nbytes / 4);
+  File::open_read_only(ours.files[a->file].path).read_at(a->offset, va.data(), a->nbytes);
+  File::open_read_only(ref.files[b->file].path).read_at(b->offset, vb.data(), b->nbytes);
+  CHECK(va == vb);
+  CHECK(*std::max_element(vb.begin(), vb.end()) > 1.0f);  // the fixture does scale
+}
+
+namespace {
+
+// The greedy token ids `nunchaku run --raw` gives for each prompt, one list per prompt.
+std::vector<json> run_tokens(const std::string& model, const std::vector<std::string>& prompts, int max_tokens) {
+  std::string in;
+  for (const auto& p : prompts) in += json({{"prompt", p}}).dump() + "\n";
+  auto r = test::run_cli({"run", model, "--raw", "--max-tokens", std::to_string(max_tokens), "-q"}, in);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::vector<json> out;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) out.push_back(json::parse(line)["token_ids"]);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("convert: HF -> GGUF (--names gguf) and GGUF -> HF (--names hf) generate the same tokens in run", "[convert][gguf]") {
+  for (const std::string name : {"qwen2-bpe", "llama-spm"}) {
+    INFO(name);
+    const std::string dir = test::testdata("run/" + name);
+    const json exp = test::read_json(dir + "/expected.json");
+    std::vector<std::string> prompts;
+    std::vector<json> want;
+    for (const auto& c : exp["cases"])
+      if (c["mode"] == "raw") prompts.push_back(c["prompt"]), want.push_back(c["completion_ids"]);
+    REQUIRE(!prompts.empty());
+    const int n = exp["max_tokens"].get<int>();
+    test::TempDir d;
+    // HF -> GGUF with its own tokenizer: transformers' tokens.
+    auto r = convert({dir, d.file("m.gguf"), "--names", "gguf"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(run_tokens(d.file("m.gguf"), prompts, n) == want);
+    // ... and back to HF: config.json and tokenizer files derived from the GGUF.
+    r = convert({d.file("m.gguf"), d.file("back"), "--names", "hf"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(run_tokens(d.file("back"), prompts, n) == want);
+  }
+  // convert_hf_to_gguf's qwen2 GGUF to HF (its llama-spm GGUF tokenizes differently in
+  // llama.cpp and in transformers, see above, so only the BPE one is compared).
+  const std::string gguf_in = test::testdata(kDir + "qwen2-bpe.gguf");
+  const json exp = test::read_json(test::testdata("run/qwen2-bpe/expected.json"));
+  std::vector<std::string> prompts;
+  for (const auto& c : exp["cases"])
+    if (c["mode"] == "raw") prompts.push_back(c["prompt"]);
+  test::TempDir d;
+  auto r = convert({gguf_in, d.file("hf"), "--names", "hf"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const int n = exp["max_tokens"].get<int>();
+  CHECK(run_tokens(d.file("hf"), prompts, n) == run_tokens(gguf_in, prompts, n));
+}
