@@ -57,22 +57,13 @@ void StagedOutput::commit() {
   committed_ = true;
 }
 
-OutFile::OutFile(std::string tmp_path, std::string shown_path) : shown_(std::move(shown_path)), tmp_(std::move(tmp_path)) {
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd_ < 0)
-    throw Error("io.write", fmt::format("cannot create: {}", std::strerror(errno)), {.file = shown_}, Exit::Internal);
-  register_cleanup_path(tmp_);
-}
-
-OutFile::~OutFile() {
-  unregister_cleanup_path(tmp_);
-  if (fd_ >= 0) ::close(fd_);
-}
+OutFile::OutFile(const std::string& path, std::string shown_path)
+    : shown_(std::move(shown_path)), out_(path, {.durable = false}) {}
 
 void OutFile::write(const void* data, size_t n) {
   auto* p = static_cast<const char*>(data);
   while (n > 0) {
-    const ssize_t w = ::write(fd_, p, n);
+    const ssize_t w = ::write(fd(), p, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) fail_write(w < 0 ? errno : ENOSPC);
     p += w, n -= size_t(w), off_ += uint64_t(w);
@@ -88,11 +79,6 @@ void OutFile::fail_write(int e) const {
               Exit::Internal);
 }
 
-void OutFile::close() {
-  const int fd = fd_;
-  fd_ = -1;
-  if (fd >= 0 && ::close(fd) != 0)
-    throw Error("io.write", fmt::format("close failed: {}", std::strerror(errno)), {.file = shown_}, Exit::Internal);
-}
+void OutFile::close() { out_.commit(); }
 
 }  // namespace nunchaku::convert

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "io/atomic_output.hpp"
+
 namespace nunchaku::convert {
 
 class StagedOutput {
@@ -31,12 +33,14 @@ class StagedOutput {
   bool dir_ = false, committed_ = false;
 };
 
-// A new file written sequentially; write errors name the final file and its offset.
-// ENOSPC/EDQUOT give Error("convert.disk_full", exit 1).
+// A new file written sequentially through the one output writer (io/atomic_output: a
+// temporary beside `path`, removed on failure or a second signal, renamed to `path` by
+// close()); write errors name the final file and its offset. ENOSPC/EDQUOT give
+// Error("convert.disk_full", exit 1). No fsync: the staging directory's rename is what
+// makes the output appear whole.
 class OutFile {
  public:
-  OutFile(std::string tmp_path, std::string shown_path);
-  ~OutFile();
+  OutFile(const std::string& path, std::string shown_path);
   OutFile(const OutFile&) = delete;
   OutFile& operator=(const OutFile&) = delete;
   void write(const void* data, size_t n);
@@ -45,12 +49,12 @@ class OutFile {
   // Throws the error write() would for errno `e`.
   [[noreturn]] void fail_write(int e) const;
   uint64_t written() const { return off_; }
-  int fd() const { return fd_; }
-  void close();  // fsync is left to the OS; close errors are reported
+  int fd() const { return out_.fd(); }
+  void close();  // renames the temporary to `path`
 
  private:
-  std::string shown_, tmp_;
-  int fd_ = -1;
+  std::string shown_;
+  AtomicOutput out_;
   uint64_t off_ = 0;
 };
 

@@ -93,7 +93,7 @@ void check_not_input(const std::string& path) {
                 {.file = path, .hint = "choose another output path"});
 }
 
-AtomicOutput::AtomicOutput(std::string path) : path_(std::move(path)) {
+AtomicOutput::AtomicOutput(std::string path, AtomicOptions opts) : path_(std::move(path)), opts_(opts) {
   check_not_input(path_);
   struct stat st {};
   const bool replacing = ::stat(path_.c_str(), &st) == 0;
@@ -129,7 +129,7 @@ void AtomicOutput::commit() {
   f_ = nullptr;
   int err = 0;
   if (std::fflush(f) != 0 || std::ferror(f)) err = errno ? errno : EIO;
-  if (!err && ::fsync(::fileno(f)) != 0) err = errno;
+  if (!err && opts_.durable && ::fsync(::fileno(f)) != 0) err = errno;
   if (std::fclose(f) != 0 && !err) err = errno;
   if (!err) {
     if (::rename(tmp_.c_str(), path_.c_str()) != 0) err = errno;
@@ -140,7 +140,7 @@ void AtomicOutput::commit() {
     throw write_error(path_, std::strerror(err));
   }
   unregister_cleanup_path(tmp_);
-  fsync_dir_of(path_);
+  if (opts_.durable) fsync_dir_of(path_);
 }
 
 void write_file_atomically(const std::string& path, std::string_view text) {

@@ -29,15 +29,24 @@ void clear_noted_inputs();
 // Error io.output_is_input when `path` exists and is a recorded input.
 void check_not_input(const std::string& path);
 
+struct AtomicOptions {
+  // false: commit() skips the fsyncs and leaves writeback to the OS (convert, whose
+  // multi-GB shards stay whole-or-absent through its staging directory's rename).
+  bool durable = true;
+};
+
 class AtomicOutput {
  public:
   // Creates the temporary; Error io.output_is_input, or io.write naming `path`.
-  explicit AtomicOutput(std::string path);
+  explicit AtomicOutput(std::string path, AtomicOptions opts = {});
   ~AtomicOutput();  // not committed: closes and removes the temporary
   AtomicOutput(const AtomicOutput&) = delete;
   AtomicOutput& operator=(const AtomicOutput&) = delete;
 
   std::FILE* file() const { return f_; }
+  // The temporary's descriptor, for writers that bypass stdio (write(2), copy_file_range);
+  // they must not mix it with buffered writes to file().
+  int fd() const { return f_ ? ::fileno(f_) : -1; }
   const std::string& path() const { return path_; }
   const std::string& temp_path() const { return tmp_; }
   // Flushes, fsyncs, closes and renames over `path`; Error io.write if any step fails
@@ -47,6 +56,7 @@ class AtomicOutput {
  private:
   std::string path_, tmp_;
   std::FILE* f_ = nullptr;
+  AtomicOptions opts_;
 };
 
 // The whole of `text` to `path` through an AtomicOutput. A SIGINT/SIGTERM that arrives
