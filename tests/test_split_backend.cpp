@@ -131,3 +131,74 @@ TEST_CASE("split backend: a layout that does not match the parts or the model is
   auto split = make_split_backend(cpu_parts(2), {{0, 1, 1}, 0, 1, -1});  // 3 layers named, the model has 2
   CHECK_THROWS_WITH(Transformer(m.layout, *m.weights, *split, options()), Catch::Contains("3 layers"));
 }
+
+namespace {
+
+// A CPU backend that claims it cannot read host memory (only file mappings), as a GPU
+// backend cannot: the Transformer must gather an untied embedding on the host for it.
+class HostBlind final : public Backend {
+ public:
+  std::unique_ptr<Backend> in = make_cpu_backend(2);
+  std::string describe() const override { return "host-blind " + in->describe(); }
+  Device device() const override { return in->device(); }
+  bool can_read(Device d) const override { return d.kind == Device::Kind::Disk; }
+  int threads() const override { return in->threads(); }
+  void allocate(const BackendSetup& s) override { in->allocate(s); }
+  uint64_t allocated_bytes() const override { return in->allocated_bytes(); }
+  void set_tokens(const BatchTokens& t) override { in->set_tokens(t); }
+  void embed(const WeightMatrix& table) override {
+    ++embeds;
+    in->embed(table);
+  }
+  void rmsnorm(Buf a, Buf b, const VecRef& w) override { in->rmsnorm(a, b, w); }
+  void matmul(std::span<const MatmulJob> j, Buf x) override { in->matmul(j, x); }
+  void rope_and_cache(int64_t l, const VecRef& q, const VecRef& k) override { in->rope_and_cache(l, q, k); }
+  void attention(int64_t l, int64_t w) override { in->attention(l, w); }
+  void add_rmsnorm(Buf x, Buf d, Buf o, const VecRef& w) override { in->add_rmsnorm(x, d, o, w); }
+  void add(Buf x, Buf d) override { in->add(x, d); }
+  void silu_mul(Buf g, Buf u) override { in->silu_mul(g, u); }
+  void select_rows(std::span<const int64_t> r, const VecRef& w) override { in->select_rows(r, w); }
+  void head(const WeightMatrix& w, int64_t r) override { in->head(w, r); }
+  std::span<const float> logits(int64_t r) override { return in->logits(r); }
+  void write(Buf b, std::span<const float> v) override {
+    ++writes;
+    in->write(b, v);
+  }
+  std::vector<float> read(Buf b, int64_t r) override { return in->read(b, r); }
+  int embeds = 0, writes = 0;
+};
+
+Loaded load_embedding_on_host(const std::string& path) {
+  Loaded m;
+  m.ck = open_checkpoint(path);
+  m.layout = describe_model(m.ck);
+  LoadOptions lo;
+  lo.placement = place_all(m.layout, Device{Device::Kind::Disk, 0});
+  for (const Module& mod : m.layout.modules)
+    if (mod.kind == ModuleKind::Embedding) lo.placement.modules[mod.name] = Device{Device::Kind::Cpu, 0};
+  m.load = load_checkpoint(m.ck, m.layout, lo);
+  m.weights = std::make_unique<ResidentProvider>(m.layout, m.load.store);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("an untied embedding the backend cannot read is gathered on the host, with the same logits", "[engine][multi]") {
+  Loaded m = load_embedding_on_host(test::testdata("engine/llama-small"));
+  const auto& g = golden("engine/llama-small");
+  const auto p0 = g.at("prompts")[0].get<std::vector<int32_t>>();
+  const auto p1 = g.at("prompts")[1].get<std::vector<int32_t>>();
+  auto cpu = make_cpu_backend(2);
+  Transformer ref(m.layout, *m.weights, *cpu, options());
+  HostBlind blind;
+  Transformer tf(m.layout, *m.weights, blind, options());
+  const std::vector<float> want = run_all(ref, p0, p1), got = run_all(tf, p0, p1);
+  REQUIRE(got.size() == want.size());
+  CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+  CHECK(blind.embeds == 0);  // never handed the table it cannot read
+  CHECK(blind.writes == 5);  // one row block per forward pass: the prefill, then 4 decode steps
+  // A tied embedding is also the head, which runs on the backend: it must be readable there.
+  Loaded tied = load_embedding_on_host(test::testdata("engine/llama-tied"));
+  HostBlind blind2;
+  CHECK_THROWS_WITH(Transformer(tied.layout, *tied.weights, blind2, options()), Catch::Contains("cannot read"));
+}

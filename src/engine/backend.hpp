@@ -120,8 +120,9 @@ class Backend {
   // Logits of the first `rows` rows, [rows][vocab], readable on the host until the next op.
   virtual std::span<const float> logits(int64_t rows) = 0;
 
-  // For tests and diagnostics (not used by a forward pass): the first rows of a buffer to
-  // or from the host, row-major, `width(b)` floats per row.
+  // The first rows of a buffer to or from the host, row-major, `width(b)` floats per row:
+  // tests and diagnostics, the split backend's moves of X between parts, and an embedding
+  // gathered on the host (Transformer, when the backend cannot read the table).
   virtual void write(Buf b, std::span<const float> values) = 0;
   virtual std::vector<float> read(Buf b, int64_t rows) = 0;
 };

@@ -18,11 +18,13 @@ Error engine_error(const std::string& code, const std::string& msg, const std::s
   return Error(code, msg, {.tensor = tensor, .hint = hint});
 }
 
-void check_place(const TensorView& t, const Backend& backend) {
-  if (!backend.can_read(t.device))
+void check_place(const TensorView& t, const Backend* backend) {
+  if (!backend && t.device.kind != Device::Kind::Cpu && t.device.kind != Device::Kind::Disk)
+    throw engine_error("engine.not_readable", fmt::format("tensor is in {} memory, not host memory", t.device.str()), t.name);
+  if (backend && !backend->can_read(t.device))
     throw engine_error("engine.not_readable",
                        fmt::format("tensor is in {} memory, which the {} backend cannot read", t.device.str(),
-                                   backend.device().str()),
+                                   backend->device().str()),
                        t.name, "place the model where the backend runs (--device, --plan)");
   if (!t.strides.empty()) throw engine_error("engine.not_contiguous", "tensor is not contiguous", t.name);
 }
@@ -103,7 +105,7 @@ ModelBinding bind_modules(const ModelLayout& layout) {
   return b;
 }
 
-WeightMatrix matrix(const TensorView& t, int64_t rows, int64_t cols, const Backend& backend) {
+WeightMatrix matrix(const TensorView& t, int64_t rows, int64_t cols, const Backend* backend) {
   check_place(t, backend);
   if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols)
     throw engine_error("engine.bad_shape",
@@ -120,7 +122,7 @@ WeightMatrix matrix(const TensorView& t, int64_t rows, int64_t cols, const Backe
 }
 
 void check_vector(const TensorView& t, int64_t n, const Backend& backend) {
-  check_place(t, backend);
+  check_place(t, &backend);
   if (numel(t) != n)
     throw engine_error("engine.bad_shape", fmt::format("{} elements where the model needs {}", numel(t), n), t.name);
   if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)

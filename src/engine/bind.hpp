@@ -34,8 +34,9 @@ ModelBinding bind_modules(const ModelLayout& layout);
 size_t find_role(const ModelLayout& layout, Role r);
 
 // A matrix view of `t` (data unset until acquired); throws engine.bad_shape /
-// engine.unsupported_dtype / engine.not_contiguous / engine.not_readable.
-WeightMatrix matrix(const TensorView& t, int64_t rows, int64_t cols, const Backend& backend);
+// engine.unsupported_dtype / engine.not_contiguous / engine.not_readable (by `backend`, or,
+// when null, on the host).
+WeightMatrix matrix(const TensorView& t, int64_t rows, int64_t cols, const Backend* backend);
 // Checks a norm/bias vector: n elements of F32/F16/BF16, readable by the backend.
 void check_vector(const TensorView& t, int64_t n, const Backend& backend);
 // The vector at index `at` of acquired views (empty VecRef when at < 0).

@@ -13,7 +13,7 @@ constexpr uint64_t kAlign = 256;  // tensor offsets in a slot (cudaMalloc's alig
 }
 
 DeviceStreamProvider::DeviceStreamProvider(std::unique_ptr<WeightProvider> host, int device, void* compute_stream,
-                                           int slots)
+                                           int slots, const std::vector<size_t>& host_read)
     : host_(std::move(host)), device_{Device::Kind::Cuda, device} {
   const size_t n = host_->modules();
   info_.resize(n);
@@ -27,6 +27,7 @@ DeviceStreamProvider::DeviceStreamProvider(std::unique_ptr<WeightProvider> host,
     info_[m].assign(views.begin(), views.end());
     bool off = false;
     for (const TensorView& v : views) off |= v.device.kind != Device::Kind::Cuda;  // another GPU's: read there
+    if (std::find(host_read.begin(), host_read.end(), m) != host_read.end()) off = false;
     offloaded_[m] = off;
     if (!off) continue;
     uint64_t at = 0;

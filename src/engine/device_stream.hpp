@@ -27,7 +27,10 @@ class DeviceStreamProvider final : public WeightProvider {
   // `host` serves every module (in host memory, or already on cuda:`device`);
   // compute_stream is the CUDA backend's (Backend::native_stream()). Throws Error
   // engine.out_of_memory (exit 3) when the slots cannot be allocated, engine.cuda otherwise.
-  DeviceStreamProvider(std::unique_ptr<WeightProvider> host, int device, void* compute_stream, int slots);
+  // `host_read`: modules handed out where they are (host memory), not copied: the untied
+  // embedding, which the Transformer gathers on the host (only the batch's rows cross).
+  DeviceStreamProvider(std::unique_ptr<WeightProvider> host, int device, void* compute_stream, int slots,
+                       const std::vector<size_t>& host_read = {});
 
   size_t modules() const override { return info_.size(); }
   std::span<const TensorView> info(size_t m) const override { return info_[m]; }

@@ -72,9 +72,14 @@ Engine make_engine(const Checkpoint& ck, const ModelLayout& layout, const Weight
     bool off_device = false;
     for (const ModuleBlock& m : store.modules()) off_device |= m.device.kind != Device::Kind::Cuda;
     // Weights no GPU holds are copied to device slots on the stream device per forward pass.
+    // An untied embedding off the GPUs stays on the host: the Transformer gathers the
+    // batch's rows there instead of copying the whole table each pass.
+    std::vector<size_t> host_read;
+    const ModelBinding b = bind_modules(layout);
+    if (b.head != SIZE_MAX && module_device(*e.weights, b.embed).kind != Device::Kind::Cuda) host_read.push_back(b.embed);
     if (off_device)
       e.weights = std::make_unique<DeviceStreamProvider>(std::move(e.weights), setup.device.index,
-                                                         e.backend->native_stream(), kStreamSlots);
+                                                         e.backend->native_stream(), kStreamSlots, host_read);
   }
   e.model = std::make_unique<Transformer>(layout, *e.weights, *e.backend, setup.options);
   return e;

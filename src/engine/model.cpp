@@ -72,8 +72,12 @@ void Transformer::bind(const ModelLayout& layout) {
   dims_.inter = gate0 && gate0->shape.size() == 2 ? gate0->shape[0] : spec_.intermediate_size;
   dims_.layers = int64_t(b.layers.size());
 
-  embed_.w = matrix(emb, dims_.vocab, dims_.hidden, backend_);
-  head_.w = head_.module == SIZE_MAX ? embed_.w : matrix(weights_.info(head_.module)[size_t(head_.at)], dims_.vocab, dims_.hidden, backend_);
+  // An untied embedding in host memory the backend cannot read (a GPU run whose plan left it
+  // on the CPU) is gathered on the host: only the batch's rows cross to the device.
+  embed_on_host_ = b.head != SIZE_MAX && !backend_.can_read(emb.device) &&
+                   (emb.device.kind == Device::Kind::Cpu || emb.device.kind == Device::Kind::Disk);
+  embed_.w = matrix(emb, dims_.vocab, dims_.hidden, embed_on_host_ ? nullptr : &backend_);
+  head_.w = head_.module == SIZE_MAX ? embed_.w : matrix(weights_.info(head_.module)[size_t(head_.at)], dims_.vocab, dims_.hidden, &backend_);
   check_vector(weights_.info(final_norm_.module)[size_t(final_norm_.at)], dims_.hidden, backend_);
 
   const int64_t H = dims_.hidden, q_dim = dims_.q_dim(), kv_dim = dims_.kv_dim(), I = dims_.inter;
@@ -82,7 +86,7 @@ void Transformer::bind(const ModelLayout& layout) {
     L.module = b.layers[l].module;
     L.at = b.layers[l].at;
     auto info = weights_.info(L.module);
-    auto mat = [&](Role r, int64_t rows, int64_t cols) { return matrix(info[size_t(L.at[size_t(r)])], rows, cols, backend_); };
+    auto mat = [&](Role r, int64_t rows, int64_t cols) { return matrix(info[size_t(L.at[size_t(r)])], rows, cols, &backend_); };
     L.q = mat(Role::Q, q_dim, H);
     L.k = mat(Role::K, kv_dim, H);
     L.v = mat(Role::V, kv_dim, H);
@@ -120,6 +124,15 @@ void Transformer::compute_rope(const ModelLayout& layout) {
     weights_.release(m);
   }
   inv_freq_ = rope_inv_freq(spec_, dims_.head_dim, divisors);
+}
+
+// X[t] = embedding row id[t], dequantized on the host (exactly, as every backend's embed
+// does) and written to the backend in one copy.
+void Transformer::embed_here(int64_t T) {
+  const size_t H = size_t(dims_.hidden);
+  host_x_.resize(size_t(T) * H);  // grows to max_tokens x hidden once
+  for (int64_t t = 0; t < T; ++t) dequant_row(embed_.w, tok_id_[size_t(t)], host_x_.data() + size_t(t) * H);
+  backend_.write(Buf::X, {host_x_.data(), size_t(T) * H});
 }
 
 uint64_t Transformer::state_bytes() const {
@@ -213,7 +226,8 @@ std::span<const float> Transformer::forward(std::span<const SeqChunk> chunks) {
   {
     auto w = acquire(step++);
     embed_.w.data = static_cast<const uint8_t*>(w[size_t(embed_.at)].data);
-    be.embed(embed_.w);
+    if (embed_on_host_) embed_here(T);
+    else be.embed(embed_.w);
     weights_.release(embed_.module);
   }
   for (size_t l = 0; l < layers_.size(); ++l, ++step) run_layer(layers_[l], int64_t(l));

@@ -99,6 +99,7 @@ class Transformer {
   int64_t validate(std::span<const SeqChunk> chunks);
   void run_layer(Layer& L, int64_t l);
   std::span<const TensorView> acquire(size_t step);
+  void embed_here(int64_t T);
 
   ModelSpec spec_;
   WeightProvider& weights_;
@@ -116,6 +117,10 @@ class Transformer {
   std::vector<int64_t> slot_len_;  // [max_batch] positions written per slot
   std::vector<int32_t> tok_id_, tok_slot_;  // host copies of the batch, handed to the backend
   std::vector<int64_t> tok_pos_, sel_rows_;
+  // Embedding gathered on the host (embed_here): rows as fp32, up to max_tokens x hidden (not
+  // in state_bytes(): it exists only when the embedding stays in host memory of a GPU run).
+  bool embed_on_host_ = false;
+  std::vector<float> host_x_;
 };
 
 }  // namespace nunchaku::engine
