@@ -246,3 +246,25 @@ TEST_CASE("convert: HF -> GGUF (--names gguf) and GGUF -> HF (--names hf) genera
   const int n = exp["max_tokens"].get<int>();
   CHECK(run_tokens(d.file("hf"), prompts, n) == run_tokens(gguf_in, prompts, n));
 }
+
+TEST_CASE("convert: what cannot be derived is listed as not written, the rest is converted", "[convert][gguf]") {
+  test::TempDir d;
+  // A GGUF without a vocabulary: config.json only.
+  auto r = test::run_cli({"convert", test::testdata("engine/qwen2-f32.gguf"), d.file("hf"), "--names", "hf", "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json j = json::parse(r.out);
+  CHECK(j["sidecars"] == json::array({"config.json"}));
+  CHECK(j["skipped"].dump().find("tokenizer.json: the GGUF has no tokenizer.ggml.* vocabulary") != std::string::npos);
+  CHECK(test::read_json(d.file("hf") + "/config.json")["model_type"] == "qwen2");
+  CHECK(!fs::exists(d.file("hf") + "/tokenizer.json"));
+  // An HF directory without tokenizer.json: a GGUF without tokenizer keys.
+  r = test::run_cli({"convert", test::testdata("models/llama"), d.file("l.gguf"), "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  j = json::parse(r.out);
+  CHECK(j["skipped"].dump().find("tokenizer.ggml.*: no tokenizer.json beside the input") != std::string::npos);
+  const GgufFile g = gguf(d.file("l.gguf"));
+  CHECK(g.find("tokenizer.ggml.model") == nullptr);
+  CHECK(g.find("llama.rope.dimension_count") != nullptr);
+}
