@@ -233,6 +233,32 @@ TEST_CASE("run streams: the first result arrives before the second line is writt
   CHECK(wait_exit(c.pid) == 0);
 }
 
+TEST_CASE("run: weights truncated while it runs: the finished result is out, then exit 2 naming file, tensor, offset",
+          "[run][unix][hostile][faults]") {
+  test::TempDir dir;
+  fs::copy(test::testdata(kModel), dir.path / "m", fs::copy_options::recursive);
+  const std::string weights = (dir.path / "m" / "model.safetensors").string();
+  // Default placement: the weights are read through file mappings while decoding.
+  Child c = spawn({"run", (dir.path / "m").string(), "--raw", "--max-tokens", "4", "-q"}, "", "", dir.file("err"));
+  write_all(c.to_child, "{\"id\": \"a\", \"prompt\": \"Once upon a time\"}\n");
+  const std::string first = read_line(c.from_child);
+  REQUIRE(!first.empty());
+  CHECK(json::parse(first)["id"] == "a");
+  REQUIRE(::truncate(weights.c_str(), 4096) == 0);
+  write_all(c.to_child, "{\"id\": \"b\", \"prompt\": \"The cat\"}\n");
+  ::close(c.to_child);
+  CHECK(read_line(c.from_child, 30).empty());  // nothing computed from zeroed weights
+  ::close(c.from_child);
+  CHECK(wait_exit(c.pid) == 2);
+  const std::string err = test::read_text(dir.file("err"));
+  INFO(err);
+  CHECK(err.rfind("nunchaku: error: ", 0) == 0);
+  CHECK(err.find('\n') == err.size() - 1);  // one line
+  CHECK_THAT(err, Catch::Contains(fs::canonical(weights).string() + ": tensor '"));
+  CHECK_THAT(err, Catch::Contains("': at byte "));
+  CHECK_THAT(err, Catch::Contains("1 of 2 requests completed"));
+}
+
 TEST_CASE("run: SIGINT in decode, SIGTERM in prefill keep the finished results in -o, in order", "[run][unix]") {
   for (int sig : {SIGINT, SIGTERM}) {
     test::TempDir dir;
@@ -436,6 +462,30 @@ TEST_CASE("run: a 50 MB prompt is that request's error under a 1 GiB address-spa
   CHECK(out[1]["finish_reason"] == "error");
   CHECK(out[2]["id"] == "small");
   CHECK(out[2]["finish_reason"] != "error");
+}
+
+TEST_CASE("load and run: a mapping the address-space limit refuses is exit 3 naming file and tensor", "[run][unix][hostile][oom]") {
+#if defined(__SANITIZE_ADDRESS__)
+  WARN("skipped: an ASan build reserves more address space than the limit");
+  return;
+#endif
+  // Llama-2-7B in F16 (12.6 GiB, a file hole) under a 2 GiB address-space limit: the
+  // planner is told the memory is there, so the mmap itself fails (ENOMEM).
+  test::TempDir dir;
+  test::write_sparse_llama(dir.path.string(), test::testdata("models/llama2-7b-config/config.json"));
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy(test::testdata(kModel) + "/" + f, dir.path / f);
+  const std::vector<std::vector<std::string>> commands = {{"load", dir.path.string(), "--device", "cpu"},
+                                                          {"run", dir.path.string(), "--device", "cpu", "-q"}};
+  for (const auto& args : commands) {
+    INFO(args[0]);
+    Child c = spawn(args, "/dev/null", dir.file("out"), dir.file("err"), rlim_t(2) << 30);
+    CHECK(wait_exit(c.pid) == 3);
+    const std::string err = test::read_text(dir.file("err"));
+    INFO(err);
+    CHECK_THAT(err, Catch::StartsWith("nunchaku: error: ") && Catch::Contains("model.safetensors: tensor 'model.") &&
+                        Catch::Contains("Cannot allocate memory") && Catch::Contains("ulimit -v"));
+  }
 }
 
 TEST_CASE("run: a BOM before the first JSON line is dropped", "[run][unix]") {
