@@ -9,6 +9,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
+#include "cli/option_ranges.hpp"
 #include "core/alloc.hpp"
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
   nunchaku::cli::add_load(app, action);
   nunchaku::cli::add_run(app, action);
   nunchaku::cli::add_convert(app, action);
+  nunchaku::cli::apply_option_ranges(app);
   nunchaku::cli::finish_help(&app);
 
   std::vector<std::string> args(argv + 1, argv + argc);

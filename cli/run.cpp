@@ -175,7 +175,6 @@ engine::SamplingParams sampling_for(const RunCliOptions& o, const RequestParams&
 // The command-line values, against the same table the request fields are checked with.
 void check_flags(const RunCliOptions& o) {
   if (o.batch_size < 0) throw Error("usage.batch_size", "--batch-size must be a number of at least 1, or auto");
-  if (o.max_pending < 1) throw Error("usage.max_pending", "--max-pending must be at least 1");
   if (!o.cpu_ram.empty()) (void)parse_size_or_throw(o.cpu_ram, "--cpu-ram");  // before the model is opened
   const std::pair<const char*, double> flags[] = {{"max_tokens", double(o.max_tokens)}, {"temperature", o.temperature},
                                                   {"top_k", double(o.top_k)},           {"top_p", o.top_p},

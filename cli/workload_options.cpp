@@ -48,6 +48,9 @@ std::vector<uint64_t> read_vram(const std::string& s) {
       throw Error("usage.vram_auto", fmt::format("--vram auto: {}", why), {.hint = "give sizes, e.g. --vram 24G"});
     return out;
   }
+  if (s.front() == ',' || s.back() == ',' || s.find(",,") != std::string::npos)
+    throw Error("usage.size", fmt::format("--vram '{}': an empty size in the list", s),
+                {.hint = "one size per GPU, e.g. --vram 16G,24G"});
   for (const auto& part : split(s, ',')) out.push_back(parse_size_or_throw(part, "--vram"));
   if (out.empty()) throw Error("usage.size", "--vram: no size given", {.hint = "e.g. --vram 16G or --vram 16G,24G"});
   return out;

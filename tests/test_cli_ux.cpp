@@ -63,6 +63,51 @@ TEST_CASE("sizes: a number without a unit is exit 2 with the unit hint, for ever
   CHECK(run_cli({"estimate", m, "--vram", "16G", "--overhead", "cuda_context=300B"}).exit_code == 0);
 }
 
+TEST_CASE("ranges: integer flags outside their range, empty --vram sizes, unknown LoRA targets are exit 2 naming the flag",
+          "[cli][ranges]") {
+  const std::string m = testdata(kLlama), run_m = testdata("run/llama-spm");
+  // {args..., the flag the error must name}
+  const std::vector<std::vector<std::string>> cases = {
+      {"estimate", m, "--gpus", "0", "--gpus"},
+      {"estimate", m, "--gpus", "-1", "--gpus"},
+      {"plan", m, "--vram", "1G", "--gpus", "0", "--gpus"},
+      {"estimate", m, "--context", "0", "--context"},
+      {"estimate", m, "--prefill-chunk", "0", "--prefill-chunk"},
+      {"estimate", m, "--batch", "0", "--batch"},
+      {"estimate", m, "--threads", "-3", "--threads"},
+      {"estimate", m, "--mode", "lora", "--lora-rank", "0", "--lora-rank"},
+      {"estimate", m, "--mode", "train", "--runtime", "deepspeed", "--zero", "4", "--zero"},
+      {"run", run_m, "--context", "0", "--context"},
+      {"run", run_m, "--context", "-5", "--context"},
+      {"run", run_m, "--prefill-chunk", "0", "--prefill-chunk"},
+      {"run", run_m, "--threads", "0", "--threads"},
+      {"run", run_m, "--batch-size", "0", "--batch-size"},
+      {"run", run_m, "--max-pending", "0", "--max-pending"},
+      {"load", m, "--device", "cpu", "--threads", "0", "--threads"},
+      {"estimate", m, "--vram", "16G,,16G", "--vram"},
+      {"plan", m, "--vram", "16G,,16G", "--vram"},
+      {"plan", m, "--vram", "16G,", "--vram"},
+      {"estimate", m, "--lora-targets", "q_proj", "--lora-targets"},  // not a LoRA mode
+      {"estimate", m, "--mode", "lora", "--lora-targets", "nonexistent", "--lora-targets"},
+      {"plan", m, "--vram", "1G", "--mode", "lora", "--lora-targets", "q_proj,nonexistent", "--lora-targets"},
+  };
+  for (auto args : cases) {
+    const std::string flag = args.back();
+    args.pop_back();
+    std::string line;
+    for (const auto& a : args) line += a + " ";
+    INFO(line);
+    auto r = run_cli(args, "hi\n");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("nunchaku: error: ") && Catch::Contains(flag));
+    CHECK(r.out.empty());
+  }
+  // The bounds themselves and real module names are accepted.
+  CHECK(run_cli({"estimate", m, "--gpus", "1", "--context", "1", "--prefill-chunk", "1", "--threads", "1"}).exit_code == 0);
+  CHECK(run_cli({"estimate", m, "--mode", "lora", "--lora-targets", "q_proj,v_proj"}).exit_code == 0);
+  CHECK(run_cli({"run", run_m, "--context", "64", "--threads", "1", "--max-tokens", "1", "-q"}, "hi\n").exit_code == 0);
+}
+
 TEST_CASE("sizes: --vram 0 is an error in estimate, 'no GPU' with a note in plan", "[cli][units]") {
   const std::string m = testdata(kLlama);
   auto e = run_cli({"estimate", m, "--vram", "0"});

@@ -581,6 +581,17 @@ TEST_CASE("run: sampling flags out of range are usage errors; request fields nam
   REQUIRE(out.size() == 2);
   const std::string msg = out[1]["error"]["message"];
   CHECK_THAT(msg, Catch::Contains("line 2") && Catch::Contains("\"temperature\""));
+  // A role the chat templates do not render is that request's error, naming the message.
+  auto roles = test::run_cli({"run", m, "--max-tokens", "2", "-q"},
+                             "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n"
+                             "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"wizard\", \"content\": \"x\"}]}\n");
+  REQUIRE(roles.exit_code == 0);
+  auto role_out = jsonl(roles.out);
+  REQUIRE(role_out.size() == 2);
+  CHECK(role_out[0]["finish_reason"] == "length");
+  CHECK(role_out[1]["finish_reason"] == "error");
+  CHECK_THAT(role_out[1]["error"]["message"].get<std::string>(),
+             Catch::Contains("line 2") && Catch::Contains("message 2") && Catch::Contains("\"role\"") && Catch::Contains("wizard"));
   auto strict = test::run_cli({"run", m, "--raw", "--max-tokens", "2", "--exit-on-request-error", "-q"},
                               "hi\n{\"prompt\": 1}\n");
   CHECK(strict.exit_code == 2);

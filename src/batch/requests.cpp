@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace nunchaku {
 namespace {
@@ -87,7 +88,13 @@ void read_body(const nlohmann::json& body, BatchRequest& r) {
     for (const auto& m : *it) {
       if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
         throw std::runtime_error("each message needs \"role\" and \"content\"");
-      r.messages.push_back({m["role"].get<std::string>(), content_text(m["content"])});
+      const std::string role = m["role"].get<std::string>();
+      // The chat templates render these three; another role would be dropped or printed
+      // as it is, so the model would see a conversation the caller did not send.
+      if (role != "system" && role != "user" && role != "assistant")
+        throw std::runtime_error(fmt::format("message {}: \"role\" must be system, user or assistant, not \"{}\"",
+                                             r.messages.size() + 1, printable(role)));
+      r.messages.push_back({role, content_text(m["content"])});
     }
     r.chat = true;
   } else if (auto p = body.find("prompt"); p != body.end()) {

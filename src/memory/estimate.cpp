@@ -142,7 +142,17 @@ Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoi
   if (w.attention == Attention::Default) w.attention = r == Runtime::Transformers ? Attention::Sdpa : Attention::Flash;
   if (w.threads <= 0 && r == Runtime::Nunchaku) w.threads = std::max(1u, std::thread::hardware_concurrency());
   if (w.mode == Mode::QLoRA && w.quant.scheme == QuantScheme::None) w.quant.scheme = QuantScheme::NF4;
-  if ((w.mode == Mode::LoRA || w.mode == Mode::QLoRA) && w.lora_targets.empty()) {
+  const bool lora = w.mode == Mode::LoRA || w.mode == Mode::QLoRA;
+  require(lora || w.lora_targets.empty(), "usage.lora_targets", "--lora-targets applies to --mode lora and qlora",
+          "add --mode lora or qlora, or leave --lora-targets out");
+  for (const auto& tg : w.lora_targets) {
+    const bool found = tg == "all-linear" || std::any_of(ck.tensors.begin(), ck.tensors.end(), [&](const TensorInfo& t) {
+                         return t.name.find("." + tg + ".") != std::string::npos;
+                       });
+    require(found, "usage.lora_targets", fmt::format("--lora-targets: no module named '{}' in this model", tg),
+            "name modules as they appear in tensor names (q_proj, v_proj, ...), or all-linear");
+  }
+  if (lora && w.lora_targets.empty()) {
     // PEFT's per-architecture defaults (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING).
     auto has = [&](std::string_view part) {
       return std::any_of(ck.tensors.begin(), ck.tensors.end(), [&](const TensorInfo& t) { return t.name.find(part) != std::string::npos; });
