@@ -5,11 +5,14 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include <sys/stat.h>
 
 #include "core/error.hpp"
 #include "format/open.hpp"
@@ -136,6 +139,32 @@ TEST_CASE("shards: a shard named by the index is missing", "[shards]") {
   CHECK(what.find(kNames[1]) != std::string::npos);
   CHECK(what.find("model.safetensors.index.json") != std::string::npos);
   CHECK(e.exit_code() == 2);
+}
+
+TEST_CASE("shards: a shard that is a FIFO, a directory, a device or a looping link is named as what it is",
+          "[shards][hostile]") {
+  // {how shard 2 is replaced, what the message must say}
+  const std::vector<std::pair<std::function<void(const std::string&)>, std::string>> cases = {
+      {[](const std::string& p) { REQUIRE(::mkfifo(p.c_str(), 0644) == 0); }, "is not a regular file (a FIFO)"},
+      {[](const std::string& p) { fs::create_directory(p); }, "is not a regular file (a directory)"},
+      {[](const std::string& p) { fs::create_symlink("/dev/zero", p); }, "is not a regular file (a device or special file)"},
+      {[](const std::string& p) { fs::create_symlink(fs::path(p).filename(), p); },
+       "is a symbolic link that leads nowhere (Too many levels of symbolic links)"},
+      {[](const std::string& p) { fs::create_symlink("gone.safetensors", p); },
+       "is a symbolic link that leads nowhere (No such file or directory)"},
+      {[](const std::string&) {}, "does not exist"},
+  };
+  for (const auto& [replace, says] : cases) {
+    INFO(says);
+    TempDir tmp;
+    make_sharded(tmp);
+    fs::remove(tmp.file(kNames[1]));
+    replace(tmp.file(kNames[1]));
+    Error e = error_of_index(tmp.file("model.safetensors.index.json"));
+    CHECK(e.code() == "index.missing_shard");
+    CHECK(e.exit_code() == 2);
+    CHECK(e.message().find(std::string("shard \"") + kNames[1] + "\" named by the index " + says) != std::string::npos);
+  }
 }
 
 TEST_CASE("shards: an indexed tensor is not in its shard", "[shards]") {

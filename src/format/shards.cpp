@@ -149,7 +149,8 @@ Checkpoint read_index(const std::string& index_path) {
     const fs::file_status st = fs::status(path, ec);
     if (!fs::exists(st)) {
       // A dangling or looping symlink exists as a link but not as a file.
-      const bool link = fs::is_symlink(fs::symlink_status(path, ec));
+      std::error_code link_ec;  // keep `ec`: why the target could not be reached (ENOENT, ELOOP)
+      const bool link = fs::is_symlink(fs::symlink_status(path, link_ec));
       throw Error("index.missing_shard",
                   "shard \"" + shard + "\" named by the index " +
                       (link ? "is a symbolic link that leads nowhere (" + ec.message() + ")" : std::string("does not exist")),
