@@ -90,3 +90,19 @@ TEST_CASE("inspect: a tensor name with ESC and newlines prints as one line; --js
   REQUIRE(j.exit_code == 0);
   CHECK(nlohmann::json::parse(j.out)["tensors"][0]["name"] == name);
 }
+
+TEST_CASE("run --plan: a 10 MB device string is cut to a name's length, escaped, in one line", "[hostile][text][cli]") {
+  test::TempDir dir;
+  const std::string device = std::string(10'000'000, 'x') + "\x1b[2J";
+  test::write_file(dir.file("plan.json"), nlohmann::json{{"modules", {{"model.embed_tokens\n", device}}}}.dump());
+  for (const char* cmd : {"run", "load"}) {
+    INFO(cmd);
+    auto r = test::run_cli({cmd, test::testdata("run/llama-spm"), "--plan", dir.file("plan.json")}, "hi\n");
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find('\n') == r.err.size() - 1);
+    CHECK(r.err.find('\x1b') == std::string::npos);
+    CHECK(r.err.size() < 2 * kNameShown + 300);  // the device and the module name, each capped
+    CHECK(r.err.find("unknown device 'xxx") != std::string::npos);
+    CHECK(r.err.find("...' for module 'model.embed_tokens\\n'") != std::string::npos);
+  }
+}

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace nunchaku {
 
@@ -54,10 +55,10 @@ Placement parse_plan(const std::string& text, const std::string& file) {
   p.file = file;
   for (const auto& [name, v] : j["modules"].items()) {
     if (!v.is_string())
-      throw Error("plan.schema", "device of module '" + name + "' is not a string", {.file = file});
+      throw Error("plan.schema", "device of module '" + printable(name) + "' is not a string", {.file = file});
     auto d = parse_device(v.get<std::string>());
     if (!d)
-      throw Error("plan.device", "unknown device '" + v.get<std::string>() + "' for module '" + name + "'",
+      throw Error("plan.device", "unknown device '" + printable(v.get<std::string>()) + "' for module '" + printable(name) + "'",
                   {.file = file, .hint = "devices are \"cuda:N\", \"cpu\" or \"disk\""});
     p.modules[name] = *d;
   }
