@@ -23,6 +23,7 @@ struct InspectOptions {
   bool json = false;
   bool tensors = false;
   bool verify = false;
+  bool metadata = false;
   std::string filter;
 };
 
@@ -118,6 +119,51 @@ void print_tensors(const Checkpoint& ck, const std::string& filter) {
   }
 }
 
+// GGUF arrays over 1024 elements are kept as {"array": TYPE, "length": N} (docs/inspect-json.md).
+bool is_array_summary(const nlohmann::json& v) {
+  return v.is_object() && v.size() == 2 && v.contains("array") && v["array"].is_string() && v.contains("length") &&
+         v["length"].is_number_unsigned();
+}
+
+// One metadata value as text of at most `cap` bytes: strings as they are, arrays as their
+// first elements and the count, everything through printable() (the one escaping function).
+std::string metadata_value(const nlohmann::json& v, size_t cap) {
+  if (v.is_string()) return printable(v.get_ref<const std::string&>(), cap);
+  if (is_array_summary(v))
+    return fmt::format("{} {} values (not kept in memory)", v["length"].get<uint64_t>(),
+                       printable(v["array"].get<std::string>()));
+  if (!v.is_array()) return printable(v.dump(), cap);
+  const std::string count = fmt::format(" ({})", plural(v.size(), "item"));
+  std::string items;
+  size_t shown = 0;
+  for (const auto& e : v) {
+    const std::string piece = (shown ? ", " : "") + (e.is_array() ? metadata_value(e, cap) : printable(e.dump(), cap));
+    if (items.size() + piece.size() + 1 + 5 + count.size() > cap) break;
+    items += piece;
+    ++shown;
+  }
+  if (shown == v.size()) return "[" + items + "]";
+  return "[" + items + (shown ? ", ...]" : "...]") + count;
+}
+
+// `key  value` rows, keys in order, the value cut to what the width leaves.
+void print_metadata(const nlohmann::json& md) {
+  if (md.empty()) {
+    fmt::print("\nmetadata: none\n");
+    return;
+  }
+  fmt::print("\nmetadata ({}):\n", plural(md.size(), "key"));
+  size_t key_w = 0;
+  for (const auto& [k, _] : md.items()) key_w = std::max(key_w, printable(k).size());
+  key_w = std::min<size_t>(key_w, 40);
+  // A row is "  KEY  VALUE"; printable() may add "..." past its cap.
+  const size_t cap = std::max<size_t>(output_width() > key_w + 7 ? output_width() - key_w - 7 : 0, 30);
+  for (const auto& [k, v] : md.items()) {
+    const std::string key = printable(k);
+    fmt::print("  {:<{}}  {}\n", key, key_w, metadata_value(v, key.size() > key_w ? std::max<size_t>(30, cap + key_w - key.size()) : cap));
+  }
+}
+
 void print_text(const Checkpoint& ck, const ModelLayout& layout, const InspectOptions& o) {
   uint64_t file_bytes = 0;
   for (const auto& f : ck.files) file_bytes += f.bytes;
@@ -135,17 +181,20 @@ void print_text(const Checkpoint& ck, const ModelLayout& layout, const InspectOp
   fmt::print("parameters   {} ({})\n", with_commas(params), format_count(params));
   fmt::print("tensor bytes {} ({})\n", with_commas(bytes), format_bytes(bytes));
   for (const auto& [name, d] : totals)
-    fmt::print("  {:<9} {:>6} tensors {:>10} params {:>12}\n", printable(name), d.tensors, format_count(d.parameters),
-               format_bytes(d.bytes));
+    fmt::print("  {:<9} {:>6} tensor{:<1} {:>10} params {:>12}\n", printable(name), d.tensors, d.tensors == 1 ? "" : "s",
+               format_count(d.parameters), format_bytes(d.bytes));
   if (layout.spec)
     print_spec(*layout.spec);
   else
     fmt::print("architecture unknown (no config.json and nothing in the metadata)\n");
+  if (!o.metadata && !ck.metadata.empty())
+    fmt::print("metadata     {} (--metadata shows them)\n", plural(ck.metadata.size(), "key"));
   if (o.filter.empty()) print_modules(layout);
   if (!layout.tied.empty()) fmt::print("\ntied: {}\n", printable(fmt::format("{}", fmt::join(layout.tied, ", ")), kMessageShown));
   for (const auto& w : ck.warnings) fmt::print("warning: {}\n", printable(w, kMessageShown));
   for (const auto& w : layout.warnings) fmt::print("warning: {}\n", printable(w, kMessageShown));
 
+  if (o.metadata) print_metadata(ck.metadata);
   if (o.tensors) print_tensors(ck, o.filter);
 }
 
@@ -212,10 +261,14 @@ void add_inspect(CLI::App& app, Action& action) {
       "Examples:\n"
       "  nunchaku inspect model/\n"
       "  nunchaku inspect model.gguf --tensors --filter 'blk.0.*'\n"
+      "  nunchaku inspect model.gguf --metadata\n"
       "  nunchaku inspect model/ --json | jq .parameter_count");
   cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
   cmd->add_flag("--json", o->json, "Print one JSON document (schema: docs/inspect-json.md)")->group(kOutput);
   cmd->add_flag("--tensors", o->tensors, "List every tensor by file: name, dtype, shape, size, offset (exact bytes in --json)")->group(kOutput);
+  cmd->add_flag("--metadata", o->metadata,
+                "Show the format's metadata: GGUF keys, safetensors __metadata__, PyTorch non-tensor values (always in --json)")
+      ->group(kOutput);
   cmd->add_option("--filter", o->filter, "Only tensors whose name matches this glob (e.g. '*.layers.0.*')")->group(kOutput);
   cmd->add_flag("--verify", o->verify,
                 "Also read all tensor data: every byte range readable, NaN/Inf counts, GGUF padding, throughput")->group(kInput);

@@ -1,5 +1,6 @@
 #include "tests/helpers.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -111,6 +112,19 @@ static std::string quote(const std::string& s) {
     else q += c;
   }
   return q + "'";
+}
+
+size_t columns(const std::string& line) {
+  size_t n = 0;
+  for (unsigned char c : line) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+size_t widest(const std::string& text) {
+  std::istringstream in(text);
+  size_t w = 0;
+  for (std::string line; std::getline(in, line);) w = std::max(w, columns(line));
+  return w;
 }
 
 RunResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text) {

@@ -38,6 +38,11 @@ void write_file(const std::string& path, const std::string& text);
 // data region a file hole (header written, then ftruncate).
 void write_sparse_llama(const std::string& dir, const std::string& config);
 
+// Columns a line takes on a terminal: UTF-8 code points (every character nunchaku prints
+// is one column wide), and the widest line of a text.
+size_t columns(const std::string& line);
+size_t widest(const std::string& text);
+
 struct RunResult {
   int exit_code = -1;
   std::string out;  // stdout

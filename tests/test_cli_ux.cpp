@@ -262,21 +262,6 @@ TEST_CASE("help: `nunchaku help SUB`, sections, no type tags, exit codes and exa
   CHECK_THAT(bad.err, Catch::Contains("did you mean inspect?"));
 }
 
-namespace {
-// Columns a line takes on a terminal: UTF-8 code points (every character here is one column).
-size_t columns(const std::string& line) {
-  size_t n = 0;
-  for (unsigned char c : line) n += (c & 0xC0) != 0x80;
-  return n;
-}
-size_t widest(const std::string& text) {
-  std::istringstream in(text);
-  size_t w = 0;
-  for (std::string line; std::getline(in, line);) w = std::max(w, columns(line));
-  return w;
-}
-}  // namespace
-
 TEST_CASE("width: estimate, plan and inspect --tensors fit 100 columns; formulas behind --explain", "[cli][width]") {
   TempDir d;
   write_sparse_llama(d.path.string(), testdata("models/llama2-7b-config/config.json"));

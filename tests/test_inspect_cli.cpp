@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -133,4 +134,78 @@ TEST_CASE("version: --version says whether CUDA is compiled in and lists devices
   CHECK(r.out.find("nunchaku 0.") == 0);
   CHECK(r.out.find("CUDA: ") != std::string::npos);
   CHECK(r.out.find("CUDA device") != std::string::npos);
+}
+
+namespace {
+// The lines of `text` between "metadata (" and the next blank line.
+std::vector<std::string> metadata_rows(const std::string& text) {
+  std::vector<std::string> rows;
+  const size_t at = text.find("\nmetadata (");
+  if (at == std::string::npos) return rows;
+  std::istringstream in(text.substr(at + 1));
+  std::string line;
+  std::getline(in, line);  // the heading
+  while (std::getline(in, line) && !line.empty()) rows.push_back(line);
+  return rows;
+}
+}  // namespace
+
+TEST_CASE("inspect --metadata: GGUF keys in text, arrays cut with their length, <= 100 columns", "[inspect][cli][metadata]") {
+  const std::string rel = "models/llama-gguf/model.gguf";
+  const json e = expected_fixtures()[rel]["config"];
+  auto r = run_cli({"inspect", testdata(rel), "--metadata"});
+  REQUIRE(r.exit_code == 0);
+  // One row per key GGUFReader counts, plus the reader's own gguf.version/alignment/tensor_data_offset.
+  const auto rows = metadata_rows(r.out);
+  CHECK(rows.size() == e["kv_count"].get<size_t>() + 3);
+  CHECK_THAT(r.out, Catch::Contains("\nmetadata (" + std::to_string(rows.size()) + " keys):\n"));
+  // Values written by scripts/make_testdata.py (gguf-py's add_name, add_array, add_token_scores).
+  CHECK_THAT(r.out, Catch::Matches("[\\s\\S]*\n  general\\.name +nunchaku tiny llama\n[\\s\\S]*"));
+  CHECK_THAT(r.out, Catch::Matches("[\\s\\S]*\n  nunchaku\\.test\\.nested +\\[\\[1, 2, 3\\], \\[4, 5\\]\\]\n[\\s\\S]*"));
+  const std::string vocab = std::to_string(e["vocab_size"].get<int>());
+  CHECK_THAT(r.out, Catch::Matches("[\\s\\S]*\n  tokenizer\\.ggml\\.scores +\\[0\\.0, -1\\.0, -2\\.0, [^\n]*, \\.\\.\\.\\] \\(" +
+                                   vocab + " items\\)\n[\\s\\S]*"));
+  CHECK(widest(r.out) <= 100);
+  // Without the flag: the count and how to see them.
+  auto plain = run_cli({"inspect", testdata(rel)});
+  CHECK_THAT(plain.out, Catch::Contains("metadata     " + std::to_string(rows.size()) + " keys (--metadata shows them)"));
+  CHECK(metadata_rows(plain.out).empty());
+}
+
+TEST_CASE("inspect --metadata: hostile safetensors values are escaped and cut to the width", "[inspect][cli][metadata]") {
+  TempDir d;
+  // __metadata__ with an ANSI colour, a newline, a right-to-left override and a 5000-byte value.
+  std::string header = R"({"__metadata__":{"evil":"a\u001b[31mred\nline\u202e","long":")" + std::string(5000, 'x') +
+                       R"("},"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  while (header.size() % 8) header += ' ';
+  std::vector<uint8_t> b(8);
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(uint64_t(header.size()) >> (8 * i));
+  b.insert(b.end(), header.begin(), header.end());
+  b.insert(b.end(), 4, 0);
+  write_file(d.file("m.safetensors"), b);
+  for (const char* cols : {"100", "60"}) {
+    INFO("COLUMNS=" << cols);
+    ::setenv("COLUMNS", cols, 1);
+    auto r = run_cli({"inspect", d.file("m.safetensors"), "--metadata"});
+    ::unsetenv("COLUMNS");
+    REQUIRE(r.exit_code == 0);
+    const auto rows = metadata_rows(r.out);
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[0] == "  evil  a\\x1B[31mred\\nline\\u{202E}");
+    CHECK(r.out.find('\x1b') == std::string::npos);
+    CHECK_THAT(rows[1], Catch::StartsWith("  long  xxxx") && Catch::EndsWith("x..."));
+    CHECK(columns(rows[1]) <= size_t(std::stoi(cols)));
+    CHECK(columns(rows[1]) >= size_t(std::stoi(cols)) - 10);  // cut to the width, not far short of it
+  }
+  // No metadata at all: said so.
+  std::string bare = R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  while (bare.size() % 8) bare += ' ';
+  std::vector<uint8_t> c(8);
+  for (int i = 0; i < 8; ++i) c[i] = static_cast<uint8_t>(uint64_t(bare.size()) >> (8 * i));
+  c.insert(c.end(), bare.begin(), bare.end());
+  c.insert(c.end(), 4, 0);
+  write_file(d.file("bare.safetensors"), c);
+  auto none = run_cli({"inspect", d.file("bare.safetensors"), "--metadata"});
+  CHECK_THAT(none.out, Catch::Contains("\nmetadata: none\n"));
+  CHECK_THAT(run_cli({"inspect", d.file("bare.safetensors")}).out, !Catch::Contains("metadata  "));
 }

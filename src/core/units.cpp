@@ -80,4 +80,9 @@ std::string format_count(uint64_t n) {
   return fmt::format("{:.2f}T", v / 1e12);
 }
 
+std::string plural(uint64_t n, std::string_view one, std::string_view many) {
+  if (n == 1) return "1 " + std::string(one);
+  return std::to_string(n) + " " + (many.empty() ? std::string(one) + "s" : std::string(many));
+}
+
 }  // namespace nunchaku

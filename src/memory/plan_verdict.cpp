@@ -15,8 +15,6 @@ namespace {
 
 bool is_gpu(const Device& d) { return d.kind == Device::Kind::Cuda; }
 
-std::string plural(size_t n, std::string_view one) { return fmt::format("{} {}{}", n, one, n == 1 ? "" : "s"); }
-
 // Units counted by the verdict: decoder layers, or modules when there are no layers.
 size_t units_on(const DeviceCharge& d, bool by_layer) { return by_layer ? d.layers : d.modules.size(); }
 
