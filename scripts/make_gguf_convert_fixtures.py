@@ -17,6 +17,9 @@ two tools people use for it, into testdata/convert/gguf/:
    ids transformers' tokenizer gives for a set of strings (with and without special tokens).
    (stories260K.gguf of ../shared/testfiles is not used: transformers 5.24 fails on its
    padding_token_id 0xFFFFFFFF, llama.cpp's "no token".)
+3. The real vocabularies of ../shared/testfiles/vocab (llama.cpp's ggml-vocab-*.gguf, when
+   that folder exists): `shared/<name>/ids.json` and config.json (when transformers makes
+   one) only; their tokenizer.json files are megabytes and the GGUFs are not ours to commit.
 
 Needs a llama.cpp source tree for convert_hf_to_gguf.py (and its gguf-py), e.g. from the
 llama-cpp-python source package:
@@ -75,6 +78,41 @@ def rope_freqs(llama_cpp):
         save_file({"rope_freqs.weight": t.data.copy()}, os.path.join(OUT, "rope_freqs-llama3.safetensors"))
 
 
+SHARED_VOCABS = ["gpt-2", "llama-spm", "phi-3", "falcon", "deepseek-llm", "deepseek-coder", "starcoder",
+                 "refact", "mpt", "gpt-neox", "baichuan"]
+
+
+def shared_vocabs():
+    from transformers import AutoConfig, AutoTokenizer
+    vocab = os.path.normpath(os.path.join(ROOT, "..", "shared", "testfiles", "vocab"))
+    for name in SHARED_VOCABS:
+        f = f"ggml-vocab-{name}.gguf"
+        if not os.path.exists(os.path.join(vocab, f)):
+            continue
+        dst = os.path.join(OUT, "shared", name)
+        shutil.rmtree(dst, ignore_errors=True)
+        try:
+            tok = AutoTokenizer.from_pretrained(vocab, gguf_file=f)
+        except Exception as e:  # an architecture transformers has no GGUF tokenizer for
+            print(f"skipped {name}: {e}")
+            continue
+        os.makedirs(dst)
+        try:
+            AutoConfig.from_pretrained(vocab, gguf_file=f).save_pretrained(dst)
+        except Exception as e:
+            print(f"{name}: no config ({e})")
+        write_ids(dst, "shared:vocab/" + f, tok)
+
+
+def write_ids(dst, source, tok):
+    ids = [{"text": s,
+            "ids": tok.encode(s, add_special_tokens=False),
+            "ids_special": tok.encode(s, add_special_tokens=True)} for s in STRINGS]
+    with open(os.path.join(dst, "ids.json"), "w") as fh:
+        json.dump({"gguf": source, "cases": ids}, fh, indent=1, ensure_ascii=False)
+        fh.write("\n")
+
+
 def transformers_sidecars(gguf_path, name):
     from transformers import AutoConfig, AutoTokenizer
     d, f = os.path.split(gguf_path)
@@ -88,13 +126,7 @@ def transformers_sidecars(gguf_path, name):
         p = os.path.join(dst, extra)
         if os.path.exists(p):
             os.remove(p)
-    ids = [{"text": s,
-            "ids": tok.encode(s, add_special_tokens=False),
-            "ids_special": tok.encode(s, add_special_tokens=True)} for s in STRINGS]
-    with open(os.path.join(dst, "ids.json"), "w") as fh:
-        json.dump({"gguf": os.path.relpath(gguf_path, ROOT) if gguf_path.startswith(ROOT) else "shared:" + f,
-                   "cases": ids}, fh, indent=1, ensure_ascii=False)
-        fh.write("\n")
+    write_ids(dst, os.path.relpath(gguf_path, ROOT), tok)
 
 
 def main():
@@ -109,6 +141,7 @@ def main():
     rope_freqs(llama_cpp)
     transformers_sidecars(os.path.join(OUT, "qwen2-bpe.gguf"), "qwen2-bpe")
     transformers_sidecars(os.path.join(OUT, "llama-spm.gguf"), "llama-spm")
+    shared_vocabs()
 
 
 if __name__ == "__main__":

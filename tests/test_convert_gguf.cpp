@@ -47,7 +47,8 @@ bool same(const json& a, const json& b) {
 
 // config.json: every field transformers derived from the GGUF is ours with the same value;
 // a field both have agrees; ours adds only `architectures` (and spells transformers 5's
-// rope_parameters.rope_theta as rope_theta, which both transformers 4 and 5 read).
+// rope_parameters.rope_theta as rope_theta, which both transformers 4 and 5 read), and
+// `rope_scaling` from the GGUF's rope.scaling.* keys, which transformers drops.
 void check_config(const json& ours, const json& ref) {
   for (const auto& [k, v] : ref.items()) {
     if (k == "transformers_version" || k == "_model_name_or_path") continue;
@@ -66,7 +67,7 @@ void check_config(const json& ours, const json& ref) {
   }
   for (const auto& [k, v] : ours.items()) {
     INFO(k);
-    CHECK((ref.contains(k) || k == "architectures" || k == "rope_theta"));
+    CHECK((ref.contains(k) || k == "architectures" || k == "rope_theta" || k == "rope_scaling"));
   }
 }
 
@@ -267,4 +268,28 @@ TEST_CASE("convert: what cannot be derived is listed as not written, the rest is
   const GgufFile g = gguf(d.file("l.gguf"));
   CHECK(g.find("tokenizer.ggml.model") == nullptr);
   CHECK(g.find("llama.rope.dimension_count") != nullptr);
+}
+
+TEST_CASE("convert GGUF -> HF: real llama.cpp vocabularies give transformers' ids", "[convert][gguf][shared]") {
+  NUNCHAKU_REQUIRE_SHARED();
+  int compared = 0;
+  for (const auto& e : fs::directory_iterator(test::testdata(kDir + "shared"))) {
+    const std::string name = e.path().filename().string(), ref = e.path().string();
+    INFO(name);
+    test::TempDir d;
+    const std::string out = d.file("hf");
+    auto r = convert({test::shared_testfile("vocab/ggml-vocab-" + name + ".gguf"), out});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    if (fs::exists(out + "/config.json")) check_config(test::read_json(out + "/config.json"), test::read_json(ref + "/config.json"));
+    const Tokenizer ours = Tokenizer::from_hf_dir(out);
+    for (const auto& c : test::read_json(ref + "/ids.json")["cases"]) {
+      const std::string text = c["text"];
+      INFO(text);
+      CHECK(ours.encode(text, false, true) == ids_of(c["ids"]));
+      CHECK(ours.encode(text, true, true) == ids_of(c["ids_special"]));
+    }
+    ++compared;
+  }
+  CHECK(compared >= 5);
 }

@@ -50,7 +50,7 @@ ojson hf_config_from_spec(const ModelSpec& s, int32_t bos, int32_t eos, int32_t 
   put("num_key_value_heads", s.num_kv_heads);
   // transformers takes head_dim from rope.dimension_count for llama/mistral and computes
   // it for qwen2; qwen3/gemma state it (their default is not hidden/heads).
-  if (s.architecture != "qwen2" && s.architecture != "mixtral") put("head_dim", s.head_dim);
+  if (s.architecture != "qwen2" && s.architecture != "mixtral" && s.architecture != "phi3") put("head_dim", s.head_dim);
   put("vocab_size", s.vocab_size);
   if (s.norm_eps > 0) c["rms_norm_eps"] = s.norm_eps;
   if (s.rope_theta > 0) c["rope_theta"] = s.rope_theta;
@@ -92,6 +92,10 @@ std::vector<std::string> write_gguf_sidecars(const Checkpoint& ck, const ModelLa
     for (const auto& [key, field] : exact)
       if (const GgufValue* x = g.find(*arch->as_string() + key); x && x->as_double() && config_exact.contains(field))
         config_exact[field] = *x->as_double();
+    if (const GgufValue* x = g.find(*arch->as_string() + ".rope.scaling.original_context_length"); x && x->as_int())
+      config_exact["original_max_position_embeddings"] = *x->as_int();
+    // transformers ties the head when the file has no output.weight (a vocabulary-only file too).
+    config_exact["tie_word_embeddings"] = g.find_tensor("output.weight") == nullptr;
   }
   if (config.is_null()) {
     skipped.push_back("config.json: no transformers config for architecture '" +

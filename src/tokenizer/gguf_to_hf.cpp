@@ -136,8 +136,16 @@ ojson sentencepiece_json(const GgufVocab& v) {
   ojson decoders = ojson::array({{{"type", "Replace"}, {"pattern", {{"String", kSpace}}}, {"content", " "}},
                                  {{"type", "ByteFallback"}}, {{"type", "Fuse"}}});
   if (prefix) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
-  return {{"normalizer", nullptr},
-          {"pre_tokenizer", {{"type", "Metaspace"}, {"replacement", kSpace}, {"prepend_scheme", prefix ? "first" : "never"}, {"split", false}}},
+  // transformers' phi3_tokenizer: "▁" prepended and spaces replaced by a normalizer, so a
+  // text starting with spaces gets one more "▁" than Metaspace would give (as llama.cpp).
+  const bool phi3 = v.architecture == "phi3";
+  ojson prepend = {{"type", "Prepend"}, {"prepend", kSpace}}, replace = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kSpace}};
+  ojson normalizer = phi3 ? ojson{{"type", "Sequence"}, {"normalizers", prefix ? ojson::array({prepend, replace}) : ojson::array({replace})}}
+                          : ojson(nullptr);
+  ojson pre = phi3 ? ojson(nullptr)
+                   : ojson{{"type", "Metaspace"}, {"replacement", kSpace}, {"prepend_scheme", prefix ? "first" : "never"}, {"split", false}};
+  return {{"normalizer", normalizer},
+          {"pre_tokenizer", pre},
           {"post_processor", post_processor(v)},
           {"decoder", {{"type", "Sequence"}, {"decoders", decoders}}},
           {"model", bpe_model(std::move(vocab), merges_from_scores(v), true, false)}};

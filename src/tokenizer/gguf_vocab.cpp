@@ -82,6 +82,7 @@ GgufVocab read_gguf_vocab(const GgufFile& g) {
   if (v.model.empty()) fail(g, "tokenizer.missing", "no tokenizer.ggml.model in the GGUF metadata", "this file has no embedded tokenizer; pass the HF model directory instead");
   if (v.model != "llama" && v.model != "gpt2") fail(g, "tokenizer.unsupported_model", "tokenizer.ggml.model '" + v.model + "' is not supported", "supported: llama (SentencePiece) and gpt2 (byte-level BPE)");
   v.pre = str("tokenizer.ggml.pre");
+  v.architecture = str("general.architecture");
   const GgufValue* tv = g.find("tokenizer.ggml.tokens");
   const auto* toks = tv ? tv->strings() : nullptr;
   if (!toks) fail(g, "tokenizer.missing", "tokenizer.ggml.tokens is missing or not a string array");

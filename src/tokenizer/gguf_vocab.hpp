@@ -21,6 +21,7 @@ namespace nunchaku {
 enum GgufTokenType : int32_t { kTokNormal = 1, kTokUnknown = 2, kTokControl = 3, kTokUserDefined = 4, kTokUnused = 5, kTokByte = 6 };
 
 struct GgufVocab {
+  std::string architecture;         // general.architecture (transformers shapes phi3's tokenizer apart)
   std::string model;                // "llama" (SentencePiece pieces with scores) or "gpt2" (byte-level BPE)
   std::string pre;                  // tokenizer.ggml.pre; "" when absent
   std::vector<std::string> tokens;  // as stored (byte-level spelling for gpt2, U+2581 for llama)
@@ -43,7 +44,8 @@ struct GgufVocab {
 std::vector<std::pair<std::string, GgufValue>> gguf_vocab_kvs(const GgufVocab& v);
 
 // tokenizer.json and tokenizer_config.json as transformers builds them from a GGUF
-// (integrations/gguf: LlamaTokenizer with merges recovered from the scores for "llama",
+// (integrations/gguf: LlamaTokenizer with merges recovered from the scores for "llama" --
+// for a phi3 architecture the space prefix is a normalizer instead of Metaspace --
 // GPT2Tokenizer with the file's merges and the pre-tokenizer's split regex for "gpt2";
 // control tokens added as special, user-defined ones as plain added tokens). The chat
 // template goes into tokenizer_config.json. Throws Error("tokenizer.unsupported_model").
