@@ -1,7 +1,7 @@
 // nunchaku run PATH: batch inference for shell scripts. Requests in (lines or JSONL, file or
 // stdin, read as they arrive), one JSON object per request out, in input order (or as each
 // finishes with --unordered), as soon as each is ready. SIGINT/SIGTERM keep what finished.
-// Thin adapter: lines -> requests -> tokenizer (+ chat template) -> generate_stream -> JSONL.
+// Thin adapter: lines -> requests -> tokenizer (+ chat template) -> engine::generate_from -> JSONL.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,7 +25,6 @@
 #include "batch/line_input.hpp"
 #include "batch/requests.hpp"
 #include "batch/results.hpp"
-#include "batch/stream.hpp"
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/run_placement.hpp"
@@ -262,13 +261,13 @@ class BatchRun {
   }
 
   engine::GenerationStats run() {
-    StreamOptions so;
+    engine::SchedulerOptions so;
     so.batch_size = o_.batch_size;
     so.prefill_chunk = o_.prefill_chunk;
-    so.pull = [this](bool wait, size_t& id, engine::GenerationRequest& g) { return pull(wait, id, g); };
     so.on_finish = [this](size_t id, const engine::GenerationResult& g) { on_finish(id, g); };
     so.should_stop = [] { return interrupted(); };
-    return generate_stream(model_, so);
+    return engine::generate_from(
+        model_, [this](bool wait, size_t& id, engine::GenerationRequest& g) { return pull(wait, id, g); }, so);
   }
 
   size_t read() const { return read_; }
@@ -277,14 +276,14 @@ class BatchRun {
 
  private:
   // The next request that can run; lines that cannot are answered here and skipped.
-  Pull pull(bool wait, size_t& id, engine::GenerationRequest& g) {
+  engine::Pull pull(bool wait, size_t& id, engine::GenerationRequest& g) {
     for (;;) {
-      if (interrupted()) return Pull::End;
-      if (!wait && read_ - out_.written() >= size_t(o_.max_pending)) return Pull::NotYet;  // backpressure
+      if (interrupted()) return engine::Pull::End;
+      if (!wait && read_ - out_.written() >= size_t(o_.max_pending)) return engine::Pull::NotYet;  // backpressure
       InputLine line;
       LineStatus st = in_.next(wait, line);
-      if (st == LineStatus::End) return Pull::End;
-      if (st == LineStatus::NotYet) return Pull::NotYet;
+      if (st == LineStatus::End) return engine::Pull::End;
+      if (st == LineStatus::NotYet) return engine::Pull::NotYet;
       const size_t index = read_++;
       BatchRequest r;
       std::string err;
@@ -324,7 +323,7 @@ class BatchRun {
         };
       }
       id = index;
-      return Pull::Got;
+      return engine::Pull::Got;
     }
   }
 

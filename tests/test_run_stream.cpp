@@ -1,20 +1,20 @@
-// generate_stream (run's streaming scheduler) against engine::generate, the engine's own
-// continuous batching: the same requests give the same tokens, finish reasons and counts
-// whether they are given up front or arrive one by one while others run (sampling is
-// per-request seeded, so batch composition must not matter).
+// engine::generate_from (the one scheduler, run's streaming source) against each request run
+// alone (batch 1, one after another): the same requests give the same tokens, finish reasons
+// and counts whether they are given up front or arrive one by one while others run, three
+// at a time (sampling is per-request seeded and the kernels batch-invariant, so batch
+// composition must not matter).
 #include <catch2/catch.hpp>
 
 #include <map>
 #include <random>
 
-#include "batch/stream.hpp"
 #include "engine/generate.hpp"
 #include "tests/helpers.hpp"
 #include "tests/test_engine_helpers.hpp"
 
 using namespace nunchaku;
 
-TEST_CASE("generate_stream equals engine::generate, up front or trickled in", "[run]") {
+TEST_CASE("the scheduler gives each request what it gets alone, up front or trickled in", "[run]") {
   engine::EngineOptions eo;
   eo.max_batch = 4;
   auto m = test::load_engine_model(test::testdata("run/llama-spm"), eo);
@@ -32,27 +32,29 @@ TEST_CASE("generate_stream equals engine::generate, up front or trickled in", "[
     r.eos_ids = {int32_t(rng() % uint32_t(tf.vocab()))};
   }
   reqs[5].prompt.assign(size_t(tf.max_context()), 1);  // too long: an error for that one only
-  engine::SchedulerOptions so;
-  so.batch_size = 3;
-  so.prefill_chunk = 16;
-  const auto expected = engine::generate(tf, reqs, so);
+  engine::SchedulerOptions alone;
+  alone.batch_size = 1;
+  alone.prefill_chunk = 16;
+  const auto expected = engine::generate(tf, reqs, alone);
 
   for (bool trickle : {false, true}) {
     std::map<size_t, engine::GenerationResult> got;
     size_t next = 0, polls = 0;
-    StreamOptions st;
+    engine::SchedulerOptions st;
     st.batch_size = 3;
     st.prefill_chunk = 16;
-    st.pull = [&](bool wait, size_t& id, engine::GenerationRequest& g) {
-      if (next == reqs.size()) return Pull::End;
+    auto source = [&](bool wait, size_t& id, engine::GenerationRequest& g) {
+      if (next == reqs.size()) return engine::Pull::End;
       // Trickled: a request is "there" only every third poll unless the scheduler waits.
-      if (trickle && !wait && ++polls % 3) return Pull::NotYet;
+      if (trickle && !wait && ++polls % 3) return engine::Pull::NotYet;
       id = next;
       g = reqs[next++];
-      return Pull::Got;
+      return engine::Pull::Got;
     };
     st.on_finish = [&](size_t id, const engine::GenerationResult& r) { got.emplace(id, r); };
-    generate_stream(tf, st);
+    engine::GenerationStats stats;
+    stats = engine::generate_from(tf, source, st);
+    CHECK(stats.max_active > 1);  // it did batch
     INFO("trickle " << trickle);
     REQUIRE(got.size() == reqs.size());
     for (size_t i = 0; i < reqs.size(); ++i) {
@@ -66,23 +68,23 @@ TEST_CASE("generate_stream equals engine::generate, up front or trickled in", "[
   }
 }
 
-TEST_CASE("generate_stream stops when asked, reporting only what finished", "[run]") {
+TEST_CASE("the scheduler stops when asked, reporting only what finished", "[run]") {
   engine::EngineOptions eo;
   eo.max_batch = 2;
   auto m = test::load_engine_model(test::testdata("run/llama-spm"), eo);
   size_t pulled = 0, finished = 0, steps = 0;
-  StreamOptions st;
+  engine::SchedulerOptions st;
   st.batch_size = 2;
-  st.pull = [&](bool, size_t& id, engine::GenerationRequest& g) {
+  auto source = [&](bool, size_t& id, engine::GenerationRequest& g) {
     id = pulled++;
     g = {};
     g.prompt = {1, 2, 3};
     g.max_tokens = 1000;  // longer than the stop below allows
-    return Pull::Got;
+    return engine::Pull::Got;
   };
   st.on_finish = [&](size_t, const engine::GenerationResult&) { ++finished; };
   st.should_stop = [&] { return ++steps > 10; };
-  generate_stream(*m.tf, st);
+  engine::generate_from(*m.tf, source, st);
   CHECK(pulled == 2);
   CHECK(finished == 0);
 }

@@ -1,4 +1,5 @@
-// Batch generation with continuous batching: up to batch_size sequences decode together
+// Batch generation with continuous batching (one scheduler, generate_from(); generate() for
+// requests given up front): up to batch_size sequences decode together
 // (one pass over the weights per step serves all of them); a finished sequence's KV slot
 // is given to the next waiting request at once. Prompts are prefilled in chunks that share
 // forward passes with the decode steps of the others.
@@ -41,8 +42,11 @@ struct GenerationResult {
 struct SchedulerOptions {
   int batch_size = 0;                // sequences at once; 0 = the model's max_batch
   int64_t prefill_chunk = 0;         // prompt tokens per forward pass; 0 = the model's max_tokens
-  // Called as each request finishes (input index), in finishing order, from the calling thread.
+  // Called as each request finishes (its input index or source id), in finishing order,
+  // from the calling thread.
   std::function<void(size_t index, const GenerationResult&)> on_finish;
+  // Polled before every forward pass; true abandons the running requests (not reported).
+  std::function<bool()> should_stop;
 };
 
 struct GenerationStats {
@@ -58,5 +62,21 @@ std::string check_request(const GenerationRequest& r, const Transformer& m);
 // Results in input order. Errors of the model itself (engine.*) propagate as Error.
 std::vector<GenerationResult> generate(Transformer& model, std::span<const GenerationRequest> requests,
                                        const SchedulerOptions& opts = {}, GenerationStats* stats = nullptr);
+
+// Requests that arrive while the batch runs (`nunchaku run` reading stdin): the source is
+// asked for one whenever a slot is free, without blocking (wait = false) while some sequence
+// runs and blocking (wait = true) when none does, so an idle run sleeps until the next one.
+enum class Pull {
+  Got,     // `req` and `id` were filled
+  NotYet,  // nothing ready now (only when wait is false)
+  End,     // no more requests will come (end of input, or a stop was requested)
+};
+using RequestSource = std::function<Pull(bool wait, size_t& id, GenerationRequest& req)>;
+
+// The one scheduler (generate() feeds it from its span): runs until the source ends and
+// every admitted request finished, or should_stop. Results go to on_finish with the
+// source's ids; errors of the model itself propagate as Error (finished requests were
+// reported).
+GenerationStats generate_from(Transformer& model, const RequestSource& source, const SchedulerOptions& opts);
 
 }  // namespace nunchaku::engine
