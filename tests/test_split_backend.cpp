@@ -25,12 +25,17 @@ struct Loaded {
   std::unique_ptr<WeightProvider> weights;
 };
 
-Loaded load_cpu(const std::string& path) {
+// Every weight in host memory, or (embedding_on_host) only the embedding, the rest left in
+// file mappings (Disk).
+Loaded load_cpu(const std::string& path, bool embedding_on_host = false) {
   Loaded m;
   m.ck = open_checkpoint(path);
   m.layout = describe_model(m.ck);
   LoadOptions lo;
-  lo.placement = place_all(m.layout, Device{Device::Kind::Cpu, 0});
+  const Device host{Device::Kind::Cpu, 0};
+  lo.placement = place_all(m.layout, embedding_on_host ? Device{Device::Kind::Disk, 0} : host);
+  for (const Module& mod : m.layout.modules)
+    if (embedding_on_host && mod.kind == ModuleKind::Embedding) lo.placement.modules[mod.name] = host;
   m.load = load_checkpoint(m.ck, m.layout, lo);
   m.weights = std::make_unique<ResidentProvider>(m.layout, m.load.store);
   return m;
@@ -168,23 +173,11 @@ class HostBlind final : public Backend {
   int embeds = 0, writes = 0;
 };
 
-Loaded load_embedding_on_host(const std::string& path) {
-  Loaded m;
-  m.ck = open_checkpoint(path);
-  m.layout = describe_model(m.ck);
-  LoadOptions lo;
-  lo.placement = place_all(m.layout, Device{Device::Kind::Disk, 0});
-  for (const Module& mod : m.layout.modules)
-    if (mod.kind == ModuleKind::Embedding) lo.placement.modules[mod.name] = Device{Device::Kind::Cpu, 0};
-  m.load = load_checkpoint(m.ck, m.layout, lo);
-  m.weights = std::make_unique<ResidentProvider>(m.layout, m.load.store);
-  return m;
-}
 
 }  // namespace
 
 TEST_CASE("an untied embedding the backend cannot read is gathered on the host, with the same logits", "[engine][multi]") {
-  Loaded m = load_embedding_on_host(test::testdata("engine/llama-small"));
+  Loaded m = load_cpu(test::testdata("engine/llama-small"), true);
   const auto& g = golden("engine/llama-small");
   const auto p0 = g.at("prompts")[0].get<std::vector<int32_t>>();
   const auto p1 = g.at("prompts")[1].get<std::vector<int32_t>>();
@@ -198,7 +191,7 @@ TEST_CASE("an untied embedding the backend cannot read is gathered on the host, 
   CHECK(blind.embeds == 0);  // never handed the table it cannot read
   CHECK(blind.writes == 5);  // one row block per forward pass: the prefill, then 4 decode steps
   // A tied embedding is also the head, which runs on the backend: it must be readable there.
-  Loaded tied = load_embedding_on_host(test::testdata("engine/llama-tied"));
+  Loaded tied = load_cpu(test::testdata("engine/llama-tied"), true);
   HostBlind blind2;
   CHECK_THROWS_WITH(Transformer(tied.layout, *tied.weights, blind2, options()), Catch::Contains("cannot read"));
 }
