@@ -552,9 +552,10 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--device", o->device, "cpu | cuda[:N]: where the model runs (all weights there unless --vram)")
       ->capture_default_str()->group(kPlacement);
   cmd->add_option("--vram", o->vram,
-                  "GPU memory budget (cuda:0): layers past it stay in host memory or on disk and are streamed to the "
-                  "GPU each step, overlapped with compute")->group(kPlacement);
-  cmd->add_option("--plan", o->plan, "Placement plan JSON (`nunchaku plan --format json`; one cuda device, cpu, disk)")->group(kPlacement);
+                  "GPU memory budget, one size per GPU from cuda:0 (each runs the layers it holds): layers past "
+                  "it stay in host memory or on disk and are streamed to the last GPU each step, overlapped with "
+                  "compute")->group(kPlacement);
+  cmd->add_option("--plan", o->plan, "Placement plan JSON (`nunchaku plan --format json`; cuda devices, cpu, disk)")->group(kPlacement);
   cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory budget: layers past it stay on disk and are streamed")->group(kPlacement);
   cmd->add_option("--offload", o->offload,
                   "How layers left on disk are read: stream (into a bounded pool of 2 layers, O_DIRECT, read ahead "
