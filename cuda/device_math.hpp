@@ -68,6 +68,25 @@ NK_HD float half_bits_to_float(uint16_t h) {
 }
 NK_HD float bf16_bits_to_float(uint16_t b) { return bits_to_float(uint32_t(b) << 16); }
 
+// a * b and a + b each rounded on its own. nvcc contracts `a * b + c` into one FMA (one
+// rounding) by default; the CPU engine's dequantization (compiled without FMA) rounds twice,
+// so dequantized weights would differ from it in the last bit. The _rn intrinsics are never
+// contracted.
+NK_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+NK_HD float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
 // Unaligned little-endian loads (block fields are not aligned in the file layouts).
 NK_HD uint16_t ld16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
 NK_HD uint32_t ld32(const uint8_t* p) {
@@ -99,7 +118,7 @@ NK_HD float dequant_in_block(const uint8_t* b, WType t, int i) {
     }
     case WType::Q4_1: {
       const uint8_t q = b[4 + (i & 15)];
-      return ldh(b) * float(i < 16 ? q & 15 : q >> 4) + ldh(b + 2);
+      return add_rn(mul_rn(ldh(b), float(i < 16 ? q & 15 : q >> 4)), ldh(b + 2));
     }
     case WType::Q5_0: {
       const uint8_t q = b[6 + (i & 15)];
@@ -109,7 +128,7 @@ NK_HD float dequant_in_block(const uint8_t* b, WType t, int i) {
     case WType::Q5_1: {
       const uint8_t q = b[8 + (i & 15)];
       const int v = int((i < 16 ? q & 15 : q >> 4) | (((ld32(b + 4) >> i) & 1) << 4));
-      return ldh(b) * float(v) + ldh(b + 2);
+      return add_rn(mul_rn(ldh(b), float(v)), ldh(b + 2));
     }
     case WType::Q4_K:
     case WType::Q5_K: {
@@ -118,12 +137,12 @@ NK_HD float dequant_in_block(const uint8_t* b, WType t, int i) {
       const int pair = i / 64, l = i % 32, j = 2 * pair + ((i % 64) >= 32 ? 1 : 0);
       int sc, m;
       k_scale_min(j, b + 4, sc, m);
-      const float d = ldh(b) * float(sc), mm = ldh(b + 2) * float(m);
+      const float d = mul_rn(ldh(b), float(sc)), mm = mul_rn(ldh(b + 2), float(m));
       const bool q5 = t == WType::Q5_K;
       const uint8_t q = b[(q5 ? 48 : 16) + pair * 32 + l];
       int v = (j & 1) ? q >> 4 : q & 15;
       if (q5) v |= ((b[16 + l] >> j) & 1) << 4;
-      return d * float(v) - mm;
+      return add_rn(mul_rn(d, float(v)), -mm);
     }
     case WType::Q6_K: {
       // Two halves of 128; within a half, four groups of 32 (l = i % 32).
