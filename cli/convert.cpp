@@ -18,7 +18,7 @@ namespace nunchaku::cli {
 namespace {
 
 struct CliOptions {
-  std::string in, out, dtype, shard_size, shard_by, format, names, buffer = "256M";
+  std::string in, out, dtype, shard_size, shard_by, shard_order, format, names, buffer = "256M";
   bool verify = false, json = false, quiet = false;
 };
 
@@ -39,6 +39,11 @@ convert::ConvertOptions to_options(const CliOptions& c) {
     o.shard_size = parse_size_or_throw(c.shard_size, "--shard-size");
     if (o.shard_size == 0) throw Error("usage.size", "--shard-size must be more than 0");
   }
+  if (c.shard_order == "name") o.shard_by_name = true;
+  else if (!c.shard_order.empty() && c.shard_order != "model")
+    throw Error("usage.shard", "--shard-order takes model or name");
+  if (!c.shard_order.empty() && !c.shard_by.empty())
+    throw Error("usage.shard", "--shard-order applies to --shard-size, not --shard-by");
   if (!c.shard_by.empty()) {
     if (c.shard_by != "layer") throw Error("usage.shard", "--shard-by takes 'layer'");
     o.shard_by_layer = true;
@@ -107,6 +112,8 @@ void add_convert(CLI::App& app, Action& action) {
   cmd->add_option("OUT", o->out, "Output directory (safetensors) or .gguf file; must not exist")->required();
   cmd->add_option("--dtype", o->dtype, "Cast float tensors: bf16, fp16, fp32 (q8_0 for GGUF output)")->group(kConversion);
   cmd->add_option("--shard-size", o->shard_size, "Max bytes per safetensors shard, as transformers (default 5GB)")->group(kConversion);
+  cmd->add_option("--shard-order", o->shard_order,
+                  "Tensor order --shard-size fills shards in: model (transformers 4.x) or name (5.x)")->group(kConversion);
   cmd->add_option("--shard-by", o->shard_by, "'layer': one file per module (embedding, each layer, norm, head)")->group(kConversion);
   cmd->add_option("--format", o->format, "safetensors or gguf (default: gguf when OUT ends in .gguf)")->group(kConversion);
   cmd->add_option("--names", o->names, "Rename tensors: hf (transformers) or gguf (llama.cpp), Q/K rows permuted as convert_hf_to_gguf")

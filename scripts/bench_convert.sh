@@ -64,5 +64,5 @@ echo "nunchaku vs transformers (same dtype): $(echo "$hf_s / $same_s" | bc -l | 
 cmp <(cd "$DIR/nk-same" && cat model.safetensors.index.json | "$PY" -c "import json,sys; print(sorted(json.load(sys.stdin)['weight_map'].items()))") \
     <(cd "$DIR/hf" && cat model.safetensors.index.json | "$PY" -c "import json,sys; print(sorted(json.load(sys.stdin)['weight_map'].items()))") \
   2>/dev/null && echo "shard assignment: identical to transformers'" \
-  || echo "shard assignment: differs from this transformers' (nunchaku follows 4.x state_dict order; 5.x sorts names first)"
+  || echo "shard assignment: differs from this transformers' (--shard-order model is 4.x's; 5.x's is --shard-order name)"
 rm -rf "$DIR"/cp "$DIR"/nk-same "$DIR"/nk-bf16 "$DIR"/hf

@@ -17,6 +17,9 @@ two tools people use for it, into testdata/convert/gguf/:
    ids transformers' tokenizer gives for a set of strings (with and without special tokens).
    (stories260K.gguf of ../shared/testfiles is not used: transformers 5.24 fails on its
    padding_token_id 0xFFFFFFFF, llama.cpp's "no token".)
+4. `../llama-sharded-tf5.index.json`: the index transformers 5.24's save_pretrained(
+   max_shard_size="100KB") writes for testdata/models/llama (5.x fills shards in name order;
+   testdata/models/llama-sharded is 4.57's, in state_dict order).
 3. The real vocabularies of ../shared/testfiles/vocab (llama.cpp's ggml-vocab-*.gguf, when
    that folder exists): `shared/<name>/ids.json` and config.json (when transformers makes
    one) only; their tokenizer.json files are megabytes and the GGUFs are not ours to commit.
@@ -129,6 +132,15 @@ def transformers_sidecars(gguf_path, name):
     write_ids(dst, os.path.relpath(gguf_path, ROOT), tok)
 
 
+def shard_index_tf5():
+    from transformers import AutoModelForCausalLM
+    with tempfile.TemporaryDirectory() as d:
+        AutoModelForCausalLM.from_pretrained(os.path.join(ROOT, "testdata", "models", "llama")).save_pretrained(
+            d, max_shard_size="100KB")
+        shutil.copy(os.path.join(d, "model.safetensors.index.json"),
+                    os.path.join(ROOT, "testdata", "convert", "llama-sharded-tf5.index.json"))
+
+
 def main():
     llama_cpp = os.environ.get("LLAMA_CPP")
     if not llama_cpp:
@@ -142,6 +154,7 @@ def main():
     transformers_sidecars(os.path.join(OUT, "qwen2-bpe.gguf"), "qwen2-bpe")
     transformers_sidecars(os.path.join(OUT, "llama-spm.gguf"), "llama-spm")
     shared_vocabs()
+    shard_index_tf5()
 
 
 if __name__ == "__main__":

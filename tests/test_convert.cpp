@@ -387,3 +387,22 @@ TEST_CASE("convert: real files from other tools convert with --verify and read b
     }
   CHECK(converted > 20);
 }
+
+TEST_CASE("convert: --shard-order name fills shards as transformers 5.x's save_pretrained", "[convert]") {
+  // transformers 5.24 hands the state dict to split_torch_state_dict_into_shards in name
+  // order (scripts/make_gguf_convert_fixtures.py wrote its index for the same model and size).
+  test::TempDir tmp;
+  const std::string out = tmp.file("out");
+  auto r = test::run_cli({"convert", test::testdata("models/llama"), out, "--shard-size", "100KB", "--shard-order", "name", "-q"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const json ref = test::read_json(test::testdata("convert/llama-sharded-tf5.index.json"));
+  const json ours = test::read_json(out + "/model.safetensors.index.json");
+  CHECK(ours["weight_map"] == ref["weight_map"]);
+  CHECK(ours["metadata"] == ref["metadata"]);
+  // The default (model order) differs from it: this fixture does tell them apart.
+  CHECK(test::read_json(test::testdata("models/llama-sharded/model.safetensors.index.json"))["weight_map"] != ref["weight_map"]);
+  r = test::run_cli({"convert", test::testdata("models/llama"), tmp.file("x"), "--shard-by", "layer", "--shard-order", "name"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--shard-order applies to --shard-size"));
+}

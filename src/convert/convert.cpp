@@ -102,7 +102,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
   if (fmt == OutFormat::GGUF)
     for (size_t i = 0; i < plan.tensors.size(); ++i) plan.shards[0].tensors.push_back(i);
   else if (o.shard_by_layer) shard_by_module(plan, ck, layout);
-  else shard_by_size(plan, o.shard_size);
+  else shard_by_size(plan, o.shard_size, o.shard_by_name);
   std::vector<std::pair<std::string, GgufValue>> tokenizer_kvs;
   if (fmt == OutFormat::GGUF && !renames.empty() && o.names == Names::GGUF && layout.spec)
     if (auto f = llama3_rope_freqs(*layout.spec); !f.empty()) plan.generated.push_back({"rope_freqs.weight", std::move(f)});

@@ -24,6 +24,7 @@ struct ConvertOptions {
   std::optional<DType> dtype;               // F32/F16/BF16 (and Q8_0 for GGUF); nullopt keeps
   uint64_t shard_size = 5000000000ull;      // transformers' default max_shard_size "5GB"
   bool shard_by_layer = false;
+  bool shard_by_name = false;               // --shard-order name: fill shards in name order (transformers 5.x)
   std::optional<OutFormat> format;          // nullopt: GGUF when OUT ends in .gguf
   uint64_t buffer_bytes = 256ull << 20;
   bool verify = false;                      // re-read the output and compare with the input

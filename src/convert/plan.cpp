@@ -137,10 +137,14 @@ ConvertPlan plan_tensors(const Checkpoint& ck, const ModelLayout& layout, const 
   return plan;
 }
 
-void shard_by_size(ConvertPlan& plan, uint64_t max_bytes) {
+void shard_by_size(ConvertPlan& plan, uint64_t max_bytes, bool by_name) {
+  std::vector<size_t> order(plan.tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (by_name)
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return plan.tensors[a].name < plan.tensors[b].name; });
   std::vector<Shard> shards;
   Shard cur;
-  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+  for (size_t i : order) {
     const uint64_t b = plan.tensors[i].nbytes;
     if (b > max_bytes) {
       shards.push_back({.tensors = {i}, .bytes = b});

@@ -60,7 +60,9 @@ ConvertPlan plan_tensors(const Checkpoint& ck, const ModelLayout& layout, const 
 // split_state_dict_into_shards: in state_dict order, a tensor that would overflow the
 // current shard starts a new one; one larger than max_bytes gets a shard of its own).
 // One shard is named model.safetensors, n shards model-0000i-of-0000n.safetensors.
-void shard_by_size(ConvertPlan& plan, uint64_t max_bytes);
+// by_name: the tensors in name order (byte order, as Python's sorted), which is what
+// transformers 5.x hands to that function.
+void shard_by_size(ConvertPlan& plan, uint64_t max_bytes, bool by_name = false);
 // One shard per module of the model description (embedding, each layer, norm, head, other).
 void shard_by_module(ConvertPlan& plan, const Checkpoint& ck, const ModelLayout& layout);
 
