@@ -39,23 +39,30 @@ void print_field(std::string_view label, const std::string& text) {
 void print_table(const Estimate& e, bool explain) {
   const auto& s = e.spec;
   const auto& w = e.workload;
-  print_field("model:", fmt::format("{} ({}), {} layers, hidden {}, {} heads ({} KV) × {}, vocab {}, {} params",
-                                    s.architecture.empty() ? "unknown" : s.architecture, s.source.empty() ? "unknown" : s.source,
-                                    s.num_layers, s.hidden_size, s.num_heads, s.num_kv_heads, s.head_dim, s.vocab_size,
-                                    format_count(e.parameters)));
+  const bool described = s.hidden_size > 0;  // else a module tree without config (estimate_weights.cpp)
+  if (described)
+    print_field("model:", fmt::format("{} ({}), {} layers, hidden {}, {} heads ({} KV) × {}, vocab {}, {} params",
+                                      s.architecture.empty() ? "unknown" : s.architecture, s.source.empty() ? "unknown" : s.source,
+                                      s.num_layers, s.hidden_size, s.num_heads, s.num_kv_heads, s.head_dim, s.vocab_size,
+                                      format_count(e.parameters)));
+  else
+    print_field("model:", fmt::format("unknown (no config.json or GGUF metadata), {}, {} params",
+                                      plural(e.modules.size(), "module"), format_count(e.parameters)));
   print_field("runtime:", fmt::format("{} on {}", runtime_name(e.runtime), e.target == Target::Cpu ? "the CPU" : "CUDA GPUs"));
   for (const auto& m : e.runtime_model) print_field("", m);
   std::string wl = fmt::format("{}, batch {}, context {}{}, weights {}{}, compute {}, KV {}", mode_name(w.mode), w.batch, w.context,
              e.context_defaulted ? fmt::format(" (default: min(model max {}, 4096))", s.max_context) : "",
              dtype_name(e.weight_dtype), w.quant.scheme != QuantScheme::None ? " as " + w.quant.label() : "",
              dtype_name(e.compute_dtype), dtype_name(e.kv_dtype));
+  if (!described) wl = fmt::format("{}, weights {}", mode_name(w.mode), dtype_name(e.weight_dtype));
   if (w.mode != Mode::Infer)
     wl += fmt::format(", {} ({} trainable), ZeRO-{} on {} GPU(s), offload {}", optimizer_name(w.optimizer),
                       format_count(e.trainable_parameters), w.zero, w.gpus, offload_name(w.offload));
   else if (w.gpus > 1)
     wl += fmt::format(", split over {} GPUs", w.gpus);
   print_field("workload:", wl);
-  fmt::print("KV cache:  {} per token (all layers, batch 1)\n\n", format_bytes(e.kv_bytes_per_token));
+  if (described) fmt::print("KV cache:  {} per token (all layers, batch 1)\n", format_bytes(e.kv_bytes_per_token));
+  fmt::print("\n");
   // Formulas behind --explain (always in the JSON), each under its row.
   auto row = [&](const std::string& name, uint64_t bytes, const std::string& formula) {
     fmt::print("{:<24} {:>12}\n", name, format_bytes(bytes));
@@ -130,8 +137,10 @@ int run(const EstimateOptions& o) {
   Checkpoint ck = open_checkpoint(o.path);
   ModelLayout layout = describe_model(ck);
   std::vector<Workload> ws;
-  if (is_all_runtimes(o.w))
+  if (is_all_runtimes(o.w) && layout.spec)
     for (Runtime r : runtimes_for(w.mode)) ws.push_back(w), ws.back().runtime = r;
+  else if (is_all_runtimes(o.w))  // a module tree without config: PyTorch is the one runtime that loads it
+    ws.push_back(w), ws.back().runtime = Runtime::Transformers;
   else
     ws.push_back(w);
   std::vector<Estimate> es;

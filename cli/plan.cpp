@@ -48,9 +48,13 @@ std::string render_table(const DevicePlan& p, const Estimate& e, const std::vect
   const auto& s = e.spec;
   std::string out;
   auto put = [&out](fmt::string_view f, auto&&... args) { fmt::format_to(std::back_inserter(out), fmt::runtime(f), args...); };
-  put("model:    {} ({}), {} layers, {} params; {}, batch {}, context {}\n", s.architecture.empty() ? "unknown" : s.architecture,
-      s.source.empty() ? "unknown" : s.source, s.num_layers, format_count(e.parameters), mode_name(e.workload.mode), e.workload.batch,
-      e.workload.context);
+  if (s.hidden_size > 0)
+    put("model:    {} ({}), {} layers, {} params; {}, batch {}, context {}\n", s.architecture.empty() ? "unknown" : s.architecture,
+        s.source.empty() ? "unknown" : s.source, s.num_layers, format_count(e.parameters), mode_name(e.workload.mode),
+        e.workload.batch, e.workload.context);
+  else  // a module tree without config (estimate_weights.cpp)
+    put("model:    unknown (no config.json or GGUF metadata), {}, {} params; {}\n", plural(e.modules.size(), "module"),
+        format_count(e.parameters), mode_name(e.workload.mode));
   const size_t width = output_width();
   put("runtime:  {}\n", wrap(std::string(runtime_name(e.runtime)) + (e.runtime_model.empty() ? "" : " (" + e.runtime_model.front() + ")"),
                              width, 10));

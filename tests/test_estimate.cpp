@@ -478,11 +478,16 @@ TEST_CASE("estimate: invalid workloads are errors with their own codes", "[estim
   Workload z;
   z.zero = 2;
   CHECK(code(z) == "usage.zero_needs_training");
-  // No config and nothing recognisable: no spec.
+  // No config and nothing recognisable: inference is its weights (3 f32 values, in no
+  // module here) and the fixed costs; training needs the dimensions (tests/test_module_tree.cpp
+  // has a real module tree).
   Checkpoint bare = index_of({{"x", {3}}}, DType::F32, "");
   ModelLayout none;
+  CHECK(estimate(bare, none, Workload{}).runtime == Runtime::Transformers);
+  Workload train;
+  train.mode = Mode::Train;
   try {
-    (void)estimate(bare, none, Workload{});
+    (void)estimate(bare, none, train);
     FAIL("expected estimate.no_spec");
   } catch (const Error& e) {
     CHECK(e.code() == "estimate.no_spec");

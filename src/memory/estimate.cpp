@@ -24,23 +24,6 @@ constexpr int64_t kDefaultContext = 4096;
 constexpr int64_t kMaxTokens = 1LL << 31;
 constexpr int64_t kMaxBatch = 1LL << 24;
 
-bool is_weight_like(DType t) {
-  auto k = dtype_info(t).kind;
-  return k == DTypeKind::Float || k == DTypeKind::Quantized;
-}
-
-// The float dtype holding most bytes (what "as stored" means for compute).
-DType dominant_dtype(const Checkpoint& ck) {
-  std::map<DType, uint64_t> by;
-  for (const auto& t : ck.tensors)
-    if (is_weight_like(t.dtype)) by[t.dtype] += t.nbytes;
-  DType best = DType::F32;
-  uint64_t most = 0;
-  for (auto [d, b] : by)
-    if (b > most) { most = b; best = d; }
-  return best;
-}
-
 // Modules when describe_model produced none: layer = first all-digit path component.
 std::vector<Module> fallback_modules(const Checkpoint& ck) {
   std::vector<Module> mods;
@@ -216,6 +199,7 @@ uint64_t kv_cache_bytes(const ModelSpec& s, int64_t tokens, int64_t batch, DType
 }
 
 Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workload& win) {
+  if (!layout.spec) return estimate_weights_only(ck, layout, win);  // any module tree: weights + overheads
   Estimate e;
   e.modules.clear();
   const std::vector<Module> mods = layout.modules.empty() ? fallback_modules(ck) : layout.modules;

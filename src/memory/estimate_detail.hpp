@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <vector>
 
 #include "memory/estimate.hpp"
@@ -29,6 +30,23 @@ inline uint64_t elem_bytes(DType t) {
   return i.block_elems == 1 ? i.block_bytes : (i.block_bytes >= i.block_elems ? i.block_bytes / i.block_elems : 1);
 }
 
+inline bool is_weight_like(DType t) {
+  auto k = dtype_info(t).kind;
+  return k == DTypeKind::Float || k == DTypeKind::Quantized;
+}
+
+// The float dtype holding most bytes (what "as stored" means for compute).
+inline DType dominant_dtype(const Checkpoint& ck) {
+  std::map<DType, uint64_t> by;
+  for (const auto& t : ck.tensors)
+    if (is_weight_like(t.dtype)) by[t.dtype] += t.nbytes;
+  DType best = DType::F32;
+  uint64_t most = 0;
+  for (auto [d, b] : by)
+    if (b > most) most = b, best = d;
+  return best;
+}
+
 // A tensor that receives gradients: a base weight (full training) or a LoRA factor.
 struct TrainTensor {
   size_t module = 0;      // index into Estimate::modules
@@ -40,5 +58,11 @@ struct TrainTensor {
 uint64_t add_runtime_inference(Estimate& e);  // runtime.cpp
 uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainable);
 void add_overheads(Estimate& e, uint64_t slack_default);
+
+// A checkpoint without a model description (no config.json, no GGUF metadata: a vision
+// model, a UNet, an adapter, any nn.Module): inference on PyTorch, weights by module (as
+// stored or as --dtype) and the runtime's overheads; no KV cache or activations, which need
+// the dimensions (estimate_weights.cpp). Throws estimate.no_spec for what needs them.
+Estimate estimate_weights_only(const Checkpoint& ck, const ModelLayout& layout, const Workload& w);
 
 }  // namespace nunchaku::estimate_detail
