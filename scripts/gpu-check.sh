@@ -13,6 +13,10 @@
 #   device_map="auto" (scripts/gpu_peers.py), GPU memory predicted vs measured per run;
 #   then prints one table last.
 #   ./scripts/gpu-check.sh [SIZE_GIB=4]      (TOK=32 tokens per request; SKIP_ENGINE=1 skips 6)
+# On a machine without fmt/nlohmann_json/Catch2/PCRE2 (the lent GPU machines): run
+# scripts/gpu-deps.sh first where apt works, and carry .deps/ along. LOGS=DIR: copies of
+# the test logs. The whole script takes well over 10 minutes (8 GB model, peers): with
+# less time, SKIP_ENGINE=1 and a small SIZE_GIB keep build, tests and load rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GIB=${1:-4}
@@ -21,6 +25,24 @@ T_BUILD=${T_BUILD:-900}
 T_STEP=${T_STEP:-300}
 declare -A R=()   # results for the table
 note() { printf '[gpu-check] %s\n' "$*" >&2; }
+
+# 0. C++ build dependencies the GPU machine's image lacks (fmt, nlohmann_json, Catch2, CLI11,
+# PCRE2, pkg-config): .debs that scripts/gpu-deps.sh put into .deps/, unpacked into
+# .deps/root (never into /) and found before the system's; their libraries come after the
+# system's at run time.
+if compgen -G ".deps/*.deb" >/dev/null; then
+  DEPS=$PWD/.deps/root
+  rm -rf "$DEPS" && mkdir -p "$DEPS"
+  for f in .deps/*.deb; do dpkg-deb -x "$f" "$DEPS"; done
+  LIBDIR=$DEPS/usr/lib/x86_64-linux-gnu
+  sed -i "s|^prefix=/usr\$|prefix=$DEPS/usr|" "$LIBDIR"/pkgconfig/*.pc
+  export CMAKE_PREFIX_PATH="$DEPS/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export PKG_CONFIG_PATH="$LIBDIR/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  export PATH="$PATH:$DEPS/usr/bin"
+  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$LIBDIR"
+  debs=(.deps/*.deb)
+  note "build dependencies from .deps/: ${#debs[@]} packages"
+fi
 
 if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader || true; else note "nvidia-smi not found"; fi
 
@@ -44,6 +66,10 @@ grep -iE "skipped: no CUDA|passed|failed" "$BUILD/cuda-tests.log" | tail -5 || t
 grep -E "failed|FAILED|error|with message" -A4 "$BUILD/cuda-tests.log" | head -120 || true
 if grep -q "skipped: no CUDA" "$BUILD/cuda-tests.log"; then R[tests]="SKIPPED (no device)"; else R[tests]=$([[ $rc == 0 ]] && echo pass || echo "FAIL rc=$rc"); fi
 timeout "$T_STEP" "$BUILD/nunchaku_tests" "[load]" >"$BUILD/load-tests.log" 2>&1 && R[load_tests]=pass || R[load_tests]="FAIL (see $BUILD/load-tests.log)"
+# LOGS=DIR keeps the whole test logs (the machine that ran them may be gone by the time they are read).
+if [[ -n "${LOGS:-}" ]] && ! { mkdir -p "$LOGS" && cp "$BUILD/cuda-tests.log" "$BUILD/load-tests.log" "$LOGS/"; }; then
+  note "cannot copy the logs to $LOGS"
+fi
 
 # 3+4. one filled file, warm cache
 DIR=$(mktemp -d /tmp/nunchaku-gpu-check-XXXX)
