@@ -20,6 +20,7 @@
 #include "format/gguf.hpp"
 #include "format/open.hpp"
 #include "tests/helpers.hpp"
+#include "tokenizer/gguf_vocab.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 using namespace nunchaku;
@@ -292,4 +293,18 @@ TEST_CASE("convert GGUF -> HF: real llama.cpp vocabularies give transformers' id
     ++compared;
   }
   CHECK(compared >= 5);
+}
+
+TEST_CASE("convert HF -> GGUF: added tokens that look special become control tokens, as convert_hf_to_gguf", "[convert][gguf]") {
+  // Hand-made tokenizer.json: two added tokens not marked special; convert_hf_to_gguf's
+  // does_token_look_special makes "<|tool|>" CONTROL (3) and leaves "<think>" USER_DEFINED (4).
+  const std::string j = R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2,"<|tool|>":3,"<think>":4},"merges":["a b"]},
+    "added_tokens":[{"id":3,"content":"<|tool|>","special":false},{"id":4,"content":"<think>","special":false},
+                    {"id":0,"content":"a","special":true}],
+    "pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},"decoder":{"type":"ByteLevel"}})";
+  const GgufVocab v = Tokenizer::from_hf_json(j, "t.json").gguf_vocab();
+  CHECK(v.model == "gpt2");
+  CHECK(v.pre == "gpt-2");
+  CHECK(v.types == std::vector<int32_t>{3, 1, 1, 3, 4});
+  CHECK(v.merges == std::vector<std::string>{"a b"});
 }

@@ -1,6 +1,6 @@
 // Tokenizer::gguf_vocab: a tokenizer loaded from tokenizer.json described as GGUF
 // key-values, as convert_hf_to_gguf writes them (tokens in id order, control tokens for
-// special added tokens, user-defined for the others, <0xNN> as byte tokens, the merges of a
+// special added tokens and added tokens that look special, user-defined for the others, <0xNN> as byte tokens, the merges of a
 // byte-level BPE, special ids, add_bos/add_eos, the chat template). One deliberate
 // difference: for SentencePiece-style BPE convert_hf_to_gguf scores every token -1000
 // (without a tokenizer.model it has no scores), which makes llama.cpp's merge-by-score
@@ -27,9 +27,19 @@ std::vector<Merge> ranked_merges(const TokenizerImpl& t) {
   return m;
 }
 
-int32_t token_type(uint8_t attr, bool spm) {
+// convert_hf_to_gguf's does_token_look_special: added tokens some models forget to mark
+// special (command-r, deepseek-coder, gemma) become control tokens.
+bool looks_special(const std::string& t) {
+  auto wrapped = [&](std::string_view open, std::string_view close) {
+    return t.size() >= open.size() + close.size() && t.starts_with(open) && t.ends_with(close);
+  };
+  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
+         wrapped("<\xEF\xBD\x9C", "\xEF\xBD\x9C>") || wrapped("<unused", ">");
+}
+
+int32_t token_type(uint8_t attr, bool spm, const std::string& text) {
   if (attr & kAttrControl) return kTokControl;
-  if (attr & kAttrUserDefined) return kTokUserDefined;
+  if (attr & kAttrUserDefined) return looks_special(text) ? kTokControl : kTokUserDefined;
   if (spm && (attr & kAttrByte)) return kTokByte;
   if (attr & kAttrUnknown) return kTokUnknown;
   if (attr & kAttrUnused) return kTokUnused;
@@ -82,7 +92,7 @@ GgufVocab Tokenizer::gguf_vocab() const {
   const auto merges = ranked_merges(t);
   v.tokens = t.tokens;
   v.types.resize(t.tokens.size());
-  for (size_t i = 0; i < t.tokens.size(); ++i) v.types[i] = token_type(t.attr[i], spm);
+  for (size_t i = 0; i < t.tokens.size(); ++i) v.types[i] = token_type(t.attr[i], spm, t.tokens[i]);
   if (spm) {
     v.model = "llama";
     v.pre = "default";
