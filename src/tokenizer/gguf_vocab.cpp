@@ -112,106 +112,117 @@ GgufVocab read_gguf_vocab(const GgufFile& g) {
   return v;
 }
 
+namespace {
+
+// Stages of from_gguf, each filling its part of the tokenizer from the vocabulary.
+void set_attributes(TokenizerImpl& t, const GgufVocab& v) {
+  t.attr.assign(v.tokens.size(), kAttrNormal);
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    switch (v.types[i]) {
+      case kTokUnknown: t.attr[i] = kAttrUnknown; break;
+      case kTokControl: t.attr[i] = kAttrControl; break;
+      case kTokUserDefined: t.attr[i] = kAttrUserDefined; break;
+      case kTokUnused: t.attr[i] = kAttrUnused; break;
+      case kTokByte: t.attr[i] = kAttrByte; break;
+      default: t.attr[i] = kAttrNormal; break;
+    }
+  }
+}
+
+void set_model(TokenizerImpl& t, const GgufVocab& v) {
+  if (v.model == "llama") {
+    t.model = ModelKind::SpmScores;
+    t.decode_kind = DecodeKind::Spm;
+    t.scores = v.scores;
+    t.spm_space_prefix = v.add_space_prefix.value_or(true);
+    t.spm_escape_spaces = true;
+    t.strip_leading_space = t.spm_space_prefix;
+    t.byte_fallback = true;
+    return;
+  }
+  t.model = ModelKind::BpeRanks;
+  t.byte_level = true;
+  t.decode_kind = DecodeKind::ByteLevel;
+  auto table = gguf_pretokenizer(v.pre.empty() ? "default" : v.pre);
+  if (!table) t.fail("tokenizer.unknown_pretokenizer", "unknown tokenizer.ggml.pre '" + v.pre + "'", "supported names are listed in docs/tokenizer.md");
+  for (const std::string& re : table->regexes) {
+    PreStep st;
+    st.regex = std::make_shared<const Regex>(re, t.source);
+    t.pre.push_back(std::move(st));
+  }
+  t.ignore_merges = table->ignore_merges;
+}
+
+// Special ids, BOS/EOS added by encode, and every id that ends generation: EOS, EOT/EOM
+// when given, and the usual end-of-turn control tokens.
+void set_specials(TokenizerImpl& t, const GgufVocab& v) {
+  const size_t n = v.tokens.size();
+  t.unk = v.unk, t.bos = v.bos, t.eos = v.eos, t.pad = v.pad;
+  if (t.unk < 0 && v.model == "llama") {
+    for (size_t i = 0; i < n; ++i) if (t.attr[i] & kAttrUnknown) { t.unk = static_cast<int32_t>(i); break; }
+  }
+  if (v.adds_bos() && t.bos >= 0) t.prefix_ids.push_back(t.bos);
+  if (v.adds_eos() && t.eos >= 0) t.suffix_ids.push_back(t.eos);
+  auto add_eos = [&](int32_t x) {
+    if (x >= 0 && std::find(t.eos_ids.begin(), t.eos_ids.end(), x) == t.eos_ids.end()) t.eos_ids.push_back(x);
+  };
+  add_eos(t.eos);
+  add_eos(v.eot);
+  add_eos(v.eom);
+  static const char* kEog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "</s>"};
+  for (size_t i = 0; i < n; ++i) {
+    if (!(t.attr[i] & (kAttrControl | kAttrUserDefined))) continue;
+    for (const char* e : kEog)
+      if (t.tokens[i] == e) add_eos(static_cast<int32_t>(i));
+  }
+  // Control, unknown and user-defined tokens are split out of the text first.
+  for (size_t i = 0; i < n; ++i) {
+    if (t.attr[i] & (kAttrControl | kAttrUnknown | kAttrUserDefined)) {
+      AddedToken a;
+      a.content = t.tokens[i];
+      a.id = static_cast<int32_t>(i);
+      a.special = (t.attr[i] & kAttrUserDefined) == 0;
+      t.added.push_back(std::move(a));
+    }
+  }
+  // Unknown tokens behave like control tokens for is_special / skip_special.
+  for (auto& a : t.attr) if (a & kAttrUnknown) a |= kAttrControl;
+}
+
+// BPE merges "left right" (split at the first space after the first character); needs
+// token_to_id, so after finish().
+void set_merges(TokenizerImpl& t, const GgufVocab& v) {
+  t.merges.reserve(v.merges.size() * 2);
+  for (size_t r = 0; r < v.merges.size(); ++r) {
+    const std::string& m = v.merges[r];
+    size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
+    if (sp == std::string::npos) t.fail("tokenizer.bad_merge", "merge #" + std::to_string(r) + " '" + m + "' is not two tokens separated by a space");
+    auto a = t.token_to_id.find(m.substr(0, sp));
+    auto b = t.token_to_id.find(m.substr(sp + 1));
+    auto ab = t.token_to_id.find(m.substr(0, sp) + m.substr(sp + 1));
+    if (a == t.token_to_id.end() || b == t.token_to_id.end() || ab == t.token_to_id.end()) {
+      t.fail("tokenizer.bad_merge", "merge #" + std::to_string(r) + " '" + m + "' refers to a token that is not in the vocabulary");
+    }
+    uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a->second)) << 32) | static_cast<uint32_t>(b->second);
+    t.merges.emplace(key, std::make_pair(static_cast<int32_t>(r), ab->second));
+  }
+  // User-defined tokens are plain text (llama.cpp prints them as they are).
+  for (size_t i = 0; i < t.tokens.size(); ++i) if (t.attr[i] & kAttrUserDefined) t.pieces[i] = t.tokens[i];
+}
+
+}  // namespace
+
 Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
   const GgufVocab v = read_gguf_vocab(g);
   auto t = std::make_shared<TokenizerImpl>();
   t->source = g.path;
   t->tokens = v.tokens;
-  const size_t n = t->tokens.size();
-  t->attr.assign(n, kAttrNormal);
-  for (size_t i = 0; i < n; ++i) {
-    switch (v.types[i]) {
-      case kTokUnknown: t->attr[i] = kAttrUnknown; break;
-      case kTokControl: t->attr[i] = kAttrControl; break;
-      case kTokUserDefined: t->attr[i] = kAttrUserDefined; break;
-      case kTokUnused: t->attr[i] = kAttrUnused; break;
-      case kTokByte: t->attr[i] = kAttrByte; break;
-      default: t->attr[i] = kAttrNormal; break;
-    }
-  }
-
-  if (v.model == "llama") {
-    t->model = ModelKind::SpmScores;
-    t->decode_kind = DecodeKind::Spm;
-    t->scores = v.scores;
-    t->spm_space_prefix = v.add_space_prefix.value_or(true);
-    t->spm_escape_spaces = true;
-    t->strip_leading_space = t->spm_space_prefix;
-    t->byte_fallback = true;
-  } else {
-    t->model = ModelKind::BpeRanks;
-    t->byte_level = true;
-    t->decode_kind = DecodeKind::ByteLevel;
-    auto table = gguf_pretokenizer(v.pre.empty() ? "default" : v.pre);
-    if (!table) t->fail("tokenizer.unknown_pretokenizer", "unknown tokenizer.ggml.pre '" + v.pre + "'", "supported names are listed in docs/tokenizer.md");
-    for (const std::string& re : table->regexes) {
-      PreStep st;
-      st.regex = std::make_shared<const Regex>(re, g.path);
-      t->pre.push_back(std::move(st));
-    }
-    t->ignore_merges = table->ignore_merges;
-  }
-
-  t->unk = v.unk;
-  t->bos = v.bos;
-  t->eos = v.eos;
-  t->pad = v.pad;
-  if (t->unk < 0 && v.model == "llama") {
-    for (size_t i = 0; i < n; ++i) if (t->attr[i] & kAttrUnknown) { t->unk = static_cast<int32_t>(i); break; }
-  }
-  if (v.adds_bos() && t->bos >= 0) t->prefix_ids.push_back(t->bos);
-  if (v.adds_eos() && t->eos >= 0) t->suffix_ids.push_back(t->eos);
-
-  // Generation ends at EOS, EOT/EOM when given, and the usual end-of-turn control tokens.
-  if (t->eos >= 0) t->eos_ids.push_back(t->eos);
-  for (int32_t x : {v.eot, v.eom}) {
-    if (x >= 0 && std::find(t->eos_ids.begin(), t->eos_ids.end(), x) == t->eos_ids.end()) t->eos_ids.push_back(x);
-  }
-  for (size_t i = 0; i < n; ++i) {
-    static const char* kEog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "</s>"};
-    if (!(t->attr[i] & (kAttrControl | kAttrUserDefined))) continue;
-    for (const char* e : kEog) {
-      if (t->tokens[i] == e && std::find(t->eos_ids.begin(), t->eos_ids.end(), static_cast<int32_t>(i)) == t->eos_ids.end()) {
-        t->eos_ids.push_back(static_cast<int32_t>(i));
-      }
-    }
-  }
-
-  // Control, unknown and user-defined tokens are split out of the text first.
-  for (size_t i = 0; i < n; ++i) {
-    if (t->attr[i] & (kAttrControl | kAttrUnknown | kAttrUserDefined)) {
-      AddedToken a;
-      a.content = t->tokens[i];
-      a.id = static_cast<int32_t>(i);
-      a.special = (t->attr[i] & kAttrUserDefined) == 0;
-      t->added.push_back(std::move(a));
-    }
-  }
-  // Unknown tokens behave like control tokens for is_special / skip_special.
-  for (auto& a : t->attr) if (a & kAttrUnknown) a |= kAttrControl;
-
+  set_attributes(*t, v);
+  set_model(*t, v);
+  set_specials(*t, v);
   t->chat_template = v.chat_template;
   t->finish();
-
-  if (v.model == "gpt2") {
-    // BPE merges "left right" (split at the first space after the first character).
-    t->merges.reserve(v.merges.size() * 2);
-    for (size_t r = 0; r < v.merges.size(); ++r) {
-      const std::string& m = v.merges[r];
-      size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
-      if (sp == std::string::npos) t->fail("tokenizer.bad_merge", "merge #" + std::to_string(r) + " '" + m + "' is not two tokens separated by a space");
-      auto a = t->token_to_id.find(m.substr(0, sp));
-      auto b = t->token_to_id.find(m.substr(sp + 1));
-      auto ab = t->token_to_id.find(m.substr(0, sp) + m.substr(sp + 1));
-      if (a == t->token_to_id.end() || b == t->token_to_id.end() || ab == t->token_to_id.end()) {
-        t->fail("tokenizer.bad_merge", "merge #" + std::to_string(r) + " '" + m + "' refers to a token that is not in the vocabulary");
-      }
-      uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a->second)) << 32) | static_cast<uint32_t>(b->second);
-      t->merges.emplace(key, std::make_pair(static_cast<int32_t>(r), ab->second));
-    }
-    // User-defined tokens are plain text (llama.cpp prints them as they are).
-    for (size_t i = 0; i < n; ++i) if (t->attr[i] & kAttrUserDefined) t->pieces[i] = t->tokens[i];
-  }
+  if (v.model == "gpt2") set_merges(*t, v);
   return Tokenizer(std::move(t));
 }
 
