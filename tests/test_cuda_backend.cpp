@@ -134,7 +134,8 @@ struct Rig {
   EngineDims d{256, 4, 2, 64, 512, 320, 2};
   std::unique_ptr<Backend> cpu, gpu;
   std::vector<float> inv_freq;
-  Rig(DType kv = DType::F32, RopeStyle rope = RopeStyle::NeoX) {
+  // panel_bytes > 0: a dequantization panel of that size instead of the largest matrix's.
+  Rig(DType kv = DType::F32, RopeStyle rope = RopeStyle::NeoX, uint64_t panel_bytes = 0, int64_t logit_rows = 8) {
     ModelSpec spec;
     spec.hidden_size = d.hidden;
     spec.num_heads = d.heads;
@@ -148,7 +149,7 @@ struct Rig {
     c.max_batch = 4;
     c.max_context = 64;
     c.max_tokens = 32;
-    c.logit_rows = 8;
+    c.logit_rows = logit_rows;
     c.kv_dtype = kv;
     c.threads = 2;
     for (int64_t i = 0; i < d.head_dim / 2; ++i) inv_freq.push_back(float(std::pow(10000.0, -2.0 * double(i) / double(d.head_dim))));
@@ -156,7 +157,8 @@ struct Rig {
     gpu = make_cuda_backend(0);
     cpu->allocate({d, engine_memory(spec, c), 1e-5f, rope, inv_freq});
     c.cuda = true;
-    const EngineMemory mg = engine_memory(spec, c);
+    EngineMemory mg = engine_memory(spec, c);
+    if (panel_bytes) mg.scratch = cuda::kCublasWorkspaceBytes + uint64_t(d.head_dim / 2) * 4 + panel_bytes;
     gpu->allocate({d, mg, 1e-5f, rope, inv_freq});
     CHECK(gpu->allocated_bytes() <= mg.total());  // the rest is the Transformer's host tables
   }
@@ -313,6 +315,44 @@ TEST_CASE("cuda backend: matmul for every weight type, decode (GEMV) and prefill
   CHECK(err / std::max(scale, 1.0) < 1e-4);
 }
 
+TEST_CASE("cuda backend: prefill matmul over several dequantization panels, and the head at 20 rows (cuBLAS)",
+          "[cuda]") {
+  if (!have_gpu()) return;
+  // A 100 KiB panel: 100 rows of 256 columns (q: 256 rows, gate: 512, head: 320 rows) or 50
+  // of 512 (down: 256 rows), so every product runs as several SGEMMs at row offsets, the last
+  // one partial, with the bias added after all of them.
+  std::mt19937 rng(14);
+  Rig r(DType::F32, RopeStyle::NeoX, 100 * 256 * 4, 20);
+  const int64_t T = 20;
+  std::vector<int32_t> id(size_t(T), 0), slot(size_t(T), 0);
+  std::vector<int64_t> pos(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = t;
+  r.tokens(id, slot, pos);
+  for (DType t : {DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    INFO(dtype_name(t) << " weights, " << T << " tokens, panels of 100 (256 columns) / 50 (512 columns) rows");
+    TwinMatrix q(t, r.d.q_dim(), r.d.hidden, rng), gate(t, r.d.inter, r.d.hidden, rng), down(t, r.d.hidden, r.d.inter, rng);
+    TwinVec bias(DType::F32, r.d.q_dim(), rng);
+    r.write(Buf::XN, randn(size_t(T * r.d.hidden), rng));
+    const MatmulJob jc[2] = {{&q.cpu, Buf::Q, bias.cpu}, {&gate.cpu, Buf::Gate, {}}};
+    const MatmulJob jg[2] = {{&q.gpu, Buf::Q, bias.gpu}, {&gate.gpu, Buf::Gate, {}}};
+    r.cpu->matmul(jc, Buf::XN);
+    r.gpu->matmul(jg, Buf::XN);
+    CHECK(r.diff(Buf::Q, T) < 1e-4);
+    CHECK(r.diff(Buf::Gate, T) < 1e-4);
+    const MatmulJob dc[1] = {{&down.cpu, Buf::Tmp, {}}};
+    const MatmulJob dg[1] = {{&down.gpu, Buf::Tmp, {}}};
+    r.cpu->matmul(dc, Buf::Gate);
+    r.gpu->matmul(dg, Buf::Gate);
+    CHECK(r.diff(Buf::Tmp, T) < 1e-4);
+  }
+  INFO("head (Q4_K, 320 x 256) over 20 selected rows: logits [20 x 320], panels of 100 rows");
+  TwinMatrix head(DType::Q4_K, r.d.vocab, r.d.hidden, rng);
+  r.write(Buf::Sel, randn(size_t(T * r.d.hidden), rng));
+  r.cpu->head(head.cpu, T);
+  r.gpu->head(head.gpu, T);
+  CHECK(r.diff(Buf::Logits, T) < 1e-4);
+}
+
 TEST_CASE("cuda backend: RoPE, KV cache writes and attention (GQA, window, f16 cache, q/k norm)", "[cuda]") {
   if (!have_gpu()) return;
   std::mt19937 rng(13);
@@ -444,6 +484,53 @@ TEST_CASE("cuda split: layers over two cuda:0 parts, or the CPU and cuda:0, give
         INFO("prompt " << i);
         CHECK(test::greedy(tf, g.at("prompts")[i].get<std::vector<int32_t>>(), 16) ==
               g.at("continuations")[i].get<std::vector<int32_t>>());
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda streamed layers: weights copied through the device slots give the resident logits, step after step",
+          "[cuda]") {
+  if (!have_gpu()) return;
+  // Every module but the embedding off the GPU: 2 layers + final norm + head through
+  // kStreamSlots (2) device slots, so slots are reused within each forward pass and across
+  // passes (the copy ring's events are what orders a slot's refill after its last use). From
+  // host memory (pinned by the loader), and from disk through the host stream pool (whose
+  // bytes are reused once a copy is done; the embedding is then gathered on the host).
+  // Same kernels on the same bytes: the logits must equal the resident model's exactly.
+  EngineOptions o;
+  o.max_context = 64;
+  o.logit_rows = 64;
+  const auto goldens = nlohmann::json::parse(std::ifstream(test::testdata("engine/goldens.json")));
+  const Device gpu{Device::Kind::Cuda, 0};
+  for (const char* key : {"engine/llama-small", "engine/llama-small-gguf/llama-small-q4_0.gguf"}) {
+    const auto& g = goldens.at(key);
+    auto one = test::load_engine_model(test::testdata(key), o, gpu);
+    for (const Device off : {Device{Device::Kind::Cpu, 0}, Device{Device::Kind::Disk, 0}}) {
+      INFO(key << ", streamed from " << off.str());
+      LoadOptions lo;
+      lo.placement = place_all(one.layout, off);
+      for (const Module& m : one.layout.modules)
+        if (m.kind == ModuleKind::Embedding && off.kind == Device::Kind::Cpu) lo.placement.modules[m.name] = gpu;
+      LoadResult load = load_checkpoint(one.ck, one.layout, lo);
+      std::optional<StreamOptions> so;
+      if (off.kind == Device::Kind::Disk) so = StreamOptions{};
+      Engine e = make_engine(one.ck, one.layout, load.store, {o, 2, so, gpu});
+      INFO(e.model->describe());
+      CHECK(e.model->describe().find("streamed to cuda:0") != std::string::npos);
+      for (size_t i = 0; i < g.at("prompts").size(); ++i) {
+        INFO("prompt " << i);
+        const auto prompt = g.at("prompts")[i].get<std::vector<int32_t>>();
+        SeqChunk ch{0, 0, prompt, true};
+        const auto want_span = one.tf->forward({&ch, 1});
+        const std::vector<float> want(want_span.begin(), want_span.end());
+        const auto got = e.model->forward({&ch, 1});
+        REQUIRE(got.size() == want.size());
+        double worst = 0;
+        for (size_t k = 0; k < got.size(); ++k) worst = std::max(worst, std::abs(double(got[k]) - double(want[k])));
+        INFO("largest logit difference from the resident model: " << worst);
+        CHECK(worst == 0.0);
+        CHECK(test::greedy(*e.model, prompt, 16) == g.at("continuations")[i].get<std::vector<int32_t>>());
       }
     }
   }
