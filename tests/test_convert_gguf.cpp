@@ -61,7 +61,8 @@ void check_config(const json& ours, const json& ref) {
     static const std::set<std::string> derived = {
         "model_type", "hidden_size", "intermediate_size", "max_position_embeddings", "num_attention_heads",
         "num_hidden_layers", "num_key_value_heads", "rms_norm_eps", "vocab_size", "head_dim",
-        "bos_token_id", "eos_token_id", "unk_token_id", "pad_token_id", "tie_word_embeddings"};
+        "bos_token_id", "eos_token_id", "unk_token_id", "pad_token_id", "tie_word_embeddings",
+        "n_embd", "n_layer", "n_head", "n_ctx", "n_positions", "layer_norm_epsilon"};
     if (v.is_null()) CHECK((!ours.contains(k) || ours[k].is_null()));
     else if (derived.count(k)) CHECK((ours.contains(k) && same(ours[k], v)));
     else if (ours.contains(k)) CHECK(same(ours[k], v));
@@ -282,6 +283,7 @@ TEST_CASE("convert GGUF -> HF: real llama.cpp vocabularies give transformers' id
     auto r = convert({test::shared_testfile("vocab/ggml-vocab-" + name + ".gguf"), out});
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
+    if (name == "gpt-2") REQUIRE(fs::exists(out + "/config.json"));
     if (fs::exists(out + "/config.json")) check_config(test::read_json(out + "/config.json"), test::read_json(ref + "/config.json"));
     const Tokenizer ours = Tokenizer::from_hf_dir(out);
     for (const auto& c : test::read_json(ref + "/ids.json")["cases"]) {

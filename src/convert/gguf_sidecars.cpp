@@ -18,13 +18,12 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-// The transformers class of each family the architecture table has (gpt2's config uses
-// other field names and is not derived).
+// The transformers class of each family the architecture table has.
 const char* hf_class(const std::string& family) {
   static const std::pair<const char*, const char*> kClasses[] = {
       {"llama", "LlamaForCausalLM"},   {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"},
       {"qwen3", "Qwen3ForCausalLM"},   {"gemma", "GemmaForCausalLM"},     {"gemma2", "Gemma2ForCausalLM"},
-      {"phi3", "Phi3ForCausalLM"},     {"mixtral", "MixtralForCausalLM"},
+      {"phi3", "Phi3ForCausalLM"},     {"mixtral", "MixtralForCausalLM"}, {"gpt2", "GPT2LMHeadModel"},
   };
   for (const auto& [f, c] : kClasses)
     if (family == f) return c;
@@ -42,6 +41,21 @@ ojson hf_config_from_spec(const ModelSpec& s, int32_t bos, int32_t eos, int32_t 
   if (!cls) return nullptr;
   ojson c = {{"architectures", {cls}}, {"model_type", s.architecture}};
   auto put = [&](const char* k, int64_t v) { if (v > 0) c[k] = v; };
+  const std::pair<const char*, int32_t> ids[] = {{"bos_token_id", bos}, {"eos_token_id", eos}, {"unk_token_id", unk}, {"pad_token_id", pad}};
+  if (s.architecture == "gpt2") {  // GPT2Config's own names
+    put("n_embd", s.hidden_size);
+    put("n_layer", s.num_layers);
+    put("n_head", s.num_heads);
+    put("n_positions", s.max_context);
+    put("n_ctx", s.max_context);
+    if (s.intermediate_size != 4 * s.hidden_size) put("n_inner", s.intermediate_size);
+    put("vocab_size", s.vocab_size);
+    if (s.norm_eps > 0) c["layer_norm_epsilon"] = s.norm_eps;
+    c["tie_word_embeddings"] = s.tie_word_embeddings;
+    for (const auto& [k, id] : ids)
+      if (id >= 0) c[k] = id;
+    return c;
+  }
   put("hidden_size", s.hidden_size);
   put("intermediate_size", s.intermediate_size);
   put("max_position_embeddings", s.max_context);
@@ -59,7 +73,6 @@ ojson hf_config_from_spec(const ModelSpec& s, int32_t bos, int32_t eos, int32_t 
   put("num_experts_per_tok", s.num_experts_per_tok);
   put("sliding_window", s.sliding_window);
   c["tie_word_embeddings"] = s.tie_word_embeddings;
-  const std::pair<const char*, int32_t> ids[] = {{"bos_token_id", bos}, {"eos_token_id", eos}, {"unk_token_id", unk}, {"pad_token_id", pad}};
   for (const auto& [k, id] : ids)
     if (id >= 0) c[k] = id;
   return c;
@@ -88,6 +101,7 @@ std::vector<std::string> write_gguf_sidecars(const Checkpoint& ck, const ModelLa
     // The float32 values exactly, as transformers reads them (the model description keeps
     // the shortest decimal: 1e-06 rather than 9.999999974752427e-07).
     const std::pair<const char*, const char*> exact[] = {{".attention.layer_norm_rms_epsilon", "rms_norm_eps"},
+                                                         {".attention.layer_norm_epsilon", "layer_norm_epsilon"},
                                                          {".rope.freq_base", "rope_theta"}};
     for (const auto& [key, field] : exact)
       if (const GgufValue* x = g.find(*arch->as_string() + key); x && x->as_double() && config_exact.contains(field))

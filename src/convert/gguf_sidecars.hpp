@@ -1,7 +1,7 @@
 // A GGUF input's metadata turned into the files transformers builds when it loads a GGUF,
 // written beside the converted safetensors so the directory runs in `nunchaku run` and in
 // transformers: config.json for an architecture of the table (llama, mistral, qwen2,
-// qwen3, gemma, gemma2, phi3, mixtral), and tokenizer.json + tokenizer_config.json (with
+// qwen3, gemma, gemma2, phi3, mixtral, gpt2), and tokenizer.json + tokenizer_config.json (with
 // the chat template) from the embedded vocabulary (tokenizer/gguf_vocab.hpp).
 #pragma once
 
