@@ -61,11 +61,10 @@ convert::ConvertOptions to_options(const CliOptions& c) {
 }
 
 void print_summary(const convert::ConvertReport& r) {
-  fmt::print("wrote {} ({}): {} tensors, {} in {} file{}\n", r.out,
-             r.format == convert::OutFormat::GGUF ? "gguf" : "safetensors", r.tensors, format_bytes(r.bytes_out),
-             r.files.size(), r.files.size() == 1 ? "" : "s");
+  fmt::print("wrote {} ({}): {}, {} in {}\n", r.out, r.format == convert::OutFormat::GGUF ? "gguf" : "safetensors",
+             plural(r.tensors, "tensor"), format_bytes(r.bytes_out), plural(r.files.size(), "file"));
   for (const auto& f : r.files)
-    fmt::print("  {:<40} {:>12}{}\n", f.name, format_bytes(f.bytes), f.tensors ? fmt::format("  {} tensors", f.tensors) : "");
+    fmt::print("  {:<40} {:>12}{}\n", f.name, format_bytes(f.bytes), f.tensors ? "  " + plural(f.tensors, "tensor") : "");
   for (const auto& d : r.dropped) {
     const auto eq = d.find('=');
     fmt::print("shared storage: {} written once as {}\n", d.substr(0, eq), d.substr(eq + 1));

@@ -235,9 +235,8 @@ int run_inspect(const InspectOptions& o) {
   } else {
     print_text(ck, layout, o);
     if (vr) {
-      fmt::print("\nverify: read {} in {:.2f} s ({:.2f} GB/s); {} tensors with NaN, {} with Inf",
-                 format_bytes(vr->bytes_read), vr->seconds,
-                 vr->seconds > 0 ? vr->bytes_read / vr->seconds / 1e9 : 0.0, vr->tensors_with_nan,
+      fmt::print("\nverify: read {} in {:.2f} s ({:.2f} GB/s); {} with NaN, {} with Inf", format_bytes(vr->bytes_read),
+                 vr->seconds, vr->seconds > 0 ? vr->bytes_read / vr->seconds / 1e9 : 0.0, plural(vr->tensors_with_nan, "tensor"),
                  vr->tensors_with_inf);
       if (ck.format == Format::GGUF) fmt::print(", {} non-zero padding bytes", vr->nonzero_padding_bytes);
       fmt::print("\n");

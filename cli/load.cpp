@@ -111,29 +111,31 @@ nlohmann::json report_json(const Checkpoint& ck, const LoadResult& r) {
 
 void print_text(const Checkpoint& ck, const LoadResult& r, bool verify) {
   const LoadReport& p = r.report;
-  fmt::print("loaded {} ({}, {} tensors, {}) in {:.3f} s: {:.2f} GB/s\n", ck.path, format_name(ck.format), p.tensors,
+  fmt::print("loaded {} ({}, {}, {}) in {:.3f} s: {:.2f} GB/s\n", ck.path, format_name(ck.format), plural(p.tensors, "tensor"),
              format_bytes(p.total_bytes), p.wall_s, p.gb_per_s());
   std::map<Device, int> nmod;
   for (const auto& m : r.store.modules()) nmod[m.device]++;
   for (const auto& [d, b] : p.bytes_per_device)
-    fmt::print("  {:<8} {:>12}  {} module{}{}\n", d.str(), format_bytes(b), nmod[d], nmod[d] == 1 ? "" : "s",
+    fmt::print("  {:<8} {:>12}  {}{}\n", d.str(), format_bytes(b), plural(nmod[d], "module"),
                d.kind == Device::Kind::Disk ? " (mmap views, read on use)" : "");
-  fmt::print("phases: alloc {:.3f} s, read {:.3f} s ({} thread{}), copy {:.3f} s, convert {:.3f} s\n", p.alloc_s,
-             p.read_s, p.reader_threads, p.reader_threads == 1 ? "" : "s", p.copy_s, p.convert_s);
+  fmt::print("phases: alloc {:.3f} s, read {:.3f} s ({}), copy {:.3f} s, convert {:.3f} s\n", p.alloc_s, p.read_s,
+             plural(p.reader_threads, "thread"), p.copy_s, p.convert_s);
   fmt::print("reads: {} straight into place, {} through staging", format_bytes(p.bytes_direct), format_bytes(p.bytes_staged));
   if (p.staging_buffers) fmt::print(" ({} x {})", p.staging_buffers, format_bytes(p.staging_bytes));
   fmt::print("{}\n", p.direct_io ? ", O_DIRECT" : "");
   if (p.mapped_modules)
-    fmt::print("mapped: {} CPU module{} ({}) as populated read-only mappings of the page cache (no copy; --copy to copy)\n",
-               p.mapped_modules, p.mapped_modules == 1 ? "" : "s", format_bytes(p.bytes_mapped));
-  if (p.converted_tensors) fmt::print("converted {} tensors\n", p.converted_tensors);
+    fmt::print("mapped: {} ({}) as populated read-only mappings of the page cache (no copy; --copy to copy)\n",
+               plural(p.mapped_modules, "CPU module"), format_bytes(p.bytes_mapped));
+  if (p.converted_tensors) fmt::print("converted {}\n", plural(p.converted_tensors, "tensor"));
   fmt::print("host memory: {} allocated at peak, max RSS {}\n", format_bytes(p.host_peak_bytes), format_bytes(p.max_rss_bytes));
   for (const auto& [d, g] : p.gpu) {
     double err = g.predicted ? 100.0 * (double(g.measured) - double(g.predicted)) / double(g.predicted) : 0.0;
     fmt::print("{} memory: {} measured (cudaMemGetInfo) vs {} predicted ({:+.1f}%)\n", d.str(), format_bytes(g.measured),
                format_bytes(g.predicted), err);
   }
-  if (verify) fmt::print("verify: {} tensors match the file bytes ({:.3f} s)\n", p.verified_tensors, p.verify_s);
+  if (verify)
+    fmt::print("verify: {} the file bytes ({:.3f} s)\n",
+               p.verified_tensors == 1 ? "1 tensor matches" : plural(p.verified_tensors, "tensor") + " match", p.verify_s);
   for (const auto& n : p.notes) fmt::print("note: {}\n", n);
 }
 

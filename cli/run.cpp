@@ -367,7 +367,7 @@ class BatchRun {
   }
 
   void progress() const {
-    if (o_.progress) fmt::print(stderr, "\r{} requests done", done_);
+    if (o_.progress) fmt::print(stderr, "\r{} done", plural(done_, "request"));
   }
 
   const RunCliOptions& o_;
@@ -475,7 +475,7 @@ int run_batch(RunCliOptions o) {
   } catch (const Error& e) {
     if (out.broken()) throw;
     const std::string where = keep_finished();
-    throw Error(e.code(), fmt::format("{}; {} of {} requests completed{}", e.message(), run.done(), run.read(), where),
+    throw Error(e.code(), fmt::format("{}; {} of {} completed{}", e.message(), run.done(), plural(run.read(), "request"), where),
                 e.context(), static_cast<Exit>(e.exit_code()));
   } catch (const std::exception&) {  // out of host memory, ...: main reports it; what finished is kept
     if (!out.broken()) keep_finished();
@@ -483,7 +483,7 @@ int run_batch(RunCliOptions o) {
   }
   if (interrupted()) {
     const std::string where = keep_finished();
-    throw interrupted_error(fmt::format("{} of {} requests completed{}", run.done(), run.read(), where));
+    throw interrupted_error(fmt::format("{} of {} completed{}", run.done(), plural(run.read(), "request"), where));
   }
   keep_finished();
   if (m->gpu) m->gpu->sample();
@@ -491,11 +491,11 @@ int run_batch(RunCliOptions o) {
   if (!o.stats.empty())
     write_stats(o.stats, m->loaded.store, model, stats, run.read(), run.failed(), m->gpu.get());
   if (!o.quiet)
-    fmt::print(stderr, "{} requests ({} failed): {} prompt + {} generated tokens in {:.2f} s ({:.1f} generated tok/s), {}\n",
-               run.read(), run.failed(), stats.prompt_tokens, stats.generated_tokens, stats.wall_s,
+    fmt::print(stderr, "{} ({} failed): {} + {} in {:.2f} s ({:.1f} generated tok/s), {}\n", plural(run.read(), "request"),
+               run.failed(), plural(stats.prompt_tokens, "prompt token"), plural(stats.generated_tokens, "generated token"), stats.wall_s,
                stats.wall_s > 0 ? stats.generated_tokens / stats.wall_s : 0.0, model.describe());
   if (o.exit_on_request_error && run.failed() > 0)
-    throw Error("run.request_failed", fmt::format("{} of {} requests failed (--exit-on-request-error)", run.failed(), run.read()));
+    throw Error("run.request_failed", fmt::format("{} of {} failed (--exit-on-request-error)", run.failed(), plural(run.read(), "request")));
   return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <regex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -335,4 +336,54 @@ TEST_CASE("messages: an error names its path once", "[cli][run]") {
   REQUIRE(first != std::string::npos);
   CHECK(r.err.find(path, first + path.size()) == std::string::npos);
   CHECK_THAT(r.err, Catch::Contains("no tokenizer.json beside the weights"));
+}
+
+namespace {
+// "1 tensors", "1 requests", ...: a count of one followed by a plural word (not "0.1 s", not "21 tensors").
+bool has_one_plural(const std::string& text) {
+  static const std::regex one_plural("(^|[^0-9.])1 (tensor|file|module|request|thread|token|layer|key|item|shard|part)s\\b");
+  return std::regex_search(text, one_plural);
+}
+}  // namespace
+
+TEST_CASE("plurals: one of a thing is singular in load, convert, run and inspect", "[cli][plural]") {
+  TempDir d;
+  // One F32 tensor: every count in the output is 1.
+  std::string header = R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  while (header.size() % 8) header += ' ';
+  std::vector<uint8_t> b(8);
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(uint64_t(header.size()) >> (8 * i));
+  b.insert(b.end(), header.begin(), header.end());
+  b.insert(b.end(), 4, 0);
+  write_file(d.file("one.safetensors"), b);
+
+  auto load = run_cli({"load", d.file("one.safetensors"), "--verify"});
+  REQUIRE(load.exit_code == 0);
+  CHECK_THAT(load.out, Catch::Contains("(safetensors, 1 tensor, 4 B)"));
+  CHECK_THAT(load.out, Catch::Contains("1 module"));
+  CHECK_THAT(load.out, Catch::Contains("verify: 1 tensor matches"));
+  CHECK_FALSE(has_one_plural(load.out));
+
+  auto conv = run_cli({"convert", d.file("one.safetensors"), d.file("out")});
+  REQUIRE(conv.exit_code == 0);
+  CHECK_THAT(conv.out, Catch::Contains(": 1 tensor, "));
+  CHECK_THAT(conv.out, Catch::Contains(" in 1 file\n"));
+  CHECK_FALSE(has_one_plural(conv.out));
+
+  auto ins = run_cli({"inspect", d.file("one.safetensors"), "--verify"});
+  REQUIRE(ins.exit_code == 0);
+  CHECK_THAT(ins.out, Catch::Contains("1 tensor "));
+  CHECK_FALSE(has_one_plural(ins.out));
+
+  // One request, one generated token; the prompt is several tokens (plural stays plural).
+  auto run = run_cli({"run", testdata("run/llama-spm"), "--raw", "--max-tokens", "1"}, "Once upon a time\n");
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.err, Catch::Contains("1 request (0 failed): "));
+  CHECK_THAT(run.err, Catch::Contains(" prompt tokens + 1 generated token in "));
+  CHECK_FALSE(has_one_plural(run.err));
+  // And two are plural.
+  auto two = run_cli({"run", testdata("run/llama-spm"), "--raw", "--max-tokens", "2"}, "Once\nThe cat\n");
+  REQUIRE(two.exit_code == 0);
+  CHECK_THAT(two.err, Catch::Contains("2 requests (0 failed): "));
+  CHECK_THAT(two.err, Catch::Contains(" + 4 generated tokens in "));
 }
