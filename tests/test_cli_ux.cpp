@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <regex>
 #include <sstream>
 
@@ -386,4 +387,68 @@ TEST_CASE("plurals: one of a thing is singular in load, convert, run and inspect
   REQUIRE(two.exit_code == 0);
   CHECK_THAT(two.err, Catch::Contains("2 requests (0 failed): "));
   CHECK_THAT(two.err, Catch::Contains(" + 4 generated tokens in "));
+}
+
+namespace {
+void copy_into(const std::string& from_dir, const TempDir& to) {
+  for (const auto& e : std::filesystem::directory_iterator(from_dir))
+    std::filesystem::copy_file(e.path(), to.path / e.path().filename(), std::filesystem::copy_options::skip_existing);
+}
+}  // namespace
+
+TEST_CASE("mixed formats: GGUF beside safetensors is exit 2 naming both and how to choose", "[cli][mixed]") {
+  TempDir d;
+  copy_into(testdata("models/llama"), d);
+  std::filesystem::copy_file(testdata("models/llama-gguf/model.gguf"), d.path / "model.gguf");
+  for (const char* sub : {"inspect", "estimate", "plan", "load"}) {
+    INFO(sub);
+    auto r = run_cli({sub, d.path.string()});
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.empty());
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_THAT(r.err, Catch::Contains("2 formats: safetensors (model.safetensors) and GGUF (model.gguf)"));
+    CHECK_THAT(r.err, Catch::Contains("(hint: name the one to use: " + d.file("model.safetensors") + " or " +
+                                      d.file("model.gguf") + ")"));
+  }
+  // Each named path opens that format alone (tensor counts: testdata/expected/fixtures.json).
+  const json fx = read_json(testdata("expected/fixtures.json"))["fixtures"];
+  for (const auto& [file, rel] : {std::pair<std::string, std::string>{"model.safetensors", "models/llama"},
+                                  {"model.gguf", "models/llama-gguf/model.gguf"}}) {
+    auto r = run_cli({"inspect", d.file(file), "--json"});
+    REQUIRE(r.exit_code == 0);
+    CHECK(json::parse(r.out)["tensor_count"] == fx[rel]["tensor_count"]);
+  }
+}
+
+TEST_CASE("mixed formats: a split GGUF beside sharded safetensors names the index and the first part", "[cli][mixed]") {
+  TempDir d;
+  copy_into(testdata("models/llama-sharded"), d);
+  copy_into(testdata("models/llama-gguf-split"), d);
+  auto r = run_cli({"inspect", d.path.string()});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("safetensors (model.safetensors.index.json and 5 more) and GGUF "
+                                    "(model-00001-of-00003.gguf and 2 more)"));
+  CHECK_THAT(r.err, Catch::Contains(d.file("model.safetensors.index.json") + " or " + d.file("model-00001-of-00003.gguf")));
+}
+
+TEST_CASE("mixed formats: safetensors beside PyTorch weights reads the safetensors with a warning", "[cli][mixed]") {
+  TempDir d;
+  copy_into(testdata("models/llama-sharded"), d);
+  copy_into(testdata("models/llama-bin"), d);
+  auto r = run_cli({"inspect", d.path.string(), "--json"});
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["format"] == "safetensors");
+  CHECK(j["files"].size() == 5);
+  REQUIRE(j["warnings"].size() == 1);
+  CHECK_THAT(j["warnings"][0].get<std::string>(),
+             Catch::Contains("PyTorch weights (pytorch_model.bin.index.json and 5 more)") &&
+                 Catch::Contains("pass " + d.file("pytorch_model.bin.index.json")));
+  // A trainer checkpoint: optimizer/scheduler/training args beside the weights are not weights.
+  TempDir t;
+  copy_into(testdata("models/llama"), t);
+  for (const char* f : {"optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"}) write_file(t.file(f), std::string("x"));
+  auto tr = run_cli({"inspect", t.path.string(), "--json"});
+  REQUIRE(tr.exit_code == 0);
+  CHECK(json::parse(tr.out)["warnings"].empty());
 }

@@ -69,6 +69,92 @@ Checkpoint read_one_file(const std::string& path) {
                .hint = "nunchaku reads .safetensors, .gguf, and torch.save .bin/.pt/.pth files"});
 }
 
+// The weights of one format in a directory, and what to pass to open just them.
+struct FormatFiles {
+  std::string name;                 // "safetensors", "PyTorch", "GGUF"
+  std::vector<std::string> files;   // weight files (and the index), sorted
+  std::string choose;               // the path that opens this format alone, "" if none does
+};
+
+std::string file_name(const std::string& p) { return fs::path(p).filename().string(); }
+
+// "model.gguf", "a.bin and b.bin", "model-00001-of-00005.safetensors and 4 more".
+std::string some_files(const std::vector<std::string>& files) {
+  if (files.size() == 1) return file_name(files[0]);
+  if (files.size() == 2) return file_name(files[0]) + " and " + file_name(files[1]);
+  return file_name(files[0]) + " and " + std::to_string(files.size() - 1) + " more";
+}
+
+FormatFiles format_files(const std::string& dir, std::string name, const std::string& index,
+                         std::vector<std::string> files) {
+  FormatFiles f{std::move(name), std::move(files), ""};
+  std::error_code ec;
+  const std::string idx = (fs::path(dir) / index).string();
+  if (!index.empty() && fs::is_regular_file(idx, ec)) {
+    f.choose = idx;
+    f.files.insert(f.files.begin(), idx);
+  } else if (f.files.size() == 1 || (f.name == "GGUF" && one_split_set(f.files))) {
+    f.choose = f.files[0];
+  }
+  return f;
+}
+
+// A directory holding GGUF weights beside safetensors or PyTorch ones is ambiguous (a
+// quantized copy is not the same model): exit 2 naming both and the path that opens each.
+// Safetensors beside PyTorch .bin/.pt files reads the safetensors, as transformers and vLLM
+// do (HF repos ship both; trainer checkpoints hold optimizer.pt, training_args.bin), with
+// a warning when those files look like weights.
+[[noreturn]] void throw_mixed(const std::string& dir, const std::vector<FormatFiles>& present) {
+  std::string what, choose;
+  for (size_t i = 0; i < present.size(); ++i) {
+    const auto& f = present[i];
+    what += (i ? (i + 1 == present.size() ? " and " : ", ") : "") + f.name + " (" + some_files(f.files) + ")";
+    if (!f.choose.empty()) choose += (choose.empty() ? "" : " or ") + f.choose;
+  }
+  throw Error("open.mixed_formats", "the directory holds weights in " + std::to_string(present.size()) + " formats: " + what,
+              {.file = dir,
+               .hint = choose.empty() ? "move the files of the format you do not want out of the directory"
+                                      : "name the one to use: " + choose});
+}
+
+Checkpoint open_directory(const std::string& path) {
+  const auto st = format_files(path, "safetensors", "model.safetensors.index.json", list_with_ext(path, {".safetensors"}));
+  const auto pt = format_files(path, "PyTorch", "pytorch_model.bin.index.json", list_with_ext(path, {".bin", ".pt", ".pth"}));
+  const auto gg = format_files(path, "GGUF", "", list_with_ext(path, {".gguf"}));
+  if (!gg.files.empty() && (!st.files.empty() || !pt.files.empty())) {
+    std::vector<FormatFiles> present;
+    for (const auto* f : {&st, &pt, &gg})
+      if (!f->files.empty()) present.push_back(*f);
+    throw_mixed(path, present);
+  }
+  Checkpoint ck;
+  if (!st.files.empty()) {
+    ck = !st.choose.empty() && ends_with(st.choose, ".index.json") ? read_index(st.choose)
+         : st.files.size() == 1                                    ? read_one_file(st.files[0])
+                                                                   : merge_shards(path, st.files);
+    const bool pt_weights = std::any_of(pt.files.begin(), pt.files.end(), [](const std::string& f) {
+      return file_name(f).rfind("pytorch_model", 0) == 0 || file_name(f).rfind("model", 0) == 0;
+    });
+    if (pt_weights)
+      ck.warnings.push_back("the directory also holds PyTorch weights (" + some_files(pt.files) +
+                            "); read the safetensors, as transformers does" +
+                            (pt.choose.empty() ? std::string() : " (pass " + pt.choose + " for the others)"));
+  } else if (!pt.files.empty()) {
+    ck = !pt.choose.empty() && ends_with(pt.choose, ".index.json") ? read_index(pt.choose)
+         : pt.files.size() == 1                                    ? read_one_file(pt.files[0])
+                                                                   : merge_shards(path, pt.files);
+  } else if (!gg.choose.empty()) {
+    ck = read_one_file(gg.files[0]);
+  } else if (gg.files.size() > 1) {
+    throw Error("open.ambiguous", std::to_string(gg.files.size()) + " GGUF files in the directory (" + some_files(gg.files) + ")",
+                {.file = path, .hint = "pass one .gguf file (or the first part of a split GGUF)"});
+  } else {
+    throw Error("open.no_weights", "no checkpoint files in the directory", {.file = path,
+                .hint = "expected *.safetensors, *.index.json, *.bin/*.pt/*.pth or *.gguf"});
+  }
+  return ck;
+}
+
 // Tensor extents of every checkpoint file opened, by canonical path, for core/file.hpp's
 // namer: a mapped-read fault (the file shrank) names the tensor whose bytes it hit, from
 // the header as it was when opened. Reopening a file replaces its entry.
@@ -124,24 +210,7 @@ Checkpoint open_checkpoint(const std::string& path) {
   Checkpoint ck;
   bool dir = fs::is_directory(path, ec);
   if (dir) {
-    const fs::path d(path);
-    if (fs::is_regular_file(d / "model.safetensors.index.json", ec)) {
-      ck = read_index((d / "model.safetensors.index.json").string());
-    } else if (auto st = list_with_ext(path, {".safetensors"}); !st.empty()) {
-      ck = st.size() == 1 ? read_one_file(st[0]) : merge_shards(path, st);
-    } else if (fs::is_regular_file(d / "pytorch_model.bin.index.json", ec)) {
-      ck = read_index((d / "pytorch_model.bin.index.json").string());
-    } else if (auto pt = list_with_ext(path, {".bin", ".pt", ".pth"}); !pt.empty()) {
-      ck = pt.size() == 1 ? read_one_file(pt[0]) : merge_shards(path, pt);
-    } else if (auto gg = list_with_ext(path, {".gguf"}); gg.size() == 1 || one_split_set(gg)) {
-      ck = read_one_file(gg[0]);
-    } else if (gg.size() > 1) {
-      throw Error("open.ambiguous", std::to_string(gg.size()) + " GGUF files in the directory", {.file = path,
-                  .hint = "pass one .gguf file (or the first part of a split GGUF)"});
-    } else {
-      throw Error("open.no_weights", "no checkpoint files in the directory", {.file = path,
-                  .hint = "expected *.safetensors, *.index.json, *.bin/*.pt/*.pth or *.gguf"});
-    }
+    ck = open_directory(path);
   } else if (ends_with(path, ".index.json")) {
     ck = read_index(path);
   } else {

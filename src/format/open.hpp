@@ -2,7 +2,10 @@
 //   file:      format sniffed from magic bytes (GGUF, zip, tar, pickle, safetensors);
 //              a part of a split GGUF (-0000K-of-0000N.gguf) opens every part
 //   directory: model.safetensors.index.json > *.safetensors > pytorch_model.bin.index.json
-//              > *.bin/*.pt/*.pth > a single *.gguf or the parts of one split GGUF
+//              > *.bin/*.pt/*.pth > a single *.gguf or the parts of one split GGUF;
+//              GGUF beside safetensors or PyTorch files is exit 2 (open.mixed_formats)
+//              naming both and the path that opens each; safetensors beside PyTorch
+//              weights reads the safetensors (as transformers) with a warning
 //   *.index.json: that index
 // config.json beside the weights is recorded in Checkpoint::config_path.
 #pragma once
