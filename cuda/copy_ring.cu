@@ -3,12 +3,14 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda/no_device.cuh"
+
 namespace nunchaku::cuda {
 namespace {
 bool check(cudaError_t e, const char* call, int line, std::string* err) {
   if (e == cudaSuccess) return true;
-  cudaGetLastError();
-  if (err) *err = std::string(call) + ": " + cudaGetErrorString(e) + " (cuda/copy_ring.cu:" + std::to_string(line) + ")";
+  const std::string text = error_text(e, call);
+  if (err) *err = is_no_device(e) ? text : text + " (cuda/copy_ring.cu:" + std::to_string(line) + ")";
   return false;
 }
 #define NK_CUDA(call) \

@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda/no_device.cuh"
+
 namespace nunchaku::cuda {
 
 bool compiled_in() { return true; }
@@ -11,11 +13,8 @@ std::vector<DeviceInfo> list_devices(std::string* why_none) {
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
-    if (why_none)
-      *why_none = err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver
-                      ? std::string("no NVIDIA GPU/driver found (") + cudaGetErrorString(err) + ")"
-                      : std::string(cudaGetErrorString(err));
-    cudaGetLastError();
+    const std::string reason = no_device_reason(err);
+    if (why_none) *why_none = reason;
     return out;
   }
   for (int i = 0; i < n; ++i) {
@@ -35,7 +34,7 @@ std::vector<DeviceInfo> list_devices(std::string* why_none) {
     }
     out.push_back(d);
   }
-  if (out.empty() && why_none) *why_none = "no CUDA devices";
+  if (out.empty() && why_none) *why_none = kNoGpu;
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "cuda/engine_ops.hpp"
+#include "cuda/no_device.cuh"
 
 namespace nunchaku::cuda {
 namespace {
@@ -24,8 +25,12 @@ bool fail(std::string* err, const std::string& what, const char* file, int line)
 }
 bool check_cuda(cudaError_t e, const char* call, const char* file, int line, std::string* err) {
   if (e == cudaSuccess) return true;
-  cudaGetLastError();
-  return fail(err, std::string(call) + ": " + cudaGetErrorString(e), file, line);
+  if (is_no_device(e)) {
+    const std::string text = no_device_reason(e);
+    if (err) *err = text;
+    return false;
+  }
+  return fail(err, error_text(e, call), file, line);
 }
 bool check_cublas(cublasStatus_t s, const char* call, const char* file, int line, std::string* err) {
   if (s == CUBLAS_STATUS_SUCCESS) return true;
@@ -557,12 +562,11 @@ bool engine_available(std::string* why) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    cudaGetLastError();
-    if (why) *why = e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ? "no NVIDIA GPU/driver found"
-                                                                               : cudaGetErrorString(e);
+    const std::string reason = no_device_reason(e);
+    if (why) *why = reason;
     return false;
   }
-  if (n == 0 && why) *why = "no NVIDIA GPU/driver found";
+  if (n == 0 && why) *why = kNoGpu;
   return n > 0;
 }
 

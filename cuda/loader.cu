@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda/no_device.cuh"
+
 #include <chrono>
 #include <string>
 
@@ -15,8 +17,8 @@ bool launch_convert(ConvType from, ConvType to, void* dst, const void* src, uint
 namespace {
 bool ok(cudaError_t e, const char* what, std::string* err) {
   if (e == cudaSuccess) return true;
-  if (err) *err = std::string(what) + ": " + cudaGetErrorString(e);
-  cudaGetLastError();  // clear the sticky-free error so later calls are not poisoned
+  const std::string text = error_text(e, what);  // also clears the error, so later calls are not poisoned
+  if (err) *err = text;
   return false;
 }
 uint32_t size_of(ConvType t) { return t == ConvType::F32 ? 4 : 2; }
@@ -25,14 +27,13 @@ uint32_t size_of(ConvType t) { return t == ConvType::F32 ? 4 : 2; }
 bool loader_available(std::string* why) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) {
-    cudaGetLastError();
-    if (why) *why = std::string("no NVIDIA GPU/driver found (") + cudaGetErrorString(e) + ")";
+  if (e != cudaSuccess) {
+    const std::string reason = no_device_reason(e);
+    if (why) *why = reason;
     return false;
   }
-  if (!ok(e, "cudaGetDeviceCount", why)) return false;
   if (n == 0) {
-    if (why) *why = "no CUDA devices";
+    if (why) *why = kNoGpu;
     return false;
   }
   return true;

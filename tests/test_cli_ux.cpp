@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <dlfcn.h>
 #include <filesystem>
 #include <regex>
 #include <sstream>
@@ -451,4 +452,33 @@ TEST_CASE("mixed formats: safetensors beside PyTorch weights reads the safetenso
   auto tr = run_cli({"inspect", t.path.string(), "--json"});
   REQUIRE(tr.exit_code == 0);
   CHECK(json::parse(tr.out)["warnings"].empty());
+}
+
+TEST_CASE("no GPU: a host without the NVIDIA driver reads 'no NVIDIA GPU/driver found' everywhere", "[cli][nogpu]") {
+  // The independent fact: the driver library is not there to load.
+  if (void* h = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    ::dlclose(h);
+    WARN("skipped: this host has the NVIDIA driver (libcuda.so.1 loads)");
+    return;
+  }
+  const bool built_with_cuda = run_cli({"--version"}).out.find("CUDA: compiled in") != std::string::npos;
+  const std::string expected = built_with_cuda ? "no NVIDIA GPU/driver found" : "built without CUDA";
+  const std::string m = testdata(kLlama);
+  const std::vector<std::vector<std::string>> cases = {
+      {"--version"},                                     // device_info.cu
+      {"load", m},                                       // loader.cu, via the placement note
+      {"load", m, "--device", "cuda"},                   // loader.cu, as the error
+      {"run", testdata("run/llama-spm"), "--device", "cuda", "--max-tokens", "1"},  // engine_ops.cu
+  };
+  for (const auto& args : cases) {
+    INFO(args[0] << " " << args.back());
+    auto r = run_cli(args, "hi\n");
+    const std::string all = r.out + r.err;
+    CHECK_THAT(all, Catch::Contains(expected));
+    CHECK_THAT(all, !Catch::Contains("insufficient") && !Catch::Contains("cudaGetDeviceCount"));
+    if (args.size() > 2 && args[2] == "--device") {
+      CHECK(r.exit_code == 2);
+      CHECK_THAT(r.err, Catch::StartsWith("nunchaku: error: "));
+    }
+  }
 }
