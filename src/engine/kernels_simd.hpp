@@ -44,8 +44,12 @@ inline float hsum8(__m256 v) {
 template <int R, int NB, class L, bool Accumulate = false, bool Prefetch = false>
 inline void tile_k(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1, int64_t n, const float* x,
                    int64_t ldx, float* acc_buf, bool first, bool last, float* y, int64_t ldy) {
+  // Every loop over R or NB is unrolled so acc[][] and w[] stay in registers (rolled, GCC 12
+  // keeps them in memory: a store and a reload around every FMA).
   V acc[R][NB];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) acc[r][b] = first ? vzero() : vload(acc_buf + (b * R + r) * kW);
   // Prefetch (decode and small batches: weights come from DRAM once per step): the tile
   // after next (R contiguous rows) is fetched ahead, for 16-bit weights as one sequential
@@ -56,27 +60,35 @@ inline void tile_k(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1
   const size_t pf_step = n >= kW ? (R * row_bytes * kW / size_t(n) + 63) / 64 * 64 : 0;
   for (int64_t i = k0; i < k1; i += kW) {
     V w[R];
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
     if constexpr (Prefetch) {
       if constexpr (L::kElemBytes == 2) {
         for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
         pf += pf_step;
       } else if ((i & 15) == 0) {  // f32 rows are long enough for the hardware; a nudge 2 tiles ahead
+        #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(L::addr(row0 + size_t(r + 2 * R) * row_bytes, i)), _MM_HINT_T0);
       }
     }
+    #pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) {
       V xv = vloadu(x + b * ldx + i);
       if constexpr (R > 1) asm("" : "+v"(xv));  // one load per x vector, not one per FMA (load ports)
+      #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[r][b] = vfma(w[r], xv, acc[r][b]);
     }
   }
   if (!last) {
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
+      #pragma GCC unroll 16
       for (int b = 0; b < NB; ++b) vstore(acc_buf + (b * R + r) * kW, acc[r][b]);
     return;
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) {
       float s = vhsum(acc[r][b]);
       for (int64_t j = k1; j < n; ++j) s += L::one(row0 + size_t(r) * row_bytes, j) * x[b * ldx + j];
@@ -204,15 +216,18 @@ inline void by_groups_of_4(int64_t B, F&& f) {
 template <int NB, class Q>
 inline void blockq_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
   V acc[NB];
+  #pragma GCC unroll 16
   for (int b = 0; b < NB; ++b) acc[b] = vzero();
   for (int64_t k = 0; k < nblocks; ++k)
     for (int s = 0; s < Q::kSubs; ++s) {
       V w[kSubVecs];
       Q::sub(row + k * Q::kBytes, s, w);
       const int64_t c = (k * Q::kSubs + s) * 32;
+      #pragma GCC unroll 16
       for (int b = 0; b < NB; ++b)
         for (int j = 0; j < kSubVecs; ++j) acc[b] = vfma(w[j], vloadu(x + b * ldx + c + kW * j), acc[b]);
     }
+  #pragma GCC unroll 16
   for (int b = 0; b < NB; ++b) y[b * ldy] = vhsum(acc[b]);
 }
 
@@ -232,6 +247,9 @@ inline void blockq_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks, 
     }
     for (int s = 0; s < Q::kSubs; ++s) {
       const float* xs = x + (k * Q::kSubs + s) * 32;
+      // Unrolled, so acc[] stays in registers: a rolled loop indexes it in memory (GCC 12
+      // does not unroll it alone), a store and a reload around every FMA.
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         V w[kSubVecs];
         Q::sub(row0 + size_t(r) * row_bytes + k * Q::kBytes, s, w);
