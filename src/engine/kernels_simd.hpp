@@ -428,12 +428,15 @@ void attn_scores_impl(const float* q, const uint8_t* rows, size_t row_bytes, int
 template <int NV, class L>
 inline void attn_mix_chunk(const float* w, const uint8_t* rows, size_t row_bytes, int64_t n, int64_t c, float* out) {
   V acc[NV];
+#pragma GCC unroll 8
   for (int j = 0; j < NV; ++j) acc[j] = vzero();
   for (int64_t p = 0; p < n; ++p) {
     const V wv = vset1(w[p]);
     const uint8_t* row = rows + size_t(p) * row_bytes;
+#pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) acc[j] = vfma(wv, L::load(row, c + kW * j), acc[j]);
   }
+#pragma GCC unroll 8
   for (int j = 0; j < NV; ++j) vstoreu(out + c + kW * j, acc[j]);
 }
 
