@@ -12,26 +12,8 @@
 #include "cli/option_ranges.hpp"
 #include "core/alloc.hpp"
 #include "core/error.hpp"
-#include "cuda/device_info.hpp"
+#include "cli/version.hpp"
 #include "core/units.hpp"
-
-namespace {
-
-void print_version() {
-  fmt::print("nunchaku {}\n", NUNCHAKU_VERSION);
-  fmt::print("CUDA: {}\n", nunchaku::cuda::compiled_in() ? "compiled in" : "not compiled in");
-  std::string why;
-  auto devs = nunchaku::cuda::list_devices(&why);
-  if (devs.empty()) {
-    fmt::print("CUDA devices: none ({})\n", why);
-    return;
-  }
-  for (const auto& d : devs)
-    fmt::print("CUDA device {}: {} (sm_{}{}), {} total, {} free\n", d.index, d.name, d.cc_major, d.cc_minor,
-               nunchaku::format_bytes(d.total_bytes), nunchaku::format_bytes(d.free_bytes));
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"nunchaku: inspect, size, plan, load and run LLM checkpoints on GPUs that are too small.", "nunchaku"};
@@ -46,8 +28,12 @@ int main(int argc, char** argv) {
       "  nunchaku plan model/ --vram 24G,24G --format accelerate -o device_map.json\n"
       "  printf 'Hello\\n' | nunchaku run model/ --max-tokens 32");
   bool version = false;
-  app.add_flag("--version", version, "Print the version, whether CUDA was compiled in, and the CUDA devices found")
+  bool version_json = false;
+  app.add_flag("--version", version,
+               "Print the version, git commit, build type and compiler, whether CUDA was compiled in (toolkit version) "
+               "and the devices found, and the CPU engine's instruction set")
       ->group(nunchaku::cli::kOutput);
+  app.add_flag("--json", version_json, "With --version: print it as one JSON document")->group(nunchaku::cli::kOutput);
 
   // In workflow order: look, size, plan, load, run, convert.
   nunchaku::cli::Action action;
@@ -82,7 +68,7 @@ int main(int argc, char** argv) {
       throw nunchaku::cli::usage_error(app, e);
     }
     if (version) {
-      print_version();
+      nunchaku::cli::print_version(version_json);
       return 0;
     }
     if (!action) {

@@ -482,3 +482,70 @@ TEST_CASE("no GPU: a host without the NVIDIA driver reads 'no NVIDIA GPU/driver 
     }
   }
 }
+
+namespace {
+// Output of a shell command ("" when it fails).
+std::string shell(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    if (::pclose(p) != 0) out.clear();
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+// VALUE of "NAME:TYPE=VALUE" in the build's CMakeCache.txt.
+std::string cmake_cache(const std::string& name) {
+  std::istringstream in(read_text(std::filesystem::path(NUNCHAKU_BINARY).parent_path() / "CMakeCache.txt"));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(name + ":", 0) == 0) return line.substr(line.find('=') + 1);
+  return "";
+}
+}  // namespace
+
+TEST_CASE("version: commit, build type, compiler, CUDA toolkit and the CPU's instruction set, as text and JSON", "[cli][version]") {
+  ::unsetenv("NUNCHAKU_ISA");
+  auto r = run_cli({"--version", "--json"});
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["command"] == "version");
+  CHECK(j["format_version"] == 1);
+  CHECK(j["version"].get<std::string>().rfind("0.", 0) == 0);
+  // The commit git reports for the source tree (this test runs right after its build).
+  const std::string head = shell("git -C '" NUNCHAKU_SOURCE_DIR "' rev-parse --short=12 HEAD 2>/dev/null");
+  if (head.empty()) CHECK(j["git_commit"].is_null());
+  else CHECK(j["git_commit"].get<std::string>().rfind(head, 0) == 0);
+  CHECK(j["build_type"] == cmake_cache("CMAKE_BUILD_TYPE"));
+#if defined(__clang__)
+  CHECK(j["compiler"].get<std::string>().rfind("clang " + std::to_string(__clang_major__) + ".", 0) == 0);
+#else
+  CHECK(j["compiler"].get<std::string>().rfind("GCC " + std::to_string(__GNUC__) + ".", 0) == 0);
+#endif
+  // CUDA: the toolkit version is the one nvcc itself reports ("..., V12.4.131").
+  const std::string nvcc = cmake_cache("CMAKE_CUDA_COMPILER");
+  const bool cuda_on = cmake_cache("NUNCHAKU_CUDA") != "OFF" && !nvcc.empty() && nvcc.find("NOTFOUND") == std::string::npos;
+  CHECK(j["cuda"]["compiled_in"] == cuda_on);
+  if (cuda_on) {
+    CHECK_THAT(shell("'" + nvcc + "' --version"), Catch::Contains("V" + j["cuda"]["toolkit_version"].get<std::string>()));
+  } else {
+    CHECK(j["cuda"]["toolkit_version"].is_null());
+  }
+  CHECK(j["cuda"]["devices"].empty() == !j["cuda"]["no_devices_reason"].is_null());
+  // The engine's ISA: the best this CPU's /proc/cpuinfo flags allow.
+  const std::string cpuinfo = read_text("/proc/cpuinfo");
+  const std::string flags = cpuinfo.substr(cpuinfo.find("\nflags"), cpuinfo.find('\n', cpuinfo.find("\nflags") + 1) - cpuinfo.find("\nflags")) + " ";
+  auto has = [&](const char* f) { return flags.find(std::string(" ") + f + " ") != std::string::npos; };
+  const std::string best = has("avx512f") && has("avx512bw") && has("avx512vl") ? "avx512"
+                           : has("avx2") && has("fma") && has("f16c")        ? "avx2"
+                                                                            : "scalar";
+  CHECK(j["cpu"]["isa"] == best);
+  // Text: the same facts, one per line.
+  auto t = run_cli({"--version"});
+  REQUIRE(t.exit_code == 0);
+  CHECK(t.out.rfind("nunchaku " + j["version"].get<std::string>(), 0) == 0);
+  if (!j["git_commit"].is_null()) CHECK_THAT(t.out, Catch::Contains("(git " + j["git_commit"].get<std::string>() + ")"));
+  CHECK_THAT(t.out, Catch::Contains("build: " + j["build_type"].get<std::string>() + ", " + j["compiler"].get<std::string>()));
+  CHECK_THAT(t.out, Catch::Contains("CUDA: " + std::string(cuda_on ? "compiled in (toolkit " : "not compiled in")));
+  CHECK_THAT(t.out, Catch::Contains("CPU engine: " + best));
+}
