@@ -165,7 +165,16 @@ size_t output_width() {
 
 void use_help_format(CLI::App& app) { app.formatter(std::make_shared<HelpFormatter>()); }
 
+int& verbosity() {
+  static int v = 0;
+  return v;
+}
+
 void finish_help(CLI::App* cmd) {
+  cmd->add_flag("-v,--verbose", verbosity(),
+                "Diagnostics on stderr: files opened, plan decisions, phase timings, threads (-vv: more; or "
+                "NUNCHAKU_LOG=debug|info|warn|error)")
+      ->group(kOutput);
   cmd->set_help_flag();
   cmd->set_help_flag("-h,--help", "Print this help and exit")->group(kOutput);
 }

@@ -37,8 +37,11 @@ std::string wrap(const std::string& text, size_t width, size_t indent = 0);
 
 // The formatter for the app and every subcommand added after it (set it first).
 void use_help_format(CLI::App& app);
-// Called last by each add_*(): moves -h,--help to the end of the Output section.
+// Called last by each add_*(): adds -v/--verbose (counted into verbosity()) and moves
+// -h,--help to the end of the Output section.
 void finish_help(CLI::App* cmd);
+// How many times -v was given, anywhere on the command line.
+int& verbosity();
 
 // The candidate closest to `word` by edit distance (a swap of neighbours counts once),
 // or "" when none is close enough to be what was meant.

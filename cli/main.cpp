@@ -11,6 +11,7 @@
 #include "cli/help.hpp"
 #include "cli/option_ranges.hpp"
 #include "core/alloc.hpp"
+#include "core/log.hpp"
 #include "core/error.hpp"
 #include "cli/version.hpp"
 #include "core/units.hpp"
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
       throw nunchaku::cli::usage_error(app, e);
     }
+    nunchaku::log::configure(nunchaku::cli::verbosity());
     if (version) {
       nunchaku::cli::print_version(version_json);
       return 0;

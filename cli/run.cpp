@@ -42,6 +42,7 @@
 #include "memory/engine_memory.hpp"
 #include "memory/estimate.hpp"
 #include "memory/plan.hpp"
+#include "core/log.hpp"
 #include "core/units.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -450,6 +451,7 @@ int run_batch(RunCliOptions o) {
   engine::Transformer& model = *m->model;
   o.batch_size = m->batch_size;
   if (!o.quiet) print_memory(m->loaded.store, model);
+  log::info("engine: {}", model.describe());
   if (tok.vocab_size() > model.vocab())
     throw Error("run.vocab_mismatch", fmt::format("the tokenizer has {} tokens but the model's vocabulary is {}", tok.vocab_size(), model.vocab()),
                 {.file = o.path});

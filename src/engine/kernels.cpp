@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "engine/kernels_impl.hpp"
 #include "engine/quant_blocks.hpp"
 #include "io/convert.hpp"
@@ -151,7 +152,7 @@ Isa initial_isa() {
     if (e == "scalar") want = Isa::Scalar;
     else if (e == "avx2") want = Isa::Avx2;
     else if (e != "avx512")
-      std::fprintf(stderr, "nunchaku: warning: NUNCHAKU_ISA=%s is not one of scalar, avx2, avx512; ignored\n", env);
+      log::warn("NUNCHAKU_ISA={} is not one of scalar, avx2, avx512; ignored", env);
   }
   return best_at_or_below(want);
 }

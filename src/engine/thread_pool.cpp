@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <system_error>
 
+#include "core/log.hpp"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define NUNCHAKU_PAUSE() _mm_pause()
@@ -43,7 +45,7 @@ ThreadPool::ThreadPool(int threads) {
       break;
     }
   }
-  if (!warning_.empty()) std::fprintf(stderr, "nunchaku: warning: %s\n", warning_.c_str());
+  if (!warning_.empty()) log::warn("{}", warning_);
 }
 
 ThreadPool::~ThreadPool() {

@@ -1,12 +1,15 @@
 #include "format/open.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/units.hpp"
 #include "core/file.hpp"
 #include "format/readers.hpp"
 #include "core/source.hpp"
@@ -203,6 +206,7 @@ SniffedFormat sniff_format(const std::string& path) {
 }
 
 Checkpoint open_checkpoint(const std::string& path) {
+  const auto t0 = std::chrono::steady_clock::now();
   set_mapped_tensor_namer(&tensor_at);
   std::error_code ec;
   if (!fs::exists(path, ec))
@@ -224,6 +228,10 @@ Checkpoint open_checkpoint(const std::string& path) {
   ck.path = path;
   if (ck.config_path.empty()) ck.config_path = config_beside(path, dir);
   remember_extents(ck);
+  log::info("opened {}: {}, {}, {} ({:.1f} ms, headers only)", path, format_name(ck.format), plural(ck.files.size(), "file"),
+            plural(ck.tensors.size(), "tensor"), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  for (const auto& f : ck.files) log::debug("  file {} ({})", f.path, format_bytes(f.bytes));
+  if (!ck.config_path.empty()) log::debug("  config {}", ck.config_path);
   return ck;
 }
 

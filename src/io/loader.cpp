@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/file.hpp"
+#include "core/log.hpp"
 #include "core/units.hpp"
 #include "cuda/loader.hpp"
 #include "io/convert.hpp"
@@ -302,6 +303,9 @@ LoadResult load_checkpoint(const Checkpoint& ck, const ModelLayout& layout_in, c
   rusage ru{};
   if (::getrusage(RUSAGE_SELF, &ru) == 0) rep.max_rss_bytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024;
   rep.wall_s = since(t_start) - rep.verify_s;
+  log::info("load: {} in {:.3f} s: alloc {:.3f} s, read {:.3f} s ({}), copy {:.3f} s, convert {:.3f} s, verify {:.3f} s",
+            format_bytes(rep.total_bytes), rep.wall_s, rep.alloc_s, rep.read_s, plural(rep.reader_threads, "reader thread"),
+            rep.copy_s, rep.convert_s, rep.verify_s);
   return res;
 }
 

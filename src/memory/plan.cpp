@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "memory/estimate_detail.hpp"
 #include "core/units.hpp"
 
@@ -319,6 +320,10 @@ DevicePlan make_plan(const Estimate& e, const PlanRequest& r) {
     throw Error("plan.internal", "the accelerate strategy needs the checkpoint: call plan_accelerate()", {}, Exit::Internal);
   DevicePlan p = Planner(e, r).plan();
   p.strategy = r.strategy;
+  log::info("plan ({}): {}{}", strategy_name(r.strategy), p.fits ? "fits" : "does not fit",
+            p.fits ? std::string() : ": " + p.shortfall);
+  for (size_t i = 0; i < p.module_device.size() && i < e.modules.size(); ++i)
+    if (log::enabled(log::Level::Debug)) log::debug("plan: {} -> {}", e.modules[i].name, p.module_device[i].str());
   return p;
 }
 
