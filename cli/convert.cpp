@@ -9,6 +9,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
+#include "cli/json_doc.hpp"
 #include "cli/progress.hpp"
 #include "convert/convert.hpp"
 #include "core/error.hpp"
@@ -89,7 +90,10 @@ int run_convert(const CliOptions& c) {
   }
   const auto r = convert::convert_checkpoint(o);
   if (o.progress) fmt::print(stderr, "\n");
-  if (c.json) fmt::print("{}\n", r.to_json().dump(2));
+  if (c.json) {
+    auto j = r.to_json();
+    fmt::print("{}\n", stamp(j, "convert").dump(2));
+  }
   else if (!c.quiet) print_summary(r);
   return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
+#include "cli/json_doc.hpp"
 #include "cli/workload_options.hpp"
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
@@ -174,7 +175,7 @@ int run(const EstimateOptions& o) {
       j["runtimes"] = nlohmann::json::object();
       for (size_t i = 0; i < es.size(); ++i) j["runtimes"][std::string(runtime_name(es[i].runtime))] = one(i);
     }
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", stamp(j, "estimate").dump(2));
   } else if (es.size() == 1) {
     print_table(es[0], o.explain);
     if (vs[0]) print_suggestions(*vs[0], suggs[0], o.margin);

@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
+#include "cli/json_doc.hpp"
 #include <algorithm>
 #include "core/text.hpp"
 #include "format/open.hpp"
@@ -231,7 +232,7 @@ int run_inspect(const InspectOptions& o) {
   if (o.json) {
     auto j = inspect_json(ck, layout, o.filter);
     if (vr) j["verify"] = verify_json(ck, *vr);
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", stamp(j, "inspect").dump(2));
   } else {
     print_text(ck, layout, o);
     if (vr) {

@@ -16,4 +16,11 @@ inline nlohmann::json json_document(std::string_view command) {
   return {{"command", command}, {"format_version", kJsonFormatVersion}};
 }
 
+// `j` (an object) with "command" and "format_version" set.
+inline nlohmann::json& stamp(nlohmann::json& j, std::string_view command) {
+  j["command"] = command;
+  j["format_version"] = kJsonFormatVersion;
+  return j;
+}
+
 }  // namespace nunchaku::cli

@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
+#include "cli/json_doc.hpp"
 #include "cli/progress.hpp"
 #include "cli/workload_options.hpp"
 #include "core/error.hpp"
@@ -198,7 +199,7 @@ int run_load(const LoadCliOptions& o) {
       j["h2d_peak_gb_per_s"] = h2d_peak / 1e9;
       j["load_vs_h2d_peak"] = r.report.gb_per_s() * 1e9 / h2d_peak;
     }
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", stamp(j, "load").dump(2));
   } else {
     print_text(ck, r, o.verify);
     if (h2d_dev >= 0)

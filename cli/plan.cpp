@@ -9,6 +9,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
+#include "cli/json_doc.hpp"
 #include "cli/workload_options.hpp"
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
@@ -159,7 +160,7 @@ int run_plan(const PlanCliOptions& o) {
     j["verdict"] = plan_verdict(p, static_cast<size_t>(e.spec.num_layers));
     j["fixes"] = to_json(fixes);
     if (minv) j["min_vram"] = *minv;
-    text = j.dump(2) + "\n";
+    text = stamp(j, "plan").dump(2) + "\n";
   } else if (format == "accelerate") {
     auto j = r.strategy == Strategy::Accelerate ? accelerate_device_map(amap) : accelerate_device_map(p, e, layout);
     text = j.dump(2) + "\n";

@@ -27,6 +27,7 @@
 #include "batch/results.hpp"
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
+#include "cli/json_doc.hpp"
 #include "cli/run_placement.hpp"
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
@@ -116,6 +117,8 @@ void write_stats(const std::string& path, const WeightStore& store, const engine
     for (const TensorView& v : w.info(m)) (w.streamed(m) ? streamed : on_device) += v.nbytes;
   nlohmann::json j = {{"format", "nunchaku-run-stats"},
                       {"version", 1},
+                      {"command", "run"},
+                      {"format_version", kJsonFormatVersion},
                       {"requests", requests},
                       {"failed", failed},
                       {"prompt_tokens", st.prompt_tokens},

@@ -549,3 +549,35 @@ TEST_CASE("version: commit, build type, compiler, CUDA toolkit and the CPU's ins
   CHECK_THAT(t.out, Catch::Contains("CUDA: " + std::string(cuda_on ? "compiled in (toolkit " : "not compiled in")));
   CHECK_THAT(t.out, Catch::Contains("CPU engine: " + best));
 }
+
+TEST_CASE("json: every document says which command wrote it and its format_version", "[cli][json]") {
+  const std::string m = testdata(kLlama);
+  TempDir d;
+  struct Case {
+    std::string command;
+    std::vector<std::string> args;
+    std::string file;  // the document is this file, not stdout
+  };
+  const std::vector<Case> cases = {
+      {"inspect", {"inspect", m, "--json"}, ""},
+      {"inspect", {"inspect", m, "--json", "--verify"}, ""},
+      {"estimate", {"estimate", m, "--json"}, ""},
+      {"estimate", {"estimate", m, "--json", "--runtime", "all"}, ""},
+      {"plan", {"plan", m, "--vram", "600M", "--json"}, ""},
+      {"plan", {"plan", m, "--vram", "0", "--cpu-ram", "1G", "--format", "json", "-o", d.file("plan.json")}, d.file("plan.json")},
+      {"load", {"load", m, "--json"}, ""},
+      {"convert", {"convert", m, d.file("out"), "--json"}, ""},
+      {"run", {"run", testdata("run/llama-spm"), "--max-tokens", "1", "-q", "--stats", d.file("stats.json")}, d.file("stats.json")},
+      {"version", {"--version", "--json"}, ""},
+  };
+  for (const auto& c : cases) {
+    INFO(c.args[0] << " " << c.args.back());
+    auto r = run_cli(c.args, "hi\n");
+    REQUIRE(r.exit_code == 0);
+    const json j = json::parse(c.file.empty() ? r.out : read_text(c.file));
+    CHECK(j["command"] == c.command);
+    CHECK(j["format_version"] == 1);
+  }
+  // A plan file with the stamp is still a plan load and run take.
+  CHECK(run_cli({"load", m, "--plan", d.file("plan.json")}).exit_code == 0);
+}
