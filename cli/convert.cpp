@@ -78,18 +78,10 @@ void print_summary(const convert::ConvertReport& r) {
 
 int run_convert(const CliOptions& c) {
   auto o = to_options(c);
-  if (!c.quiet && !c.json && ::isatty(STDERR_FILENO)) {
-    auto t0 = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
-    auto last = std::make_shared<double>(-1);
-    o.progress = [t0, last](uint64_t done, uint64_t total) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - *t0).count();
-      if (s - *last < 0.2 && done < total) return;
-      *last = s;
-      print_progress("converting", done, total, s);
-    };
-  }
+  Progress progress("converting", !c.quiet && !c.json);
+  if (progress.on()) o.progress = [&progress](uint64_t done, uint64_t total) { progress.bytes(done, total); };
   const auto r = convert::convert_checkpoint(o);
-  if (o.progress) fmt::print(stderr, "\n");
+  progress.clear();
   if (c.json) {
     auto j = r.to_json();
     fmt::print("{}\n", stamp(j, "convert").dump(2));

@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
+#include "cli/progress.hpp"
 #include "cli/json_doc.hpp"
 #include <algorithm>
 #include "core/text.hpp"
@@ -220,14 +221,9 @@ int run_inspect(const InspectOptions& o) {
   ModelLayout layout = describe_model(ck);
   std::optional<VerifyReport> vr;
   if (o.verify) {
-    const bool tty = ::isatty(STDERR_FILENO);
-    uint64_t last = 0;
-    vr = verify_checkpoint(ck, [&](uint64_t done, uint64_t total) {
-      if (!tty || done - last < (64u << 20)) return;
-      last = done;
-      fmt::print(stderr, "\rverifying {} / {}   ", format_bytes(done), format_bytes(total));
-    });
-    if (tty) fmt::print(stderr, "\r{:60}\r", "");
+    Progress progress("verifying");
+    vr = verify_checkpoint(ck, [&](uint64_t done, uint64_t total) { progress.bytes(done, total); });
+    progress.clear();
   }
   if (o.json) {
     auto j = inspect_json(ck, layout, o.filter);

@@ -160,9 +160,8 @@ int run_load(const LoadCliOptions& o) {
   lo.pin_host = !o.no_pin;
   lo.map_host = !o.copy;
   lo.cancel = &interrupt_flag();  // SIGINT/SIGTERM set it (core/interrupt.hpp)
-  const bool tty = !o.json && ::isatty(STDERR_FILENO);
-  if (tty)
-    lo.progress = [](const LoadProgress& p) { print_progress("loading", p.done_bytes, p.total_bytes, p.seconds); };
+  Progress progress("loading", !o.json);
+  if (progress.on()) lo.progress = [&progress](const LoadProgress& p) { progress.bytes(p.done_bytes, p.total_bytes); };
   // Pinned H2D peak of the first CUDA device in the placement, measured in this run so
   // the load's GB/s can be read against the hardware (scripts/gpu-check.sh).
   double h2d_peak = 0;
@@ -183,15 +182,15 @@ int run_load(const LoadCliOptions& o) {
     try {
       return load_checkpoint(ck, layout, lo);
     } catch (const Error& e) {
-      if (tty) fmt::print(stderr, "\r{:70}\r", "");
+      progress.clear();
       if (e.code() == "load.interrupted") throw Error(e.code(), e.message(), e.context(), interrupted_exit());  // 143 for SIGTERM
       throw;
     } catch (...) {
-      if (tty) fmt::print(stderr, "\r{:70}\r", "");
+      progress.clear();
       throw;
     }
   }();
-  if (tty) fmt::print(stderr, "\r{:70}\r", "");
+  progress.clear();
   r.report.notes.insert(r.report.notes.begin(), notes.begin(), notes.end());
   if (o.json) {
     auto j = report_json(ck, r);

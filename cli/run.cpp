@@ -28,6 +28,7 @@
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/json_doc.hpp"
+#include "cli/progress.hpp"
 #include "cli/run_placement.hpp"
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
@@ -259,7 +260,8 @@ class BatchRun {
  public:
   BatchRun(const RunCliOptions& o, const Tokenizer& tok, engine::Transformer& model, LineInput& in, ResultWriter& out,
            ResultContext ctx)
-      : o_(o), tok_(tok), model_(model), in_(in), out_(out), ctx_(std::move(ctx)), fmt_(parse_input_format(o.input_format)) {
+      : o_(o), tok_(tok), model_(model), in_(in), out_(out), ctx_(std::move(ctx)), fmt_(parse_input_format(o.input_format)),
+        progress_("run", o.progress) {
     max_prompt_bytes_ = size_t(model.max_context()) * longest_token_bytes(tok);
     in_.set_max_line(6 * max_prompt_bytes_ + (64 << 10));  // a JSON escape spends at most 6 bytes per prompt byte
   }
@@ -276,6 +278,7 @@ class BatchRun {
 
   size_t read() const { return read_; }
   size_t done() const { return done_; }
+  void clear_progress() { progress_.clear(); }
   size_t failed() const { return failed_; }
 
  private:
@@ -347,6 +350,7 @@ class BatchRun {
   void finish_error(size_t index, const std::string& err) {
     ++done_, ++failed_;
     auto node = reqs_.extract(index);
+    progress_.clear();  // a result may go to the same terminal
     out_.put(index, result_json(node.mapped().as_request(), nullptr, err, ctx_));
     progress();
   }
@@ -366,13 +370,13 @@ class BatchRun {
     c.prefill_s = g.prefill_s;
     c.decode_s = g.decode_s;
     ++done_;
+    generated_ += g.tokens.size();
+    progress_.clear();  // a result may go to the same terminal
     out_.put(id, result_json(node.mapped().as_request(), &c, "", ctx_));
     progress();
   }
 
-  void progress() const {
-    if (o_.progress) fmt::print(stderr, "\r{} done", plural(done_, "request"));
-  }
+  void progress() { progress_.count(plural(done_, "request") + " done", generated_, "generated tok/s"); }
 
   const RunCliOptions& o_;
   const Tokenizer& tok_;
@@ -386,6 +390,8 @@ class BatchRun {
   size_t read_ = 0;
   bool last_openai_ = false;
   size_t done_ = 0, failed_ = 0;
+  uint64_t generated_ = 0;
+  Progress progress_;
 };
 
 std::string model_name(const std::string& path) {
@@ -469,7 +475,7 @@ int run_batch(RunCliOptions o) {
   engine::GenerationStats stats;
   // A stop (signal) or a fatal error midway: the finished results are kept, in input order.
   auto keep_finished = [&] {
-    if (o.progress) fmt::print(stderr, "\r{:40}\r", "");
+    run.clear_progress();
     if (out.broken()) return std::string();
     out.write_held();
     if (file_out) file_out->commit();
