@@ -17,6 +17,7 @@
 #include "io/loader.hpp"
 #include "memory/estimate.hpp"
 #include "memory/plan.hpp"
+#include "core/text.hpp"
 #include "core/units.hpp"
 #include "model/model.hpp"
 
@@ -110,34 +111,38 @@ nlohmann::json report_json(const Checkpoint& ck, const LoadResult& r) {
           {"notes", p.notes}};
 }
 
+// Every line fits output_width(): wrapped at spaces, continuation lines indented two columns.
+void put(const std::string& text) { fmt::print("{}\n", wrap(printable(text, kMessageShown), output_width(), 2)); }
+
 void print_text(const Checkpoint& ck, const LoadResult& r, bool verify) {
   const LoadReport& p = r.report;
-  fmt::print("loaded {} ({}, {}, {}) in {:.3f} s: {:.2f} GB/s\n", ck.path, format_name(ck.format), plural(p.tensors, "tensor"),
-             format_bytes(p.total_bytes), p.wall_s, p.gb_per_s());
+  put(fmt::format("loaded {} ({}, {}, {}) in {:.3f} s: {:.2f} GB/s", ck.path, format_name(ck.format), plural(p.tensors, "tensor"),
+                  format_bytes(p.total_bytes), p.wall_s, p.gb_per_s()));
   std::map<Device, int> nmod;
   for (const auto& m : r.store.modules()) nmod[m.device]++;
   for (const auto& [d, b] : p.bytes_per_device)
     fmt::print("  {:<8} {:>12}  {}{}\n", d.str(), format_bytes(b), plural(nmod[d], "module"),
                d.kind == Device::Kind::Disk ? " (mmap views, read on use)" : "");
-  fmt::print("phases: alloc {:.3f} s, read {:.3f} s ({}), copy {:.3f} s, convert {:.3f} s\n", p.alloc_s, p.read_s,
-             plural(p.reader_threads, "thread"), p.copy_s, p.convert_s);
-  fmt::print("reads: {} straight into place, {} through staging", format_bytes(p.bytes_direct), format_bytes(p.bytes_staged));
-  if (p.staging_buffers) fmt::print(" ({} x {})", p.staging_buffers, format_bytes(p.staging_bytes));
-  fmt::print("{}\n", p.direct_io ? ", O_DIRECT" : "");
+  put(fmt::format("phases: alloc {:.3f} s, read {:.3f} s ({}), copy {:.3f} s, convert {:.3f} s", p.alloc_s, p.read_s,
+                  plural(p.reader_threads, "thread"), p.copy_s, p.convert_s));
+  std::string reads = fmt::format("reads: {} straight into place, {} through staging", format_bytes(p.bytes_direct),
+                                  format_bytes(p.bytes_staged));
+  if (p.staging_buffers) reads += fmt::format(" ({} x {})", p.staging_buffers, format_bytes(p.staging_bytes));
+  put(reads + (p.direct_io ? ", O_DIRECT" : ""));
   if (p.mapped_modules)
-    fmt::print("mapped: {} ({}) as populated read-only mappings of the page cache (no copy; --copy to copy)\n",
-               plural(p.mapped_modules, "CPU module"), format_bytes(p.bytes_mapped));
-  if (p.converted_tensors) fmt::print("converted {}\n", plural(p.converted_tensors, "tensor"));
-  fmt::print("host memory: {} allocated at peak, max RSS {}\n", format_bytes(p.host_peak_bytes), format_bytes(p.max_rss_bytes));
+    put(fmt::format("mapped: {} ({}) as populated read-only mappings of the page cache (no copy; --copy to copy)",
+                    plural(p.mapped_modules, "CPU module"), format_bytes(p.bytes_mapped)));
+  if (p.converted_tensors) put("converted " + plural(p.converted_tensors, "tensor"));
+  put(fmt::format("host memory: {} allocated at peak, max RSS {}", format_bytes(p.host_peak_bytes), format_bytes(p.max_rss_bytes)));
   for (const auto& [d, g] : p.gpu) {
     double err = g.predicted ? 100.0 * (double(g.measured) - double(g.predicted)) / double(g.predicted) : 0.0;
-    fmt::print("{} memory: {} measured (cudaMemGetInfo) vs {} predicted ({:+.1f}%)\n", d.str(), format_bytes(g.measured),
-               format_bytes(g.predicted), err);
+    put(fmt::format("{} memory: {} measured (cudaMemGetInfo) vs {} predicted ({:+.1f}%)", d.str(), format_bytes(g.measured),
+                    format_bytes(g.predicted), err));
   }
   if (verify)
-    fmt::print("verify: {} the file bytes ({:.3f} s)\n",
-               p.verified_tensors == 1 ? "1 tensor matches" : plural(p.verified_tensors, "tensor") + " match", p.verify_s);
-  for (const auto& n : p.notes) fmt::print("note: {}\n", n);
+    put(fmt::format("verify: {} the file bytes ({:.3f} s)",
+                    p.verified_tensors == 1 ? "1 tensor matches" : plural(p.verified_tensors, "tensor") + " match", p.verify_s));
+  for (const auto& n : p.notes) put("note: " + n);
 }
 
 int run_load(const LoadCliOptions& o) {

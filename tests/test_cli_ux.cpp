@@ -581,3 +581,20 @@ TEST_CASE("json: every document says which command wrote it and its format_versi
   // A plan file with the stamp is still a plan load and run take.
   CHECK(run_cli({"load", m, "--plan", d.file("plan.json")}).exit_code == 0);
 }
+
+TEST_CASE("width: load's report fits 100 columns or $COLUMNS", "[cli][width]") {
+  const std::string m = testdata("models/llama-sharded");
+  auto r = run_cli({"load", m, "--verify"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(widest(r.out) <= 100);
+  // The longest line before wrapping (the mapped-modules line) is all there, wrapped.
+  std::string joined = r.out;
+  for (size_t at; (at = joined.find("\n  --copy")) != std::string::npos;) joined.replace(at, 3, " ");
+  CHECK_THAT(joined, Catch::Contains("(no copy; --copy to copy)"));
+  ::setenv("COLUMNS", "60", 1);
+  auto narrow = run_cli({"load", m, "--verify"});
+  ::unsetenv("COLUMNS");
+  REQUIRE(narrow.exit_code == 0);
+  CHECK(widest(narrow.out) <= 60);
+  CHECK_THAT(narrow.out, Catch::Contains("verify: 21 tensors match"));
+}
