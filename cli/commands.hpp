@@ -16,5 +16,7 @@ void add_estimate(CLI::App& app, Action& action);
 void add_plan(CLI::App& app, Action& action);
 void add_run(CLI::App& app, Action& action);
 void add_convert(CLI::App& app, Action& action);
+// Last: it lists the commands added before it.
+void add_completion(CLI::App& app, Action& action);
 
 }  // namespace nunchaku::cli

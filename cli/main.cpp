@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   nunchaku::cli::add_load(app, action);
   nunchaku::cli::add_run(app, action);
   nunchaku::cli::add_convert(app, action);
+  nunchaku::cli::add_completion(app, action);
   nunchaku::cli::apply_option_ranges(app);
   nunchaku::cli::finish_help(&app);
 

@@ -598,3 +598,24 @@ TEST_CASE("width: load's report fits 100 columns or $COLUMNS", "[cli][width]") {
   CHECK(widest(narrow.out) <= 60);
   CHECK_THAT(narrow.out, Catch::Contains("verify: 21 tensors match"));
 }
+
+TEST_CASE("completion: bash completes commands and each command's options; zsh via bashcompinit", "[cli][completion]") {
+  if (shell("command -v bash").empty()) {
+    WARN("skipped: no bash");
+    return;
+  }
+  auto complete = [](const std::string& words, int cword) {
+    return shell("bash -c 'source <(\"" NUNCHAKU_BINARY "\" completion bash); COMP_WORDS=(" + words + "); COMP_CWORD=" +
+                 std::to_string(cword) + "; _nunchaku; echo \"${COMPREPLY[*]}\"'");
+  };
+  CHECK(complete("nunchaku insp", 1) == "inspect");
+  CHECK(complete("nunchaku plan m --vr", 3) == "--vram");
+  CHECK(complete("nunchaku inspect m --me", 3) == "--metadata");
+  CHECK(complete("nunchaku run m --max-t", 3) == "--max-tokens");
+  auto z = run_cli({"completion", "zsh"});
+  REQUIRE(z.exit_code == 0);
+  CHECK_THAT(z.out, Catch::StartsWith("autoload -U +X bashcompinit && bashcompinit\n"));
+  auto bad = run_cli({"completion", "fish"});
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("unknown shell 'fish'"));
+}
