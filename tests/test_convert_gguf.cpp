@@ -154,7 +154,9 @@ TEST_CASE("convert HF -> GGUF: tokenizer key-values and tensors as convert_hf_to
     // gives the HF tokenizer's ids.
     if (spm) CHECK(ref.find("tokenizer.ggml.scores")->array<float>()->at(300) == -1000.0f);
     const Tokenizer hf = Tokenizer::from_hf_dir(test::testdata("run/" + name)), back = Tokenizer::from_gguf(ours);
-    for (const auto& c : test::read_json(test::testdata(kDir + "sidecars/" + name + "/ids.json"))["cases"]) {
+    // Held in a local: a range-for over a member of a temporary reads freed memory (ASan).
+    const auto ids = test::read_json(test::testdata(kDir + "sidecars/" + name + "/ids.json"));
+    for (const auto& c : ids["cases"]) {
       const std::string text = c["text"];
       INFO(text);
       CHECK(back.encode(text, true, true) == hf.encode(text, true, true));
