@@ -295,9 +295,15 @@ TEST_CASE("safetensors rule: sub-byte tensor does not fill whole bytes", "[safet
 }
 
 TEST_CASE("safetensors rule: data_offsets end before they begin", "[safetensors]") {
-  Error e = error_of(st_raw("{\"w\":" + entry("U8", "[0]", 4, 2) + "}", 4));
+  const std::string h = "{\"w\":" + entry("U8", "[0]", 4, 2) + "}";
+  Error e = error_of(st_raw(h, 4));
   CHECK(e.code() == "safetensors.offsets_reversed");
   CHECK(e.context().tensor == "w");
+  CHECK(e.context().offset == 8 + h.size() + 4);  // where the tensor's data would begin
+  // begin = 2^64-1: no such byte, so the offset is the entry's key (after the length and '{').
+  Error m = error_of(st_raw("{\"w\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[18446744073709551615,7]}}", 7));
+  CHECK(m.code() == "safetensors.offsets_reversed");
+  CHECK(m.context().offset == uint64_t{8 + 1});
 }
 
 TEST_CASE("safetensors rule: data_offsets span differs from shape x dtype", "[safetensors]") {
