@@ -65,6 +65,7 @@ struct BlockQ8_0 {
   static constexpr int64_t kBytes = 34, kSubs = 1;
   static void sub(const uint8_t* b, int, __m256 w[4]) {  // 8 bytes at a time straight into vpmovsxbd
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b)));
+    #pragma GCC unroll 16
     for (int j = 0; j < 4; ++j)
       w[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
                                   _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * j)))));
@@ -94,6 +95,7 @@ struct BlockQ4_K {
     const __m256 ds = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b)) * float(sc));
     const __m256 ms = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b + 2)) * float(m));
     const uint8_t* q = b + 16 + 32 * (s / 2);
+    #pragma GCC unroll 16
     for (int g = 0; g < 4; ++g) {
       __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * g)));
       v = (s & 1) ? _mm256_srli_epi32(v, 4) : _mm256_and_si256(v, _mm256_set1_epi32(15));
@@ -124,6 +126,7 @@ inline void q5_sub(const uint8_t* b, __m256 w[4]) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4)), mask = _mm_set1_epi8(15);
   const __m128i nib[2] = {_mm_and_si128(v, mask), _mm_and_si128(_mm_srli_epi16(v, 4), mask)};
   const __m256i one = _mm256_set1_epi32(1), off = _mm256_set1_epi32(kMin ? 0 : 16);
+  #pragma GCC unroll 16
   for (int g = 0; g < 4; ++g) {
     const __m256i lanes = _mm256_setr_epi32(8 * g, 8 * g + 1, 8 * g + 2, 8 * g + 3, 8 * g + 4, 8 * g + 5, 8 * g + 6, 8 * g + 7);
     const __m256i hb = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(qh, lanes), one), 4);
@@ -150,6 +153,7 @@ struct BlockQ5_K {
     const __m256 ms = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b + 2)) * float(m));
     const uint8_t* q = b + 48 + 32 * (s / 2);
     const __m128i shift = _mm_cvtsi32_si128(s);
+    #pragma GCC unroll 16
     for (int g = 0; g < 4; ++g) {
       __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * g)));
       v = (s & 1) ? _mm256_srli_epi32(v, 4) : _mm256_and_si256(v, _mm256_set1_epi32(15));

@@ -79,6 +79,7 @@ struct BlockQ8_0 {
   static constexpr int64_t kBytes = 34, kSubs = 1;
   static void sub(const uint8_t* b, int, V w[2]) {
     const V d = _mm512_set1_ps(f16(b));
+    #pragma GCC unroll 16
     for (int j = 0; j < 2; ++j)
       w[j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * j)))));
@@ -109,6 +110,7 @@ struct BlockQ4_K {
     blocks::q4k_scale_min(s, b + 4, sc, m);
     const V table = _mm512_fmsub_ps(_mm512_set1_ps(f16(b) * float(sc)), iota16(), _mm512_set1_ps(f16(b + 2) * float(m)));
     const uint8_t* q = b + 16 + 32 * (s / 2);
+    #pragma GCC unroll 16
     for (int j = 0; j < 2; ++j) {
       __m512i v = bytes16(q + 16 * j);
       if (s & 1) v = _mm512_srli_epi32(v, 4);
@@ -156,6 +158,7 @@ struct BlockQ5_K {
     const V lo = _mm512_fmsub_ps(ds, iota16(), ms), hi = _mm512_fmsub_ps(ds, _mm512_add_ps(iota16(), _mm512_set1_ps(16)), ms);
     const uint8_t* q = b + 48 + 32 * (s / 2);
     const __m512i bit = _mm512_set1_epi32(1 << s), m15 = _mm512_set1_epi32(15);
+    #pragma GCC unroll 16
     for (int j = 0; j < 2; ++j) {
       __m512i v = bytes16(q + 16 * j);
       v = (s & 1) ? _mm512_srli_epi32(v, 4) : _mm512_and_si512(v, m15);

@@ -225,6 +225,7 @@ inline void blockq_tile(const uint8_t* row, int64_t nblocks, const float* x, int
       const int64_t c = (k * Q::kSubs + s) * 32;
       #pragma GCC unroll 16
       for (int b = 0; b < NB; ++b)
+        #pragma GCC unroll 16
         for (int j = 0; j < kSubVecs; ++j) acc[b] = vfma(w[j], vloadu(x + b * ldx + c + kW * j), acc[b]);
     }
   #pragma GCC unroll 16
@@ -237,6 +238,7 @@ inline void blockq_tile(const uint8_t* row, int64_t nblocks, const float* x, int
 template <int R, class Q>
 inline void blockq_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks, const float* x, float* y) {
   V acc[R];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = vzero();
   const char* pf = reinterpret_cast<const char*>(row0 + 2 * R * row_bytes);
   const size_t pf_step = nblocks > 0 ? (R * row_bytes / size_t(nblocks) + 63) / 64 * 64 : 0;
@@ -253,10 +255,12 @@ inline void blockq_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks, 
       for (int r = 0; r < R; ++r) {
         V w[kSubVecs];
         Q::sub(row0 + size_t(r) * row_bytes + k * Q::kBytes, s, w);
+        #pragma GCC unroll 16
         for (int j = 0; j < kSubVecs; ++j) acc[r] = vfma(w[j], vloadu(xs + kW * j), acc[r]);
       }
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) y[r] = vhsum(acc[r]);
 }
 
@@ -292,6 +296,7 @@ void gemm_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, 
         for (int s = 0; s < Q::kSubs; ++s) {
           V v[kSubVecs];
           Q::sub(row + k * Q::kBytes, s, v);
+          #pragma GCC unroll 16
           for (int j = 0; j < kSubVecs; ++j) vstoreu(out + (k * Q::kSubs + s) * 32 + kW * j, v[j]);
         }
     }
@@ -333,6 +338,7 @@ inline void i8x32_to_ps(__m256i v, __m256 out[4]) {
 template <int NB>
 inline void q6k_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
   __m256 acc[NB];
+  #pragma GCC unroll 16
   for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
   for (int64_t k = 0; k < nblocks; ++k) {
@@ -352,10 +358,12 @@ inline void q6k_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_
           _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)), off)};
       const int8_t* s = sc + 8 * half;
+      #pragma GCC unroll 16
       for (int g = 0; g < 4; ++g) {  // values [32g, 32g+32) of this half; sub-block scales s[2g], s[2g+1]
         __m256 f[4];
         i8x32_to_ps(q[g], f);
         const __m256 da = _mm256_set1_ps(d * float(s[2 * g])), db = _mm256_set1_ps(d * float(s[2 * g + 1]));
+        #pragma GCC unroll 16
         for (int b = 0; b < NB; ++b) {
           const float* xb = x + b * ldx + k * 256 + half * 128 + g * 32;
           __m256 ta = _mm256_fmadd_ps(f[1], _mm256_loadu_ps(xb + 8), _mm256_mul_ps(f[0], _mm256_loadu_ps(xb)));
@@ -366,6 +374,7 @@ inline void q6k_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_
       }
     }
   }
+  #pragma GCC unroll 16
   for (int b = 0; b < NB; ++b) y[b * ldy] = hsum8(acc[b]);
 }
 
