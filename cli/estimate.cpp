@@ -42,9 +42,9 @@ void print_table(const Estimate& e, bool explain) {
   const auto& w = e.workload;
   const bool described = s.hidden_size > 0;  // else a module tree without config (estimate_weights.cpp)
   if (described)
-    print_field("model:", fmt::format("{} ({}), {} layers, hidden {}, {} heads ({} KV) × {}, vocab {}, {} params",
+    print_field("model:", fmt::format("{} ({}), {}, hidden {}, {} ({} KV) × {}, vocab {}, {} params",
                                       s.architecture.empty() ? "unknown" : s.architecture, s.source.empty() ? "unknown" : s.source,
-                                      s.num_layers, s.hidden_size, s.num_heads, s.num_kv_heads, s.head_dim, s.vocab_size,
+                                      plural(uint64_t(s.num_layers), "layer"), s.hidden_size, plural(uint64_t(s.num_heads), "head"), s.num_kv_heads, s.head_dim, s.vocab_size,
                                       format_count(e.parameters)));
   else
     print_field("model:", fmt::format("unknown (no config.json or GGUF metadata), {}, {} params",
@@ -57,8 +57,8 @@ void print_table(const Estimate& e, bool explain) {
              dtype_name(e.compute_dtype), dtype_name(e.kv_dtype));
   if (!described) wl = fmt::format("{}, weights {}", mode_name(w.mode), dtype_name(e.weight_dtype));
   if (w.mode != Mode::Infer)
-    wl += fmt::format(", {} ({} trainable), ZeRO-{} on {} GPU(s), offload {}", optimizer_name(w.optimizer),
-                      format_count(e.trainable_parameters), w.zero, w.gpus, offload_name(w.offload));
+    wl += fmt::format(", {} ({} trainable), ZeRO-{} on {}, offload {}", optimizer_name(w.optimizer),
+                      format_count(e.trainable_parameters), w.zero, plural(uint64_t(w.gpus), "GPU"), offload_name(w.offload));
   else if (w.gpus > 1)
     wl += fmt::format(", split over {} GPUs", w.gpus);
   print_field("workload:", wl);

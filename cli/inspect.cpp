@@ -132,8 +132,7 @@ bool is_array_summary(const nlohmann::json& v) {
 std::string metadata_value(const nlohmann::json& v, size_t cap) {
   if (v.is_string()) return printable(v.get_ref<const std::string&>(), cap);
   if (is_array_summary(v))
-    return fmt::format("{} {} values (not kept in memory)", v["length"].get<uint64_t>(),
-                       printable(v["array"].get<std::string>()));
+    return fmt::format("{} (not kept in memory)", plural(v["length"].get<uint64_t>(), printable(v["array"].get<std::string>()) + " value"));
   if (!v.is_array()) return printable(v.dump(), cap);
   const std::string count = fmt::format(" ({})", plural(v.size(), "item"));
   std::string items;

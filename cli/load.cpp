@@ -50,8 +50,8 @@ Placement choose_placement(const LoadCliOptions& o, const Checkpoint& ck, const 
       Workload w;
       w.overheads = overheads;
       e = estimate(ck, layout, w);
-      notes.push_back(fmt::format("placement: nunchaku plan (balanced), KV cache and activations reserved for batch 1 × {} tokens",
-                                  e.workload.context));
+      notes.push_back(fmt::format("placement: nunchaku plan (balanced), KV cache and activations reserved for batch 1 × {}",
+                                  plural(uint64_t(e.workload.context), "token")));
     } catch (const Error& err) {
       if (!std::string_view(err.code()).starts_with("estimate.")) throw;
       e = weights_only_estimate(layout, overheads);

@@ -50,8 +50,8 @@ std::string render_table(const DevicePlan& p, const Estimate& e, const std::vect
   std::string out;
   auto put = [&out](fmt::string_view f, auto&&... args) { fmt::format_to(std::back_inserter(out), fmt::runtime(f), args...); };
   if (s.hidden_size > 0)
-    put("model:    {} ({}), {} layers, {} params; {}, batch {}, context {}\n", s.architecture.empty() ? "unknown" : s.architecture,
-        s.source.empty() ? "unknown" : s.source, s.num_layers, format_count(e.parameters), mode_name(e.workload.mode),
+    put("model:    {} ({}), {}, {} params; {}, batch {}, context {}\n", s.architecture.empty() ? "unknown" : s.architecture,
+        s.source.empty() ? "unknown" : s.source, plural(uint64_t(s.num_layers), "layer"), format_count(e.parameters), mode_name(e.workload.mode),
         e.workload.batch, e.workload.context);
   else  // a module tree without config (estimate_weights.cpp)
     put("model:    unknown (no config.json or GGUF metadata), {}, {} params; {}\n", plural(e.modules.size(), "module"),
@@ -134,7 +134,7 @@ int run_plan(const PlanCliOptions& o) {
   AccelerateMap amap;
   DevicePlan p = r.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e, r, &amap) : make_plan(e, r);
   p.notes.insert(p.notes.begin(), notes.begin(), notes.end());
-  if (minv) p.notes.push_back(fmt::format("min VRAM per GPU for everything on {} GPU(s): {} ({} B)", std::max<size_t>(1, r.vram.size()),
+  if (minv) p.notes.push_back(fmt::format("min VRAM per GPU for everything on {}: {} ({} B)", plural(std::max<size_t>(1, r.vram.size()), "GPU"),
                                           format_bytes(*minv), *minv));
   else if (o.min_vram) p.notes.push_back("min VRAM: no budget holds every module on the GPUs");
 

@@ -296,8 +296,8 @@ class BatchRun {
       std::string err;
       if (line.too_long) {
         r.index = index, r.line = line.line_no, r.id = index, r.openai = last_openai_;
-        err = fmt::format("line {}: {} bytes, more than any request whose prompt fits the context of {} tokens can take",
-                          line.line_no, line.bytes, model_.max_context());
+        err = fmt::format("line {}: {}, more than any request whose prompt fits the context of {} can take",
+                          line.line_no, plural(line.bytes, "byte"), plural(uint64_t(model_.max_context()), "token"));
       } else {
         r = parse_request(line.text, index, line.line_no, fmt_);
         if (r.error.empty()) last_openai_ = r.openai;
@@ -305,8 +305,9 @@ class BatchRun {
         err = r.error;
       }
       if (err.empty() && prompt_bytes(r) > max_prompt_bytes_)
-        err = fmt::format("line {}: prompt of {} bytes cannot fit the context of {} tokens (no token is longer than {} bytes)",
-                          r.line, prompt_bytes(r), model_.max_context(), max_prompt_bytes_ / size_t(model_.max_context()));
+        err = fmt::format("line {}: prompt of {} cannot fit the context of {} (no token is longer than {})", r.line,
+                          plural(prompt_bytes(r), "byte"), plural(uint64_t(model_.max_context()), "token"),
+                          plural(max_prompt_bytes_ / size_t(model_.max_context()), "byte"));
       std::vector<int32_t> ids;
       if (err.empty()) ids = prompt_ids(o_, tok_, r, err);
       Slim& slim = reqs_[index] = Slim{r.index, r.line, r.id, r.custom_id, r.openai, r.completion, {}};

@@ -343,7 +343,7 @@ TEST_CASE("messages: an error names its path once", "[cli][run]") {
 namespace {
 // "1 tensors", "1 requests", ...: a count of one followed by a plural word (not "0.1 s", not "21 tensors").
 bool has_one_plural(const std::string& text) {
-  static const std::regex one_plural("(^|[^0-9.])1 (tensor|file|module|request|thread|token|layer|key|item|shard|part)s\\b");
+  static const std::regex one_plural("(^|[^0-9.])1 (tensor|file|module|request|thread|token|layer|key|item|shard|part|slot|position|GPU|byte|head|expert|value)s\\b");
   return std::regex_search(text, one_plural);
 }
 }  // namespace
@@ -388,6 +388,20 @@ TEST_CASE("plurals: one of a thing is singular in load, convert, run and inspect
   REQUIRE(two.exit_code == 0);
   CHECK_THAT(two.err, Catch::Contains("2 requests (0 failed): "));
   CHECK_THAT(two.err, Catch::Contains(" + 4 generated tokens in "));
+  // Streamed from disk: the engine's line counts modules and slots.
+  auto streamed = run_cli({"run", testdata("run/llama-spm"), "--raw", "--max-tokens", "1", "--context", "64", "--cpu-ram", "750K"},
+                          "Once upon a time\n");
+  REQUIRE(streamed.exit_code == 0);
+  CHECK_THAT(streamed.err, Catch::Contains("streamed 5 of 5 modules through 2 slots of "));
+  CHECK_FALSE(has_one_plural(streamed.err));
+  // Batch 1 (estimate's default): one KV slot, one GPU.
+  auto est = run_cli({"estimate", testdata("run/llama-spm"), "--device", "cpu", "--explain"});
+  REQUIRE(est.exit_code == 0);
+  CHECK_THAT(est.out, Catch::Contains("KV cache: 1 slot × 256 positions"));
+  CHECK_FALSE(has_one_plural(est.out));
+  auto train = run_cli({"estimate", testdata("run/llama-spm"), "--mode", "lora"});
+  CHECK_THAT(train.out, Catch::Contains("on 1 GPU,"));
+  CHECK_FALSE(has_one_plural(train.out));
 }
 
 namespace {

@@ -10,6 +10,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "core/error.hpp"
 #include "engine/engine.hpp"
 #include "memory/engine_memory.hpp"
@@ -128,6 +130,24 @@ TEST_CASE("seam: the pool holds at most its slots, each the largest module's rea
     CHECK(a.tokens == outputs_of(*resident.tf).tokens);
   }
   CHECK(testing::live_allocations() == live_before);  // pool and everything else released
+}
+
+TEST_CASE("seam: the provider's description counts modules and slots in the singular when there is one",
+          "[engine][seam][plural]") {
+  const std::string path = test::testdata("engine/llama-small-gguf/llama-small-f32.gguf");
+  test::EngineModel m;
+  m.ck = open_checkpoint(path);
+  m.layout = describe_model(m.ck);
+  LoadOptions lo;
+  lo.placement = place_all(m.layout, Device{Device::Kind::Cpu, 0});
+  lo.placement.modules[m.layout.modules.back().name] = kDisk;  // one module streamed, the rest resident
+  m.load = load_checkpoint(m.ck, m.layout, lo);
+  StreamOptions so;
+  so.slots = 1;
+  m.engine = make_engine(m.ck, m.layout, m.load.store, {small_opts(), 0, so, Device{Device::Kind::Cpu, 0}});
+  const std::string want = fmt::format("streamed 1 of {} modules through 1 slot of ", m.layout.modules.size());
+  CHECK_THAT(m.engine.model->weights().describe(), Catch::StartsWith(want));
+  CHECK_THAT(m.engine.model->describe(), Catch::Contains(want));
 }
 
 TEST_CASE("seam: a slow reader still gives the same tokens", "[engine][seam]") {

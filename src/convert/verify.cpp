@@ -8,6 +8,7 @@
 #include "convert/stream.hpp"
 #include "core/error.hpp"
 #include "format/open.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku::convert {
 
@@ -25,7 +26,7 @@ void verify_output(const ConvertPlan& plan, const Checkpoint& in, const std::str
   for (size_t i = 0; i < out.tensors.size(); ++i) by_name[out.tensors[i].name] = i;
   if (out.tensors.size() != plan.tensors.size() + plan.generated.size())
     fail(out_path, "", std::nullopt,
-         fmt::format("the output holds {} tensors, {} were planned", out.tensors.size(),
+         fmt::format("the output holds {}, {} were planned", plural(out.tensors.size(), "tensor"),
                      plan.tensors.size() + plan.generated.size()));
   for (const auto& g : plan.generated) {
     auto it = by_name.find(g.name);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/units.hpp"
 #include "engine/backend.hpp"
 #include "engine/quant_blocks.hpp"
 #include "engine/thread_pool.hpp"
@@ -163,10 +164,11 @@ void CpuBackend::allocate(const BackendSetup& s) {
   kv_layer_bytes_ = size_t(cfg_.max_batch) * size_t(cfg_.max_context) * size_t(dims_.kv_dim()) * esize;
   auto oom = [&](const std::string& why) {
     return Error("engine.out_of_memory",
-                 fmt::format("cannot allocate the run state: KV cache {} bytes ({} slots x {} positions x {} layers, {}) "
-                             "plus activations for {} tokens{}",
-                             s.memory.kv_cache, cfg_.max_batch, cfg_.max_context, dims_.layers,
-                             dtype_name(cfg_.kv_dtype), cfg_.max_tokens, why),
+                 fmt::format("cannot allocate the run state: KV cache {} bytes ({} x {} x {}, {}) "
+                             "plus activations for {}{}",
+                             s.memory.kv_cache, plural(uint64_t(cfg_.max_batch), "slot"),
+                             plural(uint64_t(cfg_.max_context), "position"), plural(uint64_t(dims_.layers), "layer"),
+                             dtype_name(cfg_.kv_dtype), plural(uint64_t(cfg_.max_tokens), "token"), why),
                  {.hint = "lower --context or --batch-size, or use an f16 KV cache"}, Exit::OutOfMemory);
   };
   // The KV cache's pages are only touched as positions fill, so an over-large one would

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku::engine {
 namespace {
@@ -17,7 +18,7 @@ class SplitBackend final : public Backend {
     if (n == 0) throw bad("a split backend needs at least one part");
     auto in_range = [&](int p) { return p >= 0 && p < n; };
     if (!in_range(how_.embed_part) || !in_range(how_.head_part) || (how_.stream_part >= 0 && !in_range(how_.stream_part)))
-      throw bad(fmt::format("embedding/head/stream part outside the {} parts", n));
+      throw bad(fmt::format("embedding/head/stream part outside the {}", plural(uint64_t(n), "part")));
     layers_of_.assign(size_t(n), 0);
     for (int p : how_.layer_part) {
       if (!in_range(p)) throw bad(fmt::format("a layer is given part {} of {}", p, n));
@@ -55,7 +56,7 @@ class SplitBackend final : public Backend {
 
   EngineMemory plan_state(const ModelSpec& spec, const EngineConfig& cfg) override {
     if (int64_t(how_.layer_part.size()) != spec.num_layers)
-      throw Error("engine.bad_split", fmt::format("the split names {} layers, the model has {}", how_.layer_part.size(),
+      throw Error("engine.bad_split", fmt::format("the split names {}, the model has {}", plural(how_.layer_part.size(), "layer"),
                                                   spec.num_layers), {}, Exit::Internal);
     memory_.clear();
     EngineMemory sum;

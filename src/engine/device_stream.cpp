@@ -46,7 +46,7 @@ DeviceStreamProvider::DeviceStreamProvider(std::unique_ptr<WeightProvider> host,
   if (slots > 0 && !ring_.init(device, compute_stream, slots, slot_bytes, &err_)) {
     if (err_.find("cudaMalloc") != std::string::npos)
       throw Error("engine.out_of_memory",
-                  fmt::format("cannot allocate {} device slots of {} for streamed layers on {}: {}", slots,
+                  fmt::format("cannot allocate {} of {} for streamed layers on {}: {}", plural(uint64_t(slots), "device slot"),
                               format_bytes(slot_bytes), device_.str(), err_),
                   {.hint = "give the resident weights less VRAM (--vram), or lower --context / --batch-size"},
                   Exit::OutOfMemory);
@@ -117,8 +117,9 @@ std::string DeviceStreamProvider::describe() const {
   size_t n = 0;
   for (bool o : offloaded_) n += o;
   if (n == 0) return host_->describe();
-  return fmt::format("streamed to {}: {} of {} modules through {} device slots of {} ({})", device_.str(), n,
-                     offloaded_.size(), ring_.slots(), format_bytes(ring_.slot_bytes()), host_->describe());
+  return fmt::format("streamed to {}: {} of {} through {} of {} ({})", device_.str(), n,
+                     plural(offloaded_.size(), "module"), plural(uint64_t(ring_.slots()), "device slot"),
+                     format_bytes(ring_.slot_bytes()), host_->describe());
 }
 
 }  // namespace nunchaku::engine

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku::engine {
 namespace {
@@ -188,8 +189,8 @@ class Scheduler {
 std::string check_request(const GenerationRequest& r, const Transformer& m) {
   if (r.prompt.empty()) return "empty prompt";
   if (int64_t(r.prompt.size()) >= m.max_context())
-    return fmt::format("prompt of {} tokens does not fit the context of {} tokens (it needs room for one more)",
-                       r.prompt.size(), m.max_context());
+    return fmt::format("prompt of {} does not fit the context of {} (it needs room for one more)",
+                       plural(r.prompt.size(), "token"), plural(uint64_t(m.max_context()), "token"));
   for (int32_t id : r.prompt)
     if (id < 0 || id >= m.vocab()) return fmt::format("token id {} outside the vocabulary [0, {})", id, m.vocab());
   return "";

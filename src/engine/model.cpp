@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.hpp"
+#include "core/units.hpp"
 #include "engine/bind.hpp"
 #include "engine/rope.hpp"
 #include "core/file.hpp"
@@ -141,8 +142,8 @@ uint64_t Transformer::state_bytes() const {
 }
 
 std::string Transformer::describe() const {
-  return fmt::format("{}, {} layers, hidden {}, heads {}/{} x {}, ffn {}, vocab {}, weights {}, rope {}, kv {}, {}, {}",
-                     spec_.architecture, layers_.size(), dims_.hidden, dims_.heads, dims_.kv_heads, dims_.head_dim,
+  return fmt::format("{}, {}, hidden {}, heads {}/{} x {}, ffn {}, vocab {}, weights {}, rope {}, kv {}, {}, {}",
+                     spec_.architecture, plural(layers_.size(), "layer"), dims_.hidden, dims_.heads, dims_.kv_heads, dims_.head_dim,
                      dims_.inter, dims_.vocab, dtype_name(layers_.empty() ? embed_.w.dtype : layers_[0].q.dtype),
                      rope_style_ == RopeStyle::NeoX ? "neox" : "interleaved", dtype_name(cfg_.kv_dtype),
                      weights_.describe(), backend_.describe());
@@ -167,7 +168,7 @@ int64_t Transformer::validate(std::span<const SeqChunk> chunks) {
     R += ch.all_logits ? int64_t(ch.tokens.size()) : 1;
   }
   if (T > cfg_.max_tokens)
-    throw Error("engine.bad_batch", fmt::format("{} tokens in one forward, the engine holds {}", T, cfg_.max_tokens));
+    throw Error("engine.bad_batch", fmt::format("{} in one forward, the engine holds {}", plural(uint64_t(T), "token"), cfg_.max_tokens));
   if (R > cfg_.logit_rows)
     throw Error("engine.bad_batch", fmt::format("{} logit rows wanted, the engine holds {}", R, cfg_.logit_rows));
   int64_t t = 0, r = 0;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku::engine {
 namespace {
@@ -50,8 +51,8 @@ StreamedProvider::~StreamedProvider() { readers_->stop(); }
 
 std::string StreamedProvider::describe() const {
   size_t n = size_t(std::count(streamed_.begin(), streamed_.end(), true));
-  return fmt::format("streamed {} of {} modules through {} slots of {} bytes", n, streamed_.size(), slots_.size(),
-                     slot_bytes_);
+  return fmt::format("streamed {} of {} through {} of {} bytes", n, plural(streamed_.size(), "module"),
+                     plural(slots_.size(), "slot"), slot_bytes_);
 }
 
 StreamStats StreamedProvider::stats() const {

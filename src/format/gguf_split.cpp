@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "format/readers.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku {
 namespace fs = std::filesystem;
@@ -47,7 +48,7 @@ void check_part(const Checkpoint& part, const std::string& path, uint32_t no, ui
   if (!n || *n != count)
     throw Error("gguf.split_mismatch",
                 "split.count is " + meta_shown(part, "split.count") + " but the file name says " +
-                    std::to_string(count) + " parts",
+                    plural(count, "part"),
                 {.file = path, .hint = "the parts come from different splits; re-download the whole set"});
   const auto k = meta_uint(part, "split.no");
   if (!k || *k != no - 1)
@@ -133,7 +134,7 @@ Checkpoint read_gguf_parts(const std::string& path) {
   if (!want || *want != ck.tensors.size())
     throw Error("gguf.split_tensor_count",
                 "split.tensors.count is " + meta_shown(ck, "split.tensors.count") + " but the " +
-                    std::to_string(name->count) + " parts hold " + std::to_string(ck.tensors.size()) + " tensors",
+                    plural(name->count, "part") + " hold " + plural(ck.tensors.size(), "tensor"),
                 {.file = first, .hint = "a part is from another split or was rewritten; re-download the set"});
   ck.path = path;
   return ck;

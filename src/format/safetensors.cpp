@@ -14,6 +14,7 @@
 #include "format/json_members.hpp"
 #include "format/readers.hpp"
 #include "format/safetensors_json.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku {
 namespace {
@@ -64,7 +65,7 @@ class Reader {
   Checkpoint run() {
     const uint64_t size = src_.size();
     if (size < 8)
-      fail("safetensors.too_small", "file has " + std::to_string(size) + " bytes, fewer than the 8-byte header length",
+      fail("safetensors.too_small", "file has " + plural(size, "byte") + ", fewer than the 8-byte header length",
            {}, 0);
     uint8_t lenbuf[8];
     src_.read_at(0, lenbuf, 8);

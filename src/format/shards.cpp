@@ -14,6 +14,7 @@
 #include "format/readers.hpp"
 #include "format/safetensors_json.hpp"
 #include "core/source.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku {
 namespace fs = std::filesystem;
@@ -191,7 +192,7 @@ Checkpoint read_index(const std::string& index_path) {
     if (!wm->contains(t.name) && unlisted[t.file]++ == 0) first_unlisted[t.file] = t.name;
   for (size_t i = 0; i < files.size(); ++i)
     if (unlisted[i])
-      ck.warnings.push_back(files[i] + ": " + std::to_string(unlisted[i]) + " tensor(s) not listed in " + index_path +
+      ck.warnings.push_back(files[i] + ": " + plural(unlisted[i], "tensor") + " not listed in " + index_path +
                             " (first: '" + first_unlisted[i] + "')");
 
   // metadata.total_size is advisory (transformers computes it its own way); never fatal.

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "memory/engine_memory.hpp"
 #include "memory/estimate_detail.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku {
 
@@ -116,9 +117,10 @@ uint64_t add_nunchaku(Estimate& e) {
   e.logits_bytes = m.logits;
   e.runtime_model = {
       "nunchaku engine: run state allocated once by engine_memory() (the engine's own sizing function)",
-      fmt::format("prefill in passes of at most max_tokens = {} tokens (--prefill-chunk, at least the batch; default max(256, batch)); "
-                  "attention row by row (no score matrix)", m.config.max_tokens),
-      fmt::format("KV cache: {} slots × {} positions, {}, preallocated", c.max_batch, w.context, dtype_name(e.kv_dtype))};
+      fmt::format("prefill in passes of at most max_tokens = {} (--prefill-chunk, at least the batch; default max(256, batch)); "
+                  "attention row by row (no score matrix)", plural(uint64_t(m.config.max_tokens), "token")),
+      fmt::format("KV cache: {} × {}, {}, preallocated", plural(uint64_t(c.max_batch), "slot"), plural(uint64_t(w.context), "position"),
+                  dtype_name(e.kv_dtype))};
   return 0;
 }
 

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "model/arch_table.hpp"
 #include "model/model.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku {
 
@@ -327,10 +328,10 @@ class SpecCheck {
       warn("sliding_window", "attention.sliding_window", "is 0 (read as no sliding window)");
     if (s_.num_experts_per_tok > 0 && s_.num_experts > 0 && s_.num_experts_per_tok > s_.num_experts)
       fail("num_experts_per_tok", "expert_used_count",
-           fmt::format("is {}, more than the {} experts", s_.num_experts_per_tok, s_.num_experts));
+           fmt::format("is {}, more than the {}", s_.num_experts_per_tok, plural(uint64_t(s_.num_experts), "expert")));
     if (s_.num_layers > 0 && layers_present > s_.num_layers + extra_layers())
       fail("num_hidden_layers", "block_count",
-           fmt::format("is {} but the checkpoint holds {} layers", s_.num_layers, layers_present));
+           fmt::format("is {} but the checkpoint holds {}", s_.num_layers, plural(uint64_t(layers_present), "layer")));
     if (embed && embed->shape.size() == 2) embedding(*embed, known);
   }
 
@@ -525,8 +526,8 @@ ModelLayout describe_model(const Checkpoint& ck) {
                 out.warnings)
           .run(embed, layers);
     if (spec.num_layers > 0 && layers != spec.num_layers)
-      out.warnings.push_back(fmt::format("{} says {} layers, the checkpoint holds {}", spec.source,
-                                         spec.num_layers, layers));
+      out.warnings.push_back(fmt::format("{} says {}, the checkpoint holds {}", spec.source,
+                                         plural(uint64_t(spec.num_layers), "layer"), layers));
     if (spec.source == "inferred" && spec.num_heads == 0)
       out.warnings.push_back(
           "heads unknown: without config.json the head size cannot be read from these tensor shapes "
