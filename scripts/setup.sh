@@ -3,7 +3,8 @@
 # As root: runs apt-get. Otherwise: prints the apt-get line and exits 1.
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config libcli11-dev libfmt-dev libspdlog-dev
-      nlohmann-json3-dev catch2 libpcre2-dev)
+      nlohmann-json3-dev catch2 libpcre2-dev
+      fish)  # fish: the completion test runs `fish -n` and fish's own completion on our script
 [[ "${1:-}" == "--fuzz" ]] && PKGS+=(clang libclang-rt-dev)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -6,6 +6,8 @@
 #include <dlfcn.h>
 #include <filesystem>
 #include <regex>
+#include <set>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -629,7 +631,91 @@ TEST_CASE("completion: bash completes commands and each command's options; zsh v
   auto z = run_cli({"completion", "zsh"});
   REQUIRE(z.exit_code == 0);
   CHECK_THAT(z.out, Catch::StartsWith("autoload -U +X bashcompinit && bashcompinit\n"));
-  auto bad = run_cli({"completion", "fish"});
+  auto bad = run_cli({"completion", "tcsh"});
   CHECK(bad.exit_code == 2);
-  CHECK_THAT(bad.err, Catch::Contains("unknown shell 'fish'"));
+  CHECK_THAT(bad.err, Catch::Contains("unknown shell 'tcsh'"));
+}
+
+namespace {
+// The commands `nunchaku --help` lists, and the long options `nunchaku help CMD` lists.
+std::vector<std::string> help_commands() {
+  auto r = run_cli({"--help"});
+  std::vector<std::string> out;
+  const size_t at = r.out.find("\nSubcommands:");
+  const std::string text = r.out.substr(at, r.out.find("\n\n", at + 1) - at);
+  static const std::regex row(R"(\n  ([a-z]+) )");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), row); it != std::sregex_iterator(); ++it) out.push_back((*it)[1]);
+  return out;
+}
+std::vector<std::string> help_long_options(const std::string& cmd) {
+  auto r = run_cli({"help", cmd});
+  std::vector<std::string> out;
+  static const std::regex row(R"(\n  (?:-[a-zA-Z],)?--([a-z][a-z0-9-]*))");
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), row); it != std::sregex_iterator(); ++it) out.push_back((*it)[1]);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("completion: fish gets one complete line per command and option, each in fish's form", "[cli][completion]") {
+  auto r = run_cli({"completion", "fish"});
+  REQUIRE(r.exit_code == 0);
+  // Every line: complete -c nunchaku [-n 'CONDITION'] then -f | -F | -a WORDS | [-s X] [-l NAME] [-r], [-d 'TEXT'].
+  static const std::regex form(
+      R"(complete -c nunchaku( -f| -n '[^'\\]*'( -F| -a ('[a-z ]+'|[a-z]+)( -d '([^'\\]|\\.)*')?|( -s [a-zA-Z])?( -l [a-z][a-z0-9-]*)?( -r)? -d '([^'\\]|\\.)*')))");
+  std::set<std::string> top_words, help_words;
+  std::map<std::string, std::set<std::string>> longs;  // command -> its --options
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    INFO(line);
+    CHECK(std::regex_match(line, form));
+    std::smatch m;
+    static const std::regex cond(R"(-n '([^']*)')"), arg(R"( -a ('[^']*'|\S+))"), lopt(R"( -l (\S+))");
+    const std::string c = std::regex_search(line, m, cond) ? m[1].str() : "";
+    const std::string who = c.starts_with("__fish_seen_subcommand_from ") ? c.substr(28) : c.empty() ? "" : "nunchaku";
+    if (std::regex_search(line, m, arg)) {
+      std::string words = m[1];
+      if (words.front() == '\'') words = words.substr(1, words.size() - 2);
+      std::istringstream ws(words);
+      for (std::string w; ws >> w;) (who == "help" ? help_words : top_words).insert(w);
+    }
+    if (std::regex_search(line, m, lopt)) longs[who].insert(m[1]);
+  }
+  const auto commands = help_commands();
+  REQUIRE(commands.size() >= 7);
+  for (const auto& cmd : commands) {
+    INFO(cmd);
+    CHECK(top_words.count(cmd));
+    CHECK(help_words.count(cmd));
+    for (const auto& o : help_long_options(cmd)) {
+      INFO("--" << o);
+      CHECK(longs[cmd].count(o));
+    }
+    CHECK(longs[cmd].size() == help_long_options(cmd).size());
+  }
+  CHECK(top_words.count("help"));
+  CHECK(longs["nunchaku"].count("version"));
+
+  // fish itself (scripts/setup.sh installs it): the script parses and completes as bash's does.
+  if (shell("command -v fish").empty()) {
+    WARN("skipped fish -n and fish's own completion: no fish");
+    return;
+  }
+  TempDir d;
+  write_file(d.file("nunchaku.fish"), r.out);
+  CHECK(std::system(("fish -n '" + d.file("nunchaku.fish") + "'").c_str()) == 0);
+  auto complete = [&](const std::string& line) {
+    std::string out = shell("fish -c \"source '" + d.file("nunchaku.fish") + "'; complete -C'" + line + "'\" | cut -f1");
+    std::replace(out.begin(), out.end(), '\n', ' ');
+    return out;
+  };
+  CHECK(complete("nunchaku insp") == "inspect");
+  CHECK(complete("nunchaku plan m --vr") == "--vram");
+  CHECK(complete("nunchaku inspect m --me") == "--metadata");
+  CHECK(complete("nunchaku run m --max-t") == "--max-tokens");
+  CHECK(complete("nunchaku help es") == "estimate");
+  CHECK(complete("nunchaku completion f") == "fish");
+  CHECK(complete("nunchaku --vers") == "--version");
+  // Arguments are paths: the fixture directory completes.
+  CHECK_THAT(complete("nunchaku inspect " + testdata("models/llam")), Catch::Contains(testdata("models/llama-gguf/")));
 }
