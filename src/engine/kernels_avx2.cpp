@@ -63,6 +63,7 @@ struct LoadF16 {
 // 30% slower.)
 struct BlockQ8_0 {
   static constexpr int64_t kBytes = 34, kSubs = 1;
+  static constexpr int kDecodeRows = 8;  // light enough for 8 rows in 16 registers
   static void sub(const uint8_t* b, int, __m256 w[4]) {  // 8 bytes at a time straight into vpmovsxbd
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b)));
     #pragma GCC unroll 16
@@ -73,6 +74,7 @@ struct BlockQ8_0 {
 };
 struct BlockQ4_0 {
   static constexpr int64_t kBytes = 18, kSubs = 1;
+  static constexpr int kDecodeRows = 4;
   static void sub(const uint8_t* b, int, __m256 w[4]) {
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b)));
     __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
@@ -89,6 +91,7 @@ struct BlockQ4_0 {
 // scale and min: w = (d*sc)*q - dmin*m.
 struct BlockQ4_K {
   static constexpr int64_t kBytes = 144, kSubs = 8;
+  static constexpr int kDecodeRows = 4;
   static void sub(const uint8_t* b, int s, __m256 w[4]) {
     int sc, m;
     blocks::q4k_scale_min(s, b + 4, sc, m);
@@ -106,6 +109,7 @@ struct BlockQ4_K {
 // Q4_1: w = d*q + m (d*q exact, so fmadd rounds where d*q + m does).
 struct BlockQ4_1 {
   static constexpr int64_t kBytes = 20, kSubs = 1;
+  static constexpr int kDecodeRows = 4;
   static void sub(const uint8_t* b, int, __m256 w[4]) {
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b))), m = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b + 2)));
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4)), mask = _mm_set1_epi8(15);
@@ -116,36 +120,44 @@ struct BlockQ4_1 {
     w[3] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))), m);
   }
 };
-// Q5_0 / Q5_1: value i's 5th bit is bit i of qh; w = d*(q - 16), or d*q + m.
+// Q5_0 / Q5_1: value i's 5th bit is bit i of qh; w = d*(q - 16), or d*q + m. The 32
+// values are built as bytes in one register (qh's bits spread to bytes by a shuffle and a
+// compare, nibbles split into the two lanes), then widened 8 at a time like Q8_0.
 template <bool kMin>
 inline void q5_sub(const uint8_t* b, __m256 w[4]) {
   const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b)));
   const __m256 m = kMin ? _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b + 2))) : _mm256_setzero_ps();
   const uint8_t* p = b + (kMin ? 4 : 2);
-  const __m256i qh = _mm256_set1_epi32(int(blocks::load_u32(p)));
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4)), mask = _mm_set1_epi8(15);
-  const __m128i nib[2] = {_mm_and_si128(v, mask), _mm_and_si128(_mm_srli_epi16(v, 4), mask)};
-  const __m256i one = _mm256_set1_epi32(1), off = _mm256_set1_epi32(kMin ? 0 : 16);
-  #pragma GCC unroll 16
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ULL));
+  const __m256i qh = _mm256_shuffle_epi8(_mm256_set1_epi32(int(blocks::load_u32(p))), spread);
+  const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), _mm256_set1_epi8(16));
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4));
+  __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(15)), hb);
+  if constexpr (!kMin) q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+  const __m128i half[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+#pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
-    const __m256i lanes = _mm256_setr_epi32(8 * g, 8 * g + 1, 8 * g + 2, 8 * g + 3, 8 * g + 4, 8 * g + 5, 8 * g + 6, 8 * g + 7);
-    const __m256i hb = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(qh, lanes), one), 4);
-    const __m128i n = (g & 1) ? _mm_srli_si128(nib[g / 2], 8) : nib[g / 2];
-    const __m256 q = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_or_si256(_mm256_cvtepu8_epi32(n), hb), off));
-    w[g] = kMin ? _mm256_fmadd_ps(d, q, m) : _mm256_mul_ps(d, q);
+    const __m128i n = (g & 1) ? _mm_srli_si128(half[g / 2], 8) : half[g / 2];
+    const __m256 f = _mm256_cvtepi32_ps(kMin ? _mm256_cvtepu8_epi32(n) : _mm256_cvtepi8_epi32(n));
+    w[g] = kMin ? _mm256_fmadd_ps(d, f, m) : _mm256_mul_ps(d, f);
   }
 }
 struct BlockQ5_0 {
   static constexpr int64_t kBytes = 22, kSubs = 1;
+  static constexpr int kDecodeRows = 4;
   static void sub(const uint8_t* b, int, __m256 w[4]) { q5_sub<false>(b, w); }
 };
 struct BlockQ5_1 {
   static constexpr int64_t kBytes = 24, kSubs = 1;
+  static constexpr int kDecodeRows = 4;
   static void sub(const uint8_t* b, int, __m256 w[4]) { q5_sub<true>(b, w); }
 };
 // Q5_K: as Q4_K, with bit s of qh[l] the 5th bit of value l of sub-block s.
 struct BlockQ5_K {
   static constexpr int64_t kBytes = 176, kSubs = 8;
+  static constexpr int kDecodeRows = 4;
   static void sub(const uint8_t* b, int s, __m256 w[4]) {
     int sc, m;
     blocks::q4k_scale_min(s, b + 4, sc, m);

@@ -77,6 +77,7 @@ inline __m512i bytes16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu
 // the same values: table[q] = the one rounding of d*q (+ m) the direct way gives).
 struct BlockQ8_0 {
   static constexpr int64_t kBytes = 34, kSubs = 1;
+  static constexpr int kDecodeRows = 8;
   static void sub(const uint8_t* b, int, V w[2]) {
     const V d = _mm512_set1_ps(f16(b));
     #pragma GCC unroll 16
@@ -93,18 +94,21 @@ inline void nibbles_by_table(const uint8_t* q, V table, V w[2]) {
 }
 struct BlockQ4_0 {
   static constexpr int64_t kBytes = 18, kSubs = 1;
+  static constexpr int kDecodeRows = 8;
   static void sub(const uint8_t* b, int, V w[2]) {
     nibbles_by_table(b + 2, _mm512_mul_ps(_mm512_set1_ps(f16(b)), _mm512_sub_ps(iota16(), _mm512_set1_ps(8))), w);
   }
 };
 struct BlockQ4_1 {
   static constexpr int64_t kBytes = 20, kSubs = 1;
+  static constexpr int kDecodeRows = 8;
   static void sub(const uint8_t* b, int, V w[2]) {
     nibbles_by_table(b + 4, _mm512_fmadd_ps(_mm512_set1_ps(f16(b)), iota16(), _mm512_set1_ps(f16(b + 2))), w);
   }
 };
 struct BlockQ4_K {
   static constexpr int64_t kBytes = 144, kSubs = 8;
+  static constexpr int kDecodeRows = 8;
   static void sub(const uint8_t* b, int s, V w[2]) {
     int sc, m;
     blocks::q4k_scale_min(s, b + 4, sc, m);
@@ -143,14 +147,17 @@ inline void q5_sub(const uint8_t* b, V w[2]) {
 }
 struct BlockQ5_0 {
   static constexpr int64_t kBytes = 22, kSubs = 1;
+  static constexpr int kDecodeRows = 8;
   static void sub(const uint8_t* b, int, V w[2]) { q5_sub<false>(b, w); }
 };
 struct BlockQ5_1 {
   static constexpr int64_t kBytes = 24, kSubs = 1;
+  static constexpr int kDecodeRows = 8;
   static void sub(const uint8_t* b, int, V w[2]) { q5_sub<true>(b, w); }
 };
 struct BlockQ5_K {
   static constexpr int64_t kBytes = 176, kSubs = 8;
+  static constexpr int kDecodeRows = 8;
   static void sub(const uint8_t* b, int s, V w[2]) {
     int sc, m;
     blocks::q4k_scale_min(s, b + 4, sc, m);
