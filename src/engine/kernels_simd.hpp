@@ -182,10 +182,53 @@ void gemm_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, f
   }
 }
 
+// Prefill over weights that are not f32: kPanelRows weight rows at a time are converted
+// (16-bit floats) or dequantized (blocks) into a per-thread f32 panel (grown on demand,
+// freed when its thread ends), then the F32 GEMM runs on it: each weight converted once
+// per panel instead of once per group of 6 activation rows. The panel holds exactly the
+// floats the decode path computes, so the sums are the same.
+constexpr int64_t kPanelRows = 32;
+struct Panel {
+  float* data = nullptr;
+  size_t floats = 0;
+  float* get(size_t n) {
+    if (floats < n) {
+      delete[] data;
+      data = new float[n];
+      floats = n;
+    }
+    return data;
+  }
+  ~Panel() { delete[] data; }
+};
+thread_local Panel g_panel;
+
+// to_f32(row, out): one weight row as w.cols floats.
+template <class ToF32>
+void gemm_panel(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                int64_t r1, ToF32&& to_f32) {
+  float* panel_data = g_panel.get(size_t(kPanelRows) * size_t(w.cols));
+  for (int64_t rc = r0; rc < r1; rc += kPanelRows) {
+    const int64_t rows = rc + kPanelRows < r1 ? kPanelRows : r1 - rc;
+    for (int64_t r = 0; r < rows; ++r)
+      to_f32(w.data + size_t(rc + r) * w.row_bytes, panel_data + size_t(r) * size_t(w.cols));
+    WeightMatrix panel{reinterpret_cast<const uint8_t*>(panel_data), DType::F32, rows, w.cols, size_t(w.cols) * 4, {}};
+    gemm_plain<LoadF32>(panel, x, ldx, B, y + rc, ldy, 0, rows);
+  }
+}
+
 template <class L>
 void matmul_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                   int64_t r1) {
-  if (B >= kMatmulGemmBatch) return gemm_plain<L>(w, x, ldx, B, y, ldy, r0, r1);
+  if (B >= kMatmulGemmBatch) {
+    if constexpr (L::kElemBytes == 4) return gemm_plain<L>(w, x, ldx, B, y, ldy, r0, r1);
+    const int64_t n = w.cols;
+    return gemm_panel(w, x, ldx, B, y, ldy, r0, r1, [n](const uint8_t* row, float* out) {
+      int64_t i = 0;
+      for (; i + kW <= n; i += kW) vstoreu(out + i, L::load(row, i));
+      for (; i < n; ++i) out[i] = L::one(row, i);
+    });
+  }
   int64_t r = r0;
   const size_t rb = w.row_bytes;
   if (B == 1)  // decode: 8 rows at a time, 8 independent chains
@@ -266,34 +309,12 @@ inline void blockq_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks, 
   for (int r = 0; r < R; ++r) y[r] = vhsum(acc[r]);
 }
 
-// Prefill: kPanelRows weight rows at a time are dequantized into a per-thread f32 panel
-// (grown on demand, freed when its thread ends), then the F32 GEMM runs on it.
-constexpr int64_t kPanelRows = 32;
-struct Panel {
-  float* data = nullptr;
-  size_t floats = 0;
-  float* get(size_t n) {
-    if (floats < n) {
-      delete[] data;
-      data = new float[n];
-      floats = n;
-    }
-    return data;
-  }
-  ~Panel() { delete[] data; }
-};
-thread_local Panel g_panel;
-
 template <class Q>
-void gemm_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
-                 int64_t r1) {
+void matmul_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                   int64_t r1) {
   const int64_t nblocks = w.cols / (32 * Q::kSubs);
-  float* panel_data = g_panel.get(size_t(kPanelRows) * size_t(w.cols));
-  for (int64_t rc = r0; rc < r1; rc += kPanelRows) {
-    const int64_t rows = rc + kPanelRows < r1 ? kPanelRows : r1 - rc;
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* row = w.data + size_t(rc + r) * w.row_bytes;
-      float* out = panel_data + size_t(r) * size_t(w.cols);
+  if (B >= kMatmulGemmBatch)
+    return gemm_panel(w, x, ldx, B, y, ldy, r0, r1, [nblocks](const uint8_t* row, float* out) {
       for (int64_t k = 0; k < nblocks; ++k)
         for (int s = 0; s < Q::kSubs; ++s) {
           V v[kSubVecs];
@@ -301,17 +322,7 @@ void gemm_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, 
           #pragma GCC unroll 16
           for (int j = 0; j < kSubVecs; ++j) vstoreu(out + (k * Q::kSubs + s) * 32 + kW * j, v[j]);
         }
-    }
-    WeightMatrix panel{reinterpret_cast<const uint8_t*>(panel_data), DType::F32, rows, w.cols, size_t(w.cols) * 4, {}};
-    gemm_plain<LoadF32>(panel, x, ldx, B, y + rc, ldy, 0, rows);
-  }
-}
-
-template <class Q>
-void matmul_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
-                   int64_t r1) {
-  if (B >= kMatmulGemmBatch) return gemm_blockq<Q>(w, x, ldx, B, y, ldy, r0, r1);
-  const int64_t nblocks = w.cols / (32 * Q::kSubs);
+    });
   if (B == 1) {
     int64_t r = r0;
     constexpr int R = Q::kDecodeRows;
