@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -23,9 +24,18 @@ namespace {
 // Most weight rows in one decode task (prefill tasks match the GEMM's 64-row blocks).
 constexpr int64_t kDecodeRows = 256;
 
+// Arrays on 64-byte boundaries: the kernels' vector loads of activation rows and cache
+// rows then never split a cache line (glibc returns large blocks 16 bytes past a page:
+// -20% GEMM throughput on AVX2, -25% on AVX-512).
+struct AlignedDelete {
+  void operator()(void* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
+template <class T>
+using Array = std::unique_ptr<T[], AlignedDelete>;
+
 // A float buffer whose bytes are counted.
 struct Buffer {
-  std::unique_ptr<float[]> p;
+  Array<float> p;
   int64_t width = 0;  // floats per row
   float* row(int64_t r) const { return p.get() + r * width; }
 };
@@ -131,9 +141,9 @@ class CpuBackend final : public Backend {
   void rope_row(float* v, int64_t heads, int64_t pos) const;
   uint8_t* cache(int64_t layer, int kv) const { return kv_.get() + kv_layer_bytes_ * size_t(2 * layer + kv); }
   template <class T>
-  std::unique_ptr<T[]> alloc(size_t n) {
+  Array<T> alloc(size_t n) {
     allocated_ += n * sizeof(T);
-    return std::unique_ptr<T[]>(new T[n]);
+    return Array<T>(new (std::align_val_t(64)) T[n]);
   }
 
   ThreadPool pool_;
@@ -143,13 +153,13 @@ class CpuBackend final : public Backend {
   RopeStyle rope_ = RopeStyle::NeoX;
   std::vector<float> inv_freq_;
   Buffer bufs_[size_t(Buf::Logits) + 1];
-  std::unique_ptr<int32_t[]> id_, slot_;
-  std::unique_ptr<int64_t[]> pos_;
+  Array<int32_t> id_, slot_;
+  Array<int64_t> pos_;
   int64_t T_ = 0;
-  std::unique_ptr<uint8_t[]> kv_;  // [layers][2 (k,v)][max_batch][max_context][kv_dim]
+  Array<uint8_t> kv_;  // [layers][2 (k,v)][max_batch][max_context][kv_dim]
   size_t kv_layer_bytes_ = 0;      // one of k or v for one layer
-  std::unique_ptr<float[]> scores_;  // [threads][max_context], attention scratch
-  std::unique_ptr<float[]> vecs_;    // [kVecSlots][widest], widened weight vectors
+  Array<float> scores_;  // [threads][max_context], attention scratch
+  Array<float> vecs_;    // [kVecSlots][widest], widened weight vectors
   int64_t widest_ = 0;
   uint64_t allocated_ = 0;
 };

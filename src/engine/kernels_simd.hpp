@@ -17,6 +17,7 @@
 // Internal: only kernels_<isa>.cpp include this.
 #pragma once
 
+#include <new>
 #include <type_traits>
 
 #include "engine/quant_blocks.hpp"
@@ -188,18 +189,22 @@ void gemm_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, f
 // per panel instead of once per group of 6 activation rows. The panel holds exactly the
 // floats the decode path computes, so the sums are the same.
 constexpr int64_t kPanelRows = 32;
-struct Panel {
+struct Panel {  // 64-byte aligned: a 512-bit load that splits a cache line costs two
   float* data = nullptr;
   size_t floats = 0;
   float* get(size_t n) {
     if (floats < n) {
-      delete[] data;
-      data = new float[n];
+      release();
+      data = static_cast<float*>(::operator new(n * sizeof(float), std::align_val_t(64)));
       floats = n;
     }
     return data;
   }
-  ~Panel() { delete[] data; }
+  void release() {
+    if (data) ::operator delete(data, std::align_val_t(64));
+    data = nullptr;
+  }
+  ~Panel() { release(); }
 };
 thread_local Panel g_panel;
 
