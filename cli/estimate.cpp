@@ -162,10 +162,8 @@ int run(const EstimateOptions& o) {
   if (o.json) {
     auto one = [&](size_t i) {
       auto j = to_json(es[i]);
-      if (vs[i]) {
-        j["verdict"] = to_json(*vs[i]);
-        j["suggestions"] = to_json(suggs[i]);
-      }
+      j["verdict"] = vs[i] ? to_json(*vs[i]) : nlohmann::json(nullptr);
+      j["fixes"] = to_json(suggs[i]);
       return j;
     };
     nlohmann::json j;

@@ -200,16 +200,16 @@ void print_text(const Checkpoint& ck, const ModelLayout& layout, const InspectOp
 }
 
 nlohmann::json verify_json(const Checkpoint& ck, const VerifyReport& r) {
-  nlohmann::json j = {{"bytes_read", r.bytes_read},
-                      {"seconds", r.seconds},
+  nlohmann::json j = {{"read_bytes", r.bytes_read},
+                      {"wall_s", r.seconds},
                       {"gb_per_s", r.seconds > 0 ? r.bytes_read / r.seconds / 1e9 : 0.0},
-                      {"tensors_with_nan", r.tensors_with_nan},
-                      {"tensors_with_inf", r.tensors_with_inf},
+                      {"num_tensors_with_nan", r.tensors_with_nan},
+                      {"num_tensors_with_inf", r.tensors_with_inf},
                       {"nonzero_padding_bytes", r.nonzero_padding_bytes},
                       {"problems", r.problems}};
   nlohmann::json bad = nlohmann::json::array();
   for (const auto& tc : r.tensors)
-    if (tc.nan || tc.inf) bad.push_back({{"name", ck.tensors[tc.tensor].name}, {"nan", tc.nan}, {"inf", tc.inf}});
+    if (tc.nan || tc.inf) bad.push_back({{"name", ck.tensors[tc.tensor].name}, {"num_nan", tc.nan}, {"num_inf", tc.inf}});
   j["nonfinite"] = bad;
   j["ok"] = r.problems.empty();
   return j;
@@ -226,7 +226,7 @@ int run_inspect(const InspectOptions& o) {
   }
   if (o.json) {
     auto j = inspect_json(ck, layout, o.filter);
-    if (vr) j["verify"] = verify_json(ck, *vr);
+    j["verify"] = vr ? verify_json(ck, *vr) : nlohmann::json(nullptr);
     fmt::print("{}\n", stamp(j, "inspect").dump(2));
   } else {
     print_text(ck, layout, o);

@@ -1,25 +1,33 @@
 // Every JSON document nunchaku prints (`--json`, `plan --format json`, `run --stats`,
 // `--version --json`) says what it is: "command", the subcommand that wrote it, and
-// "format_version", bumped when a key changes meaning or type (added keys do not bump it).
-// Each command's document is described by docs/schema/<command>.json (JSON Schema).
+// "format_version", that command's document version, bumped when a key is renamed, removed
+// or changes type (added keys do not bump it). The names follow one vocabulary (docs/json.md);
+// each command's document is described by docs/schema/<command>.json (JSON Schema).
 #pragma once
 
+#include <stdexcept>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 namespace nunchaku::cli {
 
-inline constexpr int kJsonFormatVersion = 1;
+// Per command; docs/json.md lists what each version changed.
+inline int json_format_version(std::string_view command) {
+  if (command == "inspect" || command == "estimate") return 2;
+  if (command == "plan" || command == "load" || command == "convert" || command == "run" || command == "version") return 1;
+  throw std::logic_error("json_format_version: no version for command '" + std::string(command) + "'");
+}
 
 inline nlohmann::json json_document(std::string_view command) {
-  return {{"command", command}, {"format_version", kJsonFormatVersion}};
+  return {{"command", command}, {"format_version", json_format_version(command)}};
 }
 
 // `j` (an object) with "command" and "format_version" set.
 inline nlohmann::json& stamp(nlohmann::json& j, std::string_view command) {
   j["command"] = command;
-  j["format_version"] = kJsonFormatVersion;
+  j["format_version"] = json_format_version(command);
   return j;
 }
 

@@ -119,7 +119,7 @@ void write_stats(const std::string& path, const WeightStore& store, const engine
   nlohmann::json j = {{"format", "nunchaku-run-stats"},
                       {"version", 1},
                       {"command", "run"},
-                      {"format_version", kJsonFormatVersion},
+                      {"format_version", json_format_version("run")},
                       {"requests", requests},
                       {"failed", failed},
                       {"prompt_tokens", st.prompt_tokens},

@@ -75,12 +75,12 @@ for _ in range(runs):
                                               trust_remote_code=False, dtypes=["float16"]))
 acc_ms = (time.perf_counter() - t0) / runs * 1000
 ours = json.load(open(os.path.join(d, "ours.json")))
-print(f"nunchaku estimate : {ours_ms:8.1f} ms/run  weights {ours['components']['weights']:,} B, "
-      f"per-GPU total {ours['per_gpu_total']:,} B (KV, activations, overheads included)")
+print(f"nunchaku estimate : {ours_ms:8.1f} ms/run  weights {ours['component_bytes']['weights']:,} B, "
+      f"per-GPU total {ours['total_bytes']:,} B (KV, activations, overheads included)")
 print(f"accelerate        : {acc_ms:8.1f} ms/run  weights {int(rows[0][2]):,} B (fp16, weights only; "
       f"import time excluded)")
 print(f"ratio accelerate/nunchaku time: {acc_ms / max(ours_ms, 0.001):.1f}x; "
-      f"bytes ratio nunchaku total/accelerate weights: {ours['per_gpu_total'] / rows[0][2]:.3f}")
+      f"bytes ratio nunchaku total/accelerate weights: {ours['total_bytes'] / rows[0][2]:.3f}")
 EOF
 
 # plan: `nunchaku plan --compat accelerate` against accelerate's infer_auto_device_map on the

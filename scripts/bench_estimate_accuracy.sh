@@ -54,7 +54,7 @@ print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameter
 EOF
 
 predict() {  # predict ARGS...: per-device total in bytes
-  "$BIN" estimate "$MODEL" --device cpu --json "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["per_gpu_total"])'
+  "$BIN" estimate "$MODEL" --device cpu --json "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total_bytes"])'
 }
 ROWS=$WORK/rows.tsv
 : > "$ROWS"
@@ -153,7 +153,7 @@ if [[ -z "${NO_TORCH:-}" ]]; then
         p=$("$BIN" estimate "$MODEL" --json --runtime transformers --batch "$a" --context $((b + cflag)) --prefill-chunk "$b" \
               --attention "$attn" --overhead cuda_context=0)
       fi
-      pt=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["per_gpu_total"])' "$p")
+      pt=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["total_bytes"])' "$p")
       row torch-cuda-reserved "$c" "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["reserved"])' "$j")" "$pt"
       row torch-cuda-allocated "$c" "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["allocated"])' "$j")" "$pt"
     done

@@ -433,7 +433,7 @@ TEST_CASE("mixed formats: GGUF beside safetensors is exit 2 naming both and how 
                                   {"model.gguf", "models/llama-gguf/model.gguf"}}) {
     auto r = run_cli({"inspect", d.file(file), "--json"});
     REQUIRE(r.exit_code == 0);
-    CHECK(json::parse(r.out)["tensor_count"] == fx[rel]["tensor_count"]);
+    CHECK(json::parse(r.out)["num_tensors"] == fx[rel]["tensor_count"]);
   }
 }
 
@@ -592,7 +592,7 @@ TEST_CASE("json: every document says which command wrote it and its format_versi
     REQUIRE(r.exit_code == 0);
     const json j = json::parse(c.file.empty() ? r.out : read_text(c.file));
     CHECK(j["command"] == c.command);
-    CHECK(j["format_version"] == 1);
+    CHECK(j["format_version"] == (c.command == "inspect" || c.command == "estimate" ? 2 : 1));
   }
   // A plan file with the stamp is still a plan load and run take.
   CHECK(run_cli({"load", m, "--plan", d.file("plan.json")}).exit_code == 0);

@@ -181,12 +181,12 @@ TEST_CASE("estimate: a sparse safetensors file read through open_checkpoint", "[
   r = test::run_cli({"estimate", dir.path.string(), "--vram", "24G", "--json"});
   CHECK(r.exit_code == 0);
   json j = json::parse(r.out);
-  CHECK(j["components"]["weights"] == 13476831232ULL);
-  CHECK(j["components"].contains("kv_cache"));
-  CHECK(j["components"].contains("activations"));
-  CHECK(j["components"].contains("logits"));
-  CHECK(j["components"].contains("scratch"));       // nunchaku's engine, the default runtime
-  CHECK_FALSE(j["components"].contains("allocator_slack"));  // it allocates once: no caching allocator
+  CHECK(j["component_bytes"]["weights"] == 13476831232ULL);
+  CHECK(j["component_bytes"].contains("kv_cache"));
+  CHECK(j["component_bytes"].contains("activations"));
+  CHECK(j["component_bytes"].contains("logits"));
+  CHECK(j["component_bytes"].contains("scratch"));       // nunchaku's engine, the default runtime
+  CHECK_FALSE(j["component_bytes"].contains("allocator_slack"));  // it allocates once: no caching allocator
   CHECK(j["runtime"] == "nunchaku");
   CHECK(j["verdict"]["fits"] == true);
   CHECK(j["workload"]["context"] == 4096);
@@ -687,8 +687,8 @@ TEST_CASE("estimate CLI: --runtime all, --device cpu, --gpus against --vram", "[
   CHECK(j["runtimes"]["llama.cpp"]["runtime"] == "llama.cpp");
   auto cpu = json::parse(test::run_cli({"estimate", model, "--device", "cpu", "--runtime", "transformers", "--json"}).out);
   CHECK(cpu["device"] == "cpu");
-  CHECK(cpu["components"].contains("cpu_runtime"));
-  CHECK_FALSE(cpu["components"].contains("cuda_context"));
+  CHECK(cpu["component_bytes"].contains("cpu_runtime"));
+  CHECK_FALSE(cpu["component_bytes"].contains("cuda_context"));
   auto t = test::run_cli({"estimate", model, "--mode", "train", "--runtime", "all"});
   CHECK_THAT(t.out, Catch::Contains("deepspeed"));
   CHECK_THAT(t.out, !Catch::Contains("llama.cpp"));

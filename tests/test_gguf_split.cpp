@@ -167,7 +167,7 @@ TEST_CASE("split gguf: inspect, estimate, plan, load and run behave as on the un
   REQUIRE(b.exit_code == 0);
   const json ja = json::parse(a.out), jb = json::parse(b.out);
   CHECK(ja["files"].size() == 3);
-  for (const char* k : {"format", "tensor_count", "parameter_count", "total_bytes", "dtypes"}) CHECK(ja[k] == jb[k]);
+  for (const char* k : {"format", "num_tensors", "num_parameters", "weight_bytes", "dtypes"}) CHECK(ja[k] == jb[k]);
   CHECK(test::run_cli({"inspect", "--verify", part(1)}).exit_code == 0);
 
   // PATH is argument 1; plan's --cpu-ram keeps the host's free memory out of the comparison.

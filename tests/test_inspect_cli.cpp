@@ -30,13 +30,13 @@ TEST_CASE("inspect --json: counts match the reference libraries for every fixtur
     REQUIRE(r.exit_code == 0);
     json j = json::parse(r.out);
     CHECK(j["format"] == e["format"]);
-    CHECK(j["tensor_count"] == e["tensor_count"]);
-    CHECK(j["parameter_count"] == e["parameter_count"]);
-    CHECK(j["total_bytes"] == e["total_bytes"]);
+    CHECK(j["num_tensors"] == e["tensor_count"]);
+    CHECK(j["num_parameters"] == e["parameter_count"]);
+    CHECK(j["weight_bytes"] == e["total_bytes"]);
     CHECK(j["files"].size() == e["files"].size());
     CHECK(j["tensors"].size() == e["tensors"].size());
     uint64_t dtype_bytes = 0;
-    for (auto& [_, d] : j["dtypes"].items()) dtype_bytes += d["bytes"].get<uint64_t>();
+    for (auto& [_, d] : j["dtypes"].items()) dtype_bytes += d["weight_bytes"].get<uint64_t>();
     CHECK(dtype_bytes == e["total_bytes"].get<uint64_t>());
   }
 }
@@ -62,9 +62,9 @@ TEST_CASE("inspect --filter narrows tensors and totals", "[inspect][cli]") {
   auto r = run_cli({"inspect", "--json", "--filter", "blk.0.*", testdata("models/llama-gguf/model.gguf")});
   REQUIRE(r.exit_code == 0);
   json j = json::parse(r.out);
-  REQUIRE(j["tensor_count"].get<int>() > 0);
+  REQUIRE(j["num_tensors"].get<int>() > 0);
   for (auto& t : j["tensors"]) CHECK(t["name"].get<std::string>().rfind("blk.0.", 0) == 0);
-  CHECK(j["tensor_count"] == j["tensors"].size());
+  CHECK(j["num_tensors"] == j["tensors"].size());
 }
 
 TEST_CASE("inspect --verify reads every byte and finds no NaN in a clean fixture", "[inspect][cli]") {
@@ -73,8 +73,8 @@ TEST_CASE("inspect --verify reads every byte and finds no NaN in a clean fixture
   REQUIRE(r.exit_code == 0);
   json v = json::parse(r.out)["verify"];
   CHECK(v["ok"] == true);
-  CHECK(v["bytes_read"] == e["total_bytes"]);
-  CHECK(v["tensors_with_nan"] == 0);
+  CHECK(v["read_bytes"] == e["total_bytes"]);
+  CHECK(v["num_tensors_with_nan"] == 0);
 }
 
 TEST_CASE("inspect --verify counts NaN and Inf", "[inspect][cli]") {
@@ -94,8 +94,8 @@ TEST_CASE("inspect --verify counts NaN and Inf", "[inspect][cli]") {
   json v = json::parse(r.out)["verify"];
   CHECK(v["ok"] == false);
   REQUIRE(v["nonfinite"].size() == 1);
-  CHECK(v["nonfinite"][0]["nan"] == 1);
-  CHECK(v["nonfinite"][0]["inf"] == 2);
+  CHECK(v["nonfinite"][0]["num_nan"] == 1);
+  CHECK(v["nonfinite"][0]["num_inf"] == 2);
 }
 
 TEST_CASE("inspect: bad input is one line on stderr naming the file, exit 2", "[inspect][cli]") {

@@ -53,7 +53,7 @@ TEST_CASE("estimate on a module tree: its weights (as stored or --dtype) and the
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     const json j = json::parse(r.out);
-    const json& c = j.at("components");
+    const json& c = j.at("component_bytes");
     const uint64_t weights = c.at("weights").get<uint64_t>(), kv = c.contains("kv_cache") ? 1 : 0;
     CHECK(c.contains("cuda_context"));
     // accelerate's compute_module_sizes of the whole model (bf16: floats halved, the int64

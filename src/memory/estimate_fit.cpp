@@ -269,35 +269,33 @@ std::vector<Suggestion> suggest_fits(const Checkpoint& ck, const ModelLayout& la
   return out;
 }
 
+// Names: docs/json.md (bytes *_bytes, counts num_*, null for none); shape: docs/schema/estimate.json.
 nlohmann::json to_json(const Estimate& e) {
   using nlohmann::json;
   const Workload& w = e.workload;
+  auto positive = [](int64_t v) { return v > 0 ? json(v) : json(nullptr); };
   json j;
-  j["model"] = e.spec.to_json();
-  j["model"]["num_layers"] = e.spec.num_layers;
-  j["model"]["hidden_size"] = e.spec.hidden_size;
-  j["model"]["num_heads"] = e.spec.num_heads;
-  j["model"]["num_kv_heads"] = e.spec.num_kv_heads;
-  j["model"]["head_dim"] = e.spec.head_dim;
-  j["model"]["vocab_size"] = e.spec.vocab_size;
+  // A module tree (no config.json or GGUF metadata) has no model description.
+  j["model"] = e.spec.architecture.empty() ? json(nullptr) : e.spec.to_json();
   j["runtime"] = runtime_name(e.runtime);
   j["device"] = e.target == Target::Cpu ? "cpu" : "cuda";
   j["usable_fraction"] = e.usable_fraction;
   j["runtime_model"] = e.runtime_model;
   j["workload"] = {{"mode", mode_name(w.mode)},        {"batch", w.batch},
-                   {"context", w.context},             {"context_defaulted", e.context_defaulted},
-                   {"prefill_chunk", w.prefill_chunk}, {"weight_dtype", dtype_name(e.weight_dtype)},
+                   {"context", positive(w.context)},   {"context_defaulted", e.context_defaulted},
+                   {"prefill_chunk", positive(w.prefill_chunk)}, {"weight_dtype", dtype_name(e.weight_dtype)},
                    {"compute_dtype", dtype_name(e.compute_dtype)}, {"kv_dtype", dtype_name(e.kv_dtype)},
-                   {"quant", w.quant.label()},         {"optimizer", optimizer_name(w.optimizer)},
+                   {"quant", w.quant.label().empty() ? json(nullptr) : json(w.quant.label())},
+                   {"optimizer", optimizer_name(w.optimizer)},
                    {"grad_checkpointing", w.grad_checkpointing}, {"attention", attention_name(w.attention)},
                    {"all_logits", w.all_logits},       {"lora_rank", w.lora_rank},
                    {"lora_targets", w.lora_targets},   {"gpus", w.gpus},
                    {"zero", w.zero},                   {"offload", offload_name(w.offload)},
                    {"mixed_precision", e.mixed_precision}};
-  j["parameters"] = e.parameters;
-  j["trainable_parameters"] = e.trainable_parameters;
-  j["largest_layer_parameters"] = e.largest_layer_parameters;
-  j["kv_bytes_per_token"] = e.kv_bytes_per_token;
+  j["num_parameters"] = e.parameters;
+  j["num_trainable_parameters"] = e.trainable_parameters;
+  j["largest_layer_num_parameters"] = e.largest_layer_parameters;
+  j["kv_cache_bytes_per_token"] = e.kv_bytes_per_token;
   json comps = json::object(), formulas = json::object(), host = json::object();
   for (const auto& c : e.gpu) {
     comps[c.name] = c.bytes;
@@ -307,31 +305,33 @@ nlohmann::json to_json(const Estimate& e) {
     host[c.name] = c.bytes;
     formulas[c.name] = c.formula;
   }
-  j["components"] = comps;
-  j["host"] = host;
+  j["component_bytes"] = comps;
+  j["host_component_bytes"] = host;
   j["formulas"] = formulas;
   j["overheads"] = json::array();
   for (const auto& c : e.gpu)
     if (c.overhead) j["overheads"].push_back(c.name);
-  j["per_gpu_total"] = e.per_gpu_total;
-  j["host_total"] = e.host_total;
+  j["total_bytes"] = e.per_gpu_total;
+  j["host_total_bytes"] = e.host_total;
   j["modules"] = json::array();
   for (const auto& m : e.modules)
-    j["modules"].push_back({{"name", m.name}, {"kind", module_kind_name(m.kind)}, {"layer", m.layer},
-                            {"parameters", m.parameters}, {"weight_bytes", m.weight_bytes}, {"kv_bytes", m.kv_bytes},
-                            {"trainable_parameters", m.trainable_parameters}, {"train_bytes", m.train_bytes}});
+    j["modules"].push_back({{"name", m.name}, {"kind", module_kind_name(m.kind)},
+                            {"layer", m.kind == ModuleKind::Layer ? json(m.layer) : json(nullptr)},
+                            {"num_parameters", m.parameters}, {"weight_bytes", m.weight_bytes}, {"kv_cache_bytes", m.kv_bytes},
+                            {"num_trainable_parameters", m.trainable_parameters}, {"train_state_bytes", m.train_bytes}});
   j["notes"] = e.notes;
   return j;
 }
 
 nlohmann::json to_json(const Verdict& v) {
-  return {{"vram", v.vram}, {"budget", v.budget}, {"fits", v.fits}, {v.fits ? "headroom" : "shortfall", v.margin}, {"text", v.text}};
+  const int64_t margin = static_cast<int64_t>(v.margin);
+  return {{"vram_bytes", v.vram}, {"budget_bytes", v.budget}, {"fits", v.fits}, {"headroom_bytes", v.fits ? margin : -margin}, {"text", v.text}};
 }
 
 nlohmann::json to_json(const std::vector<Suggestion>& s) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& x : s)
-    a.push_back({{"what", x.what}, {"flags", x.flags}, {"cost", x.cost}, {"per_gpu_total", x.per_gpu_total}, {"headroom", x.headroom}});
+    a.push_back({{"what", x.what}, {"flags", x.flags}, {"cost", x.cost}, {"total_bytes", x.per_gpu_total}, {"headroom_bytes", x.headroom}});
   return a;
 }
 

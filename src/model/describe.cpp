@@ -22,8 +22,11 @@ namespace nunchaku {
 using nlohmann::json;
 
 nlohmann::json ModelSpec::to_json() const {
+  // Unknown or not applicable is null (docs/json.md), not "" or 0.
+  auto text = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  auto positive = [](int64_t v) { return v > 0 ? json(v) : json(nullptr); };
   return json{{"architecture", architecture},
-              {"hf_class", hf_class},
+              {"hf_class", text(hf_class)},
               {"source", source},
               {"hidden_size", hidden_size},
               {"num_layers", num_layers},
@@ -32,19 +35,19 @@ nlohmann::json ModelSpec::to_json() const {
               {"head_dim", head_dim},
               {"intermediate_size", intermediate_size},
               {"vocab_size", vocab_size},
-              {"max_context", max_context},
+              {"max_context", positive(max_context)},
               {"tie_word_embeddings", tie_word_embeddings},
-              {"dtype", dtype},
+              {"dtype", text(dtype)},
               {"rope_theta", rope_theta},
               {"rope_scaling", rope_scaling},
               {"norm_eps", norm_eps},
               {"num_experts", num_experts},
               {"num_experts_per_tok", num_experts_per_tok},
-              {"sliding_window", sliding_window},
+              {"sliding_window", positive(sliding_window)},
               {"layer_windows", layer_windows},
               {"layer_kv_heads", layer_kv_heads},
-              {"kv_lora_rank", kv_lora_rank},
-              {"qk_rope_head_dim", qk_rope_head_dim}};
+              {"kv_lora_rank", positive(kv_lora_rank)},
+              {"qk_rope_head_dim", positive(qk_rope_head_dim)}};
 }
 
 std::string_view module_kind_name(ModuleKind k) {

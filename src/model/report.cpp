@@ -26,9 +26,9 @@ nlohmann::json inspect_json(const Checkpoint& ck, const ModelLayout& layout, con
   j["format"] = std::string(format_name(ck.format));
   j["path"] = ck.path;
   json files = json::array();
-  for (const auto& f : ck.files) files.push_back({{"path", f.path}, {"bytes", f.bytes}});
+  for (const auto& f : ck.files) files.push_back({{"path", f.path}, {"size_bytes", f.bytes}});
   j["files"] = files;
-  j["config"] = ck.config_path.empty() ? json(nullptr) : json(ck.config_path);
+  j["config_path"] = ck.config_path.empty() ? json(nullptr) : json(ck.config_path);
 
   uint64_t count = 0, params = 0, bytes = 0;
   json tensors = json::array();
@@ -40,7 +40,7 @@ nlohmann::json inspect_json(const Checkpoint& ck, const ModelLayout& layout, con
     json tj = {{"name", t.name},
                {"dtype", std::string(dtype_name(t.dtype))},
                {"shape", t.shape},
-               {"bytes", t.nbytes},
+               {"size_bytes", t.nbytes},
                {"file", ck.files.at(t.file).path},
                {"offset", t.offset}};
     if (!t.strides.empty()) tj["strides"] = t.strides;
@@ -51,26 +51,24 @@ nlohmann::json inspect_json(const Checkpoint& ck, const ModelLayout& layout, con
     tensors.push_back(std::move(tj));
   }
   j["filter"] = filter.empty() ? json(nullptr) : json(filter);
-  j["tensor_count"] = count;
-  j["parameter_count"] = params;
-  j["total_bytes"] = bytes;
+  j["num_tensors"] = count;
+  j["num_parameters"] = params;
+  j["weight_bytes"] = bytes;
   json dt = json::object();
   for (const auto& [name, d] : dtype_totals(ck, filter))
-    dt[name] = {{"tensors", d.tensors}, {"parameters", d.parameters}, {"bytes", d.bytes}};
+    dt[name] = {{"num_tensors", d.tensors}, {"num_parameters", d.parameters}, {"weight_bytes", d.bytes}};
   j["dtypes"] = dt;
-  j["architecture"] = layout.spec ? layout.spec->to_json() : json(nullptr);
+  j["model"] = layout.spec ? layout.spec->to_json() : json(nullptr);
   j["metadata"] = ck.metadata;
-  json layers = json::array();
-  for (const auto& m : layout.modules) {
-    json mj = {{"name", m.name},
-               {"kind", std::string(module_kind_name(m.kind))},
-               {"tensors", m.tensors.size()},
-               {"parameters", m.parameters},
-               {"bytes", m.bytes}};
-    if (m.kind == ModuleKind::Layer) mj["layer"] = m.layer;
-    layers.push_back(std::move(mj));
-  }
-  j["layers"] = layers;
+  json modules = json::array();
+  for (const auto& m : layout.modules)
+    modules.push_back({{"name", m.name},
+                       {"kind", std::string(module_kind_name(m.kind))},
+                       {"layer", m.kind == ModuleKind::Layer ? json(m.layer) : json(nullptr)},
+                       {"num_tensors", m.tensors.size()},
+                       {"num_parameters", m.parameters},
+                       {"weight_bytes", m.bytes}});
+  j["modules"] = modules;
   j["tied"] = layout.tied;
   json warnings = ck.warnings;
   for (const auto& w : layout.warnings) warnings.push_back(w);

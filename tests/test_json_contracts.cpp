@@ -1,0 +1,117 @@
+// The JSON contracts: the real output of every command on the committed fixtures, each
+// branch that changes a document's shape (formats, a module tree without config, --verify,
+// OOM, --runtime all, --disk, ...), validated against docs/schema/<name>.json with the
+// checker in tests/json_schema_check.hpp. The schemas are strict (required fields, types,
+// additionalProperties false), so a renamed, missing, extra or retyped field fails here.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "tests/helpers.hpp"
+#include "tests/json_schema_check.hpp"
+
+using nlohmann::json;
+using namespace nunchaku::test;
+
+namespace {
+
+const json& schema(const std::string& name) {
+  static std::map<std::string, json> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) it = cache.emplace(name, read_json(std::string(NUNCHAKU_SOURCE_DIR) + "/docs/schema/" + name + ".json")).first;
+  return it->second;
+}
+
+void conforms(const std::string& schema_name, const json& doc) {
+  const auto errs = schema_errors(schema(schema_name), doc);
+  INFO("schema " << schema_name << ": " << fmt::format("{}", fmt::join(errs, "\n  ")));
+  CHECK(errs.empty());
+}
+
+// Runs nunchaku; the document is stdout, or `file` when given. `exit_code` as expected.
+json document(const std::vector<std::string>& args, int exit_code = 0, const std::string& file = "", const std::string& in = "") {
+  auto r = run_cli(args, in);
+  INFO(fmt::format("nunchaku {}\nstderr: {}", fmt::join(args, " "), r.err));
+  REQUIRE(r.exit_code == exit_code);
+  return json::parse(file.empty() ? r.out : read_text(file));
+}
+
+std::vector<std::string> fixture_paths() {
+  const json fixtures = read_json(testdata("expected/fixtures.json"))["fixtures"];
+  std::vector<std::string> out;
+  for (const auto& [rel, _] : fixtures.items()) out.push_back(testdata(rel));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("json contract: inspect --json on every fixture follows docs/schema/inspect.json", "[json][contract]") {
+  auto paths = fixture_paths();
+  REQUIRE(paths.size() >= 10);
+  for (const char* rel : {"models/module-tree", "models/llama-gguf-split/model-00001-of-00003.gguf", "gguf/quant_small.gguf",
+                          "pytorch/zip_views.pt", "pytorch/legacy_storage_views.pt"})
+    paths.push_back(testdata(rel));
+  for (const auto& p : paths) {
+    INFO(p);
+    const json j = document({"inspect", p, "--json"});
+    conforms("inspect", j);
+    CHECK(j["verify"].is_null());
+  }
+  // The branches: --verify (GGUF adds padding checks), --filter.
+  for (const char* rel : {"models/llama", "gguf/quant_small.gguf"}) {
+    const json v = document({"inspect", testdata(rel), "--json", "--verify"});
+    conforms("inspect", v);
+    CHECK(v["verify"]["ok"] == true);
+  }
+  const json f = document({"inspect", testdata("models/llama"), "--json", "--filter", "*.layers.0.*"});
+  conforms("inspect", f);
+  CHECK(f["filter"] == "*.layers.0.*");
+  // A module tree has no model description: null, not an object of zeros.
+  CHECK(document({"inspect", testdata("models/module-tree"), "--json"})["model"].is_null());
+}
+
+TEST_CASE("json contract: estimate --json follows docs/schema/estimate.json", "[json][contract]") {
+  const std::string m = testdata("models/llama");
+  struct Case {
+    std::vector<std::string> args;
+    int exit_code;
+  };
+  const std::vector<Case> cases = {
+      {{"estimate", m, "--json"}, 0},
+      {{"estimate", m, "--json", "--vram", "1G"}, 0},
+      {{"estimate", m, "--json", "--vram", "100K"}, 3},  // OOM, nothing makes it fit
+      {{"estimate", m, "--json", "--vram", "560M", "--batch", "512"}, 3},  // OOM with fixes
+      {{"estimate", m, "--json", "--vram", "1G", "--runtime", "all"}, 0},
+      {{"estimate", m, "--json", "--mode", "lora"}, 0},
+      {{"estimate", m, "--json", "--mode", "qlora", "--quant", "nf4", "--vram", "1G"}, 0},
+      {{"estimate", m, "--json", "--mode", "train", "--zero", "3", "--offload", "optimizer", "--gpus", "2", "--vram", "1G"}, 0},
+      {{"estimate", m, "--json", "--device", "cpu", "--batch", "8"}, 0},
+      {{"estimate", testdata("models/llama-gguf/model.gguf"), "--json"}, 0},
+      {{"estimate", testdata("models/gemma2"), "--json"}, 0},   // sliding windows
+      {{"estimate", testdata("models/mixtral"), "--json"}, 0},  // experts
+      {{"estimate", testdata("models/module-tree"), "--json", "--vram", "1G"}, 0},
+      {{"estimate", testdata("models/module-tree"), "--json", "--vram", "1G", "--runtime", "all"}, 0},
+  };
+  for (const auto& c : cases) {
+    const json j = document(c.args, c.exit_code);
+    conforms("estimate", j);
+  }
+  // The branches the schema allows, seen for real: null model and context, a verdict short by
+  // the fixes' margin, one sub-document per runtime.
+  const json tree = document({"estimate", testdata("models/module-tree"), "--json"});
+  CHECK(tree["model"].is_null());
+  CHECK(tree["workload"]["context"].is_null());
+  CHECK(tree["verdict"].is_null());
+  const json oom = document({"estimate", m, "--json", "--vram", "100K"}, 3);
+  CHECK(oom["verdict"]["fits"] == false);
+  CHECK(oom["verdict"]["headroom_bytes"].get<int64_t>() ==
+        oom["verdict"]["budget_bytes"].get<int64_t>() - oom["total_bytes"].get<int64_t>());
+  const json fixes = document({"estimate", m, "--json", "--vram", "560M", "--batch", "512"}, 3);
+  REQUIRE(!fixes["fixes"].empty());
+  CHECK(fixes["fixes"][0]["headroom_bytes"].get<int64_t>() > 0);
+  const json all = document({"estimate", m, "--json", "--vram", "1G", "--runtime", "all"});
+  CHECK(all["runtimes"].size() == 4);
+}
