@@ -15,6 +15,9 @@ namespace {
 
 using V = __m256;
 constexpr int kW = 8, kSubVecs = 32 / kW;
+// Prefill GEMM register tile: 2 weight rows x 6 activation rows (12 accumulators of 16
+// registers; 3 rows spill, -25%).
+constexpr int kGemmTileRows = 2;
 inline V vzero() { return _mm256_setzero_ps(); }
 inline V vload(const float* p) { return _mm256_load_ps(p); }
 inline V vloadu(const float* p) { return _mm256_loadu_ps(p); }

@@ -1,7 +1,7 @@
 // The SIMD kernels, written once over a vector type and included by each ISA's file
 // (kernels_avx2.cpp: V = __m256, kernels_avx512.cpp: V = __m512), inside its anonymous
 // namespace, after it has defined:
-//   V; kW (floats per V); kSubVecs = 32 / kW; vzero, vload (aligned), vloadu, vstore
+//   V; kW (floats per V); kSubVecs = 32 / kW; kGemmTileRows; vzero, vload (aligned), vloadu, vstore
 //   (aligned), vstoreu, vset1, vfma(a, b, c) = a*b + c, vhsum;
 //   LoadF32 / LoadBF16 / LoadF16 (kElemBytes, load(row, i) -> V of kW values from element
 //   i, one(row, i), addr(row, i));
@@ -130,7 +130,8 @@ inline void rows_times_batch(const uint8_t* row0, size_t row_bytes, int64_t n, c
 // Prefill GEMM (many activation rows). Blocks: kGemmRows weight rows x kGemmBatch
 // activation rows x at most kGemmCols columns (equal column blocks, multiples of 8). Per
 // column block, a group of 6 activation rows (<= 18 KiB) stays in L1 while the block's
-// weight rows come from L2 two at a time: 2 weight loads and 6 L1 loads per 12 FMAs.
+// weight rows come from L2 kGemmTileRows at a time (the ISA's register tile: AVX2 2 rows,
+// 2 weight loads and 6 L1 loads per 12 FMAs; AVX-512 4 rows, 4 + 6 per 24).
 // Whole rows of up to 768 columns are one block: no accumulator traffic at all (768 beat
 // 512 and 1024 on 2048-column rows, same speed on 768-column ones).
 constexpr int64_t kGemmRows = 64, kGemmBatch = 48, kGemmCols = 768;
@@ -170,10 +171,10 @@ void gemm_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, f
           float* yb = y + b * ldy;
           float* ab = acc + (b - bc) * kGemmRows * kW;  // this group's accumulators, row-pair blocks of 2*nb*8
           int64_t r = rc;
-          for (; r + 2 <= rce; r += 2)
-            gemm_rows_group<2, L>(w.data + size_t(r) * rb, rb, k0, k1, n, xb, ldx, nb, ab + (r - rc) * nb * kW, first, last,
-                                  yb + r, ldy);
-          if (r < rce)
+          for (; r + kGemmTileRows <= rce; r += kGemmTileRows)
+            gemm_rows_group<kGemmTileRows, L>(w.data + size_t(r) * rb, rb, k0, k1, n, xb, ldx, nb, ab + (r - rc) * nb * kW,
+                                              first, last, yb + r, ldy);
+          for (; r < rce; ++r)
             gemm_rows_group<1, L>(w.data + size_t(r) * rb, rb, k0, k1, n, xb, ldx, nb, ab + (r - rc) * nb * kW, first, last,
                                   yb + r, ldy);
         }
