@@ -23,6 +23,7 @@
 #include <immintrin.h>
 
 #include "engine/quant_blocks.hpp"
+#include "engine/kernels_kscales.hpp"
 
 namespace nunchaku::engine {
 namespace {
@@ -112,10 +113,8 @@ struct BlockQ4_1 {
 struct BlockQ4_K {
   static constexpr int64_t kBytes = 144, kSubs = 8;
   static constexpr int kDecodeRows = 8;
-  static void sub(const uint8_t* b, int s, V w[2]) {
-    int sc, m;
-    blocks::q4k_scale_min(s, b + 4, sc, m);
-    const V table = _mm512_fmsub_ps(_mm512_set1_ps(f16(b) * float(sc)), iota16(), _mm512_set1_ps(f16(b + 2) * float(m)));
+  static void sub(const uint8_t* b, int s, const KScales& k, V w[2]) {
+    const V table = _mm512_fmsub_ps(_mm512_set1_ps(k.ds[s]), iota16(), _mm512_set1_ps(k.ms[s]));
     const uint8_t* q = b + 16 + 32 * (s / 2);
     #pragma GCC unroll 16
     for (int j = 0; j < 2; ++j) {
@@ -161,10 +160,8 @@ struct BlockQ5_1 {
 struct BlockQ5_K {
   static constexpr int64_t kBytes = 176, kSubs = 8;
   static constexpr int kDecodeRows = 8;
-  static void sub(const uint8_t* b, int s, V w[2]) {
-    int sc, m;
-    blocks::q4k_scale_min(s, b + 4, sc, m);
-    const V ds = _mm512_set1_ps(f16(b) * float(sc)), ms = _mm512_set1_ps(f16(b + 2) * float(m));
+  static void sub(const uint8_t* b, int s, const KScales& k, V w[2]) {
+    const V ds = _mm512_set1_ps(k.ds[s]), ms = _mm512_set1_ps(k.ms[s]);
     const V lo = _mm512_fmsub_ps(ds, iota16(), ms), hi = _mm512_fmsub_ps(ds, _mm512_add_ps(iota16(), _mm512_set1_ps(16)), ms);
     const uint8_t* q = b + 48 + 32 * (s / 2);
     const __m512i bit = _mm512_set1_epi32(1 << s), m15 = _mm512_set1_epi32(15);

@@ -6,7 +6,8 @@
 //   LoadF32 / LoadBF16 / LoadF16 (kElemBytes, load(row, i) -> V of kW values from element
 //   i, one(row, i), addr(row, i));
 //   BlockQ8_0, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ4_K, BlockQ5_K (kBytes,
-//   kSubs sub-blocks of 32 values per block, sub(blk, s, w) -> w[0..kSubVecs) = the values
+//   kSubs sub-blocks of 32 values per block, sub(blk, s, w) (K types: sub(blk, s, kscales,
+//   w), see KScales) -> w[0..kSubVecs) = the values
 //   gguf-py's dequantization gives, in order; kDecodeRows weight rows per decode tile: as
 //   many as fit the ISA's registers with the dequantizer's temporaries, 16 registers on AVX2).
 // Every dot product is one kW-wide chain per (weight row, activation row) in column order,
@@ -262,22 +263,36 @@ inline void by_groups_of_4(int64_t B, F&& f) {
   }
 }
 
+// Sub-block s of the block at blk; k: that block's k_scales (K types only).
+template <class Q>
+inline void sub_of(const uint8_t* blk, int s, const KScales& k, V w[kSubVecs]) {
+  if constexpr (Q::kSubs > 1) Q::sub(blk, s, k, w);
+  else Q::sub(blk, s, w);
+}
+template <class Q>
+inline void prepare(const uint8_t* blk, KScales& k) {
+  if constexpr (Q::kSubs > 1) k_scales(blk, k);
+}
+
 // NB activation rows against one weight row.
 template <int NB, class Q>
 inline void blockq_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
   V acc[NB];
   #pragma GCC unroll 16
   for (int b = 0; b < NB; ++b) acc[b] = vzero();
-  for (int64_t k = 0; k < nblocks; ++k)
+  KScales ks;
+  for (int64_t k = 0; k < nblocks; ++k) {
+    prepare<Q>(row + k * Q::kBytes, ks);
     for (int s = 0; s < Q::kSubs; ++s) {
       V w[kSubVecs];
-      Q::sub(row + k * Q::kBytes, s, w);
+      sub_of<Q>(row + k * Q::kBytes, s, ks, w);
       const int64_t c = (k * Q::kSubs + s) * 32;
       #pragma GCC unroll 16
       for (int b = 0; b < NB; ++b)
         #pragma GCC unroll 16
         for (int j = 0; j < kSubVecs; ++j) acc[b] = vfma(w[j], vloadu(x + b * ldx + c + kW * j), acc[b]);
     }
+  }
   #pragma GCC unroll 16
   for (int b = 0; b < NB; ++b) y[b * ldy] = vhsum(acc[b]);
 }
@@ -293,11 +308,14 @@ inline void blockq_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks, 
   for (int r = 0; r < R; ++r) acc[r] = vzero();
   const char* pf = reinterpret_cast<const char*>(row0 + 2 * R * row_bytes);
   const size_t pf_step = nblocks > 0 ? (R * row_bytes / size_t(nblocks) + 63) / 64 * 64 : 0;
+  KScales ks[R];
   for (int64_t k = 0; k < nblocks; ++k) {
     if constexpr (R > 1) {
       for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
       pf += pf_step;
     }
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) prepare<Q>(row0 + size_t(r) * row_bytes + k * Q::kBytes, ks[r]);
     for (int s = 0; s < Q::kSubs; ++s) {
       const float* xs = x + (k * Q::kSubs + s) * 32;
       // Unrolled, so acc[] stays in registers: a rolled loop indexes it in memory (GCC 12
@@ -305,7 +323,7 @@ inline void blockq_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks, 
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         V w[kSubVecs];
-        Q::sub(row0 + size_t(r) * row_bytes + k * Q::kBytes, s, w);
+        sub_of<Q>(row0 + size_t(r) * row_bytes + k * Q::kBytes, s, ks[r], w);
         #pragma GCC unroll 16
         for (int j = 0; j < kSubVecs; ++j) acc[r] = vfma(w[j], vloadu(xs + kW * j), acc[r]);
       }
@@ -321,13 +339,16 @@ void matmul_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B
   const int64_t nblocks = w.cols / (32 * Q::kSubs);
   if (B >= kMatmulGemmBatch)
     return gemm_panel(w, x, ldx, B, y, ldy, r0, r1, [nblocks](const uint8_t* row, float* out) {
-      for (int64_t k = 0; k < nblocks; ++k)
+      KScales ks;
+      for (int64_t k = 0; k < nblocks; ++k) {
+        prepare<Q>(row + k * Q::kBytes, ks);
         for (int s = 0; s < Q::kSubs; ++s) {
           V v[kSubVecs];
-          Q::sub(row + k * Q::kBytes, s, v);
+          sub_of<Q>(row + k * Q::kBytes, s, ks, v);
           #pragma GCC unroll 16
           for (int j = 0; j < kSubVecs; ++j) vstoreu(out + (k * Q::kSubs + s) * 32 + kW * j, v[j]);
         }
+      }
     });
   if (B == 1) {
     int64_t r = r0;

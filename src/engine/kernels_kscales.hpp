@@ -1,0 +1,43 @@
+// K-quant (Q4_K, Q5_K) scale decoding for the SIMD kernels, included by kernels_avx2.cpp
+// and kernels_avx512.cpp (compiled with AVX2 at least) before their block policies; in an
+// anonymous namespace like the kernels, so each ISA's copy stays in its file.
+// Internal: only kernels_<isa>.cpp include this.
+#pragma once
+
+#include <immintrin.h>
+
+#include "engine/quant_blocks.hpp"
+
+namespace nunchaku::engine {
+namespace {
+
+// K types (Q4_K, Q5_K): a block's 8 sub-block scales and mins, decoded once per block
+// with a few byte shuffles (per sub-block and row, the scalar decode cost more than the
+// dot product on AVX2): ds[s] = d * scale_s, ms[s] = dmin * min_s (the same products the
+// scalar dequantizer forms), ds16[s] = ds[s] / 16 (exact) for high nibbles kept in place.
+struct KScales {
+  alignas(32) float ds[8], ms[8], ds16[8];
+};
+inline void k_scales(const uint8_t* blk, KScales& k) {
+  // scale bytes s[0..12) at blk + 4: sub-block j < 4: scale s[j] & 63, min s[j+4] & 63;
+  // j >= 4: scale (s[j+4] & 15) | (s[j-4] >> 6) << 4, min (s[j+4] >> 4) | (s[j] >> 6) << 4.
+  const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4));  // 16 of the block's bytes
+  const __m128i x = _mm_shuffle_epi8(s, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1, -1));
+  const __m128i y = _mm_shuffle_epi8(s, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, -1, -1, -1, -1));
+  const __m128i z = _mm_shuffle_epi8(s, _mm_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1, -1));
+  const __m128i u = _mm_shuffle_epi8(s, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, -1, -1, -1, -1));
+  const __m128i top = _mm_set1_epi8(0x30);  // (b >> 6) << 4 == (b >> 2) & 0x30
+  const __m128i sc = _mm_or_si128(_mm_and_si128(x, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0)),
+                                  _mm_and_si128(_mm_srli_epi16(y, 2), top));
+  const __m128i mn = _mm_or_si128(
+      _mm_or_si128(_mm_and_si128(z, _mm_setr_epi8(63, 63, 63, 63, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)),
+                   _mm_and_si128(_mm_srli_epi16(z, 4), _mm_setr_epi8(0, 0, 0, 0, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0))),
+      _mm_and_si128(_mm_srli_epi16(u, 2), top));
+  const __m256 ds = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk))), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
+  _mm256_store_ps(k.ds, ds);
+  _mm256_store_ps(k.ds16, _mm256_mul_ps(ds, _mm256_set1_ps(0.0625f)));
+  _mm256_store_ps(k.ms, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk + 2))), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn))));
+}
+
+}  // namespace
+}  // namespace nunchaku::engine
