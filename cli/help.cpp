@@ -15,7 +15,7 @@ std::string placeholder(const CLI::Option* opt) {
   static const std::vector<std::pair<std::string, std::string>> by_name = {
       {"vram", "SIZE[,SIZE]"}, {"cpu-ram", "SIZE"},        {"staging-size", "SIZE"}, {"shard-size", "SIZE"},
       {"buffer", "SIZE"},      {"overhead", "NAME=SIZE"}, {"output", "FILE"},       {"input", "FILE"},
-      {"plan", "FILE"}};
+      {"plan", "FILE"},        {"prompt", "PROMPT"},      {"system", "MESSAGE"}};
   for (const auto& [n, p] : by_name)
     for (const auto& l : opt->get_lnames())
       if (l == n) return p;

@@ -23,12 +23,14 @@
 #include <fmt/format.h>
 
 #include "batch/line_input.hpp"
+#include "batch/prompt.hpp"
 #include "batch/requests.hpp"
 #include "batch/results.hpp"
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/json_doc.hpp"
 #include "cli/progress.hpp"
+#include "cli/prompt_options.hpp"
 #include "cli/run_placement.hpp"
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
@@ -52,7 +54,8 @@ namespace nunchaku::cli {
 namespace {
 
 struct RunCliOptions {
-  std::string path, input = "-", output, input_format = "auto", plan, device = "cpu", vram, cpu_ram, kv_dtype = "f32", system;
+  std::string path, input = "-", output, input_format = "auto", plan, device = "cpu", vram, cpu_ram, kv_dtype = "f32";
+  PromptOptions prompt;  // chat template, BOS, special-token text, --system: as tokenize shows them
   std::string offload = "stream";  // how disk modules are read: stream (bounded pool) | mmap
   std::string stats;                // --stats FILE: the run's summary as JSON
   std::string batch = "8";  // --batch-size N | auto
@@ -62,22 +65,9 @@ struct RunCliOptions {
   uint64_t seed = 0;
   std::vector<std::string> stop;
   int max_pending = 1024;
-  bool raw = false, quiet = false, unordered = false, exit_on_request_error = false, split_special = false;
+  bool quiet = false, unordered = false, exit_on_request_error = false;
   bool progress = false;  // set by run_batch: a counter on stderr
 };
-
-Tokenizer load_tokenizer(const Checkpoint& ck, const std::string& path) {
-  if (ck.format == Format::GGUF) {
-    FileSource src(ck.files.front().path);
-    return Tokenizer::from_gguf(read_gguf_file(src));
-  }
-  std::filesystem::path dir = std::filesystem::is_directory(path) ? std::filesystem::path(path)
-                                                                  : std::filesystem::path(path).parent_path();
-  if (!std::filesystem::exists(dir / "tokenizer.json"))
-    throw Error("run.no_tokenizer", "no tokenizer.json beside the weights",
-                {.file = dir.string(), .hint = "copy the model's tokenizer.json (and tokenizer_config.json) into that directory"});
-  return Tokenizer::from_hf_dir(dir.string());
-}
 
 // What this run holds in host memory, as engine_memory() and the load account for it.
 // The GPU side of a CUDA run: weights loaded there + stream slots + run state (all but the
@@ -232,29 +222,6 @@ size_t longest_token_bytes(const Tokenizer& tok) {
   return n;
 }
 
-// Per request: the token ids to feed, or why there are none (error set). Tokenizer
-// failures (a pre-tokenizer's match limit, ...) are that request's error.
-std::vector<int32_t> prompt_ids(const RunCliOptions& o, const Tokenizer& tok, const BatchRequest& r, std::string& error) {
-  try {
-    const auto fmt = tok.chat_format();
-    if (r.chat || (!o.raw && !r.completion && fmt)) {
-      if (!fmt) {
-        error = "\"messages\" given, but the model has no chat template nunchaku recognises; send \"prompt\" instead";
-        return {};
-      }
-      std::vector<ChatMessage> msgs = r.chat ? r.messages : std::vector<ChatMessage>{{"user", r.prompt}};
-      if (!o.system.empty() && (msgs.empty() || msgs.front().role != "system")) msgs.insert(msgs.begin(), {"system", o.system});
-      return tok.encode(tok.apply_chat(*fmt, msgs, true), /*add_special=*/false, /*parse_special=*/true);
-    }
-    return tok.encode(r.prompt, /*add_special=*/true, /*parse_special=*/!o.split_special);
-  } catch (const std::bad_alloc&) {
-    throw;
-  } catch (const std::exception& e) {
-    error = fmt::format("cannot tokenize the prompt: {}", e.what());
-    return {};
-  }
-}
-
 // One run: requests pulled from the input as slots free up, results out as they finish.
 class BatchRun {
  public:
@@ -309,7 +276,7 @@ class BatchRun {
                           plural(prompt_bytes(r), "byte"), plural(uint64_t(model_.max_context()), "token"),
                           plural(max_prompt_bytes_ / size_t(model_.max_context()), "byte"));
       std::vector<int32_t> ids;
-      if (err.empty()) ids = prompt_ids(o_, tok_, r, err);
+      if (err.empty()) ids = prompt_ids(o_.prompt, tok_, r, err);
       Slim& slim = reqs_[index] = Slim{r.index, r.line, r.id, r.custom_id, r.openai, r.completion, {}};
       if (!err.empty()) {
         finish_error(index, err);
@@ -450,7 +417,7 @@ int run_batch(RunCliOptions o) {
 
   ModelLayout layout = describe_model(ck);
   if (!layout.spec) throw Error("run.no_model", fmt::format("{}: cannot tell what model this is", o.path), {.file = o.path});
-  Tokenizer tok = load_tokenizer(ck, o.path);
+  Tokenizer tok = model_tokenizer(ck, o.path);
   std::unique_ptr<RunModel> m;
   try {
     m = load_model(o, ck, layout, kv);
@@ -551,14 +518,12 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--repetition-penalty", o->repetition_penalty, "1 = off")->capture_default_str()->group(kSampling);
   cmd->add_option("--seed", o->seed, "Sampling seed (per request; results do not depend on batch composition)")->capture_default_str()->group(kSampling);
   cmd->add_option("--stop", o->stop, "Stop string (repeatable); the text ends before it")->group(kSampling);
-  cmd->add_flag("--raw", o->raw, "No chat template: prompts are fed as they are (with BOS)")->group(kInput);
-  cmd->add_flag("--split-special", o->split_special,
-                "Text of a special token in a raw prompt (\"<|endoftext|>\") stays text; by default it becomes the token")->group(kInput);
+  cmd->add_flag("--raw", o->prompt.raw, "No chat template: prompts are fed as they are (with BOS)")->group(kInput);
+  add_prompt_options(cmd, o->prompt);
   cmd->add_flag("--unordered", o->unordered, "Write each result as soon as it finishes, not in input order")->group(kOutput);
   cmd->add_option("--max-pending", o->max_pending, "Stop reading input while this many requests are read but not written")
       ->capture_default_str()->group(kWorkload);
   cmd->add_flag("--exit-on-request-error", o->exit_on_request_error, "Exit 2 (after writing every result) when any request failed")->group(kOutput);
-  cmd->add_option("--system", o->system, "System message for chat prompts that have none")->group(kInput);
   cmd->add_option("--threads", o->threads, "CPU threads (default: all)")->group(kPlacement);
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache: f32 | f16")->capture_default_str()->group(kPlacement);
   cmd->add_option("--device", o->device, "cpu | cuda[:N]: where the model runs (all weights there unless --vram)")

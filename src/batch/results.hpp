@@ -46,9 +46,10 @@ class ResultWriter {
   size_t written() const { return written_; }
   size_t held() const { return held_.size(); }
   bool broken() const { return broken_; }
+  // Text written as it is (flushed; the same failure rules), for text output.
+  void write_line(const std::string& line);
 
  private:
-  void write_line(const std::string& line);
   std::FILE* f_;
   std::string name_;
   bool ordered_;

@@ -565,6 +565,8 @@ std::optional<int32_t> Tokenizer::unk_id() const { return impl_->unk >= 0 ? std:
 bool Tokenizer::is_special(int32_t id) const { return impl_->valid(id) && (impl_->attr[id] & kAttrControl); }
 bool Tokenizer::is_eos(int32_t id) const { return std::find(impl_->eos_ids.begin(), impl_->eos_ids.end(), id) != impl_->eos_ids.end(); }
 
+std::string Tokenizer::id_to_token(int32_t id) const { return impl_->valid(id) ? impl_->tokens[id] : std::string(); }
+
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
   auto it = impl_->token_to_id.find(std::string(token));
   if (it == impl_->token_to_id.end()) return std::nullopt;

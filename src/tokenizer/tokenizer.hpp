@@ -64,6 +64,9 @@ class Tokenizer {
   bool is_special(int32_t id) const;  // control tokens: never produced from plain text
   bool is_eos(int32_t id) const;
   std::optional<int32_t> token_to_id(std::string_view token) const;  // exact vocab string
+  // The vocabulary string of `id` as stored ("Ġworld", "▁the", "<0x0A>"; HF's
+  // convert_ids_to_tokens); "" for an out-of-range id.
+  std::string id_to_token(int32_t id) const;
   std::string bos_token() const;  // text of BOS/EOS ("" when none): what chat templates insert
   std::string eos_token() const;
 
