@@ -625,6 +625,8 @@ TEST_CASE("completion: bash completes commands and each command's options; zsh v
                  std::to_string(cword) + "; _nunchaku; echo \"${COMPREPLY[*]}\"'");
   };
   CHECK(complete("nunchaku insp", 1) == "inspect");
+  CHECK(complete("nunchaku tok", 1) == "tokenize");
+  CHECK(complete("nunchaku tokenize m --no-", 3) == "--no-bos");
   CHECK(complete("nunchaku plan m --vr", 3) == "--vram");
   CHECK(complete("nunchaku inspect m --me", 3) == "--metadata");
   CHECK(complete("nunchaku run m --max-t", 3) == "--max-tokens");

@@ -196,6 +196,15 @@ TEST_CASE("tokenize: llama.cpp's tokenizer test vectors through the command line
   }
 }
 
+TEST_CASE("tokenize: a split GGUF's vocabulary from any part, as from the unsplit file", "[cli][tokenize]") {
+  auto whole = run_cli({"tokenize", testdata("models/llama-gguf/model.gguf"), "--json", "hello world"});
+  auto part = run_cli({"tokenize", testdata("models/llama-gguf-split/model-00002-of-00003.gguf"), "--json", "hello world"});
+  REQUIRE(whole.exit_code == 0);
+  REQUIRE(part.exit_code == 0);
+  CHECK(json::parse(whole.out)["token_ids"].size() > 2);
+  CHECK(part.out == whole.out);
+}
+
 TEST_CASE("tokenize: bad input is exit 2 naming the file and line", "[cli][tokenize]") {
   TempDir d;
   // A missing model.
