@@ -157,9 +157,9 @@ int run_plan(const PlanCliOptions& o) {
   } else if (format == "json") {
     auto j = to_json(p, e);
     j["path"] = ck.path;
-    j["verdict"] = plan_verdict(p, static_cast<size_t>(e.spec.num_layers));
+    j["verdict"] = verdict_json(p, static_cast<size_t>(e.spec.num_layers));
     j["fixes"] = to_json(fixes);
-    if (minv) j["min_vram"] = *minv;
+    j["min_vram_bytes"] = minv ? nlohmann::json(*minv) : nlohmann::json(nullptr);
     text = stamp(j, "plan").dump(2) + "\n";
   } else if (format == "accelerate") {
     auto j = r.strategy == Strategy::Accelerate ? accelerate_device_map(amap) : accelerate_device_map(p, e, layout);

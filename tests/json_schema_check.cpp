@@ -1,5 +1,6 @@
 #include "tests/json_schema_check.hpp"
 
+#include <regex>
 #include <set>
 #include <stdexcept>
 
@@ -10,7 +11,7 @@ using nlohmann::json;
 
 const std::set<std::string> kAnnotations = {"$schema", "$id", "$comment", "title", "description", "default", "examples"};
 const std::set<std::string> kKeywords = {"type",    "enum",     "const",   "required", "properties", "additionalProperties",
-                                         "items",   "minItems", "maxItems", "minimum", "maximum",    "minLength",
+                                         "items",   "minItems", "maxItems", "minimum", "maximum",    "minLength", "pattern",
                                          "oneOf",   "anyOf",    "$ref",    "$defs"};
 
 // RFC 6901: "~" -> "~0", "/" -> "~1".
@@ -75,6 +76,9 @@ class Checker {
     if (v.is_number()) check_number(schema, v, at, errs);
     if (v.is_string() && schema.contains("minLength") && v.get<std::string>().size() < schema["minLength"].get<size_t>())
       errs.push_back(at + ": shorter than " + schema["minLength"].dump() + " bytes");
+    if (v.is_string() && schema.contains("pattern") &&
+        !std::regex_search(v.get<std::string>(), std::regex(schema["pattern"].get<std::string>(), std::regex::ECMAScript)))
+      errs.push_back(at + ": " + v.dump() + " does not match " + schema["pattern"].dump());
     if (v.is_object()) check_object(schema, v, at, errs);
     if (v.is_array()) check_array(schema, v, at, errs);
     if (schema.contains("anyOf")) check_alternatives(schema["anyOf"], v, at, errs, false);

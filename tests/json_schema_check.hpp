@@ -5,8 +5,8 @@
 //   type (a name or a list; "integer" is a JSON number written without a fraction or
 //   exponent: 1.0 is not an integer here, which is stricter than the draft and what our
 //   writers promise), enum, const, required, properties, additionalProperties (false or a
-//   schema), items, minItems, maxItems, minimum, maximum, minLength, oneOf, anyOf,
-//   $ref ("#/$defs/NAME" only), $defs.
+//   schema), items, minItems, maxItems, minimum, maximum, minLength, pattern (ECMAScript,
+//   unanchored as in the draft: write ^...$), oneOf, anyOf, $ref ("#/$defs/NAME" only), $defs.
 //
 // Annotations ($schema, $id, $comment, title, description, default, examples) are ignored.
 // Any other keyword makes the schema itself invalid (std::invalid_argument naming it), so a

@@ -42,7 +42,7 @@ TEST_CASE("log: -vv and NUNCHAKU_LOG=debug show plan decisions, one line per mod
   const std::string m = testdata("models/llama");
   auto j = run_cli({"plan", m, "--vram", "600M", "--json"});
   REQUIRE(j.exit_code == 0);
-  const size_t modules = json::parse(j.out)["modules"].size();
+  const size_t modules = json::parse(j.out)["device_map"].size();
   REQUIRE(modules > 0);
   auto vv = run_cli({"plan", m, "--vram", "600M", "-vv"});
   REQUIRE(vv.exit_code == 0);

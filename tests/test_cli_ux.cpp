@@ -148,7 +148,7 @@ TEST_CASE("plan: --json is --format json; -o with the table writes the table", "
   auto b = run_cli({"plan", m, "--vram", "1G", "--cpu-ram", "1G", "--format", "json"});
   REQUIRE(a.exit_code == 0);
   CHECK(a.out == b.out);
-  CHECK(json::parse(a.out)["format"] == "nunchaku-plan");
+  CHECK(json::parse(a.out)["command"] == "plan");
   CHECK(run_cli({"plan", m, "--json", "--format", "accelerate"}).exit_code == 2);
 
   TempDir d;
@@ -173,7 +173,9 @@ TEST_CASE("plan: the verdict names where the layers are", "[cli][plan]") {
   auto part = run_cli({"plan", m, "--vram", "501M", "--cpu-ram", "1G", "--json"});
   REQUIRE(part.exit_code == 0);
   json j = json::parse(part.out);
-  CHECK(j["verdict"] == "fits with offload: 1 of 2 layers on GPUs, 1 on the CPU");
+  CHECK(j["verdict"]["text"] == "fits with offload: 1 of 2 layers on GPUs, 1 on the CPU");
+  CHECK(j["verdict"]["fits"] == true);
+  CHECK(j["verdict"]["shortfall"].is_null());
 }
 
 TEST_CASE("plan: when it does not fit, every listed fix applied as given fits with the verdict shown", "[cli][plan]") {
@@ -184,7 +186,8 @@ TEST_CASE("plan: when it does not fit, every listed fix applied as given fits wi
   auto r = run_cli(base);
   REQUIRE(r.exit_code == 3);
   json j = json::parse(r.out);
-  CHECK(j["fits"] == false);
+  CHECK(j["verdict"]["fits"] == false);
+  CHECK_THAT(j["verdict"]["shortfall"].get<std::string>(), Catch::StartsWith("cpu needs"));
   REQUIRE(j["fixes"].size() >= 3);
   CHECK(j["fixes"][0]["flags"] == "--disk");  // costs speed only: first
   for (const auto& f : j["fixes"]) {
@@ -592,7 +595,7 @@ TEST_CASE("json: every document says which command wrote it and its format_versi
     REQUIRE(r.exit_code == 0);
     const json j = json::parse(c.file.empty() ? r.out : read_text(c.file));
     CHECK(j["command"] == c.command);
-    CHECK(j["format_version"] == (c.command == "inspect" || c.command == "estimate" ? 2 : 1));
+    CHECK(j["format_version"] == (c.command == "inspect" || c.command == "estimate" || c.command == "plan" ? 2 : 1));
   }
   // A plan file with the stamp is still a plan load and run take.
   CHECK(run_cli({"load", m, "--plan", d.file("plan.json")}).exit_code == 0);

@@ -115,3 +115,54 @@ TEST_CASE("json contract: estimate --json follows docs/schema/estimate.json", "[
   const json all = document({"estimate", m, "--json", "--vram", "1G", "--runtime", "all"});
   CHECK(all["runtimes"].size() == 4);
 }
+
+TEST_CASE("json contract: plan --json follows docs/schema/plan.json", "[json][contract]") {
+  const std::string m = testdata("models/llama");
+  TempDir d;
+  struct Case {
+    std::vector<std::string> args;
+    int exit_code;
+    std::string file;
+  };
+  const std::vector<Case> cases = {
+      {{"plan", m, "--json", "--vram", "600M", "--cpu-ram", "1G"}, 0, ""},
+      {{"plan", m, "--json", "--cpu-ram", "1G"}, 0, ""},                                      // CPU alone
+      {{"plan", m, "--json", "--vram", "501M", "--cpu-ram", "1G"}, 0, ""},                    // offload
+      {{"plan", m, "--json", "--vram", "600K", "--cpu-ram", "100K"}, 3, ""},                  // does not fit, fixes
+      {{"plan", m, "--json", "--vram", "600K", "--cpu-ram", "1.1M", "--disk"}, 0, ""},        // disk: unlimited budget
+      {{"plan", m, "--json", "--min-vram", "--gpus", "2", "--cpu-ram", "1G"}, 0, ""},
+      {{"plan", m, "--json", "--compat", "accelerate", "--vram", "200K", "--cpu-ram", "1G"}, 0, ""},
+      {{"plan", m, "--json", "--vram", "1G,1G", "--mode", "train", "--cpu-ram", "1G"}, 0, ""},
+      {{"plan", testdata("models/module-tree"), "--json", "--vram", "1G", "--cpu-ram", "1G"}, 0, ""},
+      {{"plan", m, "--format", "json", "-o", d.file("plan.json"), "--vram", "0", "--cpu-ram", "1G"}, 0, d.file("plan.json")},
+  };
+  for (const auto& c : cases) conforms("plan", document(c.args, c.exit_code, c.file));
+  const json short_ = document({"plan", m, "--json", "--vram", "600K", "--cpu-ram", "100K"}, 3);
+  CHECK(short_["verdict"]["fits"] == false);
+  CHECK(!short_["verdict"]["shortfall"].is_null());
+  CHECK(!short_["fixes"].empty());
+  const json disk = document({"plan", m, "--json", "--vram", "600K", "--cpu-ram", "1.1M", "--disk"});
+  bool unlimited = false;
+  for (const auto& dev : disk["devices"]) unlimited = unlimited || (dev["device"] == "disk" && dev["budget_bytes"].is_null());
+  CHECK(unlimited);
+  CHECK(document({"plan", m, "--json", "--min-vram", "--cpu-ram", "1G"})["min_vram_bytes"].get<uint64_t>() > 0);
+}
+
+TEST_CASE("json contract: a plan file from format_version 1 (\"modules\") still loads and runs", "[json][contract]") {
+  // Written by nunchaku at plan format_version 1 (testdata/README.md): every module on disk,
+  // where nothing would put them unless the file said so.
+  const std::string old = testdata("plan/llama-format1.json");
+  REQUIRE(read_json(old).contains("modules"));
+  REQUIRE(!read_json(old).contains("device_map"));
+  auto l = run_cli({"load", testdata("models/llama"), "--plan", old});
+  INFO(l.err);
+  REQUIRE(l.exit_code == 0);
+  CHECK_THAT(l.out, Catch::Contains("disk") && Catch::Contains("5 modules (mmap views, read on use)"));
+  // A plan the current version writes is read the same way (device_map).
+  TempDir d;
+  REQUIRE(run_cli({"plan", testdata("run/llama-spm"), "--cpu-ram", "1G", "--format", "json", "-o", d.file("p.json")}).exit_code == 0);
+  CHECK(read_json(d.file("p.json")).contains("device_map"));
+  auto r = run_cli({"run", testdata("run/llama-spm"), "--plan", d.file("p.json"), "--raw", "--max-tokens", "2", "-q"}, "hi\n");
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+}

@@ -40,7 +40,7 @@ TEST_CASE("plan --compat accelerate on a module tree gives accelerate's device m
   const json p = json::parse(bal.out);
   uint64_t on_gpus = 0;
   for (const auto& d : p.at("devices"))
-    if (d.at("device").get<std::string>().rfind("cuda:", 0) == 0) on_gpus += d.at("weights").get<uint64_t>();
+    if (d.at("device").get<std::string>().rfind("cuda:", 0) == 0) on_gpus += d.at("weight_bytes").get<uint64_t>();
   CHECK(on_gpus == expected().at("module_bytes").at("").get<uint64_t>());
 }
 

@@ -267,5 +267,5 @@ TEST_CASE("plan CLI: runtimes of the exports, clamped context, --gpus, no KV whe
   CHECK(std::count(devs.begin(), devs.end(), "cuda:1") == 1);
   // Training keeps no KV cache on any device.
   auto t = json::parse(test::run_cli({"plan", model, "--vram", "1G,1G", "--mode", "train", "--format", "json"}).out);
-  for (const auto& d : t["devices"]) CHECK(d["kv_cache"] == 0);
+  for (const auto& d : t["devices"]) CHECK(d["kv_cache_bytes"] == 0);
 }

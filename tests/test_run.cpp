@@ -155,7 +155,7 @@ TEST_CASE("run: layers left on disk by --cpu-ram give the same tokens", "[run]")
   REQUIRE(p.exit_code == 0);
   const json plan = json::parse(p.out);
   int on_disk = 0;
-  for (const auto& [_, d] : plan["modules"].items()) on_disk += d == "disk";
+  for (const auto& [_, d] : plan["device_map"].items()) on_disk += d == "disk";
   CHECK(on_disk > 0);
   const json& c = exp["cases"][1];
   auto r = test::run_cli({"run", dir, "--raw", "--batch-size", "3", "--cpu-ram", "0.8M", "--max-tokens", "12", "-q"},

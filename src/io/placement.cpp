@@ -36,7 +36,7 @@ Device Placement::device_of(const std::string& module) const {
   auto it = modules.find(module);
   if (it == modules.end())
     throw Error("plan.missing_module", "module '" + module + "' has no device in the placement",
-                {.hint = "list every module under \"modules\" (see docs/load.md)"});
+                {.hint = "list every module under \"device_map\" (see docs/load.md)"});
   return it->second;
 }
 
@@ -47,13 +47,15 @@ Placement parse_plan(const std::string& text, const std::string& file) {
   } catch (const nlohmann::json::exception& e) {
     throw Error("plan.json", std::string("plan is not valid JSON: ") + e.what(), {.file = file});
   }
-  if (!j.is_object() || !j.contains("modules") || !j["modules"].is_object())
-    throw Error("plan.schema", "plan has no \"modules\" object", {.file = file,
-                .hint = "expected {\"modules\": {\"model.layers.0\": \"cuda:0\", ...}}"});
+  // "device_map" since plan format_version 2; "modules" in the plans older versions wrote.
+  const char* key = j.is_object() && j.contains("device_map") ? "device_map" : "modules";
+  if (!j.is_object() || !j.contains(key) || !j[key].is_object())
+    throw Error("plan.schema", "plan has no \"device_map\" object", {.file = file,
+                .hint = "expected {\"device_map\": {\"model.layers.0\": \"cuda:0\", ...}}"});
   Placement p;
   p.source = file.empty() ? "plan" : "plan file " + file;
   p.file = file;
-  for (const auto& [name, v] : j["modules"].items()) {
+  for (const auto& [name, v] : j[key].items()) {
     if (!v.is_string())
       throw Error("plan.schema", "device of module '" + printable(name) + "' is not a string", {.file = file});
     auto d = parse_device(v.get<std::string>());

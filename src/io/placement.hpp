@@ -1,8 +1,9 @@
 // Where each module of a checkpoint goes when it is loaded: the input of `load`.
 //
 // Plan file (JSON, the shape `nunchaku plan --format json` emits):
-//   {"modules": {"model.embed_tokens": "cuda:0", "model.layers.0": "cuda:0", ...,
-//                "model.layers.31": "cpu", "lm_head": "disk"}}
+//   {"device_map": {"model.embed_tokens": "cuda:0", "model.layers.0": "cuda:0", ...,
+//                   "model.layers.31": "cpu", "lm_head": "disk"}}
+// (plans from format_version 1 name the same object "modules"; both are read).
 // Every module of the checkpoint (describe_model's names) must be listed; other
 // top-level keys are ignored. Devices: "cuda:N" (or "cuda" = "cuda:0"), "cpu", "disk".
 //
@@ -41,7 +42,7 @@ struct Placement {
 };
 
 // Parses the plan JSON text. Errors (exit 2): plan.json (malformed), plan.schema (no
-// "modules" object or a non-string value), plan.device (unknown device string).
+// "device_map" or "modules" object, or a non-string value), plan.device (unknown device string).
 Placement parse_plan(const std::string& text, const std::string& file = "");
 Placement read_plan_file(const std::string& path);
 

@@ -375,34 +375,29 @@ std::optional<uint64_t> min_vram(const Estimate& e, int gpus, OffloadExec exec) 
 }
 
 nlohmann::json to_json(const DevicePlan& p, const Estimate& e) {
-  nlohmann::json mods = nlohmann::json::object(), devs = nlohmann::json::array();
-  for (size_t i = 0; i < e.modules.size() && i < p.module_device.size(); ++i) mods[e.modules[i].name] = p.module_device[i].str();
+  using nlohmann::json;
+  json map = json::object(), devs = json::array();
+  for (size_t i = 0; i < e.modules.size() && i < p.module_device.size(); ++i) map[e.modules[i].name] = p.module_device[i].str();
   for (const auto& d : p.devices) {
-    nlohmann::json layers = nullptr;
-    if (d.layers) layers = {d.first_layer, d.last_layer};
+    const bool unlimited = d.budget == kUnlimited;
     devs.push_back({{"device", d.device.str()},
-                    {"budget", d.budget == kUnlimited ? nlohmann::json(nullptr) : nlohmann::json(d.budget)},
-                    {"modules", d.modules.size()},
-                    {"layers", d.layers},
-                    {"layer_range", layers},
-                    {"weights", d.weights},
-                    {"kv_cache", d.kv_cache},
-                    {"train_states", d.train_states},
-                    {"activations", d.activations},
-                    {"logits", d.logits},
-                    {"overheads", d.overheads},
-                    {"staging", d.staging},
-                    {"total", d.total()},
-                    {"free", d.budget == kUnlimited ? nlohmann::json(nullptr)
-                                                    : nlohmann::json(static_cast<int64_t>(d.budget) - static_cast<int64_t>(d.total()))}});
+                    {"budget_bytes", unlimited ? json(nullptr) : json(d.budget)},
+                    {"num_modules", d.modules.size()},
+                    {"num_layers", d.layers},
+                    {"layer_range", d.layers ? json{d.first_layer, d.last_layer} : json(nullptr)},
+                    {"weight_bytes", d.weights},
+                    {"kv_cache_bytes", d.kv_cache},
+                    {"train_state_bytes", d.train_states},
+                    {"activation_bytes", d.activations},
+                    {"logits_bytes", d.logits},
+                    {"overhead_bytes", d.overheads},
+                    {"staging_bytes", d.staging},
+                    {"total_bytes", d.total()},
+                    {"headroom_bytes", unlimited ? json(nullptr) : json(static_cast<int64_t>(d.budget) - static_cast<int64_t>(d.total()))}});
   }
-  return {{"format", "nunchaku-plan"},
-          {"version", 1},
-          {"strategy", strategy_name(p.strategy)},
+  return {{"strategy", strategy_name(p.strategy)},
           {"offload_exec", p.offload_exec == OffloadExec::Cpu ? "cpu" : "gpu"},
-          {"fits", p.fits},
-          {"shortfall", p.shortfall},
-          {"modules", mods},
+          {"device_map", map},
           {"devices", devs},
           {"notes", p.notes}};
 }

@@ -175,9 +175,14 @@ std::vector<PlanFix> plan_fixes(const PlanFixInput& in, const Replan& replan, si
   return out;
 }
 
+nlohmann::json verdict_json(const DevicePlan& p, size_t num_layers) {
+  return {{"fits", p.fits}, {"text", plan_verdict(p, num_layers)}, {"shortfall", p.fits ? nlohmann::json(nullptr) : nlohmann::json(p.shortfall)}};
+}
+
 nlohmann::json to_json(const std::vector<PlanFix>& fixes) {
   nlohmann::json a = nlohmann::json::array();
-  for (const auto& f : fixes) a.push_back({{"flags", f.flags}, {"what", f.what}, {"verdict", f.verdict}});
+  for (const auto& f : fixes)  // each fix is a plan that fits (plan_fixes keeps no other)
+    a.push_back({{"flags", f.flags}, {"what", f.what}, {"verdict", {{"fits", true}, {"text", f.verdict}, {"shortfall", nullptr}}}});
   return a;
 }
 

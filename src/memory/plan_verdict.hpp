@@ -22,6 +22,8 @@
 namespace nunchaku {
 
 std::string plan_verdict(const DevicePlan& p, size_t num_layers);
+// {"fits", "text": plan_verdict(), "shortfall": what is short, null when it fits}.
+nlohmann::json verdict_json(const DevicePlan& p, size_t num_layers);
 
 struct PlanFix {
   std::string flags;    // the command-line change: "--disk", "--quant q4_k_m", "--vram 8.00G --gpus 3"
