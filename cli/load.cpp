@@ -73,41 +73,50 @@ Placement choose_placement(const LoadCliOptions& o, const Checkpoint& ck, const 
   return place_all(layout, Device{Device::Kind::Cpu, 0});
 }
 
+// Names: docs/json.md; shape: docs/schema/load.json.
 nlohmann::json report_json(const Checkpoint& ck, const LoadResult& r) {
+  using nlohmann::json;
   const LoadReport& p = r.report;
-  nlohmann::json dev = nlohmann::json::object(), gpu = nlohmann::json::object(), mods = nlohmann::json::object();
+  json dev = json::object(), gpu = json::object(), mods = json::array();
   for (const auto& [d, b] : p.bytes_per_device) dev[d.str()] = b;
   for (const auto& [d, g] : p.gpu)
     gpu[d.str()] = {{"predicted_bytes", g.predicted},
                     {"measured_bytes", g.measured},
                     {"error_percent", g.predicted ? 100.0 * (double(g.measured) - double(g.predicted)) / double(g.predicted) : 0.0}};
-  for (const auto& m : r.store.modules()) mods[m.name] = {{"device", m.device.str()}, {"memory", memory_kind_name(m.memory)}, {"bytes", m.bytes}};
+  for (const auto& m : r.store.modules())
+    mods.push_back({{"name", m.name}, {"device", m.device.str()}, {"memory", memory_kind_name(m.memory)}, {"allocated_bytes", m.bytes}});
   return {{"path", ck.path},
           {"format", format_name(ck.format)},
-          {"tensors", p.tensors},
-          {"converted_tensors", p.converted_tensors},
-          {"disk_tensors", p.disk_tensors},
-          {"bytes_per_device", dev},
-          {"allocated", p.allocated},
-          {"total_bytes", p.total_bytes},
-          {"bytes_read", p.bytes_read},
-          {"bytes_direct", p.bytes_direct},
-          {"bytes_staged", p.bytes_staged},
-          {"mapped_modules", p.mapped_modules},
-          {"bytes_mapped", p.bytes_mapped},
-          {"chunks", p.chunks},
-          {"reader_threads", p.reader_threads},
-          {"staging_buffers", p.staging_buffers},
+          {"num_tensors", p.tensors},
+          {"num_converted_tensors", p.converted_tensors},
+          {"num_disk_tensors", p.disk_tensors},
+          {"device_bytes", dev},
+          {"memory_bytes", p.allocated},
+          {"loaded_bytes", p.total_bytes},
+          {"read_bytes", p.bytes_read},
+          {"direct_bytes", p.bytes_direct},
+          {"staged_bytes", p.bytes_staged},
+          {"num_mapped_modules", p.mapped_modules},
+          {"mapped_bytes", p.bytes_mapped},
+          {"num_chunks", p.chunks},
+          {"num_reader_threads", p.reader_threads},
+          {"num_staging_buffers", p.staging_buffers},
           {"staging_bytes", p.staging_bytes},
           {"direct_io", p.direct_io},
-          {"seconds", {{"wall", p.wall_s}, {"alloc", p.alloc_s}, {"read", p.read_s}, {"copy", p.copy_s},
-                       {"convert", p.convert_s}, {"verify", p.verify_s}}},
+          {"wall_s", p.wall_s},
+          {"alloc_s", p.alloc_s},
+          {"read_s", p.read_s},
+          {"copy_s", p.copy_s},
+          {"convert_s", p.convert_s},
+          {"verify_s", p.verify_s},
           {"gb_per_s", p.gb_per_s()},
           {"host_peak_bytes", p.host_peak_bytes},
           {"max_rss_bytes", p.max_rss_bytes},
           {"gpu_memory", gpu},
+          {"h2d_peak_gb_per_s", nullptr},
+          {"load_vs_h2d_peak", nullptr},
           {"modules", mods},
-          {"verified_tensors", p.verified_tensors},
+          {"num_verified_tensors", p.verified_tensors},
           {"notes", p.notes}};
 }
 

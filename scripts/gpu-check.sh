@@ -103,7 +103,7 @@ if [[ -f "$DIR/best.json" ]]; then
   R[mem_pred]=$(jget "$DIR/best.json" "d['gpu_memory']['cuda:0']['predicted_bytes']" x)
   R[mem_meas]=$(jget "$DIR/best.json" "d['gpu_memory']['cuda:0']['measured_bytes']" x)
   R[mem_err]=$(jget "$DIR/best.json" "round(d['gpu_memory']['cuda:0']['error_percent'],1)" x)
-  R[verified]=$(jget "$DIR/best.json" "d['verified_tensors']" verified_tensors)
+  R[verified]=$(jget "$DIR/best.json" "d['num_verified_tensors']" num_verified_tensors)
 fi
 # the same with conversion on the GPU
 if timeout "$T_STEP" "$BUILD/nunchaku" load "$FILE" --device cuda:0 --dtype bf16 --verify --json >"$DIR/conv.json" 2>"$DIR/conv.err"; then

@@ -166,3 +166,25 @@ TEST_CASE("json contract: a plan file from format_version 1 (\"modules\") still 
   INFO(r.err);
   CHECK(r.exit_code == 0);
 }
+
+TEST_CASE("json contract: load --json follows docs/schema/load.json", "[json][contract]") {
+  const std::string m = testdata("models/llama");
+  TempDir d;
+  REQUIRE(run_cli({"plan", m, "--json", "--vram", "600K", "--cpu-ram", "1.1M", "--disk", "-o", d.file("disk.json")}).exit_code == 0);
+  const std::vector<std::vector<std::string>> cases = {
+      {"load", m, "--json"},
+      {"load", m, "--json", "--verify"},
+      {"load", m, "--json", "--device", "cpu", "--copy", "--verify"},  // allocated, not mapped
+      {"load", m, "--json", "--dtype", "bf16", "--verify"},            // converted
+      {"load", m, "--json", "--plan", d.file("disk.json")},           // modules on disk
+      {"load", m, "--json", "--plan", testdata("plan/llama-format1.json")},
+      {"load", testdata("models/llama-sharded"), "--json", "--threads", "2", "--copy"},
+      {"load", testdata("models/llama-gguf/model.gguf"), "--json", "--cpu-ram", "2M"},
+      {"load", testdata("models/llama-bin"), "--json"},
+      {"load", testdata("models/module-tree"), "--json"},
+  };
+  for (const auto& c : cases) conforms("load", document(c));
+  const json disk = document({"load", m, "--json", "--plan", d.file("disk.json")});
+  CHECK(disk["device_bytes"]["disk"].get<uint64_t>() > 0);
+  CHECK(disk["h2d_peak_gb_per_s"].is_null());  // no --measure-h2d
+}

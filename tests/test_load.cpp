@@ -365,9 +365,9 @@ TEST_CASE("cli load: --device cpu --verify --json, plan file, and errors", "[loa
   REQUIRE(r.exit_code == 0);
   auto j = nlohmann::json::parse(r.out);
   Checkpoint ck = open_checkpoint(fx);
-  CHECK(j["tensors"] == ck.tensors.size());
-  CHECK(j["verified_tensors"] == ck.tensors.size());
-  CHECK(j["bytes_per_device"]["cpu"] == ck.total_bytes());
+  CHECK(j["num_tensors"] == ck.tensors.size());
+  CHECK(j["num_verified_tensors"] == ck.tensors.size());
+  CHECK(j["device_bytes"]["cpu"] == ck.total_bytes());
   CHECK(r.err.empty());  // no progress bar on a pipe
 
   ModelLayout layout = describe_model(ck);
