@@ -84,6 +84,7 @@ int run_convert(const CliOptions& c) {
   progress.clear();
   if (c.json) {
     auto j = r.to_json();
+    j["path"] = c.in;
     fmt::print("{}\n", stamp(j, "convert").dump(2));
   }
   else if (!c.quiet) print_summary(r);

@@ -15,8 +15,9 @@ namespace nunchaku::cli {
 
 // Per command; docs/json.md lists what each version changed.
 inline int json_format_version(std::string_view command) {
-  if (command == "inspect" || command == "estimate" || command == "plan" || command == "load") return 2;
-  if (command == "convert" || command == "run" || command == "version") return 1;
+  if (command == "inspect" || command == "estimate" || command == "plan" || command == "load" || command == "convert" ||
+      command == "run" || command == "version")
+    return 2;
   throw std::logic_error("json_format_version: no version for command '" + std::string(command) + "'");
 }
 

@@ -106,36 +106,38 @@ void write_stats(const std::string& path, const WeightStore& store, const engine
   uint64_t streamed = 0, on_device = 0;
   for (size_t m = 0; m < w.modules(); ++m)
     for (const TensorView& v : w.info(m)) (w.streamed(m) ? streamed : on_device) += v.nbytes;
-  nlohmann::json j = {{"format", "nunchaku-run-stats"},
-                      {"version", 1},
-                      {"command", "run"},
+  // Names: docs/json.md (tokens as each result's usage); shape: docs/schema/run-stats.json.
+  nlohmann::json j = {{"command", "run"},
                       {"format_version", json_format_version("run")},
-                      {"requests", requests},
-                      {"failed", failed},
+                      {"num_requests", requests},
+                      {"num_failed_requests", failed},
                       {"prompt_tokens", st.prompt_tokens},
-                      {"generated_tokens", st.generated_tokens},
-                      {"forward_calls", st.forward_calls},
-                      {"max_active", st.max_active},
+                      {"completion_tokens", st.generated_tokens},
+                      {"num_forward_calls", st.forward_calls},
+                      {"max_active_requests", st.max_active},
                       {"batch_size", model.max_batch()},
                       {"wall_s", st.wall_s},
-                      {"generated_tokens_per_s", st.wall_s > 0 ? double(st.generated_tokens) / st.wall_s : 0.0},
+                      {"completion_tokens_per_s", st.wall_s > 0 ? double(st.generated_tokens) / st.wall_s : 0.0},
                       {"backend", model.backend().describe()},
                       {"weights", {{"resident_bytes", on_device},
                                    {"streamed_bytes_per_step", streamed},
-                                   {"stream_slots", w.pool_slots()},
+                                   {"num_stream_slots", w.pool_slots()},
                                    {"stream_slot_bytes", w.slot_bytes()},
                                    {"provider", w.describe()}}},
                       {"run_state_bytes", model.state_bytes()},
-                      {"run_state_predicted_bytes", model.predicted().total()}};
+                      {"run_state_predicted_bytes", model.predicted().total()},
+                      {"copy_gb_per_s", nullptr},
+                      {"gpu_memory", nullptr}};
   if (const auto* d = dynamic_cast<const engine::DeviceStreamProvider*>(&w)) j["copy_gb_per_s"] = d->copy_gb_per_s();
   if (gpu) {
+    // As load's gpu_memory: by device ("cuda:0", or "cuda:0+cuda:1" for a split run, measured together).
     const uint64_t predicted = gpu_predicted_bytes(store, model, *gpu);
-    j["gpu_memory"] = {{"device", gpu->str()},
-                       {"predicted_bytes", predicted},
-                       {"measured_bytes", gpu->known ? nlohmann::json(gpu->peak) : nlohmann::json()},
-                       {"error_percent", gpu->known && predicted
-                                             ? nlohmann::json(100.0 * (double(gpu->peak) - double(predicted)) / double(predicted))
-                                             : nlohmann::json()}};
+    j["gpu_memory"] = {{gpu->str(),
+                        {{"predicted_bytes", predicted},
+                         {"measured_bytes", gpu->known ? nlohmann::json(gpu->peak) : nlohmann::json()},
+                         {"error_percent", gpu->known && predicted
+                                               ? nlohmann::json(100.0 * (double(gpu->peak) - double(predicted)) / double(predicted))
+                                               : nlohmann::json()}}}};
   }
   write_file_atomically(path, j.dump(2) + "\n");
 }

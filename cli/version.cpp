@@ -57,7 +57,7 @@ nlohmann::json version_json() {
     if (engine::isa_available(isa)) isas.push_back(std::string(engine::isa_name(isa)));
   j["cpu"] = {{"isa", std::string(engine::isa_name(engine::active_isa()))},
               {"isas_available", isas},
-              {"hardware_threads", std::thread::hardware_concurrency()}};
+              {"num_hardware_threads", std::thread::hardware_concurrency()}};
   return j;
 }
 
@@ -83,7 +83,7 @@ void print_version(bool as_json) {
   const auto isas = j["cpu"]["isas_available"].get<std::vector<std::string>>();
   fmt::print("CPU engine: {} (available here: {}; NUNCHAKU_ISA=scalar|avx2|avx512 chooses), {}\n",
              j["cpu"]["isa"].get<std::string>(), fmt::join(isas, ", "),
-             plural(j["cpu"]["hardware_threads"].get<unsigned>(), "hardware thread"));
+             plural(j["cpu"]["num_hardware_threads"].get<unsigned>(), "hardware thread"));
 }
 
 }  // namespace nunchaku::cli

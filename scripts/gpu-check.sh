@@ -191,10 +191,10 @@ if [[ "${SKIP_ENGINE:-0}" != 1 ]]; then
   HBM=$(jnum "$DIR/peers.json" "round(d['hbm_gb_per_s'],1)")
   H2D=$(jnum "$DIR/peers.json" "round(d['h2d_gb_per_s'],1)")
   for r in res1 res32 str1 str16 str64 str32c auto; do
-    R[tok_$r]=$(jnum "$DIR/$r.json" "round(d['generated_tokens_per_s'],1)")
-    R[steps_$r]=$(jnum "$DIR/$r.json" "d['forward_calls']/d['wall_s']")
+    R[tok_$r]=$(jnum "$DIR/$r.json" "round(d['completion_tokens_per_s'],1)")
+    R[steps_$r]=$(jnum "$DIR/$r.json" "d['num_forward_calls']/d['wall_s']")
     R[str_$r]=$(jnum "$DIR/$r.json" "d['weights']['streamed_bytes_per_step']")
-    R[mem_$r]=$(jnum "$DIR/$r.json" "'%d / %d B (%+.1f%%)' % (d['gpu_memory']['predicted_bytes'], d['gpu_memory']['measured_bytes'], d['gpu_memory']['error_percent'])")
+    R[mem_$r]=$(jnum "$DIR/$r.json" "(lambda g: '%d / %d B (%+.1f%%)' % (g['predicted_bytes'], g['measured_bytes'], g['error_percent']))(next(iter(d['gpu_memory'].values())))")
   done
   # Fractions of the bounds: forward passes per second x bytes each pass must move / the
   # bandwidth that moves them (HBM for resident weights, pinned PCIe for streamed ones).

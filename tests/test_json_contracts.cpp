@@ -5,7 +5,10 @@
 // additionalProperties false), so a renamed, missing, extra or retyped field fails here.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -187,4 +190,75 @@ TEST_CASE("json contract: load --json follows docs/schema/load.json", "[json][co
   const json disk = document({"load", m, "--json", "--plan", d.file("disk.json")});
   CHECK(disk["device_bytes"]["disk"].get<uint64_t>() > 0);
   CHECK(disk["h2d_peak_gb_per_s"].is_null());  // no --measure-h2d
+}
+
+TEST_CASE("json contract: convert --json follows docs/schema/convert.json", "[json][contract]") {
+  TempDir d;
+  const std::vector<std::vector<std::string>> cases = {
+      {"convert", testdata("models/llama"), d.file("st"), "--json"},
+      {"convert", testdata("models/llama"), d.file("sharded"), "--shard-size", "100KB", "--json", "--verify"},
+      {"convert", testdata("models/llama-pt/model_zip.pt"), d.file("pt"), "--json"},  // a tied head dropped
+      {"convert", testdata("models/llama"), d.file("q8.gguf"), "--dtype", "q8_0", "--json", "--verify"},
+      {"convert", testdata("run/qwen2-bpe"), d.file("qwen2.gguf"), "--names", "gguf", "--json"},
+  };
+  for (const auto& c : cases) {
+    const json j = document(c);
+    conforms("convert", j);
+    for (const auto& f : j["files"]) CHECK(std::filesystem::file_size(f["path"].get<std::string>()) == f["size_bytes"]);
+  }
+}
+
+TEST_CASE("json contract: run --stats and every result line follow docs/schema/run-stats.json and run-result.json", "[json][contract]") {
+  TempDir d;
+  const std::string spm = testdata("run/llama-spm"), bpe = testdata("run/qwen2-bpe");
+  // Plain lines, JSONL with ids, a failing request, OpenAI chat and completion lines.
+  const std::string mixed =
+      "Once upon a time\n"
+      "{\"id\": \"a\", \"prompt\": \"The cat\", \"max_tokens\": 3}\n"
+      "{\"custom_id\": 7, \"prompt\": \"x\", \"temperature\": -1}\n"
+      "{\"id\": [1], \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2}\n";
+  const std::string openai =
+      "{\"custom_id\": \"r1\", \"method\": \"POST\", \"url\": \"/v1/chat/completions\", \"body\": {\"model\": \"m\", "
+      "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 3}}\n"
+      "{\"custom_id\": \"r2\", \"method\": \"POST\", \"url\": \"/v1/completions\", \"body\": {\"model\": \"m\", \"prompt\": \"a\", "
+      "\"max_tokens\": 2}}\n"
+      "{\"custom_id\": \"r3\", \"method\": \"POST\", \"url\": \"/v1/completions\", \"body\": {\"model\": \"m\", \"prompt\": \"a\", "
+      "\"max_tokens\": -2}}\n";
+  struct Case {
+    std::vector<std::string> args;
+    std::string in;
+    size_t lines;
+  };
+  const std::vector<Case> cases = {
+      {{"run", spm, "--max-tokens", "4", "-q", "--stats", d.file("s1.json")}, mixed, 4},
+      {{"run", bpe, "--max-tokens", "4", "-q", "--stats", d.file("s2.json"), "--batch-size", "2"}, openai, 3},
+      {{"run", spm, "--max-tokens", "3", "-q", "--stats", d.file("s3.json"), "--cpu-ram", "1140K"}, "Hello\n", 1},  // streamed
+  };
+  std::set<std::string> shapes;
+  for (const auto& c : cases) {
+    auto r = run_cli(c.args, c.in);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    std::istringstream out(r.out);
+    size_t n = 0;
+    for (std::string line; std::getline(out, line); ++n) {
+      const json j = json::parse(line);
+      INFO(line);
+      conforms("run-result", j);
+      shapes.insert(j.contains("response") ? "openai " + std::to_string(j["response"]["status_code"].get<int>())
+                                           : j["finish_reason"].get<std::string>());
+    }
+    CHECK(n == c.lines);
+    conforms("run-stats", read_json(c.args[std::find(c.args.begin(), c.args.end(), "--stats") - c.args.begin() + 1]));
+  }
+  // Each branch of run-result.json was seen: results, an error, OpenAI successes and a failure.
+  CHECK(shapes.count("error") == 1);
+  CHECK(shapes.count("openai 200") == 1);
+  CHECK(shapes.count("openai 400") == 1);
+  CHECK((shapes.count("length") + shapes.count("stop")) >= 1);
+  CHECK(read_json(d.file("s3.json"))["weights"]["streamed_bytes_per_step"].get<uint64_t>() > 0);
+}
+
+TEST_CASE("json contract: --version --json follows docs/schema/version.json", "[json][contract]") {
+  conforms("version", document({"--version", "--json"}));
 }

@@ -27,14 +27,14 @@ TEST_CASE("run --stats: the JSON summary counts what the JSONL output holds", "[
     prompt += j.at("usage").at("prompt_tokens").get<int64_t>();
   }
   auto s = test::read_json(stats);
-  CHECK(s.at("format") == "nunchaku-run-stats");
-  CHECK(s.at("requests") == lines);
-  CHECK(s.at("generated_tokens") == completion);
+  CHECK(s.at("command") == "run");
+  CHECK(s.at("num_requests") == lines);
+  CHECK(s.at("completion_tokens") == completion);
   CHECK(s.at("prompt_tokens") == prompt);
-  CHECK(s.at("max_active") == 2);
+  CHECK(s.at("max_active_requests") == 2);
   CHECK(s.at("run_state_bytes") == s.at("run_state_predicted_bytes"));
   CHECK(s.at("weights").at("streamed_bytes_per_step") == 0);
-  CHECK(!s.contains("gpu_memory"));  // a CPU run
+  CHECK(s.at("gpu_memory").is_null());  // a CPU run
 }
 
 TEST_CASE("run --stats with --cpu-ram: the streamed bytes per step are the weights left on disk", "[run]") {

@@ -73,16 +73,20 @@ nlohmann::json index_json(const ConvertPlan& plan) {
 
 }  // namespace
 
+// Names: docs/json.md; shape: docs/schema/convert.json.
 nlohmann::json ConvertReport::to_json() const {
   nlohmann::json fj = nlohmann::json::array();
-  for (const auto& f : files) fj.push_back({{"name", f.name}, {"bytes", f.bytes}, {"tensors", f.tensors}});
-  nlohmann::json j = {{"out", out},
-                      {"format", format == OutFormat::GGUF ? "gguf" : "safetensors"},
+  for (const auto& f : files)  // a GGUF output is the one file OUT; safetensors files lie in the folder OUT
+    fj.push_back({{"path", format == OutFormat::GGUF ? out : (fs::path(out) / f.name).string()},
+                  {"size_bytes", f.bytes},
+                  {"num_tensors", f.tensors}});
+  nlohmann::json j = {{"out_path", out},
+                      {"out_format", format == OutFormat::GGUF ? "gguf" : "safetensors"},
                       {"files", fj},
-                      {"tensors", tensors},
-                      {"bytes_in", bytes_in},
-                      {"bytes_out", bytes_out},
-                      {"seconds", seconds},
+                      {"num_tensors", tensors},
+                      {"read_bytes", bytes_in},
+                      {"written_bytes", bytes_out},
+                      {"wall_s", seconds},
                       {"gb_per_s", seconds > 0 ? double(bytes_in) / seconds / 1e9 : 0.0},
                       {"dropped_duplicates", dropped},
                       {"skipped", skipped},
