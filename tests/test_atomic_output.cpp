@@ -25,7 +25,7 @@ size_t entries(const fs::path& dir) {
 }
 }  // namespace
 
-TEST_CASE("atomic output: commit replaces the file; an abandoned write leaves it untouched", "[units]") {
+TEST_CASE("atomic output: commit replaces the file, an abandoned write leaves it untouched", "[units]") {
   test::TempDir dir;
   const std::string path = dir.file("out.jsonl");
   test::write_file(path, std::string("old contents\n"));

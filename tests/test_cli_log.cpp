@@ -21,7 +21,7 @@ size_t count_lines(const std::string& text, const std::string& prefix) {
 }
 }  // namespace
 
-TEST_CASE("log: off by default; -v says what was opened; stdout does not change", "[cli][log]") {
+TEST_CASE("log: off by default, -v says what was opened, stdout does not change", "[cli][log]") {
   const std::string m = testdata("models/llama");
   const json fx = read_json(testdata("expected/fixtures.json"))["fixtures"]["models/llama"];
   auto plain = run_cli({"inspect", m});
@@ -58,7 +58,7 @@ TEST_CASE("log: -vv and NUNCHAKU_LOG=debug show plan decisions, one line per mod
   CHECK(quiet.err.empty());
 }
 
-TEST_CASE("log: a bad NUNCHAKU_LOG is exit 2; warnings go through the logger and obey it", "[cli][log]") {
+TEST_CASE("log: a bad NUNCHAKU_LOG is exit 2, warnings go through the logger and obey it", "[cli][log]") {
   const std::string m = testdata("models/llama");
   ::setenv("NUNCHAKU_LOG", "verbose", 1);
   auto bad = run_cli({"inspect", m});

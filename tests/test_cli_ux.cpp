@@ -129,7 +129,7 @@ TEST_CASE("sizes: --vram 0 is an error in estimate, 'no GPU' with a note in plan
   CHECK(run_cli({"plan", m, "--vram", "1G,0"}).exit_code == 2);
 }
 
-TEST_CASE("plan: --gpus with one size plans N GPUs; with several sizes it must match", "[cli][plan]") {
+TEST_CASE("plan: --gpus with one size plans N GPUs, with several sizes it must match", "[cli][plan]") {
   const std::string m = testdata(kLlama);
   auto r = run_cli({"plan", m, "--vram", "1G", "--gpus", "3", "--cpu-ram", "1G", "--json"});
   REQUIRE(r.exit_code == 0);
@@ -142,7 +142,7 @@ TEST_CASE("plan: --gpus with one size plans N GPUs; with several sizes it must m
   CHECK_THAT(bad.err, Catch::Contains("--gpus 2 but --vram gives 3 sizes"));
 }
 
-TEST_CASE("plan: --json is --format json; -o with the table writes the table", "[cli][plan]") {
+TEST_CASE("plan: --json is --format json, -o with the table writes the table", "[cli][plan]") {
   const std::string m = testdata(kLlama);
   auto a = run_cli({"plan", m, "--vram", "1G", "--cpu-ram", "1G", "--json"});
   auto b = run_cli({"plan", m, "--vram", "1G", "--cpu-ram", "1G", "--format", "json"});
@@ -270,7 +270,7 @@ TEST_CASE("help: `nunchaku help SUB`, sections, no type tags, exit codes and exa
   CHECK_THAT(bad.err, Catch::Contains("did you mean inspect?"));
 }
 
-TEST_CASE("width: estimate, plan and inspect --tensors fit 100 columns; formulas behind --explain", "[cli][width]") {
+TEST_CASE("width: estimate, plan and inspect --tensors fit 100 columns, formulas behind --explain", "[cli][width]") {
   TempDir d;
   write_sparse_llama(d.path.string(), testdata("models/llama2-7b-config/config.json"));
   const std::string big = d.path.string();
@@ -619,7 +619,7 @@ TEST_CASE("width: load's report fits 100 columns or $COLUMNS", "[cli][width]") {
   CHECK_THAT(narrow.out, Catch::Contains("verify: 21 tensors match"));
 }
 
-TEST_CASE("completion: bash completes commands and each command's options; zsh via bashcompinit", "[cli][completion]") {
+TEST_CASE("completion: bash completes commands and each command's options, zsh via bashcompinit", "[cli][completion]") {
   if (shell("command -v bash").empty()) {
     WARN("skipped: no bash");
     return;

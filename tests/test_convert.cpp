@@ -316,7 +316,7 @@ TEST_CASE("convert: quantized GGUF tensors dequantize to gguf-py's values", "[co
   require_same_values(open_checkpoint(tmp.file("bf16")), open_checkpoint(test::testdata("convert/dequant_bf16.safetensors")));
 }
 
-TEST_CASE("convert: GGUF output: Q8_0 equals gguf-py's quantize; round trips through our readers", "[convert]") {
+TEST_CASE("convert: GGUF output: Q8_0 equals gguf-py's quantize, round trips through our readers", "[convert]") {
   test::TempDir tmp;
   auto r = test::run_cli({"convert", test::testdata("convert/q8_input.safetensors"), tmp.file("q.gguf"), "--dtype", "q8_0", "-q"});
   INFO(r.err);

@@ -90,7 +90,7 @@ TEST_CASE("sampler: min-p drops tokens below min_p times the top probability", "
   check_dist(dist(p, l), {0, 0.5 / 0.8, 0, 0.3 / 0.8});
 }
 
-TEST_CASE("sampler: same seed, same tokens; draws follow the distribution", "[engine]") {
+TEST_CASE("sampler: same seed, same tokens, draws follow the distribution", "[engine]") {
   SamplingParams p;
   p.temperature = 1;
   p.seed = 7;

@@ -646,7 +646,7 @@ TEST_CASE("estimate --runtime llama.cpp: compute buffer as llama.cpp reports it"
   }
 }
 
-TEST_CASE("estimate: training keeps no KV cache; ZeRO-0 and ZeRO-1 agree on one GPU", "[estimate][runtime]") {
+TEST_CASE("estimate: training keeps no KV cache, ZeRO-0 and ZeRO-1 agree on one GPU", "[estimate][runtime]") {
   Model m = llama("llama2-7b-config", DType::BF16);
   Workload w;
   w.mode = Mode::Train;

@@ -61,7 +61,7 @@ TEST_CASE("printable: controls escaped, invalid UTF-8 replaced, length capped", 
   CHECK(printable(std::string(300, '\n'), 21) == ten_newlines + "...");
 }
 
-TEST_CASE("Error lines escape what came from the file; message() stays exact", "[hostile][text]") {
+TEST_CASE("Error lines escape what came from the file, message() stays exact", "[hostile][text]") {
   const std::string name = "w\x1b]0;owned\x07\nnunchaku: forged line";
   Error e("x.y", "bad \"" + name + "\"", {.file = "m\n.safetensors", .tensor = name});
   const std::string line = e.what();
@@ -75,7 +75,7 @@ TEST_CASE("Error lines escape what came from the file; message() stays exact", "
   CHECK(std::string(big.what()).size() < 5000);
 }
 
-TEST_CASE("inspect: a tensor name with ESC and newlines prints as one line; --json keeps it", "[hostile][text][cli]") {
+TEST_CASE("inspect: a tensor name with ESC and newlines prints as one line, --json keeps it", "[hostile][text][cli]") {
   test::TempDir dir;
   const std::string name = "evil\x1b[2J\x1b[31m\nwarning: forged\r";
   const std::string path = dir.file("evil.safetensors");

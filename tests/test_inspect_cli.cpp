@@ -114,7 +114,7 @@ TEST_CASE("inspect: bad input is one line on stderr naming the file, exit 2", "[
   CHECK(usage.exit_code == 2);
 }
 
-TEST_CASE("inspect: every real shared test file indexes; broken.pt fails cleanly", "[inspect][cli][shared]") {
+TEST_CASE("inspect: every real shared test file indexes, broken.pt fails cleanly", "[inspect][cli][shared]") {
   NUNCHAKU_REQUIRE_SHARED();
   for (const char* rel : {"gguf/stories260K.gguf", "safetensors/mnist.safetensors", "pytorch/mnist.pt",
                           "safetensors/minicpm3", "vocab/ggml-vocab-llama-spm.gguf"}) {

@@ -125,7 +125,7 @@ TEST_CASE("config.json: Llama-2-7B's published config", "[model]") {
   CHECK(s.layer_windows.empty());
 }
 
-TEST_CASE("config.json: Mistral-7B-v0.1 windows every layer; Mixtral-8x7B experts", "[model]") {
+TEST_CASE("config.json: Mistral-7B-v0.1 windows every layer, Mixtral-8x7B experts", "[model]") {
   auto m = spec_from_hf_config(json::parse(R"({"architectures": ["MistralForCausalLM"], "model_type": "mistral",
     "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,
     "num_key_value_heads": 8, "sliding_window": 4096, "rope_theta": 10000.0, "vocab_size": 32000,
@@ -193,7 +193,7 @@ TEST_CASE("config.json: gemma ties by default, gemma2 alternates sliding layers"
   CHECK(lt.layer_windows == std::vector<int64_t>{0, 8, 0});
 }
 
-TEST_CASE("config.json: qwen2 only windows with use_sliding_window; qwen3 explicit head_dim", "[model]") {
+TEST_CASE("config.json: qwen2 only windows with use_sliding_window, qwen3 explicit head_dim", "[model]") {
   auto q2 = spec_from_hf_config(json::parse(R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
     "hidden_size": 3584, "intermediate_size": 18944, "num_attention_heads": 28, "num_hidden_layers": 28,
     "num_key_value_heads": 4, "rope_theta": 1000000.0, "sliding_window": 131072, "use_sliding_window": false,
@@ -217,7 +217,7 @@ TEST_CASE("config.json: qwen2 only windows with use_sliding_window; qwen3 explic
   CHECK(q3.rope_theta == 1e6);
 }
 
-TEST_CASE("config.json: phi3 sliding window; class name when model_type is absent", "[model]") {
+TEST_CASE("config.json: phi3 sliding window, class name when model_type is absent", "[model]") {
   auto p = spec_from_hf_config(json::parse(R"({"architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
     "hidden_size": 3072, "intermediate_size": 8192, "num_attention_heads": 32, "num_hidden_layers": 32,
     "num_key_value_heads": 32, "sliding_window": 2047, "vocab_size": 32064, "max_position_embeddings": 4096})"));
@@ -485,7 +485,7 @@ TEST_CASE("table: shape, missing and unexpected tensors become warnings", "[mode
   CHECK(has_warning(l, "config.json says 3 layers, the checkpoint holds 2"));
 }
 
-TEST_CASE("table: GPT-2 with and without the transformer. prefix; tied head", "[model]") {
+TEST_CASE("table: GPT-2 with and without the transformer. prefix, tied head", "[model]") {
   for (std::string root : {"transformer.", ""}) {
     const int64_t H = 8, I = 32, V = 20, C = 12;
     std::vector<T> ts = {{root + "wte.weight", {V, H}}, {root + "wpe.weight", {C, H}},
@@ -599,7 +599,7 @@ TEST_CASE("tied: disjoint views of one storage are not tied", "[model]") {
   CHECK(describe_model(ck).tied.empty());
 }
 
-TEST_CASE("inferred: dims from shapes; heads only when head_dim shows", "[model]") {
+TEST_CASE("inferred: dims from shapes, heads only when head_dim shows", "[model]") {
   auto ts = llama_hf(16, 3, 4, 2, 4, 40, 50, /*head=*/false);
   Checkpoint plain = make_ck(ts);
   auto l = describe_model(plain);

@@ -185,7 +185,7 @@ TEST_CASE("accelerate compat: maps equal accelerate's on the fixtures", "[plan]"
   CHECK(compared >= 80);
 }
 
-TEST_CASE("plan CLI: json plan loads; accelerate map covers every module; exit 3 when short", "[plan][cli]") {
+TEST_CASE("plan CLI: json plan loads, accelerate map covers every module, exit 3 when short", "[plan][cli]") {
   test::TempDir dir;
   const std::string plan = dir.file("plan.json");
   auto r = test::run_cli({"plan", test::testdata("models/llama"), "--format", "json", "-o", plan, "--context", "64"});

@@ -59,7 +59,7 @@ TEST_CASE("run: greedy tokens and text equal transformers' generate on the fixtu
   }
 }
 
-TEST_CASE("run: a bad request fails alone; ids, custom_ids and the OpenAI batch shape", "[run]") {
+TEST_CASE("run: a bad request fails alone, ids, custom_ids and the OpenAI batch shape", "[run]") {
   const std::string dir = test::testdata("run/qwen2-bpe");
   const std::string in =
       "{\"custom_id\": \"req-a\", \"method\": \"POST\", \"url\": \"/v1/chat/completions\", "

@@ -321,7 +321,7 @@ TEST_CASE("run: a reader that goes away ends run as SIGPIPE ends any pipeline to
   CHECK(wait_exit(c.pid) == 128 + SIGPIPE);
 }
 
-TEST_CASE("run: a terminal on stdin gets a one-line hint; Ctrl-D ends the input", "[run][unix]") {
+TEST_CASE("run: a terminal on stdin gets a one-line hint, Ctrl-D ends the input", "[run][unix]") {
   test::TempDir dir;
   const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
   REQUIRE(master >= 0);
@@ -341,7 +341,7 @@ TEST_CASE("run: a terminal on stdin gets a one-line hint; Ctrl-D ends the input"
   CHECK_THAT(err, Catch::Contains("reading requests from the terminal"));
 }
 
-TEST_CASE("run -o: a planted symlink is never followed; the mode of a replaced file is kept", "[run][unix]") {
+TEST_CASE("run -o: a planted symlink is never followed, the mode of a replaced file is kept", "[run][unix]") {
   test::TempDir dir;
   const std::string victim = dir.file("victim"), out = dir.file("out.jsonl");
   test::write_file(victim, std::string("precious\n"));
@@ -497,7 +497,7 @@ TEST_CASE("run: a BOM before the first JSON line is dropped", "[run][unix]") {
   CHECK(out[0]["id"] == "x");
 }
 
-TEST_CASE("run: token_ids and usage agree; --unordered writes in finishing order", "[run][unix]") {
+TEST_CASE("run: token_ids and usage agree, --unordered writes in finishing order", "[run][unix]") {
   const std::string in = "{\"prompt\": \"Once upon a time\", \"max_tokens\": 12}\n{\"prompt\": \"The cat\", \"max_tokens\": 1}\n";
   auto ordered = test::run_cli({"run", test::testdata(kModel), "--raw", "--batch-size", "2", "-q"}, in);
   auto unordered = test::run_cli({"run", test::testdata(kModel), "--raw", "--batch-size", "2", "--unordered", "-q"}, in);
@@ -562,7 +562,7 @@ TEST_CASE("run: OpenAI batch input is answered in the OpenAI batch output shape"
   CHECK(jsonl(raw.out)[0]["usage"]["prompt_tokens"] == text["usage"]["prompt_tokens"]);
 }
 
-TEST_CASE("run: sampling flags out of range are usage errors; request fields name field and line", "[run][unix]") {
+TEST_CASE("run: sampling flags out of range are usage errors, request fields name field and line", "[run][unix]") {
   const std::string m = test::testdata(kModel);
   for (std::vector<std::string> bad : {std::vector<std::string>{"--temperature", "-1"}, {"--temperature", "nan"}, {"--top-p", "5"},
                                        {"--top-p", "0"}, {"--min-p", "2"}, {"--repetition-penalty", "0"}, {"--max-tokens", "0"},
@@ -619,7 +619,7 @@ TEST_CASE("inspect --verify stops on SIGINT with exit 130", "[unix]") {
   CHECK_THAT(test::read_text(dir.file("err")), Catch::Contains("interrupted by SIGINT"));
 }
 
-TEST_CASE("run --raw: special-token text becomes the token; --split-special keeps it text", "[run][unix]") {
+TEST_CASE("run --raw: special-token text becomes the token, --split-special keeps it text", "[run][unix]") {
   const std::string dir = test::testdata("run/qwen2-bpe");
   const Tokenizer tok = Tokenizer::from_hf_dir(dir);
   const std::string prompt = "hi<|im_end|>";
