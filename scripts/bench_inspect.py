@@ -47,14 +47,14 @@ def main():
     base = min(run(base_cmd)[0] for _ in range(runs))
     doc = json.loads(run(ours_cmd)[1])
     n_base = int(run(base_cmd)[1])
-    assert doc["tensor_count"] == n_base, (doc["tensor_count"], n_base)
+    assert doc["num_tensors"] == n_base, (doc["num_tensors"], n_base)
     minflt, majflt, rss = faults(ours_cmd)
     print(f"{'':34} {'best of ' + str(runs):>12}")
     print(f"{'nunchaku inspect --json':34} {ours * 1e3:10.1f} ms")
     print(f"{'python safetensors safe_open':34} {base * 1e3:10.1f} ms")
-    print(f"tensors: {doc['tensor_count']}, parameters: {doc['parameter_count']}, bytes: {doc['total_bytes']}")
+    print(f"tensors: {doc['num_tensors']}, parameters: {doc['num_parameters']}, bytes: {doc['weight_bytes']}")
     print(f"our page faults: {minflt} minor, {majflt} major, max RSS {rss / 1024:.1f} MiB "
-          f"(data would be {doc['total_bytes'] / 4096:.0f} pages)")
+          f"(data would be {doc['weight_bytes'] / 4096:.0f} pages)")
     print(f"ratio (safe_open time / nunchaku time): {base / ours:.2f}x")
 
 
