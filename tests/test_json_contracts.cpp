@@ -262,3 +262,34 @@ TEST_CASE("json contract: run --stats and every result line follow docs/schema/r
 TEST_CASE("json contract: --version --json follows docs/schema/version.json", "[json][contract]") {
   conforms("version", document({"--version", "--json"}));
 }
+
+TEST_CASE("json contract: inspect and estimate on the hostile corpus and the shared real files", "[json][contract]") {
+  // Hostile files that open (odd names, control characters, context 0, ...) still give a
+  // document of the documented shape; those refused print nothing on stdout.
+  size_t opened = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(NUNCHAKU_SOURCE_DIR) + "/tests/hostile")) {
+    const std::string p = e.path().string();
+    INFO(p);
+    auto r = run_cli({"inspect", p, "--json"});
+    CHECK((r.exit_code == 0 || r.exit_code == 2));
+    if (r.exit_code != 0) {
+      CHECK(r.out.empty());
+      continue;
+    }
+    ++opened;
+    conforms("inspect", json::parse(r.out));
+    auto est = run_cli({"estimate", p, "--json"});
+    if (est.exit_code == 0) conforms("estimate", json::parse(est.out));
+  }
+  CHECK(opened > 0);
+  if (!have_shared_testfiles()) {
+    WARN("shared real files skipped: ../shared/testfiles is absent");
+    return;
+  }
+  for (const char* rel : {"gguf/stories260K.gguf", "safetensors/mnist.safetensors", "pytorch/mnist.pt", "safetensors/minicpm3"}) {
+    INFO(rel);
+    conforms("inspect", document({"inspect", shared_testfile(rel), "--json"}));
+    conforms("estimate", document({"estimate", shared_testfile(rel), "--json"}));
+    conforms("plan", document({"plan", shared_testfile(rel), "--json", "--cpu-ram", "1G"}));
+  }
+}
