@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "cuda/launch.cuh"
 #include "cuda/loader.hpp"
 
 namespace nunchaku::cuda {
@@ -43,7 +44,7 @@ bool launch_convert(ConvType from, ConvType to, void* dst, const void* src, uint
   const int threads = 256;
   uint64_t blocks = (n + threads - 1) / threads;
   if (blocks > 65535u * 16u) blocks = 65535u * 16u;  // grid-stride loop covers the rest
-  convert_kernel<<<static_cast<unsigned>(blocks), threads, 0, s>>>(from, to, dst, src, n);
+  NK_LAUNCH(convert_kernel, static_cast<unsigned>(blocks), threads, 0, s, from, to, dst, src, n);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {
     if (err) *err = std::string("convert kernel launch: ") + cudaGetErrorString(e);

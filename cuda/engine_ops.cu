@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "cuda/engine_ops.hpp"
+#include "cuda/launch.cuh"
 #include "cuda/no_device.cuh"
 
 namespace nunchaku::cuda {
@@ -307,13 +308,13 @@ bool launch_gemv(Context& c, const DMatrix& w, const float* x, int64_t ldx, int6
   const bool wide = (w.type == WType::F16 || w.type == WType::BF16) && aligned16(w.data) && w.row_bytes % 16 == 0 &&
                     w.cols % 8 == 0 && aligned16(x) && ldx % 4 == 0;
   if (wide) {
-    if (w.type == WType::F16) gemv_half8<WType::F16><<<grid, block, 0, s>>>(w, x, ldx, B, y, ldy, bias);
-    else gemv_half8<WType::BF16><<<grid, block, 0, s>>>(w, x, ldx, B, y, ldy, bias);
+    if (w.type == WType::F16) NK_LAUNCH(gemv_half8<WType::F16>, grid, block, 0, s, w, x, ldx, B, y, ldy, bias);
+    else NK_LAUNCH(gemv_half8<WType::BF16>, grid, block, 0, s, w, x, ldx, B, y, ldy, bias);
     return NK_LAUNCHED("gemv_half8");
   }
   switch (w.type) {
 #define NK_GEMV(T, K) \
-  case T: K<T><<<grid, block, 0, s>>>(w, x, ldx, B, y, ldy, bias); break;
+  case T: NK_LAUNCH(K<T>, grid, block, 0, s, w, x, ldx, B, y, ldy, bias); break;
     NK_GEMV(WType::F32, gemv_float)
     NK_GEMV(WType::F16, gemv_float)
     NK_GEMV(WType::BF16, gemv_float)
@@ -346,7 +347,7 @@ bool launch_gemm(Context& c, const DMatrix& w, const float* x, int64_t ldx, int6
       a = static_cast<const float*>(w.data);
       lda = int64_t(w.row_bytes / 4);
     } else {
-      dequant_panel<<<grid_for(n * w.cols, 256), 256, 0, st(c)>>>(w, r0, n, static_cast<float*>(c.panel()));
+      NK_LAUNCH(dequant_panel, grid_for(n * w.cols, 256), 256, 0, st(c), w, r0, n, static_cast<float*>(c.panel()));
       if (!NK_LAUNCHED("dequant_panel")) return false;
       a = static_cast<const float*>(c.panel());
       lda = w.cols;
@@ -355,7 +356,7 @@ bool launch_gemm(Context& c, const DMatrix& w, const float* x, int64_t ldx, int6
                           y + r0, int(ldy)));
   }
   if (bias.data) {
-    bias_kernel<<<grid_for(w.rows * B, 256), 256, 0, st(c)>>>(y, ldy, w.rows, B, bias);
+    NK_LAUNCH(bias_kernel, grid_for(w.rows * B, 256), 256, 0, st(c), y, ldy, w.rows, B, bias);
     return NK_LAUNCHED("bias");
   }
   return true;
@@ -573,14 +574,14 @@ bool engine_available(std::string* why) {
 bool embed(Context& c, const DMatrix& table, const int32_t* ids, int64_t T, float* x, std::string* err) {
   if (T == 0) return true;
   NK_CUDA(cudaSetDevice(c.device()));
-  embed_kernel<<<unsigned(T), 256, 0, st(c)>>>(table, ids, x);
+  NK_LAUNCH(embed_kernel, unsigned(T), 256, 0, st(c), table, ids, x);
   return NK_LAUNCHED("embed");
 }
 
 bool rmsnorm(Context& c, const float* in, float* out, int64_t T, int64_t n, const DVec& w, float eps, std::string* err) {
   if (T == 0) return true;
   NK_CUDA(cudaSetDevice(c.device()));
-  norm_kernel<<<unsigned(T), 256, 0, st(c)>>>(0, const_cast<float*>(in), nullptr, nullptr, out, n, w, eps);
+  NK_LAUNCH(norm_kernel, unsigned(T), 256, 0, st(c), 0, const_cast<float*>(in), nullptr, nullptr, out, n, w, eps);
   return NK_LAUNCHED("rmsnorm");
 }
 
@@ -588,7 +589,7 @@ bool add_rmsnorm(Context& c, float* x, const float* delta, float* out, int64_t T
                  std::string* err) {
   if (T == 0) return true;
   NK_CUDA(cudaSetDevice(c.device()));
-  norm_kernel<<<unsigned(T), 256, 0, st(c)>>>(1, x, delta, nullptr, out, n, w, eps);
+  NK_LAUNCH(norm_kernel, unsigned(T), 256, 0, st(c), 1, x, delta, nullptr, out, n, w, eps);
   return NK_LAUNCHED("add_rmsnorm");
 }
 
@@ -596,21 +597,21 @@ bool select_rmsnorm(Context& c, const float* x, const int64_t* rows, int64_t R, 
                     float eps, std::string* err) {
   if (R == 0) return true;
   NK_CUDA(cudaSetDevice(c.device()));
-  norm_kernel<<<unsigned(R), 256, 0, st(c)>>>(2, const_cast<float*>(x), nullptr, rows, out, n, w, eps);
+  NK_LAUNCH(norm_kernel, unsigned(R), 256, 0, st(c), 2, const_cast<float*>(x), nullptr, rows, out, n, w, eps);
   return NK_LAUNCHED("select_rmsnorm");
 }
 
 bool add(Context& c, float* x, const float* delta, int64_t count, std::string* err) {
   if (count == 0) return true;
   NK_CUDA(cudaSetDevice(c.device()));
-  add_kernel<<<grid_for(count, 256), 256, 0, st(c)>>>(x, delta, count);
+  NK_LAUNCH(add_kernel, grid_for(count, 256), 256, 0, st(c), x, delta, count);
   return NK_LAUNCHED("add");
 }
 
 bool silu_mul(Context& c, float* gate, const float* up, int64_t count, std::string* err) {
   if (count == 0) return true;
   NK_CUDA(cudaSetDevice(c.device()));
-  silu_mul_kernel<<<grid_for(count, 256), 256, 0, st(c)>>>(gate, up, count);
+  NK_LAUNCH(silu_mul_kernel, grid_for(count, 256), 256, 0, st(c), gate, up, count);
   return NK_LAUNCHED("silu_mul");
 }
 
@@ -630,7 +631,7 @@ bool rope_and_cache(Context& c, const AttnShape& s, float* q, float* k, const fl
   if (T == 0) return true;
   NK_CUDA(cudaSetDevice(c.device()));
   const int64_t items = T * (s.heads + s.kv_heads);
-  rope_cache_kernel<<<unsigned((items + kWarps - 1) / kWarps), 32 * kWarps, 0, st(c)>>>(
+  NK_LAUNCH(rope_cache_kernel, unsigned((items + kWarps - 1) / kWarps), 32 * kWarps, 0, st(c),
       s, q, k, v, T, slot, pos, inv_freq, q_norm, k_norm, eps, kcache, vcache);
   return NK_LAUNCHED("rope_and_cache");
 }
@@ -641,7 +642,7 @@ bool attention(Context& c, const AttnShape& s, const float* q, int64_t T, const 
   if (s.head_dim > 32 * kMaxHdPerLane)
     return fail(err, "head_dim " + std::to_string(s.head_dim) + " above the kernel's 256", __FILE__, __LINE__);
   NK_CUDA(cudaSetDevice(c.device()));
-  attention_kernel<<<unsigned(T * s.heads), 32 * kWarps, 0, st(c)>>>(s, q, slot, pos, window, kcache, vcache, out);
+  NK_LAUNCH(attention_kernel, unsigned(T * s.heads), 32 * kWarps, 0, st(c), s, q, slot, pos, window, kcache, vcache, out);
   return NK_LAUNCHED("attention");
 }
 
@@ -649,7 +650,7 @@ bool dequant_row_on_device(Context& c, const DMatrix& w, int64_t r, float* out_h
   NK_CUDA(cudaSetDevice(c.device()));
   float* d = static_cast<float*>(c.alloc(uint64_t(w.cols) * 4, err));
   if (!d) return false;
-  dequant_row_kernel<<<grid_for(w.cols, 256), 256, 0, st(c)>>>(w, r, d);
+  NK_LAUNCH(dequant_row_kernel, grid_for(w.cols, 256), 256, 0, st(c), w, r, d);
   bool good = NK_LAUNCHED("dequant_row") && c.download(out_host, d, uint64_t(w.cols) * 4, err) && c.synchronize(err);
   c.release(d);
   return good;

@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cuda/device_info.hpp"
+
 namespace fs = std::filesystem;
 
 namespace nunchaku::test {
@@ -139,6 +141,12 @@ RunResult run_cli(const std::vector<std::string>& args, const std::string& stdin
   r.out = slurp(tmp.file("out"));
   r.err = slurp(tmp.file("err"));
   return r;
+}
+
+std::string cuda_emulator_name() {
+  for (const auto& d : cuda::list_devices())
+    if (d.index == 0 && d.name.find("emulator") != std::string::npos) return d.name;
+  return "";
 }
 
 }  // namespace nunchaku::test

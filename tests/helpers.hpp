@@ -51,6 +51,10 @@ struct RunResult {
 // Runs the built nunchaku binary with `args` (shell-quoted here), capturing stdout and stderr.
 RunResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text = "");
 
+// The name of cuda:0 when it is the CPU emulator (cuda/emu/, nunchaku_cuda_emu_tests), else "":
+// CUDA tests WARN with it, so an emulator pass is never mistaken for a GPU result.
+std::string cuda_emulator_name();
+
 }  // namespace nunchaku::test
 
 // Skip the current test case (with a message) when the shared test files are absent.

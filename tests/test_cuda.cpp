@@ -22,7 +22,11 @@ using namespace nunchaku;
 namespace {
 bool have_device() {
   std::string why;
-  if (cuda::loader_available(&why)) return true;
+  if (cuda::loader_available(&why)) {
+    if (const std::string emu = test::cuda_emulator_name(); !emu.empty())
+      WARN("ran on " << emu << ", not a GPU: the CUDA source executed on the CPU (docs/engine.md)");
+    return true;
+  }
   WARN("skipped: no CUDA device (" << why << ")");
   return false;
 }

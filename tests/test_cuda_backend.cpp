@@ -38,7 +38,11 @@ namespace {
 
 bool have_gpu() {
   std::string why;
-  if (cuda::engine_available(&why)) return true;
+  if (cuda::engine_available(&why)) {
+    if (const std::string emu = test::cuda_emulator_name(); !emu.empty())
+      WARN("ran on " << emu << ", not a GPU: the CUDA source executed on the CPU (docs/engine.md)");
+    return true;
+  }
   WARN("skipped: no CUDA device (" << why << ")");
   return false;
 }
