@@ -288,7 +288,8 @@ TEST_CASE("convert GGUF -> HF: real llama.cpp vocabularies give transformers' id
     if (name == "gpt-2") REQUIRE(fs::exists(out + "/config.json"));
     if (fs::exists(out + "/config.json")) check_config(test::read_json(out + "/config.json"), test::read_json(ref + "/config.json"));
     const Tokenizer ours = Tokenizer::from_hf_dir(out);
-    for (const auto& c : test::read_json(ref + "/ids.json")["cases"]) {
+    const json cases = test::read_json(ref + "/ids.json")["cases"];  // a copy: the file's json is a temporary
+    for (const auto& c : cases) {
       const std::string text = c["text"];
       INFO(text);
       CHECK(ours.encode(text, false, true) == ids_of(c["ids"]));
