@@ -255,11 +255,8 @@ void note_fault(Pool& p, const std::string& what) {
 
 void set_builtins(Pool& p, int i);
 
-// CUDA thread i of the current block, on whatever runs it (a pool thread or a fiber).
-void run_thread(Pool& p, int i) {
-  t_index = i;
-  p.shfl_count[size_t(i)] = 0;
-  set_builtins(p, i);
+// The kernel body on this CUDA thread; a fault or exception is recorded for the launch.
+void run_body(Pool& p) {
   try {
     (*p.body)();
   } catch (const Fault& f) {
@@ -267,6 +264,14 @@ void run_thread(Pool& p, int i) {
   } catch (const std::exception& e) {
     note_fault(p, std::string("exception in the kernel: ") + e.what());
   }
+}
+
+// CUDA thread i of the current block, on whatever runs it (a pool thread or a fiber).
+void run_thread(Pool& p, int i) {
+  t_index = i;
+  p.shfl_count[size_t(i)] = 0;
+  set_builtins(p, i);
+  run_body(p);
   Warp& w = *p.warps[size_t(i / 32)];
   w.exited.fetch_or(1u << (i % 32));
   w.bar.drop();
@@ -416,13 +421,7 @@ void run_serial(Pool& p, int n) {
   for (int i = 0; i < n; ++i) {
     t_index = kSerial;
     set_builtins(p, i);
-    try {
-      (*p.body)();
-    } catch (const Fault& f) {
-      note_fault(p, f.what());
-    } catch (const std::exception& e) {
-      note_fault(p, std::string("exception in the kernel: ") + e.what());
-    }
+    run_body(p);
     if (!p.fault.empty()) break;
   }
   t_index = -1;
