@@ -23,11 +23,22 @@ two tools people use for it, into testdata/convert/gguf/:
 3. The real vocabularies of ../shared/testfiles/vocab (llama.cpp's ggml-vocab-*.gguf, when
    that folder exists): `shared/<name>/ids.json` and config.json (when transformers makes
    one) only; their tokenizer.json files are megabytes and the GGUFs are not ours to commit.
+   Two things transformers 5.24 gets wrong for these files are corrected before the ids are
+   written, so ids.json holds the model's own tokenization (see model_tokenizer_fixes):
+   - tokenizer.ggml.pre "falcon" is not in transformers' table of splits, so it tokenizes
+     with GPT-2's regex; falcon's own tokenizer.json splits digits in threes
+     (Punctuation, ByteLevel, Digits, Split "[0-9][0-9][0-9]"), which is put back;
+   - a control token spelled outside the byte-level alphabet (deepseek's
+     "<｜begin▁of▁sentence｜>") is skipped as a "mislabel", so the BOS becomes a new token
+     past the vocabulary (32257 of a 32256-token model); the BOS is the file's bos_token_id.
+   The corrected tokenizer must reproduce llama.cpp's test vectors (<name>.gguf.inp/.out,
+   made from the models' own tokenizers) where they exist, or the script stops.
 
 Needs a llama.cpp source tree for convert_hf_to_gguf.py (and its gguf-py), e.g. from the
 llama-cpp-python source package:
     pip download llama-cpp-python==0.3.36 --no-deps --no-binary :all: && tar xzf llama_cpp_python-0.3.36.tar.gz
     LLAMA_CPP=$PWD/llama_cpp_python-0.3.36/vendor/llama.cpp /work/venv-convert/bin/python scripts/make_gguf_convert_fixtures.py
+Only part 3 (no llama.cpp tree needed): `... make_gguf_convert_fixtures.py shared`.
 (checked with that tree, transformers 5.24, tokenizers 0.23, torch 2.15).
 """
 import json
@@ -104,13 +115,68 @@ def shared_vocabs():
             AutoConfig.from_pretrained(vocab, gguf_file=f).save_pretrained(dst)
         except Exception as e:
             print(f"{name}: no config ({e})")
-        write_ids(dst, "shared:vocab/" + f, tok)
+        fixed, bos = model_tokenizer_fixes(tok, os.path.join(vocab, f))
+        check_test_vectors(tok, os.path.join(vocab, f), fixed)
+        write_ids(dst, "shared:vocab/" + f, tok, bos)
 
 
-def write_ids(dst, source, tok):
+def model_tokenizer_fixes(tok, path):
+    """Corrects what transformers 5.24 gets wrong for this GGUF (see the docstring); returns
+    whether the pre-tokenizer was replaced, and the BOS id to put before ids_special (None:
+    transformers' own)."""
+    import gguf
+    from tokenizers import Regex, pre_tokenizers
+    fields = gguf.GGUFReader(path).fields
+
+    def value(key):
+        f = fields.get(key)
+        return None if f is None else f.contents()
+
+    fixed = value("tokenizer.ggml.pre") == "falcon"
+    if fixed:
+        # tiiuae/falcon-7b's tokenizer.json pre_tokenizer.
+        tok.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Punctuation("contiguous"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
+            pre_tokenizers.Digits(individual_digits=False),
+            pre_tokenizers.Split(Regex("[0-9][0-9][0-9]"), behavior="isolated"),
+        ])
+    n_vocab = len(value("tokenizer.ggml.tokens"))
+    bos = value("tokenizer.ggml.bos_token_id")
+    with_bos = tok.encode("a", add_special_tokens=True)
+    plain = tok.encode("a", add_special_tokens=False)
+    if bos is not None and value("tokenizer.ggml.add_bos_token") and with_bos[1:] == plain and with_bos[0] >= n_vocab:
+        print(f"{os.path.basename(path)}: transformers' BOS {with_bos[0]} is past the vocabulary ({n_vocab}); using the file's {bos}")
+        return fixed, bos
+    return fixed, None
+
+
+def check_test_vectors(tok, path, fixed):
+    """llama.cpp's test vectors for the file (made from the model's own tokenizer): a
+    replaced pre-tokenizer must give all of them; otherwise how many differ is printed
+    (transformers' SentencePiece handling of leading spaces differs from llama.cpp's)."""
+    if not os.path.exists(path + ".inp"):
+        return
+    with open(path + ".inp", encoding="utf-8") as fh:
+        texts = fh.read().split("\n__ggml_vocab_test__\n")
+    with open(path + ".out", encoding="utf-8") as fh:
+        want = [[int(x) for x in line.split()] for line in fh.read().split("\n")]
+    differ = 0
+    for text, ids in zip(texts, want):
+        got = tok.encode(text, add_special_tokens=False)
+        if got != ids and fixed:
+            sys.exit(f"{path}: {text!r} gives {got}, llama.cpp's test vector says {ids}")
+        differ += got != ids
+    print(f"{os.path.basename(path)}: {len(texts) - differ} of {len(texts)} of llama.cpp's test vectors equal")
+
+
+def write_ids(dst, source, tok, bos=None):
+    def special(s):
+        return [bos] + tok.encode(s, add_special_tokens=False) if bos is not None else tok.encode(s, add_special_tokens=True)
+
     ids = [{"text": s,
             "ids": tok.encode(s, add_special_tokens=False),
-            "ids_special": tok.encode(s, add_special_tokens=True)} for s in STRINGS]
+            "ids_special": special(s)} for s in STRINGS]
     with open(os.path.join(dst, "ids.json"), "w") as fh:
         json.dump({"gguf": source, "cases": ids}, fh, indent=1, ensure_ascii=False)
         fh.write("\n")
@@ -142,6 +208,9 @@ def shard_index_tf5():
 
 
 def main():
+    if sys.argv[1:] == ["shared"]:
+        shared_vocabs()
+        return
     llama_cpp = os.environ.get("LLAMA_CPP")
     if not llama_cpp:
         sys.exit("set LLAMA_CPP to a llama.cpp source tree (see the docstring)")

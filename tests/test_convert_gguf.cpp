@@ -274,7 +274,10 @@ TEST_CASE("convert: what cannot be derived is listed as not written, the rest is
   CHECK(g.find("llama.rope.dimension_count") != nullptr);
 }
 
-TEST_CASE("convert GGUF -> HF: real llama.cpp vocabularies give transformers' ids", "[convert][gguf][shared]") {
+// ids.json: transformers' ids, with what transformers gets wrong for falcon (its digit split)
+// and deepseek (its BOS) corrected by the script, checked there against llama.cpp's test
+// vectors of those models.
+TEST_CASE("convert GGUF -> HF: real llama.cpp vocabularies give the models' ids", "[convert][gguf][shared]") {
   NUNCHAKU_REQUIRE_SHARED();
   int compared = 0;
   for (const auto& e : fs::directory_iterator(test::testdata(kDir + "shared"))) {
@@ -288,13 +291,17 @@ TEST_CASE("convert GGUF -> HF: real llama.cpp vocabularies give transformers' id
     if (name == "gpt-2") REQUIRE(fs::exists(out + "/config.json"));
     if (fs::exists(out + "/config.json")) check_config(test::read_json(out + "/config.json"), test::read_json(ref + "/config.json"));
     const Tokenizer ours = Tokenizer::from_hf_dir(out);
-    // Known convert bugs (found when this loop stopped reading freed memory, session 7):
-    // deepseek-coder/-llm lose the BOS in ids_special; falcon splits digits unlike
-    // transformers ("1234567": [27681, 34] vs [2617, 6373]). Named here so they are not
-    // compared silently; remove a name when its bug is fixed.
-    if (name == "deepseek-coder" || name == "deepseek-llm" || name == "falcon") {
-      WARN("convert GGUF -> HF vocabulary of " << name << ": known mismatch with transformers' ids, not compared");
-      continue;
+    // The BOS's text is the BOS, as llama.cpp parses a control token's text (deepseek's
+    // "<｜begin▁of▁sentence｜>" is spelled outside the byte alphabet; transformers drops it).
+    const GgufVocab v = read_gguf_vocab(gguf(test::shared_testfile("vocab/ggml-vocab-" + name + ".gguf")));
+    REQUIRE(v.bos >= 0);
+    CHECK(ours.encode(v.tokens[size_t(v.bos)], false, true) == std::vector<int32_t>{v.bos});
+    // The tokenizers library gives an added token the id of the vocabulary entry spelled
+    // like it (a new id past the vocabulary when there is none): each of ours has one.
+    const json tj = test::read_json(out + "/tokenizer.json");
+    for (const auto& a : tj["added_tokens"]) {
+      INFO(a["content"].get<std::string>());
+      CHECK(tj["model"]["vocab"].value(a["content"].get<std::string>(), -1) == a["id"].get<int>());
     }
     const json cases = test::read_json(ref + "/ids.json")["cases"];  // a copy: the file's json is a temporary
     REQUIRE(!cases.empty());
@@ -306,7 +313,7 @@ TEST_CASE("convert GGUF -> HF: real llama.cpp vocabularies give transformers' id
     }
     ++compared;
   }
-  CHECK(compared >= 4);  // gpt-2, llama-spm, and the others not named above
+  CHECK(compared >= 7);  // gpt-2, llama-spm, phi-3, falcon, deepseek-llm, deepseek-coder, starcoder
 }
 
 TEST_CASE("convert HF -> GGUF: added tokens that look special become control tokens, as convert_hf_to_gguf", "[convert][gguf]") {

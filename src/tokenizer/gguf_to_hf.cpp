@@ -1,10 +1,10 @@
 // A GGUF vocabulary written out as the tokenizer.json / tokenizer_config.json transformers
 // builds when it loads a GGUF (transformers 5.24 integrations/gguf, the shapes of
 // LlamaTokenizer and GPT2Tokenizer), plus the GGUF key-values of a vocabulary.
-// Deliberate differences, both so the files tokenize as llama.cpp does the GGUF:
+// Deliberate differences, all so the files tokenize as llama.cpp does the GGUF:
 // add_space_prefix=false gives Metaspace prepend_scheme "never" (transformers ignores the
-// flag), and a byte-level pre-tokenizer that has a list of regexes in llama.cpp is written
-// as that list of Split steps.
+// flag), a byte-level pre-tokenizer that has a list of regexes in llama.cpp is written
+// as that list of Split steps, and every control token is an added token (below).
 #include <algorithm>
 #include <unordered_map>
 
@@ -88,17 +88,16 @@ ojson added_token(const std::string& content, int32_t id, bool special) {
           {"rstrip", false}, {"normalized", false}, {"special", special}};
 }
 
-// Control tokens as special added tokens, user-defined ones as plain added tokens. In a
-// byte-level vocabulary a control token spelled outside the alphabet is a llama.cpp
-// mislabel and is skipped, as transformers does.
+bool is_added(const GgufVocab& v, size_t i) { return v.types[i] == kTokControl || v.types[i] == kTokUserDefined; }
+
+// Control tokens as special added tokens, user-defined ones as plain added tokens, all of
+// them, as llama.cpp matches them. (transformers skips a byte-level control token spelled
+// outside the byte alphabet as a "mislabel"; deepseek's "<｜begin▁of▁sentence｜>" is one,
+// and its BOS then becomes a new token past the vocabulary.)
 ojson added_tokens(const GgufVocab& v) {
   ojson a = ojson::array();
-  for (size_t i = 0; i < v.tokens.size(); ++i) {
-    const bool control = v.types[i] == kTokControl, user = v.types[i] == kTokUserDefined;
-    if (!control && !user) continue;
-    if (control && v.model == "gpt2" && byte_level_spelling(v.tokens[i]) != v.tokens[i]) continue;
-    a.push_back(added_token(v.tokens[i], static_cast<int32_t>(i), control));
-  }
+  for (size_t i = 0; i < v.tokens.size(); ++i)
+    if (is_added(v, i)) a.push_back(added_token(v.tokens[i], static_cast<int32_t>(i), v.types[i] == kTokControl));
   return a;
 }
 
@@ -163,8 +162,11 @@ ojson byte_level_json(const GgufVocab& v, const std::string& path) {
   for (const std::string& re : hf_spelling(spec->regexes))
     steps.push_back({{"type", "Split"}, {"pattern", {{"Regex", re}}}, {"behavior", "Isolated"}, {"invert", false}});
   steps.push_back({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}});
+  // An added token keeps its text in the vocabulary: the tokenizers library gives an added
+  // token the id of the vocabulary entry spelled like it, and a new id past the vocabulary
+  // when there is none.
   ojson vocab = ojson::object();
-  for (size_t i = 0; i < v.tokens.size(); ++i) vocab[byte_level_spelling(v.tokens[i])] = i;
+  for (size_t i = 0; i < v.tokens.size(); ++i) vocab[is_added(v, i) ? v.tokens[i] : byte_level_spelling(v.tokens[i])] = i;
   std::vector<std::pair<std::string, std::string>> merges;
   for (const std::string& m : v.merges) {
     const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
