@@ -68,7 +68,7 @@ struct LoadF16 {
 struct BlockQ8_0 {
   static constexpr int64_t kBytes = 34, kSubs = 1;
   static constexpr int kDecodeRows = 8;  // light enough for 8 rows in 16 registers
-  static void sub(const uint8_t* b, int, __m256 w[4]) {  // 8 bytes at a time straight into vpmovsxbd
+  static void sub(const uint8_t* b, __m256 w[4]) {  // 8 bytes at a time straight into vpmovsxbd
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b)));
     #pragma GCC unroll 16
     for (int j = 0; j < 4; ++j)
@@ -79,7 +79,7 @@ struct BlockQ8_0 {
 struct BlockQ4_0 {
   static constexpr int64_t kBytes = 18, kSubs = 1;
   static constexpr int kDecodeRows = 4;
-  static void sub(const uint8_t* b, int, __m256 w[4]) {
+  static void sub(const uint8_t* b, __m256 w[4]) {
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b)));
     __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
     const __m128i mask = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
@@ -91,20 +91,23 @@ struct BlockQ4_0 {
     w[3] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))));
   }
 };
-// Q4_K: sub-block s = low (s even) or high (s odd) nibbles of qs[32*(s/2) ...], 6-bit
-// scale and min: w = (d*sc)*q - dmin*m. High nibbles stay in place (q*16) and meet ds/16:
-// the same exact product, one AND instead of a shift (port 0/1 are the bottleneck here).
+// Q4_K: sub-blocks 2p and 2p+1 = low and high nibbles of qs[32p ...], 6-bit scale and
+// min: w = (d*sc)*q - dmin*m. Each 8 code bytes are widened once for both; the high
+// nibbles stay in place (q*16) and meet ds/16: the same exact product, one AND instead of
+// a shift (port 0/1 are the bottleneck here).
 struct BlockQ4_K {
   static constexpr int64_t kBytes = 144, kSubs = 8;
   static constexpr int kDecodeRows = 4;
-  static void sub(const uint8_t* b, int s, const KScales& k, __m256 w[4]) {
-    const __m256 ds = _mm256_set1_ps((s & 1) ? k.ds16[s] : k.ds[s]), ms = _mm256_set1_ps(k.ms[s]);
-    const __m256i mask = _mm256_set1_epi32((s & 1) ? 0xF0 : 0x0F);
-    const uint8_t* q = b + 16 + 32 * (s / 2);
+  static void pair(const uint8_t* b, int p, const KScales& k, __m256 lo[4], __m256 hi[4]) {
+    const __m256 dl = _mm256_set1_ps(k.ds[2 * p]), ml = _mm256_set1_ps(k.ms[2 * p]);
+    const __m256 dh = _mm256_set1_ps(k.ds16[2 * p + 1]), mh = _mm256_set1_ps(k.ms[2 * p + 1]);
+    const __m256i m_lo = _mm256_set1_epi32(0x0F), m_hi = _mm256_set1_epi32(0xF0);
+    const uint8_t* q = b + 16 + 32 * p;
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
-      const __m256i v = _mm256_and_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * g))), mask);
-      w[g] = _mm256_fmsub_ps(ds, _mm256_cvtepi32_ps(v), ms);
+      const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * g)));
+      lo[g] = _mm256_fmsub_ps(dl, _mm256_cvtepi32_ps(_mm256_and_si256(v, m_lo)), ml);
+      hi[g] = _mm256_fmsub_ps(dh, _mm256_cvtepi32_ps(_mm256_and_si256(v, m_hi)), mh);
     }
   }
 };
@@ -112,7 +115,7 @@ struct BlockQ4_K {
 struct BlockQ4_1 {
   static constexpr int64_t kBytes = 20, kSubs = 1;
   static constexpr int kDecodeRows = 4;
-  static void sub(const uint8_t* b, int, __m256 w[4]) {
+  static void sub(const uint8_t* b, __m256 w[4]) {
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b))), m = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b + 2)));
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4)), mask = _mm_set1_epi8(15);
     const __m128i lo = _mm_and_si128(v, mask), hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
@@ -149,34 +152,36 @@ inline void q5_sub(const uint8_t* b, __m256 w[4]) {
 struct BlockQ5_0 {
   static constexpr int64_t kBytes = 22, kSubs = 1;
   static constexpr int kDecodeRows = 4;
-  static void sub(const uint8_t* b, int, __m256 w[4]) { q5_sub<false>(b, w); }
+  static void sub(const uint8_t* b, __m256 w[4]) { q5_sub<false>(b, w); }
 };
 struct BlockQ5_1 {
   static constexpr int64_t kBytes = 24, kSubs = 1;
   static constexpr int kDecodeRows = 4;
-  static void sub(const uint8_t* b, int, __m256 w[4]) { q5_sub<true>(b, w); }
+  static void sub(const uint8_t* b, __m256 w[4]) { q5_sub<true>(b, w); }
 };
-// Q5_K: as Q4_K, with bit s of qh[l] the 5th bit of value l of sub-block s.
+// Q5_K: as Q4_K, with bit s of qh[l] the 5th bit of value l of sub-block s (qh bytes
+// widened once for both sub-blocks too).
 struct BlockQ5_K {
   static constexpr int64_t kBytes = 176, kSubs = 8;
   static constexpr int kDecodeRows = 4;
-  static void sub(const uint8_t* b, int s, const KScales& k, __m256 w[4]) {
-    const __m256 ds = _mm256_set1_ps(k.ds[s]), ms = _mm256_set1_ps(k.ms[s]);
-    const uint8_t* q = b + 48 + 32 * (s / 2);
-    const __m128i shift = _mm_cvtsi32_si128(s);
+  static void pair(const uint8_t* b, int p, const KScales& k, __m256 lo[4], __m256 hi[4]) {
+    const __m256 dl = _mm256_set1_ps(k.ds[2 * p]), ml = _mm256_set1_ps(k.ms[2 * p]);
+    const __m256 dh = _mm256_set1_ps(k.ds[2 * p + 1]), mh = _mm256_set1_ps(k.ms[2 * p + 1]);
+    const uint8_t* q = b + 48 + 32 * p;
+    const __m256i m15 = _mm256_set1_epi32(15), b16 = _mm256_set1_epi32(16);
+    const auto bit_as_16 = [&](__m256i h, int s) {  // bit s of each lane -> 16 or 0
+      return _mm256_and_si256(s <= 4 ? _mm256_slli_epi32(h, 4 - s) : _mm256_srli_epi32(h, s - 4), b16);
+    };
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
-      __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * g)));
-      v = (s & 1) ? _mm256_srli_epi32(v, 4) : _mm256_and_si256(v, _mm256_set1_epi32(15));
-      __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 16 + 8 * g)));
-      h = _mm256_slli_epi32(_mm256_and_si256(_mm256_srl_epi32(h, shift), _mm256_set1_epi32(1)), 4);
-      w[g] = _mm256_fmsub_ps(ds, _mm256_cvtepi32_ps(_mm256_or_si256(v, h)), ms);
+      const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * g)));
+      const __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 16 + 8 * g)));
+      const __m256i hl = bit_as_16(h, 2 * p), hh = bit_as_16(h, 2 * p + 1);
+      lo[g] = _mm256_fmsub_ps(dl, _mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(v, m15), hl)), ml);
+      hi[g] = _mm256_fmsub_ps(dh, _mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32(v, 4), hh)), mh);
     }
   }
 };
-// f(integral_constant<int, NB>, b) over activation rows [b, b + NB): groups of 4, then
-// the remainder.
-
 }  // namespace
 }  // namespace nunchaku::engine
 

@@ -82,7 +82,7 @@ inline __m512i bytes16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu
 struct BlockQ8_0 {
   static constexpr int64_t kBytes = 34, kSubs = 1;
   static constexpr int kDecodeRows = 8;
-  static void sub(const uint8_t* b, int, V w[2]) {
+  static void sub(const uint8_t* b, V w[2]) {
     const V d = _mm512_set1_ps(f16(b));
     #pragma GCC unroll 16
     for (int j = 0; j < 2; ++j)
@@ -99,28 +99,31 @@ inline void nibbles_by_table(const uint8_t* q, V table, V w[2]) {
 struct BlockQ4_0 {
   static constexpr int64_t kBytes = 18, kSubs = 1;
   static constexpr int kDecodeRows = 8;
-  static void sub(const uint8_t* b, int, V w[2]) {
+  static void sub(const uint8_t* b, V w[2]) {
     nibbles_by_table(b + 2, _mm512_mul_ps(_mm512_set1_ps(f16(b)), _mm512_sub_ps(iota16(), _mm512_set1_ps(8))), w);
   }
 };
 struct BlockQ4_1 {
   static constexpr int64_t kBytes = 20, kSubs = 1;
   static constexpr int kDecodeRows = 8;
-  static void sub(const uint8_t* b, int, V w[2]) {
+  static void sub(const uint8_t* b, V w[2]) {
     nibbles_by_table(b + 4, _mm512_fmadd_ps(_mm512_set1_ps(f16(b)), iota16(), _mm512_set1_ps(f16(b + 2))), w);
   }
 };
+// Sub-blocks 2p (low nibbles) and 2p+1 (high nibbles) of the 32 code bytes at 16 + 32p:
+// each 16 bytes widened once for both (vpermps reads only the index's low 4 bits).
 struct BlockQ4_K {
   static constexpr int64_t kBytes = 144, kSubs = 8;
   static constexpr int kDecodeRows = 8;
-  static void sub(const uint8_t* b, int s, const KScales& k, V w[2]) {
-    const V table = _mm512_fmsub_ps(_mm512_set1_ps(k.ds[s]), iota16(), _mm512_set1_ps(k.ms[s]));
-    const uint8_t* q = b + 16 + 32 * (s / 2);
+  static void pair(const uint8_t* b, int p, const KScales& k, V lo[2], V hi[2]) {
+    const V tlo = _mm512_fmsub_ps(_mm512_set1_ps(k.ds[2 * p]), iota16(), _mm512_set1_ps(k.ms[2 * p]));
+    const V thi = _mm512_fmsub_ps(_mm512_set1_ps(k.ds[2 * p + 1]), iota16(), _mm512_set1_ps(k.ms[2 * p + 1]));
+    const uint8_t* q = b + 16 + 32 * p;
     #pragma GCC unroll 16
     for (int j = 0; j < 2; ++j) {
-      __m512i v = bytes16(q + 16 * j);
-      if (s & 1) v = _mm512_srli_epi32(v, 4);
-      w[j] = _mm512_permutexvar_ps(v, table);
+      const __m512i v = bytes16(q + 16 * j);
+      lo[j] = _mm512_permutexvar_ps(v, tlo);
+      hi[j] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), thi);
     }
   }
 };
@@ -150,26 +153,32 @@ inline void q5_sub(const uint8_t* b, V w[2]) {
 struct BlockQ5_0 {
   static constexpr int64_t kBytes = 22, kSubs = 1;
   static constexpr int kDecodeRows = 8;
-  static void sub(const uint8_t* b, int, V w[2]) { q5_sub<false>(b, w); }
+  static void sub(const uint8_t* b, V w[2]) { q5_sub<false>(b, w); }
 };
 struct BlockQ5_1 {
   static constexpr int64_t kBytes = 24, kSubs = 1;
   static constexpr int kDecodeRows = 8;
-  static void sub(const uint8_t* b, int, V w[2]) { q5_sub<true>(b, w); }
+  static void sub(const uint8_t* b, V w[2]) { q5_sub<true>(b, w); }
 };
+// As Q4_K, with bit s of qh[l] (the 32 bytes at 16) the 5th bit of value l of sub-block s.
 struct BlockQ5_K {
   static constexpr int64_t kBytes = 176, kSubs = 8;
   static constexpr int kDecodeRows = 8;
-  static void sub(const uint8_t* b, int s, const KScales& k, V w[2]) {
-    const V ds = _mm512_set1_ps(k.ds[s]), ms = _mm512_set1_ps(k.ms[s]);
-    const V lo = _mm512_fmsub_ps(ds, iota16(), ms), hi = _mm512_fmsub_ps(ds, _mm512_add_ps(iota16(), _mm512_set1_ps(16)), ms);
-    const uint8_t* q = b + 48 + 32 * (s / 2);
-    const __m512i bit = _mm512_set1_epi32(1 << s), m15 = _mm512_set1_epi32(15);
+  static void pair(const uint8_t* b, int p, const KScales& k, V lo[2], V hi[2]) {
+    V t[2][2];  // [sub-block 2p or 2p+1][codes 0..15 or 16..31]
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const V ds = _mm512_set1_ps(k.ds[2 * p + h]), ms = _mm512_set1_ps(k.ms[2 * p + h]);
+      t[h][0] = _mm512_fmsub_ps(ds, iota16(), ms);
+      t[h][1] = _mm512_fmsub_ps(ds, _mm512_add_ps(iota16(), _mm512_set1_ps(16)), ms);
+    }
+    const uint8_t* q = b + 48 + 32 * p;
+    const __m512i m15 = _mm512_set1_epi32(15), bit_lo = _mm512_set1_epi32(1 << (2 * p)), bit_hi = _mm512_set1_epi32(2 << (2 * p));
     #pragma GCC unroll 16
     for (int j = 0; j < 2; ++j) {
-      __m512i v = bytes16(q + 16 * j);
-      v = (s & 1) ? _mm512_srli_epi32(v, 4) : _mm512_and_si512(v, m15);
-      w[j] = code5(v, _mm512_test_epi32_mask(bytes16(b + 16 + 16 * j), bit), lo, hi);
+      const __m512i v = bytes16(q + 16 * j), qh = bytes16(b + 16 + 16 * j);
+      lo[j] = code5(_mm512_and_si512(v, m15), _mm512_test_epi32_mask(qh, bit_lo), t[0][0], t[0][1]);
+      hi[j] = code5(_mm512_srli_epi32(v, 4), _mm512_test_epi32_mask(qh, bit_hi), t[1][0], t[1][1]);
     }
   }
 };

@@ -6,10 +6,11 @@
 //   LoadF32 / LoadBF16 / LoadF16 (kElemBytes, load(row, i) -> V of kW values from element
 //   i, one(row, i), addr(row, i));
 //   BlockQ8_0, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ4_K, BlockQ5_K (kBytes,
-//   kSubs sub-blocks of 32 values per block, sub(blk, s, w) (K types: sub(blk, s, kscales,
-//   w), see KScales) -> w[0..kSubVecs) = the values
-//   gguf-py's dequantization gives, in order; kDecodeRows weight rows per decode tile: as
-//   many as fit the ISA's registers with the dequantizer's temporaries, 16 registers on AVX2).
+//   kSubs sub-blocks of 32 values per block; one sub-block blocks: sub(blk, w), K types:
+//   pair(blk, p, kscales, lo, hi) for sub-blocks 2p and 2p+1, see KScales; each gives
+//   kSubVecs vectors = the values gguf-py's dequantization gives, in order; kDecodeRows
+//   weight rows per decode tile: as many as fit the ISA's registers with the
+//   dequantizer's temporaries, 16 registers on AVX2).
 // Every dot product is one kW-wide chain per (weight row, activation row) in column order,
 // then vhsum and the scalar tail: the same sums in the same order on every path (decode
 // tiles, small batches, the blocked GEMM), so results are batch-invariant within an ISA;
@@ -263,11 +264,25 @@ inline void by_groups_of_4(int64_t B, F&& f) {
   }
 }
 
-// Sub-block s of the block at blk; k: that block's k_scales (K types only).
-template <class Q>
-inline void sub_of(const uint8_t* blk, int s, const KScales& k, V w[kSubVecs]) {
-  if constexpr (Q::kSubs > 1) Q::sub(blk, s, k, w);
-  else Q::sub(blk, s, w);
+// A block's values in column order, kSubVecs vectors per 32-value sub-block: f(s, w) for
+// s = 0 .. kSubs-1. K types decode two sub-blocks at a time (Q::pair: sub-blocks 2p and
+// 2p+1 share their code bytes, low and high nibbles: one load and widening for both);
+// k: the block's k_scales (K types only).
+template <class Q, class F>
+inline void for_each_sub(const uint8_t* blk, const KScales& k, F&& f) {
+  if constexpr (Q::kSubs == 1) {
+    V w[kSubVecs];
+    Q::sub(blk, w);
+    f(0, w);
+  } else {
+    #pragma GCC unroll 4
+    for (int p = 0; p < Q::kSubs / 2; ++p) {
+      V lo[kSubVecs], hi[kSubVecs];
+      Q::pair(blk, p, k, lo, hi);
+      f(2 * p, lo);
+      f(2 * p + 1, hi);
+    }
+  }
 }
 template <class Q>
 inline void prepare(const uint8_t* blk, KScales& k) {
@@ -283,15 +298,13 @@ inline void blockq_tile(const uint8_t* row, int64_t nblocks, const float* x, int
   KScales ks;
   for (int64_t k = 0; k < nblocks; ++k) {
     prepare<Q>(row + k * Q::kBytes, ks);
-    for (int s = 0; s < Q::kSubs; ++s) {
-      V w[kSubVecs];
-      sub_of<Q>(row + k * Q::kBytes, s, ks, w);
+    for_each_sub<Q>(row + k * Q::kBytes, ks, [&](int s, const V* w) {
       const int64_t c = (k * Q::kSubs + s) * 32;
       #pragma GCC unroll 16
       for (int b = 0; b < NB; ++b)
         #pragma GCC unroll 16
         for (int j = 0; j < kSubVecs; ++j) acc[b] = vfma(w[j], vloadu(x + b * ldx + c + kW * j), acc[b]);
-    }
+    });
   }
   #pragma GCC unroll 16
   for (int b = 0; b < NB; ++b) y[b * ldy] = vhsum(acc[b]);
@@ -316,16 +329,29 @@ inline void blockq_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks, 
     }
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) prepare<Q>(row0 + size_t(r) * row_bytes + k * Q::kBytes, ks[r]);
-    for (int s = 0; s < Q::kSubs; ++s) {
-      const float* xs = x + (k * Q::kSubs + s) * 32;
-      // Unrolled, so acc[] stays in registers: a rolled loop indexes it in memory (GCC 12
-      // does not unroll it alone), a store and a reload around every FMA.
-#pragma GCC unroll 16
+    // Unrolled, so acc[] stays in registers: a rolled loop indexes it in memory (GCC 12
+    // does not unroll it alone), a store and a reload around every FMA.
+    if constexpr (Q::kSubs == 1) {
+      #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         V w[kSubVecs];
-        sub_of<Q>(row0 + size_t(r) * row_bytes + k * Q::kBytes, s, ks[r], w);
+        Q::sub(row0 + size_t(r) * row_bytes + k * Q::kBytes, w);
         #pragma GCC unroll 16
-        for (int j = 0; j < kSubVecs; ++j) acc[r] = vfma(w[j], vloadu(xs + kW * j), acc[r]);
+        for (int j = 0; j < kSubVecs; ++j) acc[r] = vfma(w[j], vloadu(x + k * 32 + kW * j), acc[r]);
+      }
+    } else {
+      #pragma GCC unroll 1
+      for (int p = 0; p < Q::kSubs / 2; ++p) {
+        const float* xs = x + (k * Q::kSubs + 2 * p) * 32;
+        #pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          V lo[kSubVecs], hi[kSubVecs];
+          Q::pair(row0 + size_t(r) * row_bytes + k * Q::kBytes, p, ks[r], lo, hi);
+          #pragma GCC unroll 16
+          for (int j = 0; j < kSubVecs; ++j) acc[r] = vfma(lo[j], vloadu(xs + kW * j), acc[r]);
+          #pragma GCC unroll 16
+          for (int j = 0; j < kSubVecs; ++j) acc[r] = vfma(hi[j], vloadu(xs + 32 + kW * j), acc[r]);
+        }
       }
     }
   }
@@ -342,12 +368,10 @@ void matmul_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B
       KScales ks;
       for (int64_t k = 0; k < nblocks; ++k) {
         prepare<Q>(row + k * Q::kBytes, ks);
-        for (int s = 0; s < Q::kSubs; ++s) {
-          V v[kSubVecs];
-          sub_of<Q>(row + k * Q::kBytes, s, ks, v);
+        for_each_sub<Q>(row + k * Q::kBytes, ks, [&](int s, const V* v) {
           #pragma GCC unroll 16
           for (int j = 0; j < kSubVecs; ++j) vstoreu(out + (k * Q::kSubs + s) * 32 + kW * j, v[j]);
-        }
+        });
       }
     });
   if (B == 1) {
