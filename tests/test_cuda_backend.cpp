@@ -140,22 +140,8 @@ struct Rig {
   std::vector<float> inv_freq;
   // panel_bytes > 0: a dequantization panel of that size instead of the largest matrix's.
   Rig(DType kv = DType::F32, RopeStyle rope = RopeStyle::NeoX, uint64_t panel_bytes = 0, int64_t logit_rows = 8) {
-    ModelSpec spec;
-    spec.hidden_size = d.hidden;
-    spec.num_heads = d.heads;
-    spec.num_kv_heads = d.kv_heads;
-    spec.head_dim = d.head_dim;
-    spec.intermediate_size = d.inter;
-    spec.vocab_size = d.vocab;
-    spec.num_layers = d.layers;
-    spec.max_context = 64;
-    EngineConfig c;
-    c.max_batch = 4;
-    c.max_context = 64;
-    c.max_tokens = 32;
-    c.logit_rows = logit_rows;
-    c.kv_dtype = kv;
-    c.threads = 2;
+    const ModelSpec spec = test::spec_with_dims(d, 64);
+    EngineConfig c{.max_batch = 4, .max_context = 64, .max_tokens = 32, .logit_rows = logit_rows, .kv_dtype = kv, .threads = 2};
     for (int64_t i = 0; i < d.head_dim / 2; ++i) inv_freq.push_back(float(std::pow(10000.0, -2.0 * double(i) / double(d.head_dim))));
     cpu = make_cpu_backend(2);
     gpu = make_cuda_backend(0);

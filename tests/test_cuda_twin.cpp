@@ -14,6 +14,7 @@
 #include "memory/engine_memory.hpp"
 #include "engine/kernels.hpp"
 #include "engine/quant_blocks.hpp"
+#include "tests/test_engine_helpers.hpp"
 
 using namespace nunchaku;
 namespace blocks = nunchaku::engine::blocks;
@@ -150,18 +151,8 @@ TEST_CASE("cuda twin: float rows, rmsnorm scale, silu and rotary helpers equal t
 
 TEST_CASE("cuda run state: engine_memory's CUDA terms against a hand count", "[cuda][twin]") {
   // hidden 4096, 32:8 heads of 128, ffn 14336, vocab 32000, 2 layers; batch 4, context 1024.
-  ModelSpec spec;
-  spec.hidden_size = 4096;
-  spec.num_heads = 32;
-  spec.num_kv_heads = 8;
-  spec.head_dim = 128;
-  spec.intermediate_size = 14336;
-  spec.vocab_size = 32000;
-  spec.num_layers = 2;
-  spec.max_context = 4096;
-  EngineConfig c;
-  c.max_batch = 4;
-  c.max_context = 1024;
+  ModelSpec spec = test::spec_with_dims({4096, 32, 8, 128, 14336, 32000, 2}, 4096);
+  EngineConfig c{.max_batch = 4, .max_context = 1024};
   const EngineMemory cpu = engine_memory(spec, c);
   c.cuda = true;
   const EngineMemory gpu = engine_memory(spec, c);
@@ -176,12 +167,7 @@ TEST_CASE("cuda run state: engine_memory's CUDA terms against a hand count", "[c
   CHECK(gpu.kv_cache == 2ull * 2 * 4 * 1024 * 1024 * 4);  // layers x (k,v) x slots x positions x kv_dim x 4 B
   CHECK(gpu.total() == gpu.activations + gpu.kv_cache + gpu.logits + gpu.scratch + gpu.host_logits);
   // A small model: the panel is the largest matrix, not 64 MiB.
-  spec.hidden_size = 64;
-  spec.num_heads = 4;
-  spec.num_kv_heads = 4;
-  spec.head_dim = 16;
-  spec.intermediate_size = 128;
-  spec.vocab_size = 100;
+  spec = test::spec_with_dims({64, 4, 4, 16, 128, 100, 2}, 4096);
   CHECK(engine_memory(spec, c).scratch == 128ull * 128 * 4 + (32ull << 20) + 8 * 4);
 }
 

@@ -13,6 +13,7 @@
 #include "format/open.hpp"
 #include "io/loader.hpp"
 #include "io/placement.hpp"
+#include "memory/engine_memory.hpp"
 #include "model/model.hpp"
 
 namespace nunchaku::test {
@@ -45,6 +46,21 @@ inline EngineModel load_engine_model(const std::string& path, engine::EngineOpti
   m.engine = engine::make_engine(m.ck, m.layout, m.load.store, {opts, threads, stream, backend});
   m.tf = m.engine.model.get();
   return m;
+}
+
+// A ModelSpec of dimensions `d` (engine_dims() gives `d` back) and `max_context` positions:
+// for tests that size backends with engine_memory() without a checkpoint.
+inline ModelSpec spec_with_dims(const EngineDims& d, int64_t max_context) {
+  ModelSpec s;
+  s.hidden_size = d.hidden;
+  s.num_heads = d.heads;
+  s.num_kv_heads = d.kv_heads;
+  s.head_dim = d.head_dim;
+  s.intermediate_size = d.inter;
+  s.vocab_size = d.vocab;
+  s.num_layers = d.layers;
+  s.max_context = max_context;
+  return s;
 }
 
 inline int32_t argmax(const float* v, int64_t n) {

@@ -16,6 +16,7 @@
 #include "engine/kernels.hpp"
 #include "memory/engine_memory.hpp"
 #include "format/dtype.hpp"
+#include "tests/test_engine_helpers.hpp"
 
 using namespace nunchaku;
 using namespace nunchaku::engine;
@@ -215,21 +216,8 @@ TEST_CASE("cpu backend: fused matmul_silu / matmul_add equal the plain ops they 
   // CPU backend; the override computes, adds biases and applies SiLU / the residual inside
   // the tasks. Batch 1 (decode tiles), 5 (small batch) and 20 (GEMM); with and without bias.
   EngineDims d{256, 4, 2, 64, 320, 64, 1};
-  ModelSpec spec;
-  spec.hidden_size = d.hidden;
-  spec.num_heads = d.heads;
-  spec.num_kv_heads = d.kv_heads;
-  spec.head_dim = d.head_dim;
-  spec.intermediate_size = d.inter;
-  spec.vocab_size = d.vocab;
-  spec.num_layers = d.layers;
-  spec.max_context = 32;
-  EngineConfig c;
-  c.max_batch = 1;
-  c.max_context = 32;
-  c.max_tokens = 20;
-  c.logit_rows = 1;
-  c.threads = 2;
+  const ModelSpec spec = test::spec_with_dims(d, 32);
+  const EngineConfig c{.max_batch = 1, .max_context = 32, .max_tokens = 20, .logit_rows = 1, .threads = 2};
   std::vector<float> inv_freq(size_t(d.head_dim / 2), 1.0f);
   auto be = make_cpu_backend(2);
   be->allocate({d, engine_memory(spec, c), 1e-5f, RopeStyle::NeoX, inv_freq});
