@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "convert/sidecars.hpp"
+#include "convert/spec_fields.hpp"
 #include "core/error.hpp"
 #include "core/source.hpp"
 #include "format/gguf.hpp"
@@ -56,16 +57,11 @@ ojson hf_config_from_spec(const ModelSpec& s, int32_t bos, int32_t eos, int32_t 
       if (id >= 0) c[k] = id;
     return c;
   }
-  put("hidden_size", s.hidden_size);
-  put("intermediate_size", s.intermediate_size);
-  put("max_position_embeddings", s.max_context);
-  put("num_attention_heads", s.num_heads);
-  put("num_hidden_layers", s.num_layers);
-  put("num_key_value_heads", s.num_kv_heads);
   // transformers takes head_dim from rope.dimension_count for llama/mistral and computes
   // it for qwen2; qwen3/gemma state it (their default is not hidden/heads).
-  if (s.architecture != "qwen2" && s.architecture != "mixtral" && s.architecture != "phi3") put("head_dim", s.head_dim);
-  put("vocab_size", s.vocab_size);
+  const bool head_dim = s.architecture != "qwen2" && s.architecture != "mixtral" && s.architecture != "phi3";
+  for (const SpecField& f : kSpecFields)
+    if (f.value != &ModelSpec::head_dim || head_dim) put(f.hf, s.*f.value);
   if (s.norm_eps > 0) c["rms_norm_eps"] = s.norm_eps;
   if (s.rope_theta > 0) c["rope_theta"] = s.rope_theta;
   if (s.rope_scaling.is_object()) c["rope_scaling"] = s.rope_scaling;

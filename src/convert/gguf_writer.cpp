@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "convert/output.hpp"
+#include "convert/spec_fields.hpp"
 #include "core/error.hpp"
 #include "format/gguf.hpp"
 #include "core/source.hpp"
@@ -87,18 +88,11 @@ std::vector<std::pair<std::string, GgufValue>> metadata(const ConvertPlan& plan,
     const std::string a = s.architecture;
     kvs.push_back({"general.architecture", {std::string(a)}});
     auto u32 = [&](const std::string& k, int64_t v) { if (v > 0) kvs.push_back({a + "." + k, {uint32_t(v)}}); };
-    u32("context_length", s.max_context);
-    u32("embedding_length", s.hidden_size);
-    u32("block_count", s.num_layers);
-    u32("feed_forward_length", s.intermediate_size);
-    u32("attention.head_count", s.num_heads);
-    u32("attention.head_count_kv", s.num_kv_heads);
-    u32("attention.key_length", s.head_dim);
+    for (const SpecField& f : kSpecFields) u32(f.gguf, s.*f.value);
     u32("attention.value_length", s.head_dim);
     if (s.rope_theta > 0) u32("rope.dimension_count", s.head_dim);
     if (s.norm_eps > 0) kvs.push_back({a + ".attention.layer_norm_rms_epsilon", {float(s.norm_eps)}});
     if (s.rope_theta > 0) kvs.push_back({a + ".rope.freq_base", {float(s.rope_theta)}});
-    if (s.vocab_size > 0) kvs.push_back({a + ".vocab_size", {uint32_t(s.vocab_size)}});
   }
   kvs.insert(kvs.end(), extra.begin(), extra.end());
   const GgufValue ft{uint32_t(file_type_of(plan))};
