@@ -1,7 +1,7 @@
 // The SIMD kernels, written once over a vector type and included by each ISA's file
 // (kernels_avx2.cpp: V = __m256, kernels_avx512.cpp: V = __m512), inside its anonymous
 // namespace, after it has defined:
-//   V; kW (floats per V); kSubVecs = 32 / kW; kGemmTileRows; vzero, vload (aligned), vloadu, vstore
+//   V; kW (floats per V); kSubVecs = 32 / kW; kGemmTileRows; kBatchRows, kBatchTile; vzero, vload (aligned), vloadu, vstore
 //   (aligned), vstoreu, vset1, vfma(a, b, c) = a*b + c, vhsum;
 //   LoadF32 / LoadBF16 / LoadF16 (kElemBytes, load(row, i) -> V of kW values from element
 //   i, one(row, i), addr(row, i));
@@ -20,6 +20,7 @@
 #pragma once
 
 #include <new>
+#include <utility>
 #include <type_traits>
 
 #include "engine/quant_blocks.hpp"
@@ -107,26 +108,26 @@ inline void tile(const uint8_t* row0, size_t row_bytes, int64_t n, const float* 
   tile_k<R, NB, L, Accumulate, Prefetch>(row0, row_bytes, 0, n / kW * kW, n, x, ldx, nullptr, true, true, y, ldy);
 }
 
-// R weight rows against all B activation rows, in tiles of 6 (R = 2: 12 accumulators,
-// each converted weight vector used 6 times), then the remainder.
-template <int R, class L, bool Accumulate>
+// R weight rows against all B activation rows, in tiles of kBatchTile (the first tile
+// prefetches the rows after next), then one tile of the remainder.
+template <int R, class L, int NB = kBatchTile - 1>
+inline void batch_rest(const uint8_t* row0, size_t row_bytes, int64_t n, const float* x, int64_t ldx, int64_t nb,
+                       float* y, int64_t ldy) {
+  if constexpr (NB >= 1) {
+    if (nb == NB) return tile<R, NB, L>(row0, row_bytes, n, x, ldx, y, ldy);
+    batch_rest<R, L, NB - 1>(row0, row_bytes, n, x, ldx, nb, y, ldy);
+  }
+}
+template <int R, class L>
 inline void rows_times_batch(const uint8_t* row0, size_t row_bytes, int64_t n, const float* x, int64_t ldx, int64_t B,
                              float* y, int64_t ldy) {
-  constexpr int kNB = R <= 2 ? 6 : 3;
   int64_t b = 0;
-  if (B >= kNB) {  // the first pass over these rows prefetches the rows after next
-    tile<R, kNB, L, Accumulate, true>(row0, row_bytes, n, x, ldx, y, ldy);
-    b = kNB;
+  if (B >= kBatchTile) {
+    tile<R, kBatchTile, L, false, true>(row0, row_bytes, n, x, ldx, y, ldy);
+    b = kBatchTile;
   }
-  for (; b + kNB <= B; b += kNB) tile<R, kNB, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy);
-  switch (B - b) {
-    case 5: if constexpr (kNB > 5) tile<R, 5, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
-    case 4: if constexpr (kNB > 4) tile<R, 4, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
-    case 3: if constexpr (kNB > 3) tile<R, 3, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
-    case 2: tile<R, 2, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
-    case 1: tile<R, 1, L, Accumulate>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy); break;
-    default: break;
-  }
+  for (; b + kBatchTile <= B; b += kBatchTile) tile<R, kBatchTile, L>(row0, row_bytes, n, x + b * ldx, ldx, y + b * ldy, ldy);
+  batch_rest<R, L>(row0, row_bytes, n, x + b * ldx, ldx, B - b, y + b * ldy, ldy);
 }
 
 // Prefill GEMM (many activation rows). Blocks: kGemmRows weight rows x kGemmBatch
@@ -241,8 +242,9 @@ void matmul_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B,
   const size_t rb = w.row_bytes;
   if (B == 1)  // decode: 8 rows at a time, 8 independent chains
     for (; r + 8 <= r1; r += 8) tile<8, 1, L, false, true>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, y + r, ldy);
-  for (; r + 2 <= r1; r += 2) rows_times_batch<2, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
-  for (; r < r1; ++r) rows_times_batch<1, L, false>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
+  for (; r + kBatchRows <= r1; r += kBatchRows)
+    rows_times_batch<kBatchRows, L>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
+  for (; r < r1; ++r) rows_times_batch<1, L>(w.data + size_t(r) * rb, rb, w.cols, x, ldx, B, y + r, ldy);
 }
 
 // Block-quantized types (the Block* policies): each 32-value sub-block becomes kSubVecs
@@ -250,18 +252,15 @@ void matmul_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B,
 // dequantizes a panel of rows once and runs the F32 GEMM on it. The values are exact in
 // f32 or rounded once, the same way on every path (see the policies), so all paths give
 // bit-identical results.
-// f(integral_constant<int, NB>, b) over activation rows [b, b + NB): groups of 4, then
+// f(integral_constant<int, NB>, b) over activation rows [b, b + NB): groups of G, then
 // the remainder.
-template <class F>
-inline void by_groups_of_4(int64_t B, F&& f) {
+template <int G, class F>
+inline void by_groups(int64_t B, F&& f) {
   int64_t b = 0;
-  for (; b + 4 <= B; b += 4) f(std::integral_constant<int, 4>{}, b);
-  switch (B - b) {
-    case 3: f(std::integral_constant<int, 3>{}, b); break;
-    case 2: f(std::integral_constant<int, 2>{}, b); break;
-    case 1: f(std::integral_constant<int, 1>{}, b); break;
-    default: break;
-  }
+  for (; b + G <= B; b += G) f(std::integral_constant<int, G>{}, b);
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((B - b == I + 1 ? (f(std::integral_constant<int, I + 1>{}, b), 0) : 0), ...);
+  }(std::make_integer_sequence<int, G - 1>{});
 }
 
 // A block's values in column order, kSubVecs vectors per 32-value sub-block: f(s, w) for
@@ -383,7 +382,7 @@ void matmul_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B
   }
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + size_t(r) * w.row_bytes;
-    by_groups_of_4(B, [&](auto nb, int64_t b) {
+    by_groups<kBlockBatchTile>(B, [&](auto nb, int64_t b) {
       blockq_tile<decltype(nb)::value, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
     });
   }
@@ -448,7 +447,7 @@ void matmul_q6k(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, f
   const int64_t nblocks = w.cols / 256;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + size_t(r) * w.row_bytes;
-    by_groups_of_4(B, [&](auto nb, int64_t b) {
+    by_groups<4>(B, [&](auto nb, int64_t b) {
       q6k_tile<decltype(nb)::value>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
     });
   }
