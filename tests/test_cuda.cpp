@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <vector>
 
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
@@ -206,4 +208,49 @@ TEST_CASE("cuda: pinned H2D peak is measurable", "[load][cuda]") {
   double bw = cuda::measure_h2d_peak(0, 256u << 20, 3, &err);
   INFO(err);
   CHECK(bw > 1e9);
+}
+
+TEST_CASE("cuda: list_devices reports cuda:0's free and total memory as cudaMemGetInfo does", "[load][cuda]") {
+  if (!have_device()) return;
+  std::string err;
+  void* held = cuda::device_alloc(0, 64u << 20, &err);  // so free is well below total
+  INFO(err);
+  REQUIRE(held);
+  cuda::MemInfo mi;
+  REQUIRE(cuda::mem_info(0, mi, &err));
+  const auto devs = cuda::list_devices(&err);
+  REQUIRE(!devs.empty());
+  CHECK(devs[0].index == 0);
+  CHECK(devs[0].total_bytes == mi.total_bytes);
+  CHECK(devs[0].free_bytes + (64u << 20) <= devs[0].total_bytes);
+  // Other processes on a real GPU may allocate in between: equal within 16 MiB.
+  CHECK(std::abs(double(devs[0].free_bytes) - double(mi.free_bytes)) <= double(16u << 20));
+  cuda::device_free(0, held);
+}
+
+TEST_CASE("cuda: d2h returns what a copy stream wrote, without waiting for that stream first", "[load][cuda]") {
+  if (!have_device()) return;
+  // d2h's contract (cuda/loader.hpp): it waits for the whole device, so bytes still being
+  // copied on a non-blocking stream arrive before they are read back.
+  std::string err;
+  const size_t chunk = 64 << 10, chunks = 8;
+  void* d = cuda::device_alloc(0, chunk * chunks, &err);
+  void* h = cuda::pinned_alloc(chunk * chunks, &err);
+  INFO(err);
+  REQUIRE(d);
+  REQUIRE(h);
+  cuda::CopyStream s;
+  REQUIRE(s.init(0, 1, 0, &err));
+  for (size_t c = 0; c < chunks; ++c) {
+    std::memset(static_cast<uint8_t*>(h) + c * chunk, int(c + 1), chunk);
+    REQUIRE(s.h2d(static_cast<uint8_t*>(d) + c * chunk, static_cast<uint8_t*>(h) + c * chunk, chunk, &err));
+  }
+  std::vector<uint8_t> back(chunk * chunks);
+  REQUIRE(cuda::d2h(0, back.data(), d, back.size(), &err));
+  size_t wrong = 0;
+  for (size_t i = 0; i < back.size(); ++i) wrong += back[i] != uint8_t(i / chunk + 1);
+  CHECK(wrong == 0);
+  REQUIRE(s.synchronize(&err));
+  cuda::pinned_free(h);
+  cuda::device_free(0, d);
 }

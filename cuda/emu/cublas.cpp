@@ -82,7 +82,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
         float& out = c[size_t(j) * ldc + i];
         out = be == 0.0f ? al * s : al * s + be * out;  // beta 0: C is not read (may hold NaN)
       }
-  });
+  }, nk_emu::Work::Kernel);
   return CUBLAS_STATUS_SUCCESS;
 }
 

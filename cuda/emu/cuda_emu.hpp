@@ -6,23 +6,26 @@
 // cuda_bf16.h, cublas_v2.h), which only the emulator targets put on the include path.
 //
 // Model (docs/engine.md, "CUDA emulator"):
-// - a launch runs its grid's blocks one after another; each block's threads are real OS
-//   threads (a reusable pool), so __syncthreads() is a barrier over the block, __syncwarp() a
-//   barrier over the thread's warp (32 consecutive threads) and __shfl_*_sync exchange values
-//   through a per-warp slot array, one warp barrier per shuffle (two alternating slot arrays);
+// - a launch runs its grid's blocks one after another; each block's threads are fibers
+//   (exec.cpp; resumed in a shuffled order between barriers, so code that needs a barrier it
+//   lacks sees another thread's work undone) or OS threads, so __syncthreads() is a barrier
+//   over the block, __syncwarp() a barrier over the thread's warp (32 consecutive threads) and
+//   __shfl_*_sync exchange values through a per-warp slot array, one warp barrier per shuffle
+//   (two alternating slot arrays);
 // - `__shared__` variables are function statics: one copy, shared by the block's threads.
 //   Blocks and launches never overlap (one launch at a time, process-wide), so a block sees
-//   its own copy; unlike a GPU the contents survive from block to block (a read before any
-//   write sees the previous block's values, not garbage);
+//   its own copy, poisoned (0xff bytes, NaN) before the block starts;
 // - one device (NUNCHAKU_CUDA_EMU_DEVICES=0 emulates a host without one) with
 //   NUNCHAKU_CUDA_EMU_MEM_MIB MiB of memory (default 4096): cudaMalloc beyond it fails with
-//   cudaErrorMemoryAllocation; device memory is host memory (256-byte aligned), and the
+//   cudaErrorMemoryAllocation; device memory is host memory (256-byte aligned, followed by a
+//   guard checked after every kernel: a write past the end faults), and the
 //   runtime checks what it can: copy ranges inside one allocation, copy directions, cuBLAS
 //   operand extents, launch configurations (block <= 1024 threads, grid limits, dynamic
 //   shared memory <= 48 KiB). A barrier nobody completes within 20 s (a __syncthreads in a
 //   branch not all threads take) faults the launch (sticky cudaErrorLaunchFailure);
-// - streams execute work in order at the latest moment the CUDA ordering rules allow (see
-//   runtime.cpp), so a missing event or synchronization shows up as stale data;
+// - streams execute work in order, each kernel or copy at the latest or the earliest moment
+//   the CUDA ordering rules allow (a seeded choice, see runtime.cpp), so a missing event or
+//   synchronization shows up as stale or overwritten data;
 // - cuBLAS is a plain-loop SGEMM with fp32 accumulation (cublas.cpp), reached through the
 //   same dlopen/dlsym calls the engine makes (redirected to a symbol table here).
 #pragma once
@@ -46,7 +49,10 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __shared__ static
+// `__shared__` variables are statics in one ELF section, nk_emu_shared, which the executor
+// fills with 0xff bytes (NaN) before every block: a thread that reads shared memory before the
+// block wrote it gets NaN, as garbage on a GPU, not the previous block's plausible values.
+#define __shared__ static __attribute__((section("nk_emu_shared")))
 #define __launch_bounds__(...)
 
 #define CUDART_VERSION 13000
@@ -251,6 +257,9 @@ void set_memory_limit(uint64_t bytes);
 uint64_t allocated_bytes();
 // How long a barrier waits for the rest of its threads before the launch faults (20 s).
 void set_barrier_timeout_ms(int ms);
+// When work runs: "mixed", "lazy", "eager", "kernels-first" or "copies-first" (runtime.cpp);
+// nullptr restores the environment's NUNCHAKU_CUDA_EMU_SCHEDULE.
+void set_schedule(const char* schedule);
 // The text of the last kernel fault (empty when none); clears the sticky error it left.
 std::string take_fault();
 }  // namespace nk_emu

@@ -16,9 +16,18 @@
 //
 // A launch whose first block never synchronized (elementwise kernels) runs its other blocks'
 // threads one after another on the calling thread; a barrier or shuffle met there is a fault.
+//
+// Missing barriers: fibers are resumed in a new order in every scheduling pass
+// (NUNCHAKU_CUDA_EMU_ORDER=shuffle, the default, seeded by NUNCHAKU_CUDA_EMU_SEED, the block
+// and the pass, so a run is reproducible; or forward / reverse), so a thread that reads what
+// another writes without a barrier in between sees it unwritten in some blocks; and shared
+// memory (the nk_emu_shared section, see cuda_emu.hpp) is filled with 0xff (NaN) before each
+// block, so what a block reads before writing is NaN, not the last block's values.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <cstdio>
 #include <memory>
@@ -30,6 +39,14 @@
 #include <vector>
 
 #include "cuda/emu/exec.hpp"
+
+// The bounds of the nk_emu_shared section (cuda_emu.hpp's `__shared__`), which the linker
+// provides; weak, so a program without shared variables links with an empty range.
+extern "C" char __start_nk_emu_shared[] __attribute__((weak));
+extern "C" char __stop_nk_emu_shared[] __attribute__((weak));
+#if defined(__SANITIZE_ADDRESS__)
+extern "C" int __asan_address_is_poisoned(const volatile void* addr);
+#endif
 
 thread_local uint3 threadIdx, blockIdx;
 thread_local dim3 blockDim, gridDim;
@@ -87,16 +104,74 @@ nk_emu_fiber_start:
 #define NK_EMU_FIBERS 0
 #endif
 
-// AddressSanitizer follows the stack switches through its fiber annotations.
+// AddressSanitizer follows the stack switches through its fiber annotations: the side that
+// switches away saves its fake stack (detect_stack_use_after_return) in `save` and restores it
+// when resumed; a fiber that ends for good passes nullptr, which frees its fake stack.
 #if defined(__SANITIZE_ADDRESS__)
 extern "C" void __sanitizer_start_switch_fiber(void** fake_stack_save, const void* bottom, size_t size);
 extern "C" void __sanitizer_finish_switch_fiber(void* fake_stack_save, const void** bottom_old, size_t* size_old);
-#define NK_ASAN_START(bottom, size) __sanitizer_start_switch_fiber(nullptr, bottom, size)
-#define NK_ASAN_FINISH(bottom_old, size_old) __sanitizer_finish_switch_fiber(nullptr, bottom_old, size_old)
+extern "C" void __asan_unpoison_memory_region(void const volatile* addr, size_t size);
+#define NK_ASAN_START(save, bottom, size) __sanitizer_start_switch_fiber(save, bottom, size)
+#define NK_ASAN_FINISH(saved, bottom_old, size_old) __sanitizer_finish_switch_fiber(saved, bottom_old, size_old)
 #else
-#define NK_ASAN_START(bottom, size) ((void)0)
-#define NK_ASAN_FINISH(bottom_old, size_old) ((void)0)
+#define NK_ASAN_START(save, bottom, size) ((void)(save))
+#define NK_ASAN_FINISH(saved, bottom_old, size_old) ((void)(saved))
 #endif
+
+// The order fibers are resumed in within a scheduling pass.
+enum class Order { Forward, Reverse, Shuffle };
+Order fiber_order() {
+  static const Order o = [] {
+    const char* v = std::getenv("NUNCHAKU_CUDA_EMU_ORDER");
+    const std::string s = v ? v : "";
+    if (s.empty() || s == "shuffle") return Order::Shuffle;
+    if (s == "forward") return Order::Forward;
+    if (s == "reverse") return Order::Reverse;
+    std::fprintf(stderr, "cuda emulator: NUNCHAKU_CUDA_EMU_ORDER=%s is not shuffle, forward or reverse; using shuffle\n", v);
+    return Order::Shuffle;
+  }();
+  return o;
+}
+// `order` (0..n-1) for scheduling pass `pass` of the block at `b`.
+void arrange(std::vector<int>& order, uint3 b, uint64_t pass) {
+  const int n = int(order.size());
+  for (int i = 0; i < n; ++i) order[size_t(i)] = i;
+  switch (fiber_order()) {
+    case Order::Forward: return;
+    case Order::Reverse: std::reverse(order.begin(), order.end()); return;
+    case Order::Shuffle: {
+      uint64_t x = emu_seed() ^ (uint64_t(b.x) << 32 | b.y << 16 | b.z) * 0x9e3779b97f4a7c15ull ^ pass * 0xd1b54a32d192ed03ull;
+      for (int i = n - 1; i > 0; --i) std::swap(order[size_t(i)], order[size_t(splitmix64(x) % uint64_t(i + 1))]);
+      return;
+    }
+  }
+}
+
+// Shared memory: every `__shared__` variable lies in the nk_emu_shared section (the bounds
+// declared at the top of this file).
+void poison_shared() {
+  // The runs of bytes to fill: the whole section, or under ASan the parts outside the
+  // redzones it may have put between the variables (found once: they do not move).
+  static const std::vector<std::pair<char*, size_t>> runs = [] {
+    std::vector<std::pair<char*, size_t>> r;
+    char* b = __start_nk_emu_shared;
+    char* e = __stop_nk_emu_shared;
+    if (!b || !e || e <= b) return r;
+#if defined(__SANITIZE_ADDRESS__)
+    for (char* p = b; p < e;) {
+      while (p < e && __asan_address_is_poisoned(p)) ++p;
+      char* q = p;
+      while (q < e && !__asan_address_is_poisoned(q)) ++q;
+      if (q > p) r.emplace_back(p, size_t(q - p));
+      p = q;
+    }
+#else
+    r.emplace_back(b, size_t(e - b));
+#endif
+    return r;
+  }();
+  for (const auto& [p, n] : runs) std::memset(p, 0xff, n);
+}
 
 bool use_fibers() {
   static const bool on = [] {
@@ -134,9 +209,10 @@ void fiber_yield(const char* what) {
   Fibers& f = fibers();
   const int i = f.current;
   f.waiting[size_t(i)] = what;
-  NK_ASAN_START(f.sched_bottom, f.sched_size);
+  void* fake = nullptr;
+  NK_ASAN_START(&fake, f.sched_bottom, f.sched_size);
   nk_emu_switch(&f.sp[size_t(i)], f.sched_sp);
-  NK_ASAN_FINISH(nullptr, nullptr);
+  NK_ASAN_FINISH(fake, nullptr, nullptr);
   f.waiting[size_t(i)] = nullptr;
 #else
   (void)what;
@@ -289,14 +365,14 @@ void worker(int i) {
 }
 
 extern "C" void nk_emu_fiber_main(long i) {
-  NK_ASAN_FINISH(&fibers().sched_bottom, &fibers().sched_size);
+  NK_ASAN_FINISH(nullptr, &fibers().sched_bottom, &fibers().sched_size);
   run_thread(pool(), int(i));
   Fibers& f = fibers();
   f.done[size_t(i)] = 1;
   ++f.progress;
 #if NK_EMU_FIBERS
   void* dead = nullptr;
-  NK_ASAN_START(f.sched_bottom, f.sched_size);
+  NK_ASAN_START(nullptr, f.sched_bottom, f.sched_size);
   nk_emu_switch(&dead, f.sched_sp);  // never resumed
 #endif
 }
@@ -304,6 +380,11 @@ extern "C" void nk_emu_fiber_main(long i) {
 // A fresh fiber for thread i: its stack as nk_emu_switch leaves one, returning into
 // nk_emu_fiber_start with r12 = i and r13 = nk_emu_fiber_main.
 void init_fiber(Fibers& f, int i) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The frames of the fiber that ran here before never returned: their redzones are still
+  // poisoned in ASan's shadow memory.
+  __asan_unpoison_memory_region(f.stacks[size_t(i)].get(), kFiberStack);
+#endif
   auto* top = reinterpret_cast<uint64_t*>(
       (reinterpret_cast<uintptr_t>(f.stacks[size_t(i)].get()) + kFiberStack) & ~uintptr_t(15));
   uint64_t* sp = top - 8;
@@ -386,17 +467,21 @@ void run_fibers(Pool& p, int n) {
   f.done.assign(size_t(n), 0);
   f.waiting.assign(size_t(n), nullptr);
   for (int i = 0; i < n; ++i) init_fiber(f, i);
+  std::vector<int> order(static_cast<size_t>(n));
+  uint64_t pass = 0;
   for (int live = n; live > 0;) {
     const uint64_t before = f.progress;
-    for (int i = 0; i < n; ++i) {
+    arrange(order, p.block_idx, pass++);
+    for (const int i : order) {
       if (f.done[size_t(i)]) continue;
       f.current = i;
       t_index = i;
       set_builtins(p, i);
 #if NK_EMU_FIBERS
-      NK_ASAN_START(f.stacks[size_t(i)].get(), kFiberStack);
+      void* fake = nullptr;
+      NK_ASAN_START(&fake, f.stacks[size_t(i)].get(), kFiberStack);
       nk_emu_switch(&f.sched_sp, f.sp[size_t(i)]);
-      NK_ASAN_FINISH(nullptr, nullptr);
+      NK_ASAN_FINISH(fake, nullptr, nullptr);
 #endif
       if (f.done[size_t(i)]) --live;
     }
@@ -429,6 +514,14 @@ void run_serial(Pool& p, int n) {
 }
 }  // namespace
 
+uint64_t emu_seed() {
+  static const uint64_t seed = [] {
+    const char* v = std::getenv("NUNCHAKU_CUDA_EMU_SEED");
+    return v && *v ? std::strtoull(v, nullptr, 10) : uint64_t(1);
+  }();
+  return seed;
+}
+
 void set_barrier_timeout_ms(int ms) { g_stuck_ms = ms > 0 ? ms : 20000; }
 
 std::string run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
@@ -446,6 +539,7 @@ std::string run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         p.block_idx = {x, y, z};
+        poison_shared();
         // The first block runs threaded; the rest too once any thread synchronized.
         if (first || p.synced) use_fibers() ? run_fibers(p, n) : run_threaded(p, n);
         else run_serial(p, n);

@@ -9,10 +9,23 @@
 // reads stale bytes, as it might on a GPU, instead of passing because the emulator ran
 // everything at once. Copies from pageable host memory take a snapshot when enqueued (the
 // runtime stages them); copies from pinned memory read it when they run.
-// NUNCHAKU_CUDA_EMU_EAGER=1 runs all work when it is enqueued instead.
+//
+// That is the `lazy` schedule. A GPU may as well run work the moment its stream's earlier work
+// and the events it waits for are done, so NUNCHAKU_CUDA_EMU_SCHEDULE picks, per kernel or
+// copy (cudaMemcpyAsync, cudaMemsetAsync), between the latest and the earliest moment:
+//   mixed (default)  a seeded coin (NUNCHAKU_CUDA_EMU_SEED) per kernel and per copy;
+//   lazy / eager     always the latest / always the earliest (NUNCHAKU_CUDA_EMU_EAGER=1 too);
+//   kernels-first    kernels at once, copies late: a kernel that reads a buffer before waiting
+//                    for the copy filling it reads stale bytes;
+//   copies-first     copies at once, kernels late: a refill that does not wait for the kernels
+//                    still reading the buffer overwrites it under them.
+// mixed shows both over a run's many operations; every choice is a legal CUDA execution.
 //
 // Fresh device memory is filled with 0xff bytes (NaN as floats), so a kernel reading what
-// nobody wrote produces NaN instead of a plausible zero.
+// nobody wrote produces NaN instead of a plausible zero. Each allocation is followed by a
+// guard of kGuard such bytes (a read past the end is NaN too), checked after every kernel: a
+// kernel that wrote past the end of an allocation faults (cudaErrorIllegalAddress). Under
+// ASan there is no guard: allocations are exact, and ASan reports any access past them.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -46,6 +59,11 @@ namespace nk_emu {
 namespace {
 
 constexpr uint64_t kDefaultMiB = 4096;
+#if defined(__SANITIZE_ADDRESS__)
+constexpr size_t kGuard = 0;
+#else
+constexpr size_t kGuard = 256;
+#endif
 constexpr size_t kMaxDynamicShared = 48 << 10;
 
 struct Alloc {
@@ -66,12 +84,28 @@ uint64_t env_u64(const char* name, uint64_t fallback) {
   return x;
 }
 
+bool valid_schedule(const char* s) {
+  for (const char* v : {"mixed", "lazy", "eager", "kernels-first", "copies-first"})
+    if (std::strcmp(s, v) == 0) return true;
+  return false;
+}
+
 struct State {
   std::recursive_mutex m;
   int devices = int(env_u64("NUNCHAKU_CUDA_EMU_DEVICES", 1));
   uint64_t env_limit = env_u64("NUNCHAKU_CUDA_EMU_MEM_MIB", kDefaultMiB) << 20;
   uint64_t limit = env_limit;
-  bool eager = env_u64("NUNCHAKU_CUDA_EMU_EAGER", 0) != 0;
+  std::string env_schedule = [] {
+    if (env_u64("NUNCHAKU_CUDA_EMU_EAGER", 0) != 0) return std::string("eager");
+    const char* v = std::getenv("NUNCHAKU_CUDA_EMU_SCHEDULE");
+    const std::string c = v && *v ? v : "mixed";
+    if (valid_schedule(c.c_str())) return c;
+    std::fprintf(stderr, "cuda emulator: NUNCHAKU_CUDA_EMU_SCHEDULE=%s is not mixed, lazy, eager, kernels-first or "
+                 "copies-first; using mixed\n", v);
+    return std::string("mixed");
+  }();
+  std::string schedule = env_schedule;
+  uint64_t coin = emu_seed();
   std::map<uintptr_t, Alloc> allocs;
   std::vector<uint64_t> used = std::vector<uint64_t>(8, 0);
   cudaError_t sticky = cudaSuccess;
@@ -150,6 +184,32 @@ void order_legacy(CUstream_st* s) {
 }
 CUstream_st* resolve(cudaStream_t s) { return s ? s : &st().legacy; }
 
+// After a kernel: a guard byte that is no longer 0xff was written past an allocation's end.
+void check_guards(const std::string& kernel) {
+  if (!kGuard) return;
+  static const std::vector<uint8_t> clean(kGuard, 0xff);
+  for (const auto& [base, a] : st().allocs) {
+    if (a.kind != Alloc::Device) continue;
+    uint8_t* g = reinterpret_cast<uint8_t*>(base) + a.n;
+    if (std::memcmp(g, clean.data(), kGuard) == 0) continue;
+    size_t at = 0;
+    while (g[at] == 0xff) ++at;
+    std::memset(g, 0xff, kGuard);
+    fault(cudaErrorIllegalAddress, "kernel " + kernel + " wrote past the end of a device allocation of " +
+                                       std::to_string(a.n) + " bytes (at byte " + std::to_string(a.n + at) + ")");
+    return;
+  }
+}
+
+// Whether work of kind w runs as soon as it is enqueued (the schedule, above).
+bool run_now(Work w) {
+  const std::string& s = st().schedule;
+  if (s == "eager") return true;
+  if (w == Work::Marker || s == "lazy") return false;
+  if (s == "mixed") return (splitmix64(st().coin) & 1) != 0;
+  return s == (w == Work::Kernel ? "kernels-first" : "copies-first");
+}
+
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - st().t0).count();
 }
@@ -163,13 +223,13 @@ bool in_device(const void* p, size_t bytes) {
 }
 cudaError_t sticky() { return st().sticky; }
 
-void enqueue(cudaStream_t stream, std::function<void()> op) {
+void enqueue(cudaStream_t stream, std::function<void()> op, Work w) {
   std::lock_guard lk(st().m);
   CUstream_st* s = resolve(stream);
   order_legacy(s);
   s->q.push_back(std::move(op));
   ++s->enqueued;
-  if (st().eager) drain_all(s);
+  if (run_now(w)) drain_all(s);
 }
 
 void fault(cudaError_t e, const std::string& what) {
@@ -188,6 +248,11 @@ std::string take_fault() {
   st().sticky_what.clear();
   t_last = cudaSuccess;
   return w;
+}
+
+void set_schedule(const char* schedule) {
+  std::lock_guard lk(st().m);
+  st().schedule = schedule && valid_schedule(schedule) ? schedule : st().env_schedule;
 }
 
 void set_memory_limit(uint64_t bytes) {
@@ -233,7 +298,8 @@ void launch(const char* name, dim3 grid, dim3 block, size_t smem, cudaStream_t s
   enqueue(s, [kernel, grid, block, body = std::move(body)] {
     const std::string f = run_grid(grid, block, body);
     if (!f.empty()) fault(cudaErrorLaunchFailure, "kernel " + kernel + ": " + f);
-  });
+    else check_guards(kernel);
+  }, Work::Kernel);
 }
 
 }  // namespace nk_emu
@@ -376,8 +442,8 @@ cudaError_t cudaMalloc(void** p, size_t n) {
   if (n == 0) return err(cudaErrorInvalidValue);
   if (used + charged > st().limit) return err(cudaErrorMemoryAllocation);
   void* q = nullptr;
-  if (posix_memalign(&q, 256, n) != 0) return err(cudaErrorMemoryAllocation);
-  std::memset(q, 0xff, n);
+  if (posix_memalign(&q, 256, n + kGuard) != 0) return err(cudaErrorMemoryAllocation);
+  std::memset(q, 0xff, n + kGuard);
   st().allocs[reinterpret_cast<uintptr_t>(q)] = {n, Alloc::Device, t_device};
   used += charged;
   *p = q;
@@ -476,10 +542,10 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
   if (kind == cudaMemcpyHostToDevice && !pinned(src, n)) {  // staged now: the caller may reuse src
     auto copy = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(src),
                                                        static_cast<const uint8_t*>(src) + n);
-    enqueue(stream, [dst, copy] { std::memcpy(dst, copy->data(), copy->size()); });
-    return cudaSuccess;
+    enqueue(stream, [dst, copy] { std::memcpy(dst, copy->data(), copy->size()); }, Work::Copy);
+    return err(st().sticky);
   }
-  enqueue(stream, [dst, src, n] { std::memmove(dst, src, n); });
+  enqueue(stream, [dst, src, n] { std::memmove(dst, src, n); }, Work::Copy);
   if ((kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost) && !pinned(dst, n)) drain_all(s);
   return err(st().sticky);
 }
@@ -489,8 +555,8 @@ cudaError_t cudaMemsetAsync(void* dst, int value, size_t n, cudaStream_t stream)
   if (n == 0) return cudaSuccess;
   if (!inside(dst, n, true))
     return complain(cudaErrorInvalidValue, "cudaMemsetAsync: range is not inside one device allocation");
-  enqueue(stream, [dst, value, n] { std::memset(dst, value, n); });
-  return cudaSuccess;
+  enqueue(stream, [dst, value, n] { std::memset(dst, value, n); }, Work::Copy);
+  return err(st().sticky);
 }
 cudaError_t cudaMemset(void* dst, int value, size_t n) {
   if (cudaError_t e = cudaMemsetAsync(dst, value, n, nullptr); e != cudaSuccess) return e;
@@ -533,7 +599,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned) {
   if (!e->recorded) return cudaSuccess;  // waiting on an event never recorded is a no-op
   CUstream_st* on = e->s;
   const uint64_t seq = e->seq;
-  enqueue(stream, [on, seq] { drain(on, seq); });
+  enqueue(stream, [on, seq] { drain(on, seq); }, Work::Marker);
   return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
@@ -557,7 +623,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream) {
   NK_NEED_DEVICE;
   if (!e) return err(cudaErrorInvalidResourceHandle);
   CUstream_st* s = resolve(stream);
-  enqueue(stream, [e] { e->ms = now_ms(); });
+  enqueue(stream, [e] { e->ms = now_ms(); }, Work::Marker);
   e->recorded = true;
   e->s = s;
   e->seq = s->enqueued;
