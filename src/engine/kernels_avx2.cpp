@@ -68,30 +68,52 @@ struct LoadF16 {
 // which fmadd/fmsub round identically; bytes go straight from memory into vpmovsxbd /
 // vpmovzxbd, no shuffles. (Q6_K keeps a fused kernel: its values unpacked this way decoded
 // 30% slower.)
+// A block's f16 scale d (and min m, the next f16) as broadcast vectors: converted straight
+// from memory (vcvtph2ps xmm, m64; the 8 bytes are inside every block) and spread by
+// lane; the scalar way (pinsrw + cvtph2ps + broadcast per value) costs 3 port-5 uops per
+// value, and port 5 is these decoders' bottleneck.
+inline __m256 scales_at(const uint8_t* p) {
+  return _mm256_castps128_ps256(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m256 scale_one(const uint8_t* p) { return _mm256_permutevar8x32_ps(scales_at(p), _mm256_setzero_si256()); }
+inline void scale_pair(const uint8_t* p, __m256& d, __m256& m) {
+  const __m256 dm = scales_at(p);
+  d = _mm256_permutevar8x32_ps(dm, _mm256_setzero_si256());
+  m = _mm256_permutevar8x32_ps(dm, _mm256_set1_epi32(1));
+}
 struct BlockQ8_0 {
   static constexpr int64_t kBytes = 34, kSubs = 1;
   static constexpr int kDecodeRows = 8;  // light enough for 8 rows in 16 registers
   static void sub(const uint8_t* b, __m256 w[4]) {  // 8 bytes at a time straight into vpmovsxbd
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b)));
+    const __m256 d = scale_one(b);
     #pragma GCC unroll 16
     for (int j = 0; j < 4; ++j)
       w[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
                                   _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * j)))));
   }
 };
+// 4-bit codes: values 0..15 are the low nibbles of bytes q[0..16), 16..31 the high ones.
+// Each 8 bytes go straight from memory into vpmovzxbd (port 5 is the bottleneck of these
+// decoders: no byte shuffles), then the nibbles are split in 32-bit lanes.
+inline void nibbles_widened(const uint8_t* q, __m256i v[4]) {
+  const __m256i lo0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
+  const __m256i lo1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8)));
+  const __m256i m15 = _mm256_set1_epi32(15);
+  v[0] = _mm256_and_si256(lo0, m15);
+  v[1] = _mm256_and_si256(lo1, m15);
+  v[2] = _mm256_srli_epi32(lo0, 4);
+  v[3] = _mm256_srli_epi32(lo1, 4);
+}
+// Q4_0: w = d*(q - 8).
 struct BlockQ4_0 {
   static constexpr int64_t kBytes = 18, kSubs = 1;
   static constexpr int kDecodeRows = 4;
   static void sub(const uint8_t* b, __m256 w[4]) {
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b)));
-    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
-    const __m128i mask = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
-    __m128i lo = _mm_sub_epi8(_mm_and_si128(v, mask), eight);                     // elements 0..15
-    __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), mask), eight);  // elements 16..31
-    w[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)));
-    w[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))));
-    w[2] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)));
-    w[3] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))));
+    const __m256 d = scale_one(b);
+    __m256i v[4];
+    nibbles_widened(b + 2, v);
+    #pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) w[g] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(v[g], _mm256_set1_epi32(8))));
   }
 };
 // Q4_K: sub-blocks 2p and 2p+1 = low and high nibbles of qs[32p ...], 6-bit scale and
@@ -119,13 +141,12 @@ struct BlockQ4_1 {
   static constexpr int64_t kBytes = 20, kSubs = 1;
   static constexpr int kDecodeRows = 4;
   static void sub(const uint8_t* b, __m256 w[4]) {
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b))), m = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b + 2)));
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4)), mask = _mm_set1_epi8(15);
-    const __m128i lo = _mm_and_si128(v, mask), hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
-    w[0] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)), m);
-    w[1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))), m);
-    w[2] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)), m);
-    w[3] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))), m);
+    __m256 d, m;
+    scale_pair(b, d, m);
+    __m256i v[4];
+    nibbles_widened(b + 4, v);
+    #pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) w[g] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(v[g]), m);
   }
 };
 // Q5_0 / Q5_1: value i's 5th bit is bit i of qh; w = d*(q - 16), or d*q + m. The 32
@@ -133,8 +154,9 @@ struct BlockQ4_1 {
 // compare, nibbles split into the two lanes), then widened 8 at a time like Q8_0.
 template <bool kMin>
 inline void q5_sub(const uint8_t* b, __m256 w[4]) {
-  const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b)));
-  const __m256 m = kMin ? _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(b + 2))) : _mm256_setzero_ps();
+  __m256 d, m = _mm256_setzero_ps();
+  if constexpr (kMin) scale_pair(b, d, m);
+  else d = scale_one(b);
   const uint8_t* p = b + (kMin ? 4 : 2);
   const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
                                           2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);

@@ -76,7 +76,16 @@ struct LoadF16 {
   static const uint8_t* addr(const uint8_t* row, int64_t i) { return row + 2 * i; }
 };
 
-inline float f16(const uint8_t* p) { return _cvtsh_ss(blocks::load_u16(p)); }
+// A block's f16 scale d (and min m, the next f16) as broadcast vectors: converted straight
+// from memory (the 8 bytes are inside every block) and spread by lane, not per value
+// through a general register (3 port-5 uops each; port 5 also runs vpermps and vpmovzx).
+inline __m128 scales_at(const uint8_t* p) { return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline V scale_one(const uint8_t* p) { return _mm512_broadcastss_ps(scales_at(p)); }
+inline void scale_pair(const uint8_t* p, V& d, V& m) {
+  const __m128 dm = scales_at(p);
+  d = _mm512_broadcastss_ps(dm);
+  m = _mm512_broadcastss_ps(_mm_movehdup_ps(dm));
+}
 inline V iota16() { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
 // The 16 bytes at p, one per 32-bit lane.
 inline __m512i bytes16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -87,7 +96,7 @@ struct BlockQ8_0 {
   static constexpr int64_t kBytes = 34, kSubs = 1;
   static constexpr int kDecodeRows = 8;
   static void sub(const uint8_t* b, V w[2]) {
-    const V d = _mm512_set1_ps(f16(b));
+    const V d = scale_one(b);
     #pragma GCC unroll 16
     for (int j = 0; j < 2; ++j)
       w[j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
@@ -104,14 +113,16 @@ struct BlockQ4_0 {
   static constexpr int64_t kBytes = 18, kSubs = 1;
   static constexpr int kDecodeRows = 8;
   static void sub(const uint8_t* b, V w[2]) {
-    nibbles_by_table(b + 2, _mm512_mul_ps(_mm512_set1_ps(f16(b)), _mm512_sub_ps(iota16(), _mm512_set1_ps(8))), w);
+    nibbles_by_table(b + 2, _mm512_mul_ps(scale_one(b), _mm512_sub_ps(iota16(), _mm512_set1_ps(8))), w);
   }
 };
 struct BlockQ4_1 {
   static constexpr int64_t kBytes = 20, kSubs = 1;
   static constexpr int kDecodeRows = 8;
   static void sub(const uint8_t* b, V w[2]) {
-    nibbles_by_table(b + 4, _mm512_fmadd_ps(_mm512_set1_ps(f16(b)), iota16(), _mm512_set1_ps(f16(b + 2))), w);
+    V d, m;
+    scale_pair(b, d, m);
+    nibbles_by_table(b + 4, _mm512_fmadd_ps(d, iota16(), m), w);
   }
 };
 // Sub-blocks 2p (low nibbles) and 2p+1 (high nibbles) of the 32 code bytes at 16 + 32p:
@@ -139,10 +150,12 @@ inline V code5(__m512i nib, __mmask16 high, V lo, V hi) {
 }
 template <bool kMin>
 inline void q5_sub(const uint8_t* b, V w[2]) {
-  const V d = _mm512_set1_ps(f16(b)), i0 = iota16(), i1 = _mm512_add_ps(iota16(), _mm512_set1_ps(16));
+  V d, m = _mm512_setzero_ps();
+  if constexpr (kMin) scale_pair(b, d, m);
+  else d = scale_one(b);
+  const V i0 = iota16(), i1 = _mm512_add_ps(iota16(), _mm512_set1_ps(16));
   V lo, hi;
   if constexpr (kMin) {
-    const V m = _mm512_set1_ps(f16(b + 2));
     lo = _mm512_fmadd_ps(d, i0, m), hi = _mm512_fmadd_ps(d, i1, m);
   } else {
     const V off = _mm512_set1_ps(16);
