@@ -1,0 +1,83 @@
+// The kernel microbenchmark scripts/bench_kernels.sh builds against one build's libraries:
+// the best of 50 timed calls (rdtsc) of matmul_rows on one random matrix of the given
+// type, small enough to stay in L2, one thread. Prints one JSON line.
+//   bench_kernels ROWS COLS BATCH TYPE     (NUNCHAKU_ISA picks the kernels, as in run)
+// Not a test: timings are for comparing two builds side by side on the same machine.
+#include <x86intrin.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/kernels.hpp"
+#include "format/dtype.hpp"
+
+using namespace nunchaku;
+using namespace nunchaku::engine;
+
+namespace {
+struct TypeInfo {
+  const char* name;
+  DType dtype;
+  int block_values, block_bytes;
+  std::vector<int> f16_offsets;  // the block's f16 scales: kept finite and small
+};
+const TypeInfo kTypes[] = {
+    {"q8_0", DType::Q8_0, 32, 34, {0}},       {"q4_0", DType::Q4_0, 32, 18, {0}},
+    {"q4_1", DType::Q4_1, 32, 20, {0, 2}},    {"q5_0", DType::Q5_0, 32, 22, {0}},
+    {"q5_1", DType::Q5_1, 32, 24, {0, 2}},    {"q4_k", DType::Q4_K, 256, 144, {0, 2}},
+    {"q5_k", DType::Q5_K, 256, 176, {0, 2}},  {"q6_k", DType::Q6_K, 256, 210, {208}},
+    {"f16", DType::F16, 1, 2, {}},            {"bf16", DType::BF16, 1, 2, {}},
+    {"f32", DType::F32, 1, 4, {}}};
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: bench_kernels ROWS COLS BATCH TYPE\n");
+    return 2;
+  }
+  const int64_t R = std::atoll(argv[1]), C = std::atoll(argv[2]), B = std::atoll(argv[3]);
+  const TypeInfo* t = nullptr;
+  for (const auto& x : kTypes)
+    if (std::strcmp(argv[4], x.name) == 0) t = &x;
+  if (!t || R <= 0 || C <= 0 || B <= 0 || C % t->block_values != 0) {
+    std::fprintf(stderr, "bench_kernels: bad arguments\n");
+    return 2;
+  }
+  const size_t row_bytes = size_t(C / t->block_values) * size_t(t->block_bytes);
+  std::vector<uint8_t> w(size_t(R) * row_bytes);
+  std::mt19937 rng(1);
+  for (auto& b : w) b = uint8_t(rng());
+  const auto put_u16 = [&](size_t at, uint16_t v) { std::memcpy(&w[at], &v, 2); };
+  if (t->dtype == DType::F16 || t->dtype == DType::BF16) {  // finite values near 1
+    for (size_t i = 0; i < w.size(); i += 2) put_u16(i, uint16_t(t->dtype == DType::F16 ? 0x3800 | (rng() & 0x3ff) : 0x3f00 | (rng() & 0x7f)));
+  } else if (t->dtype == DType::F32) {
+    for (size_t i = 0; i < w.size(); i += 4) {
+      const float f = float(rng() % 1000) * 1e-3f;
+      std::memcpy(&w[i], &f, 4);
+    }
+  } else {
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t k = 0; k < C / t->block_values; ++k)
+        for (int off : t->f16_offsets) put_u16(size_t(r) * row_bytes + size_t(k) * t->block_bytes + off, uint16_t(0x2000 | (rng() & 0x3ff)));
+  }
+  float* x = static_cast<float*>(std::aligned_alloc(64, size_t(B * C) * 4 + 64));
+  for (int64_t i = 0; i < B * C; ++i) x[i] = float(rng() % 1000) * 1e-3f;
+  std::vector<float> y(size_t(B * R));
+  const WeightMatrix m{w.data(), t->dtype, R, C, row_bytes, "w"};
+  double best = 1e300;
+  for (int it = 0; it < 50; ++it) {
+    const auto t0 = __rdtsc();
+    matmul_rows(m, x, C, B, y.data(), R, 0, R);
+    const double c = double(__rdtsc() - t0);
+    if (c < best) best = c;
+  }
+  std::printf("{\"isa\":\"%s\",\"type\":\"%s\",\"rows\":%lld,\"cols\":%lld,\"batch\":%lld,\"tsc_per_weight_byte\":%.4f,\"macs_per_tsc\":%.3f}\n",
+              std::string(isa_name(active_isa())).c_str(), t->name, (long long)R, (long long)C, (long long)B,
+              best / double(w.size()), double(R) * double(C) * double(B) / best);
+  std::free(x);
+  return 0;
+}
