@@ -107,20 +107,13 @@ TEST_CASE("engine: tied embeddings llama matches transformers", "[engine]") {
 }
 
 TEST_CASE("engine: every ISA's kernels (scalar, AVX2, AVX-512) give the golden answers", "[engine]") {
-  const Isa before = active_isa();
-  for (Isa isa : kAllIsas) {
-    if (!isa_available(isa)) {
-      WARN("kernels for " << isa_name(isa) << " skipped: not built in or not supported by this CPU");
-      continue;
-    }
+  test::for_each_isa([&](Isa isa) {
     INFO("ISA " << isa_name(isa));
-    set_isa(isa);
     check_against_golden("models/llama", test::testdata("models/llama"), 1e-4);
     check_against_golden("engine/llama-small-bf16", test::testdata("engine/llama-small-bf16"), 1e-4);
     check_against_golden("engine/llama-small-gguf/llama-small-q4_0.gguf",
                          test::testdata("engine/llama-small-gguf/llama-small-q4_0.gguf"), 1e-4);
-  }
-  set_isa(before);
+  });
 }
 
 TEST_CASE("engine: bf16 and f16 weights are used as stored", "[engine]") {
@@ -180,13 +173,7 @@ TEST_CASE("engine: GGUF Q8_0 and Q4_0 match a reference over gguf-py's dequantiz
 TEST_CASE("engine: quant block kernels match gguf-py dequantization", "[engine]") {
   json cases = json::parse(std::ifstream(test::testdata("engine/quant_blocks.json")));
   REQUIRE(cases.size() == 8);  // Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K
-  for (Isa isa : kAllIsas) {  // every ISA this machine has; the others are named as skipped
-    if (!isa_available(isa)) {
-      WARN("kernels for " << isa_name(isa) << " skipped: not built in or not supported by this CPU");
-      continue;
-    }
-    Isa was = active_isa();
-    Isa now = set_isa(isa);
+  test::for_each_isa([&](Isa now) {
     for (const auto& c : cases) {
       std::string type = c.at("type");
       INFO(type << " on " << isa_name(now));
@@ -224,8 +211,7 @@ TEST_CASE("engine: quant block kernels match gguf-py dequantization", "[engine]"
           }
       }
     }
-    set_isa(was);
-  }
+  });
 }
 
 TEST_CASE("engine: stories260K greedy from BOS tells llama2.c's published story", "[engine]") {

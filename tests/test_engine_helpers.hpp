@@ -1,6 +1,9 @@
 // Helpers shared by the engine tests: load a checkpoint (onto the CPU by default) and build a
-// Transformer over it, greedy decoding straight on forward(), SentencePiece piece decoding.
+// Transformer over it, greedy decoding straight on forward(), SentencePiece piece decoding,
+// running a check once per CPU instruction set.
 #pragma once
+
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <memory>
@@ -9,6 +12,7 @@
 #include <vector>
 
 #include "engine/engine.hpp"
+#include "engine/kernels.hpp"
 #include "engine/model.hpp"
 #include "format/open.hpp"
 #include "io/loader.hpp"
@@ -61,6 +65,24 @@ inline ModelSpec spec_with_dims(const EngineDims& d, int64_t max_context) {
   s.num_layers = d.layers;
   s.max_context = max_context;
   return s;
+}
+
+// Calls f(isa) with each instruction set's kernels active in turn (kAllIsas order), for every
+// one this machine has; each one not built in or not supported by the CPU is named in a WARN.
+// The ISA active before is restored afterwards, also when f fails a REQUIRE or throws.
+template <class F>
+void for_each_isa(F&& f) {
+  struct Restore {
+    engine::Isa was;
+    ~Restore() { engine::set_isa(was); }
+  } restore{engine::active_isa()};
+  for (engine::Isa isa : engine::kAllIsas) {
+    if (!engine::isa_available(isa)) {
+      WARN("kernels for " << engine::isa_name(isa) << " skipped: not built in or not supported by this CPU");
+      continue;
+    }
+    f(engine::set_isa(isa));
+  }
 }
 
 inline int32_t argmax(const float* v, int64_t n) {

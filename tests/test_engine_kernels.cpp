@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "engine/backend.hpp"
@@ -80,6 +81,23 @@ std::vector<uint8_t> random_matrix(DType dt, int64_t rows, int64_t cols, Lcg& g,
 
 }  // namespace
 
+TEST_CASE("for_each_isa: every available ISA in order, the one active before restored after a throw", "[engine]") {
+  std::vector<Isa> want, seen;
+  for (Isa isa : kAllIsas)
+    if (isa_available(isa)) want.push_back(isa);
+  const Isa start = active_isa();
+  REQUIRE(set_isa(Isa::Scalar) == Isa::Scalar);  // not the best one, so a restore shows
+  CHECK_THROWS_WITH(test::for_each_isa([&](Isa now) {
+                      CHECK(active_isa() == now);
+                      seen.push_back(now);
+                      if (seen.size() == want.size()) throw std::runtime_error("last one fails");
+                    }),
+                    "last one fails");
+  CHECK(seen == want);
+  CHECK(active_isa() == Isa::Scalar);
+  set_isa(start);
+}
+
 TEST_CASE("matmul_rows: every path equals a float64 reference and is batch-invariant to the bit", "[engine]") {
   struct Shape {
     int64_t rows, cols;
@@ -87,13 +105,7 @@ TEST_CASE("matmul_rows: every path equals a float64 reference and is batch-invar
   const DType types[] = {DType::F32, DType::BF16, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                          DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
   const int64_t batches[] = {1, 2, 5, 7, 15, 16, 17, 48, 53, 100};
-  for (Isa isa : kAllIsas) {  // every ISA this machine has; the others are named as skipped
-    if (!isa_available(isa)) {
-      WARN("kernels for " << isa_name(isa) << " skipped: not built in or not supported by this CPU");
-      continue;
-    }
-    const Isa was = active_isa();
-    const Isa now = set_isa(isa);
+  test::for_each_isa([&](Isa now) {
     for (DType dt : types) {
       const int64_t be = dtype_info(dt).block_elems;
       // Column counts: a tail after the 8-wide lanes (plain dtypes), one short block, one
@@ -159,18 +171,11 @@ TEST_CASE("matmul_rows: every path equals a float64 reference and is batch-invar
         }
       }
     }
-    set_isa(was);
-  }
+  });
 }
 
 TEST_CASE("attention kernels: scores and weighted sums over cache rows equal float64", "[engine]") {
-  for (Isa isa : kAllIsas) {  // every ISA this machine has; the others are named as skipped
-    if (!isa_available(isa)) {
-      WARN("kernels for " << isa_name(isa) << " skipped: not built in or not supported by this CPU");
-      continue;
-    }
-    const Isa was = active_isa();
-    const Isa now = set_isa(isa);
+  test::for_each_isa([&](Isa now) {
     for (bool half : {false, true})
       for (int64_t d : {3, 8, 64, 100, 128})
         for (int64_t n : {1, 5, 37}) {
@@ -207,8 +212,7 @@ TEST_CASE("attention kernels: scores and weighted sums over cache rows equal flo
           }
           CHECK(worst < 1e-6);
         }
-    set_isa(was);
-  }
+  });
 }
 
 TEST_CASE("cpu backend: fused matmul_silu / matmul_add equal the plain ops they replace, bit for bit", "[engine]") {
