@@ -255,6 +255,7 @@ TEST_CASE("plan CLI: runtimes of the exports, clamped context, --gpus, no KV whe
   auto v = test::run_cli({"plan", model, "--vram", "1G", "--format", "vllm", "--context", "1000"});
   REQUIRE(v.exit_code == 0);
   CHECK_THAT(v.out, Catch::Contains("--max-model-len 256"));
+  CHECK_THAT(v.out, Catch::Contains("--max-num-batched-tokens 8192 --max-num-seqs 256"));  // the profile run estimated
   CHECK_THAT(v.err, Catch::Contains("clamped from 1000"));
   auto l = test::run_cli({"plan", model, "--vram", "1G", "--format", "llama.cpp", "--context", "1000", "--batch", "2"});
   REQUIRE(l.exit_code == 0);

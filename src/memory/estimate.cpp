@@ -309,7 +309,9 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
 Verdict verdict(const Estimate& e, uint64_t vram) {
   Verdict v;
   v.vram = vram;
-  v.budget = e.usable_fraction >= 1.0 ? vram : static_cast<uint64_t>(static_cast<long double>(vram) * e.usable_fraction);
+  v.budget = e.usable_fraction >= 1.0
+                 ? vram
+                 : std::min(vram, add(static_cast<uint64_t>(static_cast<long double>(vram) * e.usable_fraction), e.outside_budget));
   v.fits = e.per_gpu_total <= v.budget;
   v.margin = v.fits ? v.budget - e.per_gpu_total : e.per_gpu_total - v.budget;
   const std::string of = v.budget == vram ? "" : fmt::format(" (of the {} {} uses)", format_bytes(v.budget), runtime_name(e.runtime));

@@ -52,7 +52,10 @@ struct Estimate {
   Workload workload;             // resolved: context, prefill_chunk, lora_targets, runtime filled in
   Runtime runtime = Runtime::Nunchaku;
   Target target = Target::Cuda;  // "per GPU" components are per CPU process when Target::Cpu
-  double usable_fraction = 1.0;  // of the budget the runtime lets itself use (vLLM: 0.9)
+  double usable_fraction = 1.0;  // of the budget the runtime lets itself use (vLLM: 0.92)
+  // Overheads the runtime allocates before it measures its budget, so they sit outside
+  // usable_fraction × vram (vLLM: CUDA context, cuBLAS handles); they count in the total.
+  uint64_t outside_budget = 0;
   std::vector<std::string> runtime_model;  // attention kernel, prefill, KV layout, preallocation
   bool context_defaulted = false;  // context was min(model max, 4096)
   DType weight_dtype = DType::F16;   // --dtype or the dominant stored float dtype
@@ -94,9 +97,17 @@ uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, int64_t batch, DT
 // is derived from the workload (see docs) unless overridden.
 std::vector<std::string> overhead_names();
 
+// vLLM's defaults as the estimate models them and the vllm export passes them (vLLM 0.33,
+// docs/estimate.md): CacheConfig.gpu_memory_utilization; the profile run's
+// max_num_batched_tokens and max_num_seqs (EngineArgs.get_batch_defaults: they depend on the
+// GPU, so the export pins the ones estimated).
+constexpr double kVllmGpuMemoryUtilization = 0.92;
+constexpr int64_t kVllmMaxNumBatchedTokens = 8192;
+constexpr int64_t kVllmMaxNumSeqs = 256;
+
 struct Verdict {
   uint64_t vram = 0;          // smallest device given
-  uint64_t budget = 0;        // what the runtime may use of it (vram × usable_fraction)
+  uint64_t budget = 0;        // what the runtime may use of it: min(vram, vram × usable_fraction + outside_budget)
   bool fits = false;
   uint64_t margin = 0;        // headroom when it fits, shortfall when not
   std::string text;           // "fits, 2.10 GiB headroom" / "OOM by 3.40 GiB"

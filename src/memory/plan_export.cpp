@@ -106,17 +106,26 @@ VllmArgs vllm_args(const Estimate& e, const std::vector<uint64_t>& vram, const s
   for (const auto& m : e.modules) weights += m.weight_bytes, kv += m.kv_bytes;
   for (const auto& c : e.gpu)
     if (c.overhead) over += c.bytes;
-  const uint64_t budget = vram.empty() ? 0 : *std::min_element(vram.begin(), vram.end());
+  const uint64_t vram_min = vram.empty() ? 0 : *std::min_element(vram.begin(), vram.end());
+  const uint64_t budget = vram.empty() ? 0 : verdict(e, vram_min).budget;  // as estimate's verdict
   const uint64_t need = weights / n + kv / n + e.activation_bytes + e.logits_bytes + over;
   const uint64_t short_by = need > budget ? need - budget : 0;
   v.cpu_offload_gb = std::ceil(static_cast<double>(short_by) / double(1ull << 30) * 10) / 10;
   if (!device_total.empty() && device_total.front() > 0) {
-    v.gpu_memory_utilization = std::min(0.99, std::floor(double(budget) / double(device_total.front()) * 100) / 100);
+    // vLLM's share excludes what its worker made before measuring (CUDA context, cuBLAS).
+    const uint64_t share = vram_min > e.outside_budget ? vram_min - e.outside_budget : 0;
+    v.gpu_memory_utilization = std::min(0.99, std::floor(double(share) / double(device_total.front()) * 100) / 100);
   } else {
-    v.notes.push_back("device size unknown here: --gpu-memory-utilization 0.9 assumes the --vram budget is 90% of the card");
+    v.notes.push_back(fmt::format("device size unknown here: --gpu-memory-utilization {:.2f} (vLLM's default) assumes the --vram "
+                                  "budget is the whole card",
+                                  v.gpu_memory_utilization));
   }
-  v.command = fmt::format("--tensor-parallel-size {} --pipeline-parallel-size {} --max-model-len {} --gpu-memory-utilization {:.2f}",
-                          v.tensor_parallel, v.pipeline_parallel, v.max_model_len, v.gpu_memory_utilization);
+  // The profile run's size depends on the GPU in vLLM (EngineArgs.get_batch_defaults): pin
+  // the one the estimate charged.
+  v.command = fmt::format("--tensor-parallel-size {} --pipeline-parallel-size {} --max-model-len {} --gpu-memory-utilization {:.2f} "
+                          "--max-num-batched-tokens {} --max-num-seqs {}",
+                          v.tensor_parallel, v.pipeline_parallel, v.max_model_len, v.gpu_memory_utilization, kVllmMaxNumBatchedTokens,
+                          kVllmMaxNumSeqs);
   if (v.cpu_offload_gb > 0) v.command += fmt::format(" --cpu-offload-gb {:.1f}", v.cpu_offload_gb);
   v.notes.push_back(fmt::format("vLLM must hold KV for at least one {}-token sequence: planned {} of KV per GPU for batch {}",
                                 v.max_model_len, format_bytes(kv / n), e.workload.batch));

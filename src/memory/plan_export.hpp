@@ -34,7 +34,7 @@ struct VllmArgs {
   int tensor_parallel = 1, pipeline_parallel = 1;
   double cpu_offload_gb = 0;         // per GPU
   int64_t max_model_len = 0;
-  double gpu_memory_utilization = 0.9;
+  double gpu_memory_utilization = kVllmGpuMemoryUtilization;
   std::string command;
   std::vector<std::string> notes;
 };

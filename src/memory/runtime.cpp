@@ -51,10 +51,10 @@ Attention parse_attention(std::string_view s) {
 namespace estimate_detail {
 namespace {
 
-constexpr uint64_t kMiB = 1ULL << 20, kGiB = 1ULL << 30;
+constexpr uint64_t kMiB = 1ULL << 20;
 constexpr uint64_t kVllmBlock = 16;            // vLLM --block-size default (CUDA)
-constexpr uint64_t kVllmBatchedTokens = 8192;  // vLLM V1 max_num_batched_tokens (chunked prefill)
-constexpr uint64_t kVllmMaxSeqs = 256;         // vLLM max_num_seqs default (sampler profile run)
+constexpr uint64_t kVllmBatchedTokens = kVllmMaxNumBatchedTokens;  // profile run (chunked prefill)
+constexpr uint64_t kVllmMaxSeqs = kVllmMaxNumSeqs;                  // sampler profile run
 constexpr uint64_t kLlamaUbatch = 512;         // llama.cpp n_ubatch default
 constexpr uint64_t kLlamaCtxPad = 256;         // llama.cpp pads n_ctx to 256
 
@@ -162,24 +162,25 @@ uint64_t add_vllm(Estimate& e) {
   const uint64_t n = gpus(e);
   const uint64_t tokens = round_up(uint64_t(w.context), kVllmBlock);
   set_layer_kv(e, static_cast<int64_t>(tokens), w.batch);
-  uint64_t kv = sum_kv(e) / n;
-  std::string kvf = fmt::format("blocks of {}: 2 × Σ_layers kv × d × {} tokens × batch({}) × {} B{}; vLLM fills the rest of its budget with more blocks",
-                                kVllmBlock, tokens, w.batch, elem_bytes(e.kv_dtype), split_note(e));
-  if (e.target == Target::Cpu) {
-    kv = std::max<uint64_t>(kv, 4 * kGiB);
-    kvf = "max(need, VLLM_CPU_KVCACHE_SPACE 4 GiB): the CPU backend preallocates that space; " + kvf;
-  }
-  e.gpu.push_back({"kv_cache", kv, kvf});
+  const uint64_t kv = sum_kv(e) / n;
+  e.gpu.push_back({"kv_cache", kv,
+                   fmt::format("blocks of {}: 2 × Σ_layers kv × d × {} tokens × batch({}) × {} B{}; vLLM fills the rest of its budget with more blocks",
+                               kVllmBlock, tokens, w.batch, elem_bytes(e.kv_dtype), split_note(e))});
   const uint64_t t = kVllmBatchedTokens;
   std::string f;
   e.activation_bytes = torch_layer_peak(e, t, t, false, &f);
   e.gpu.push_back({"activations", e.activation_bytes, "profile run at max_num_batched_tokens: " + f});
   e.logits_bytes = mul({kVllmMaxSeqs, uint64_t(s.vocab_size), 4});
   e.gpu.push_back({"logits", e.logits_bytes, fmt::format("sampler profile: max_num_seqs({}) × vocab({}) × 4 B", kVllmMaxSeqs, s.vocab_size)});
-  if (e.target == Target::Cuda) e.usable_fraction = 0.9;
-  e.runtime_model = {"vLLM: FlashAttention backend (no score matrix), chunked prefill of max_num_batched_tokens 8192",
-                     fmt::format("KV: paged, block size {}, preallocated: gpu_memory_utilization(0.9) × total − weights − profile peak", kVllmBlock),
-                     "verdict against 0.9 × --vram (the share vLLM takes)"};
+  // CUDA: gpu_memory_utilization × total memory; the CPU backend reserves the same share of
+  // the NUMA node's memory (CPUWorker.determine_available_memory) and gives the KV cache what
+  // the process's RSS leaves of it.
+  e.usable_fraction = kVllmGpuMemoryUtilization;
+  e.runtime_model = {fmt::format("vLLM: FlashAttention backend (no score matrix), chunked prefill of max_num_batched_tokens {}", t),
+                     fmt::format("KV: paged, block size {}, preallocated: gpu_memory_utilization({}) × total − weights − profile peak "
+                                 "− non-torch memory − CUDA graphs", kVllmBlock, kVllmGpuMemoryUtilization),
+                     fmt::format("verdict against {} × --vram (the share vLLM takes){}", kVllmGpuMemoryUtilization,
+                                 e.target == Target::Cuda ? " + the CUDA context and cuBLAS handles, made before vLLM measures it" : "")};
   return round_2mib(mul({t, uint64_t(std::max<int64_t>(s.intermediate_size, 0)), elem_bytes(e.compute_dtype)}));
 }
 
@@ -273,6 +274,11 @@ void add_overheads(Estimate& e, uint64_t slack_default) {
   over("cuda_context", 500 * kMiB, "CUDA context + kernel images (default 500 MiB; measure with nvidia-smi after torch.cuda.init())");
   if (r != Runtime::Nunchaku)
     over("cublas_workspace", 32 * kMiB, "cuBLAS workspace (PyTorch default on sm90: CUBLAS_WORKSPACE_CONFIG=:4096:8 = 32 MiB)");
+  // vLLM's worker creates both before its memory snapshot (Worker.init_device), so they are
+  // outside gpu_memory_utilization × total (they must fit in the rest of the device).
+  if (r == Runtime::Vllm)
+    for (const auto& c : e.gpu)
+      if (c.name == "cuda_context" || c.name == "cublas_workspace") e.outside_budget = add(e.outside_budget, c.bytes);
   if (r == Runtime::Vllm) over("cuda_graphs", 512 * kMiB, "vLLM CUDA graph capture (typically 0.3-1 GiB; its log says how much)");
   if (torch)
     over("allocator_slack", slack_default,
