@@ -11,9 +11,11 @@
 #   steady state: the second runs with the optimizer states) with and without gradient
 #   checkpointing, `generate` at batch 1 and 8 with eager and SDPA
 #   attention. Prediction: estimate --device cpu --runtime transformers. Each case runs
-#   twice: with glibc's defaults (torch-cpu), and with MALLOC_MMAP_THRESHOLD_=65536
-#   (torch-cpu-mmap64k: a fixed threshold, so every freed block of 64 KiB or more goes back
-#   to the kernel): the gap between the two is what glibc keeps of freed memory.
+#   REPS times (default 3, each a fresh process) with glibc's defaults (torch-cpu), and
+#   MMAP_REPS times (default 1) with MALLOC_MMAP_THRESHOLD_=65536 (torch-cpu-mmap64k: a fixed threshold, so
+#   every freed block of 64 KiB or more goes back to the kernel): the gap between the two
+#   is what glibc keeps of freed memory. The table shows the median and the spread
+#   (min..max of the fresh processes, as errors against the same prediction).
 # - nunchaku `run` (max RSS of the process from /usr/bin/time) at several batch/context
 #   settings, the defaults included, every sequence run until its context is full.
 #   Prediction: estimate --device cpu (the nunchaku runtime).
@@ -56,9 +58,10 @@ EOF
 predict() {  # predict ARGS...: per-device total in bytes
   "$BIN" estimate "$MODEL" --device cpu --json "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total_bytes"])'
 }
+REPS=${REPS:-3} MMAP_REPS=${MMAP_REPS:-1}  # fresh processes per torch case: default malloc, fixed mmap threshold
 ROWS=$WORK/rows.tsv
 : > "$ROWS"
-row() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$ROWS"; }  # group, case, measured, predicted
+row() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$ROWS"; }  # group, case, measured (comma-separated reps), predicted
 
 # --- PyTorch on the CPU -------------------------------------------------------------------
 cat > "$WORK/case.py" <<'EOF'
@@ -129,9 +132,15 @@ if [[ -z "${NO_TORCH:-}" && "$ONLY" != cuda ]]; then
   for c in "train:4:256:none:sdpa" "train:4:256:ckpt:sdpa" \
            "generate:1:256:64:eager" "generate:1:256:64:sdpa" "generate:8:256:64:eager" "generate:8:256:64:sdpa"; do
     IFS=: read -r kind a b cflag attn <<< "$c"
-    m=$(python3 "$WORK/case.py" "$MODEL" "$c" cpu "$THREADS" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu"])')
-    mf=$(MALLOC_MMAP_THRESHOLD_=65536 python3 "$WORK/case.py" "$MODEL" "$c" cpu "$THREADS" |
-           python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu"])')
+    m=() mf=()
+    for _ in $(seq 1 "$REPS"); do  # fresh processes: glibc's heap differs from run to run
+      m+=("$(python3 "$WORK/case.py" "$MODEL" "$c" cpu "$THREADS" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu"])')")
+    done
+    for _ in $(seq 1 "$MMAP_REPS"); do
+      mf+=("$(MALLOC_MMAP_THRESHOLD_=65536 python3 "$WORK/case.py" "$MODEL" "$c" cpu "$THREADS" |
+              python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu"])')")
+    done
+    m=$(IFS=,; echo "${m[*]}") mf=$(IFS=,; echo "${mf[*]}")
     if [[ $kind == train ]]; then
       extra=(); [[ $cflag == ckpt ]] && extra=(--grad-checkpointing)
       p=$(predict --runtime transformers --mode train --batch "$a" --context "$b" --attention "$attn" "${extra[@]}")
@@ -198,16 +207,19 @@ fi
 echo
 [[ -n "${rt:-}" ]] && echo "PyTorch CPU runtime (first ops over import, threads $THREADS): $(( rt / 1048576 )) MiB"
 python3 - "$ROWS" <<'EOF'
-import sys
+import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
-print(f"| {'group':<20} | {'case':<52} | {'measured':>10} | {'predicted':>10} | {'error':>7} |")
-print(f"|{'-'*22}|{'-'*54}|{'-'*12}|{'-'*12}|{'-'*9}|")
+print(f"| {'group':<20} | {'case':<52} | {'measured':>10} | {'predicted':>10} | {'error':>7} | {'spread (n)':>22} |")
+print(f"|{'-'*22}|{'-'*54}|{'-'*12}|{'-'*12}|{'-'*9}|{'-'*24}|")
 worst = {}
-for g, c, m, p in rows:
-    m, p = int(m), int(p)
+for g, c, ms, p in rows:
+    reps, p = [int(x) for x in ms.split(",")], int(p)
+    m = statistics.median(reps)  # the error of the median; the spread: each fresh process's error
     err = (p - m) / m * 100
+    errs = [(p - x) / x * 100 for x in reps]
     worst[g] = max(worst.get(g, 0), abs(err))
-    print(f"| {g:<20} | {c:<52} | {m/2**20:>7.1f} MiB | {p/2**20:>7.1f} MiB | {err:>+6.1f}% |")
+    spread = f"{min(errs):+.1f}%..{max(errs):+.1f}% ({len(reps)})" if len(reps) > 1 else ""
+    print(f"| {g:<20} | {c:<52} | {m/2**20:>7.1f} MiB | {p/2**20:>7.1f} MiB | {err:>+6.1f}% | {spread:>22} |")
 target = {"nunchaku-run": 5, "torch-cpu": 10, "torch-cpu-mmap64k": 10}
 for g, w in worst.items():
     t = target.get(g)

@@ -681,6 +681,39 @@ TEST_CASE("estimate: training keeps no KV cache, ZeRO-0 and ZeRO-1 agree on one 
   CHECK(z0_4 == 20 * P);
 }
 
+TEST_CASE("estimate --device cpu: glibc's heap retention for PyTorch", "[estimate][runtime]") {
+  // docs/estimate.md: with glibc's default malloc, a PyTorch process on the CPU peaks above
+  // its live tensors by about one prefill layer's transient (inference) or one set of
+  // gradients (training). Llama-2-7B fp16, batch 1, a 512-token prompt, SDPA.
+  Model m = llama("llama2-7b-config");
+  Workload w;
+  w.runtime = Runtime::Transformers;
+  w.target = Target::Cpu;
+  w.context = 512;
+  Estimate e = estimate(m.ck, m.layout, w);
+  // 1.5 × (residual 2·t·h·2 B + the MLP's gate, up and act(gate)·up 3·t·I·2 B, larger than q, k, v)
+  CHECK(e.component("glibc_heap") == (2ULL * 512 * 4096 * 2 + 3ULL * 512 * 11008 * 2) / 2 * 3);
+  w.overheads["glibc_heap"] = 0;  // MALLOC_MMAP_THRESHOLD_ set: nothing kept
+  CHECK(estimate(m.ck, m.layout, w).component("glibc_heap") == 0);
+  w.overheads.clear();
+  // Blocks of 32 MiB and more are mmapped and given back (glibc's DEFAULT_MMAP_THRESHOLD_MAX):
+  // at 2048 tokens the MLP's 43 MiB tensors are, the 16 MiB residual and q, k, v are not.
+  w.context = 2048;
+  CHECK(estimate(m.ck, m.layout, w).component("glibc_heap") == (2ULL * 2048 * 4096 * 2 + 3ULL * 2048 * 4096 * 2) / 2 * 3);
+  w.context = 512;
+  w.mode = Mode::Train;
+  Estimate t = estimate(m.ck, m.layout, w);
+  // Training keeps one set of gradients, those under 32 MiB: of Llama-2-7B's only the 65
+  // norm vectors (q/k/v/o are 4096² × 2 B = 32 MiB, the MLP and embeddings larger).
+  CHECK(t.component("glibc_heap") == 65ULL * 4096 * 2);
+  w.target = Target::Cuda;  // the caching allocator, not glibc
+  CHECK(estimate(m.ck, m.layout, w).component("glibc_heap") == 0);
+  w.mode = Mode::Infer;
+  w.target = Target::Cpu;
+  w.runtime = Runtime::Nunchaku;  // allocates its run state once: nothing freed during a pass
+  CHECK(estimate(m.ck, m.layout, w).component("glibc_heap") == 0);
+}
+
 TEST_CASE("estimate CLI: --runtime all, --device cpu, --gpus against --vram", "[estimate][cli]") {
   const std::string model = test::testdata("models/llama");
   auto r = test::run_cli({"estimate", model, "--runtime", "all", "--vram", "1G"});

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.hpp"
 #include "memory/engine_memory.hpp"
@@ -150,7 +151,7 @@ Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoi
   for (const auto& [name, _] : w.overheads) {
     auto names = overhead_names();
     require(std::find(names.begin(), names.end(), name) != names.end(), "usage.overhead",
-            fmt::format("--overhead: unknown name '{}'", name), "one of: cuda_context, cublas_workspace, allocator_slack, cuda_graphs, cpu_runtime");
+            fmt::format("--overhead: unknown name '{}'", name), fmt::format("one of: {}", fmt::join(names, ", ")));
   }
   return w;
 }
@@ -172,7 +173,7 @@ uint64_t Estimate::component(std::string_view name) const {
 }
 
 std::vector<std::string> overhead_names() {
-  return {"cuda_context", "cublas_workspace", "allocator_slack", "cuda_graphs", "cpu_runtime"};
+  return {"cuda_context", "cublas_workspace", "allocator_slack", "cuda_graphs", "cpu_runtime", "glibc_heap"};
 }
 
 uint64_t kv_layer_bytes(const ModelSpec& s, int64_t layer, int64_t tokens, int64_t batch, DType kv) {

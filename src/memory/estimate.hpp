@@ -68,6 +68,10 @@ struct Estimate {
   uint64_t kv_bytes_per_token = 0;        // all layers, one sequence, ignoring windows
   uint64_t activation_bytes = 0;          // per device that runs layers (peak transient or saved)
   uint64_t logits_bytes = 0;              // on the device that holds the head
+  // PyTorch on the CPU: what glibc's heap keeps of freed blocks at the peak (the glibc_heap
+  // overhead, docs/estimate.md), and the term it is, in words.
+  uint64_t heap_retained = 0;
+  std::string heap_retained_formula;
   std::vector<Component> gpu;    // per GPU, in table order
   std::vector<Component> host;   // CPU RAM (offload, DeepSpeed's host estimate); may be empty
   std::vector<ModuleCost> modules;

@@ -71,7 +71,7 @@ struct Workload {
   Attention attention = Attention::Default;  // Default: the runtime's own (flash_attention forces Flash)
   int threads = 0;            // nunchaku: CPU threads (attention scratch per thread); 0 = this machine's
   // Overrides for the named overheads (cuda_context, cublas_workspace, allocator_slack,
-  // cpu_runtime, cuda_graphs).
+  // cpu_runtime, cuda_graphs, glibc_heap).
   std::map<std::string, uint64_t> overheads;
 };
 
