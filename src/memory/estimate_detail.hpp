@@ -48,13 +48,6 @@ inline DType dominant_dtype(const Checkpoint& ck) {
 }
 
 // A tensor that receives gradients: a base weight (full training) or a LoRA factor.
-// glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: the dynamic mmap threshold never rises above
-// it, so blocks of this size or more (with malloc's header) are mmapped and unmapped when
-// freed; glibc's heap keeps only smaller ones (the glibc_heap overhead).
-constexpr uint64_t kGlibcMmapThresholdMax = 32ULL << 20;
-// n blocks of `block` bytes if they come from glibc's heap, else 0.
-inline uint64_t heap_blocks(uint64_t n, uint64_t block) { return block < kGlibcMmapThresholdMax ? mul({n, block}) : 0; }
-
 struct TrainTensor {
   size_t module = 0;      // index into Estimate::modules
   uint64_t rows = 0, cols = 0, numel = 0;  // rows × cols matrix view (Adafactor factors it)

@@ -88,19 +88,6 @@ uint64_t torch_layer_peak(const Estimate& e, uint64_t tokens, uint64_t ctx, bool
   return add(residual, std::max(add(qkv, sc), mlp));
 }
 
-// What glibc's heap keeps of one layer's transients (docs/estimate.md): torch_layer_peak's
-// tensors that are small enough for the heap (larger ones are mmapped and given back).
-uint64_t torch_layer_heap(const Estimate& e, uint64_t tokens, uint64_t ctx, bool scores) {
-  const ModelSpec& s = e.spec;
-  const uint64_t h = s.hidden_size, a = s.num_heads, kvh = s.num_kv_heads, d = s.head_dim,
-                 I = std::max<int64_t>(s.intermediate_size, 0), el = elem_bytes(e.compute_dtype);
-  const uint64_t residual = heap_blocks(2, mul({tokens, h, el}));
-  const uint64_t qkv = add(heap_blocks(1, mul({tokens, a, d, el})), heap_blocks(2, mul({tokens, kvh, d, el})));
-  const uint64_t sc = scores ? add(heap_blocks(1, mul({a, tokens, ctx, 4})), heap_blocks(1, mul({a, tokens, ctx, el}))) : 0;
-  const uint64_t mlp = heap_blocks(3, mul({tokens, I, el}));
-  return add(residual, std::max(add(qkv, sc), mlp));
-}
-
 uint64_t gpus(const Estimate& e) { return static_cast<uint64_t>(std::max(1, e.workload.gpus)); }
 std::string split_note(const Estimate& e) { return gpus(e) > 1 ? fmt::format(" / {} GPUs", gpus(e)) : ""; }
 
@@ -153,9 +140,8 @@ uint64_t add_transformers(Estimate& e) {
   const uint64_t peak = torch_layer_peak(e, mul({uint64_t(w.batch), uint64_t(w.prefill_chunk)}), w.context, scores, &f);
   e.activation_bytes = add(peak, layer_kv);
   // 1.5 × one layer's transient: the mean measured over fresh processes (docs/estimate.md).
-  e.heap_retained = torch_layer_heap(e, mul({uint64_t(w.batch), uint64_t(w.prefill_chunk)}), w.context, scores) / 2 * 3;
-  e.heap_retained_formula = "1.5 × one prefill layer's peak transient (the activations term without the K/V copy; tensors of "
-                            "32 MiB or more are mmapped and not kept)";
+  e.heap_retained = peak / 2 * 3;
+  e.heap_retained_formula = "1.5 × one prefill layer's peak transient (the activations term without the K/V copy)";
   e.gpu.push_back({"activations", e.activation_bytes,
                    fmt::format("prefill of the prompt in one pass (t = batch × prompt): {}; + one layer's K/V copy {} B (DynamicCache growth)", f,
                                layer_kv)});

@@ -45,9 +45,7 @@ uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainab
   const uint64_t el = elem_bytes(e.compute_dtype);
 
   uint64_t base_params = 0, adapter_params = 0, grads16 = 0, master = 0, opt = 0, fp32_grads = 0, adapters = 0;
-  uint64_t heap_grads = 0;  // gradients small enough for glibc's heap (glibc_heap on the CPU)
   for (const auto& t : trainable) {
-    heap_grads = add(heap_grads, heap_blocks(1, mul({t.adapter ? 4 : el, t.numel})));
     uint64_t tb = 0;
     const uint64_t ob = optimizer_bytes(w.optimizer, t);
     opt = add(opt, ob);
@@ -89,9 +87,8 @@ uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainab
                                  fmt::join(w.lora_targets, ","), adapter_params, z >= 3 ? zs : "")});
   const uint64_t g16 = (off_opt || z >= 3) ? 0 : grads16 / part_grad;
   // glibc on the CPU: the previous step's freed gradients (docs/estimate.md).
-  e.heap_retained = (off_opt || z >= 3) ? 0 : heap_grads / part_grad;
-  e.heap_retained_formula = "one set of gradients (the previous step's, freed by zero_grad, below this step's tensors; "
-                            "tensors over 32 MiB are mmapped and not kept)";
+  e.heap_retained = g16;
+  e.heap_retained_formula = "one set of gradients (the previous step's, freed by zero_grad, below this step's tensors)";
   e.gpu.push_back({"gradients", add(g16, off_opt ? 0 : fp32_grads / part_opt),
                    off_opt ? "offloaded to CPU with the optimizer (ZeRO-Offload)"
                    : z >= 3 ? fmt::format("fp32 grad partition 4 B × {} / {} (16-bit grads of the gathered layer are in zero3_gather)", base_params, n)
