@@ -72,8 +72,10 @@ struct alignas(16) float4 {
 };
 
 // The built-in variables, per OS thread (set by the launcher for the thread it runs).
-extern thread_local uint3 threadIdx, blockIdx;
-extern thread_local dim3 blockDim, gridDim;
+// constinit: no dynamic initialization, so other files read them directly instead of through
+// a TLS wrapper call (whose result UBSan's null check misreports as a null dim3).
+extern thread_local constinit uint3 threadIdx, blockIdx;
+extern thread_local constinit dim3 blockDim, gridDim;
 constexpr int warpSize = 32;
 
 namespace nk_emu {

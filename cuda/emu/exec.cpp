@@ -48,8 +48,8 @@ extern "C" char __stop_nk_emu_shared[] __attribute__((weak));
 extern "C" int __asan_address_is_poisoned(const volatile void* addr);
 #endif
 
-thread_local uint3 threadIdx, blockIdx;
-thread_local dim3 blockDim, gridDim;
+thread_local constinit uint3 threadIdx, blockIdx;
+thread_local constinit dim3 blockDim, gridDim;
 
 namespace nk_emu {
 namespace {
