@@ -433,11 +433,14 @@ cudaError_t cudaDeviceReset() {
 
 // ---- memory -----------------------------------------------------------------------------------
 
+// What an allocation of n bytes takes from the emulated device (CUDA's 256-byte granularity).
+static uint64_t charged_bytes(size_t n) { return (uint64_t(n) + 255) & ~uint64_t(255); }
+
 cudaError_t cudaMalloc(void** p, size_t n) {
   NK_ENTER;
   NK_NEED_DEVICE;
   *p = nullptr;
-  const uint64_t charged = (uint64_t(n) + 255) & ~uint64_t(255);
+  const uint64_t charged = charged_bytes(n);
   uint64_t& used = st().used[size_t(t_device)];
   if (n == 0) return err(cudaErrorInvalidValue);
   if (used + charged > st().limit) return err(cudaErrorMemoryAllocation);
@@ -456,7 +459,7 @@ cudaError_t cudaFree(void* p) {
   if (it == st().allocs.end() || it->second.kind != Alloc::Device)
     return complain(cudaErrorInvalidValue, "cudaFree of a pointer cudaMalloc did not return");
   drain_device();  // cudaFree synchronizes with the device
-  st().used[size_t(it->second.device)] -= (uint64_t(it->second.n) + 255) & ~uint64_t(255);
+  st().used[size_t(it->second.device)] -= charged_bytes(it->second.n);
   std::free(p);
   st().allocs.erase(it);
   return err(st().sticky);
