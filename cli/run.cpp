@@ -80,7 +80,7 @@ uint64_t gpu_predicted_bytes(const WeightStore& store, const engine::Transformer
   const EngineMemory& p = model.predicted();
   const uint64_t host_tables = engine_host_tables(p.config);
   const uint64_t slots = uint64_t(model.weights().pool_slots()) * model.weights().slot_bytes();
-  const uint64_t state = p.total() - p.host_logits - p.stream_pool - host_tables;
+  const uint64_t state = p.allocated() - p.host_logits - p.stream_pool - host_tables;
   if (weights_out) *weights_out = weights;
   if (slots_out) *slots_out = slots;
   if (state_out) *state_out = state;
@@ -125,7 +125,7 @@ void write_stats(const std::string& path, const WeightStore& store, const engine
                                    {"stream_slot_bytes", w.slot_bytes()},
                                    {"provider", w.describe()}}},
                       {"run_state_bytes", model.state_bytes()},
-                      {"run_state_predicted_bytes", model.predicted().total()},
+                      {"run_state_predicted_bytes", model.predicted().allocated()},
                       {"copy_gb_per_s", nullptr},
                       {"gpu_memory", nullptr}};
   if (const auto* d = dynamic_cast<const engine::DeviceStreamProvider*>(&w)) j["copy_gb_per_s"] = d->copy_gb_per_s();

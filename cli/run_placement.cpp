@@ -26,7 +26,9 @@ Workload run_workload(const RunPlacementOptions& o, Target target) {
   w.threads = o.threads;
   w.prefill_chunk = o.prefill_chunk;
   w.target = target;
-  if (target == Target::Cpu) w.overheads = {{"cuda_context", 0}, {"cublas_workspace", 0}};
+  // --cpu-ram budgets what the engine allocates (docs/run.md): the process's own fixed cost
+  // (estimate's cpu_runtime) is outside it.
+  if (target == Target::Cpu) w.overheads = {{"cuda_context", 0}, {"cublas_workspace", 0}, {"cpu_runtime", 0}};
   return w;
 }
 
@@ -86,19 +88,10 @@ DevicePlan vram_plan(const RunPlacementOptions& o, const Checkpoint& ck, const M
   req.cpu_ram = o.cpu_ram.empty() ? free_bytes_on(Device{Device::Kind::Cpu, 0}) : parse_size_or_throw(o.cpu_ram, "--cpu-ram");
   req.allow_disk = true;
   req.offload_exec = OffloadExec::Gpu;  // layers off the GPU are streamed to it, not run on the CPU
+  // estimate charges the CUDA backend's run state (its scratch: dequantization panel and
+  // cuBLAS workspace) on every GPU that runs layers, as engine_memory() sizes it for the run.
   Estimate e = estimate(ck, layout, run_workload(o, Target::Cuda));
-  // estimate charges the CPU engine's run state; the CUDA backend's differs by its
-  // scratch (dequantization panel, cuBLAS workspace) and the logit rows' indices on the
-  // device: take that out of the budget the planner sees.
-  EngineConfig c = engine_config_of(o);
-  const EngineMemory cpu_state = engine_memory(*layout.spec, c);
-  c.cuda = true;
-  const EngineMemory gpu_state = engine_memory(*layout.spec, c);
-  const uint64_t extra = (gpu_state.total() - gpu_state.host_logits) - std::min(cpu_state.total(), gpu_state.total());
-  for (uint64_t& v : req.vram) {
-    v = uint64_t(double(v) * scale);
-    v = v > extra ? v - extra : 0;  // each GPU runs its layers with its own scratch
-  }
+  for (uint64_t& v : req.vram) v = uint64_t(double(v) * scale);
   req.cpu_ram = uint64_t(double(req.cpu_ram) * scale);
   DevicePlan p = make_plan(e, req);
   if (e_out) *e_out = std::move(e);

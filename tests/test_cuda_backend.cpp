@@ -405,7 +405,7 @@ TEST_CASE("cuda engine: models on cuda:0 match the transformers goldens and the 
     auto gpu = test::load_engine_model(test::testdata(key), o, Device{Device::Kind::Cuda, 0});
     auto cpu = test::load_engine_model(test::testdata(key), o);
     CHECK(gpu.tf->describe().find("cuda:0") != std::string::npos);
-    CHECK(gpu.tf->state_bytes() == gpu.tf->predicted().total());
+    CHECK(gpu.tf->state_bytes() == gpu.tf->predicted().allocated());
     auto p0 = g.at("prompts")[0].get<std::vector<int32_t>>();
     SeqChunk ch{0, 0, p0, true};
     auto out = gpu.tf->forward({&ch, 1});
@@ -462,7 +462,7 @@ TEST_CASE("cuda split: layers over two cuda:0 parts, or the CPU and cuda:0, give
       auto split = make_split_backend(std::move(parts), {{0, 1}, variant == 0 ? 0 : 1, 1, -1});
       WeightProvider& w = variant == 0 ? *one.engine.weights : mixed_weights;
       Transformer tf(one.layout, w, *split, o);
-      CHECK(tf.state_bytes() == tf.predicted().total());
+      CHECK(tf.state_bytes() == tf.predicted().allocated());
       auto got = tf.forward({&ch, 1});
       REQUIRE(got.size() == want.size());
       double worst = 0, scale = 0;

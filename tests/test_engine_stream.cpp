@@ -3,16 +3,21 @@
 // against engine_memory(), the accounting estimate and plan use.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <thread>
 #include <vector>
 
+#include <elf.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/thread_memory.hpp"
 #include "engine/engine.hpp"
 #include "memory/engine_memory.hpp"
 #include "memory/estimate.hpp"
@@ -221,8 +226,14 @@ TEST_CASE("seam: the engine allocates exactly what engine_memory() predicts", "[
       for (const Module& mod : m.layout.modules) largest = std::max(largest, plan_module_reads(m.ck, mod).bytes);
       cfg.stream_slot_bytes = largest;
     }
+    cfg.panel_cols = 64;  // by hand: every matrix is Q8_0, the widest (down) has ffn = 64 columns
     const EngineMemory want = engine_memory(*m.layout.spec, cfg);
-    CHECK(m.tf->state_bytes() + m.tf->weights().pool_bytes() == want.total());
+    CHECK(m.tf->state_bytes() + m.tf->weights().pool_bytes() == want.allocated());
+    // What the kernels keep per thread besides: the worker's TLS, and with a pass of 16 or
+    // more tokens (every case but 5 tokens) each thread's f32 panel of 32 rows x 64 columns.
+    CHECK(m.tf->predicted().thread_buffers == want.thread_buffers);
+    CHECK(want.thread_buffers == static_tls_bytes() + (c.tokens == 5 ? 0 : 2 * 32 * 64 * 4));
+    CHECK(want.total() == want.allocated() + want.thread_buffers);
     CHECK(m.tf->weights().pool_bytes() == want.stream_pool);
     CHECK(want.kv_cache == uint64_t(2 * 2 * c.batch * c.context * 16 * (c.kv == DType::F16 ? 2 : 4)));
   }
@@ -297,10 +308,92 @@ TEST_CASE("seam: engine_memory by hand, and saturating instead of wrapping", "[e
   CHECK(m.kv_cache == 2 * 2 * 1 * 64 * 16 * 4);          // layers x (k, v) x slots x positions x kv_dim x f32
   CHECK(m.logits == 1 * (32 + 128) * 4);                  // selected row + its logits
   CHECK(m.scratch == 2 * 64 * 4 + kVecSlots * 64 * 4);    // scores per thread + widened vectors (widest: ffn 64)
-  CHECK(m.total() == 335888 + 16384 + 640 + 1280);
+  CHECK(m.allocated() == 335888 + 16384 + 640 + 1280);
+  CHECK(m.thread_buffers == static_tls_bytes());         // one worker besides the caller; f32 weights: no panel
+  c.panel_cols = 64;
+  CHECK(engine_memory(spec, c).thread_buffers == static_tls_bytes() + 2 * 32 * 64 * 4);
+  c.max_tokens = 15;  // no pass reaches the blocked GEMM: no panel
+  CHECK(engine_memory(spec, c).thread_buffers == static_tls_bytes());
+  c.max_tokens = 0;
+  c.threads = 1;
+  c.panel_cols = 0;
+  CHECK(engine_memory(spec, c).thread_buffers == 0);  // the caller's TLS is the process's own
+  c.threads = 2;
+  c.cuda = true;
+  CHECK(engine_memory(spec, c).thread_buffers == 0);  // no CPU kernels
+  c.cuda = false;
   c.max_batch = 1 << 30;
   c.max_context = int64_t(1) << 40;
   const EngineMemory huge = engine_memory(spec, c);
   CHECK(huge.kv_cache == UINT64_MAX);
   CHECK(huge.total() == UINT64_MAX);
+}
+
+namespace {
+
+// The PT_TLS segment's memory size in this executable, read from its ELF file (another
+// reader than the dynamic linker's program headers static_tls_bytes() sums).
+uint64_t exe_tls_from_elf() {
+  std::FILE* f = std::fopen("/proc/self/exe", "rb");
+  REQUIRE(f != nullptr);
+  Elf64_Ehdr eh{};
+  uint64_t memsz = 0;
+  if (std::fread(&eh, sizeof eh, 1, f) == 1 && eh.e_ident[EI_CLASS] == ELFCLASS64)
+    for (int i = 0; i < eh.e_phnum; ++i) {
+      Elf64_Phdr ph{};
+      if (std::fseek(f, long(eh.e_phoff + uint64_t(i) * eh.e_phentsize), SEEK_SET) != 0 || std::fread(&ph, sizeof ph, 1, f) != 1) break;
+      if (ph.p_type == PT_TLS) memsz = ph.p_memsz;
+    }
+  std::fclose(f);
+  return memsz;
+}
+
+uint64_t resident_bytes() {
+  long size = 0, resident = 0;
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  REQUIRE(f != nullptr);
+  REQUIRE(std::fscanf(f, "%ld %ld", &size, &resident) == 2);
+  std::fclose(f);
+  return uint64_t(resident) * uint64_t(sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
+TEST_CASE("seam: each CPU worker thread costs its static TLS, resident from its start (thread_buffers)", "[engine][seam]") {
+  const uint64_t tls = static_tls_bytes(), exe = exe_tls_from_elf();
+  INFO("static TLS " << tls << " B, the executable's PT_TLS " << exe << " B");
+  CHECK(exe > 0);                  // the kernels' thread_local GEMM accumulators (engine/kernels_simd.hpp)
+  CHECK(tls >= exe);
+  CHECK(tls - exe < 64 * 1024);    // the shared libraries' thread_locals (libc, libstdc++) are small
+#if defined(__SANITIZE_ADDRESS__)
+  SKIP("AddressSanitizer maps its own per-thread state");
+#else
+  // Threads with a 24 MiB stack: glibc's stack cache only holds the default 8 MiB stacks of
+  // earlier threads, so each maps a fresh stack with its TLS block at the top. They wait
+  // until all have started, so the growth is N threads' worth.
+  constexpr int kThreads = 8;
+  pthread_attr_t attr;
+  REQUIRE(pthread_attr_init(&attr) == 0);
+  REQUIRE(pthread_attr_setstacksize(&attr, 24u << 20) == 0);
+  std::atomic<int> started{0}, go{0};
+  struct Ctx { std::atomic<int>* started; std::atomic<int>* go; } ctx{&started, &go};
+  auto body = [](void* p) -> void* {
+    auto* c = static_cast<Ctx*>(p);
+    c->started->fetch_add(1);
+    while (c->go->load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return nullptr;
+  };
+  const uint64_t before = resident_bytes();
+  std::vector<pthread_t> ids(kThreads);
+  for (auto& id : ids) REQUIRE(pthread_create(&id, &attr, body, &ctx) == 0);
+  while (started.load() < kThreads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const uint64_t after = resident_bytes();
+  go.store(1);
+  for (auto& id : ids) pthread_join(id, nullptr);
+  pthread_attr_destroy(&attr);
+  const uint64_t per_thread = (after - std::min(after, before)) / kThreads;
+  INFO("resident growth per thread " << per_thread << " B");
+  CHECK(per_thread + 4096 >= tls);        // the whole block is touched (zero-filled) at start
+  CHECK(per_thread <= tls + 64 * 1024);   // plus a few pages of stack and glibc's thread descriptor
+#endif
 }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/thread_memory.hpp"
 #include "engine/model.hpp"
 #include "tests/test_engine_helpers.hpp"
 #include "format/open.hpp"
@@ -549,6 +550,33 @@ TEST_CASE("estimate --runtime nunchaku: the run state the engine allocates", "[e
     CHECK(e.component("cuda_context") == 0);
     CHECK(e.component("allocator_slack") == 0);
   }
+}
+
+TEST_CASE("estimate --runtime nunchaku on a GPU: the CUDA backend's run state", "[estimate][runtime]") {
+  Model m = llama("llama2-7b-config");  // fp16: hidden 4096, 32 heads x 128, ffn 11008, vocab 32000
+  Workload w;
+  w.runtime = Runtime::Nunchaku;
+  w.batch = 2;
+  w.context = 4096;
+  w.threads = 4;
+  const Estimate e = estimate(m.ck, m.layout, w);  // the default device: cuda
+  // Scratch by hand: the widest matrix as fp32 (32000 x 11008 x 4 B = 1.4 GB) capped at the
+  // 64 MiB dequantization panel, cuBLAS's 32 MiB workspace and 64 rotary frequencies.
+  CHECK(e.component("scratch") == (64ULL << 20) + (32ULL << 20) + 64 * 4);
+  CHECK(e.component("thread_buffers") == 0);  // no CPU kernels on the device
+  REQUIRE(find(e.host, "logits_readback") != nullptr);
+  CHECK(find(e.host, "logits_readback")->bytes == 2ULL * 32000 * 4);  // page-locked copy of 2 rows
+  w.target = Target::Cpu;
+  const Estimate c = estimate(m.ck, m.layout, w);
+  CHECK(e.component("activations") == c.component("activations") + 2 * 8);  // the logit rows' indices on the device
+  CHECK(find(c.host, "logits_readback") == nullptr);
+  // A plan charges a device that runs layers on the CPU the CPU backend's state instead.
+  CHECK(e.cpu_activation_bytes == c.component("activations") + c.component("scratch") + c.component("thread_buffers"));
+  // CPU, 16-bit weights: 3 workers' TLS + 4 threads' f32 panels of 32 rows x 11008 columns (down_proj).
+  CHECK(c.component("thread_buffers") == 3 * static_tls_bytes() + 4ULL * 32 * 11008 * 4);
+  CHECK(estimate(m.ck, m.layout, w).activation_bytes == c.component("activations") + c.component("scratch") + c.component("thread_buffers"));
+  Model f32 = llama("llama2-7b-config", DType::F32);
+  CHECK(estimate(f32.ck, f32.layout, w).component("thread_buffers") == 3 * static_tls_bytes());  // f32: no panel
 }
 
 TEST_CASE("estimate --runtime transformers: SDPA by default, eager adds exactly the score matrix", "[estimate][runtime]") {

@@ -112,7 +112,7 @@ TEST_CASE("json contract: estimate --json follows docs/schema/estimate.json", "[
   CHECK(oom["verdict"]["fits"] == false);
   CHECK(oom["verdict"]["headroom_bytes"].get<int64_t>() ==
         oom["verdict"]["budget_bytes"].get<int64_t>() - oom["total_bytes"].get<int64_t>());
-  const json fixes = document({"estimate", m, "--json", "--vram", "560M", "--batch", "512"}, 3);
+  const json fixes = document({"estimate", m, "--json", "--vram", "580M", "--batch", "512"}, 3);
   REQUIRE(!fixes["fixes"].empty());
   CHECK(fixes["fixes"][0]["headroom_bytes"].get<int64_t>() > 0);
   const json all = document({"estimate", m, "--json", "--vram", "1G", "--runtime", "all"});
@@ -132,7 +132,7 @@ TEST_CASE("json contract: plan --json follows docs/schema/plan.json", "[json][co
       {{"plan", m, "--json", "--cpu-ram", "1G"}, 0, ""},                                      // CPU alone
       {{"plan", m, "--json", "--vram", "501M", "--cpu-ram", "1G"}, 0, ""},                    // offload
       {{"plan", m, "--json", "--vram", "600K", "--cpu-ram", "100K"}, 3, ""},                  // does not fit, fixes
-      {{"plan", m, "--json", "--vram", "600K", "--cpu-ram", "1.1M", "--disk"}, 0, ""},        // disk: unlimited budget
+      {{"plan", m, "--json", "--vram", "600K", "--cpu-ram", "1.1M", "--disk", "--threads", "1"}, 0, ""},        // disk: unlimited budget
       {{"plan", m, "--json", "--min-vram", "--gpus", "2", "--cpu-ram", "1G"}, 0, ""},
       {{"plan", m, "--json", "--compat", "accelerate", "--vram", "200K", "--cpu-ram", "1G"}, 0, ""},
       {{"plan", m, "--json", "--vram", "1G,1G", "--mode", "train", "--cpu-ram", "1G"}, 0, ""},
@@ -144,7 +144,7 @@ TEST_CASE("json contract: plan --json follows docs/schema/plan.json", "[json][co
   CHECK(short_["verdict"]["fits"] == false);
   CHECK(!short_["verdict"]["shortfall"].is_null());
   CHECK(!short_["fixes"].empty());
-  const json disk = document({"plan", m, "--json", "--vram", "600K", "--cpu-ram", "1.1M", "--disk"});
+  const json disk = document({"plan", m, "--json", "--vram", "600K", "--cpu-ram", "1.1M", "--disk", "--threads", "1"});
   bool unlimited = false;
   for (const auto& dev : disk["devices"]) unlimited = unlimited || (dev["device"] == "disk" && dev["budget_bytes"].is_null());
   CHECK(unlimited);
@@ -173,7 +173,7 @@ TEST_CASE("json contract: a plan file from format_version 1 (\"modules\") still 
 TEST_CASE("json contract: load --json follows docs/schema/load.json", "[json][contract]") {
   const std::string m = testdata("models/llama");
   TempDir d;
-  REQUIRE(run_cli({"plan", m, "--json", "--vram", "600K", "--cpu-ram", "1.1M", "--disk", "-o", d.file("disk.json")}).exit_code == 0);
+  REQUIRE(run_cli({"plan", m, "--json", "--vram", "600K", "--cpu-ram", "1.1M", "--disk", "--threads", "1", "-o", d.file("disk.json")}).exit_code == 0);
   const std::vector<std::vector<std::string>> cases = {
       {"load", m, "--json"},
       {"load", m, "--json", "--verify"},
@@ -232,7 +232,7 @@ TEST_CASE("json contract: run --stats and every result line follow docs/schema/r
   const std::vector<Case> cases = {
       {{"run", spm, "--max-tokens", "4", "-q", "--stats", d.file("s1.json")}, mixed, 4},
       {{"run", bpe, "--max-tokens", "4", "-q", "--stats", d.file("s2.json"), "--batch-size", "2"}, openai, 3},
-      {{"run", spm, "--max-tokens", "3", "-q", "--stats", d.file("s3.json"), "--cpu-ram", "1140K"}, "Hello\n", 1},  // streamed
+      {{"run", spm, "--max-tokens", "3", "-q", "--stats", d.file("s3.json"), "--cpu-ram", "1140K", "--threads", "1"}, "Hello\n", 1},  // streamed
   };
   std::set<std::string> shapes;
   for (const auto& c : cases) {

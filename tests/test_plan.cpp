@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <fstream>
+#include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "core/thread_memory.hpp"
 #include "format/open.hpp"
 #include "memory/plan.hpp"
 #include "memory/plan_accelerate.hpp"
@@ -218,11 +221,15 @@ TEST_CASE("plan CLI: json plan loads, accelerate map covers every module, exit 3
 TEST_CASE("load --cpu-ram plans with the planner: the tail stays on disk, KV and activations reserved", "[plan][cli]") {
   // The llama fixture at its default context (256), charged as nunchaku's engine runs it:
   // weights 427,264 B (embedding 65,536, layers 147,968 each, norm 256, head 65,536) + run
-  // state: KV 131,072 + activations 659,464 + logits 1,280 + scratch 1,024 × threads.
-  // All on the CPU: 1,219,080 + 1,024·T > 1.16M (1,216,348 B). With the layers, norm and head
-  // on disk the CPU keeps the embedding and two stream slots of the largest disk module:
-  // 65,536 + 2 × 147,968 + 791,816 + 1,024·T = 1,153,288 + 1,024·T, which fits.
-  auto r = test::run_cli({"load", test::testdata("models/llama"), "--cpu-ram", "1.16M", "--json"});
+  // state: KV 131,072 + activations 659,464 + logits 1,280 + scratch 1,024 × threads + the
+  // kernels' thread buffers X = (threads − 1) × static TLS (f32 weights: no GEMM panel).
+  // All on the CPU: 1,219,080 + 1,024·T + X. With the layers, norm and head on disk the CPU
+  // keeps the embedding and two stream slots of the largest disk module:
+  // 65,536 + 2 × 147,968 + 791,816 + 1,024·T + X = 1,153,288 + 1,024·T + X, which fits
+  // between the two.
+  const uint64_t T = std::max(1u, std::thread::hardware_concurrency()), X = (T - 1) * static_tls_bytes();
+  const auto bytes = [](uint64_t b) { return std::to_string(b) + "B"; };
+  auto r = test::run_cli({"load", test::testdata("models/llama"), "--cpu-ram", bytes(1186000 + 1024 * T + X), "--json"});
   REQUIRE(r.exit_code == 0);
   json j = json::parse(r.out);
   CHECK(j["device_bytes"]["cpu"] == 65536);
@@ -232,8 +239,8 @@ TEST_CASE("load --cpu-ram plans with the planner: the tail stays on disk, KV and
   CHECK(where["model.embed_tokens"] == "cpu");
   CHECK(where["lm_head"] == "disk");
   CHECK(where["model.layers.0"] == "disk");
-  // 1M: even with every module on disk, run state + stream slots need 1,085,704 + 1,024·T.
-  auto s = test::run_cli({"load", test::testdata("models/llama"), "--cpu-ram", "1M"});
+  // Even with every module on disk, run state + stream slots need 1,085,704 + 1,024·T + X.
+  auto s = test::run_cli({"load", test::testdata("models/llama"), "--cpu-ram", bytes(1085000 + 1024 * T + X)});
   CHECK(s.exit_code == 3);
   CHECK_THAT(s.err, Catch::Contains("cpu needs"));
 }

@@ -151,14 +151,14 @@ TEST_CASE("run: layers left on disk by --cpu-ram give the same tokens", "[run]")
   const json exp = test::read_json(dir + "/expected.json");
   // At batch 3 the engine's run state (engine_memory) is ~0.53 MiB and the weights 312 KiB:
   // with 0.8 MiB the modules stay on disk (streamed through two slots).
-  auto p = test::run_cli({"plan", dir, "--batch", "3", "--cpu-ram", "0.8M", "--disk", "--format", "json"});
+  auto p = test::run_cli({"plan", dir, "--batch", "3", "--cpu-ram", "0.8M", "--disk", "--format", "json", "--threads", "1"});
   REQUIRE(p.exit_code == 0);
   const json plan = json::parse(p.out);
   int on_disk = 0;
   for (const auto& [_, d] : plan["device_map"].items()) on_disk += d == "disk";
   CHECK(on_disk > 0);
   const json& c = exp["cases"][1];
-  auto r = test::run_cli({"run", dir, "--raw", "--batch-size", "3", "--cpu-ram", "0.8M", "--max-tokens", "12", "-q"},
+  auto r = test::run_cli({"run", dir, "--raw", "--batch-size", "3", "--cpu-ram", "0.8M", "--threads", "1", "--max-tokens", "12", "-q"},
                          c["prompt"].get<std::string>() + "\n");
   REQUIRE(r.exit_code == 0);
   auto out = jsonl(r.out);

@@ -41,7 +41,7 @@ TEST_CASE("run --stats with --cpu-ram: the streamed bytes per step are the weigh
   test::TempDir dir;
   const std::string stats = dir.file("stats.json");
   // 1140K of host memory holds the run state (874K) and the stream pool, no layer: all stream.
-  auto r = test::run_cli({"run", test::testdata("run/llama-spm"), "--max-tokens", "3", "--cpu-ram", "1140K", "--stats", stats},
+  auto r = test::run_cli({"run", test::testdata("run/llama-spm"), "--max-tokens", "3", "--cpu-ram", "1140K", "--threads", "1", "--stats", stats},
                          "Hello\n");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -88,7 +88,7 @@ TEST_CASE("run --batch-size auto: the most sequences whose KV cache fits the bud
   // --context 4096 one sequence's KV is 2 layers x (k, v) x 4096 x 16 x 4 B = 1 MiB. Weights
   // are 0.31 MiB and the rest of the run state (activations, logits, scratch) < 0.4 MiB: of
   // --cpu-ram 6M less 5% (5.7 MiB), 5 sequences fit; 6 do not (6 MiB of KV alone).
-  auto r = test::run_cli({"run", m, "--batch-size", "auto", "--cpu-ram", "6M", "--context", "4096", "--max-tokens", "1",
+  auto r = test::run_cli({"run", m, "--batch-size", "auto", "--cpu-ram", "6M", "--context", "4096", "--max-tokens", "1", "--threads", "1",
                           "--stats", tmp.file("s.json")},
                          "Hello\n");
   INFO(r.err);
@@ -98,7 +98,7 @@ TEST_CASE("run --batch-size auto: the most sequences whose KV cache fits the bud
   CHECK(s.at("batch_size") == 5);
   CHECK(s.at("run_state_bytes").get<uint64_t>() + 319104 <= uint64_t(0.95 * 6 * 1024 * 1024));
   // Twice the budget: 11 sequences (11.4 MiB of 11.4 MiB is too tight, so 10 or 11; never 12).
-  auto r2 = test::run_cli({"run", m, "--batch-size", "auto", "--cpu-ram", "12M", "--context", "4096", "--max-tokens", "1"},
+  auto r2 = test::run_cli({"run", m, "--batch-size", "auto", "--cpu-ram", "12M", "--context", "4096", "--max-tokens", "1", "--threads", "1"},
                           "Hello\n");
   REQUIRE(r2.exit_code == 0);
   CHECK((r2.err.find("batch size auto: 10 (") != std::string::npos || r2.err.find("batch size auto: 11 (") != std::string::npos));

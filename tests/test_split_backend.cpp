@@ -113,7 +113,7 @@ TEST_CASE("split backend: CPU parts give one CPU backend's logits bit for bit, i
       // Each part holds its own layers' KV only: the KV total is one model's, the rest is
       // per part (activations and scratch each), the Transformer's tables once.
       CHECK(tf.predicted().kv_cache == ref.predicted().kv_cache);
-      CHECK(tf.state_bytes() == tf.predicted().total());
+      CHECK(tf.state_bytes() == tf.predicted().allocated());
       CHECK(tf.state_bytes() > ref.state_bytes());
       CHECK(split->describe().find("split:") == 0);
     }

@@ -45,7 +45,7 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(int threads) : pool_(threads) {}
 
   std::string describe() const override {
-    return "cpu " + std::string(isa_name(active_isa())) + ", " + std::to_string(pool_.size()) + " threads";
+    return "cpu " + std::string(isa_name(active_isa())) + ", " + plural(uint64_t(pool_.size()), "thread");
   }
   Device device() const override { return Device{Device::Kind::Cpu, 0}; }
   bool can_read(Device d) const override { return d.kind == Device::Kind::Cpu || d.kind == Device::Kind::Disk; }

@@ -79,6 +79,7 @@ class SplitBackend final : public Backend {
       sum.scratch += m.scratch;
       sum.host_logits += m.host_logits;
       sum.stream_pool += m.stream_pool;
+      sum.thread_buffers += m.thread_buffers;
     }
     sum.config = memory_[size_t(how_.head_part)].config;  // logit rows as the head's part holds them
     sum.activations += engine_host_tables(sum.config);

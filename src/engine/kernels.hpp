@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "format/dtype.hpp"
+#include "memory/cpu_kernel_buffers.hpp"
 
 namespace nunchaku::engine {
 
@@ -43,7 +44,7 @@ Isa set_isa(Isa isa);
 // Each weight row is read once for all B activation rows (the point of batching).
 // From this many activation rows on, matmul_rows runs as a cache-blocked GEMM (same sums
 // in the same order, so results do not depend on which path a batch takes).
-constexpr int64_t kMatmulGemmBatch = 16;
+constexpr int64_t kMatmulGemmBatch = kCpuGemmMinRows;  // defined with the accounting (engine_memory())
 void matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
                  int64_t r0, int64_t r1);
 

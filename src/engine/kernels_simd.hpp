@@ -192,7 +192,7 @@ void gemm_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, f
 // freed when its thread ends), then the F32 GEMM runs on it: each weight converted once
 // per panel instead of once per group of 6 activation rows. The panel holds exactly the
 // floats the decode path computes, so the sums are the same.
-constexpr int64_t kPanelRows = 32;
+constexpr int64_t kPanelRows = kCpuGemmPanelRows;  // memory/cpu_kernel_buffers.hpp: engine_memory() charges it
 struct Panel {  // 64-byte aligned: a 512-bit load that splits a cache line costs two
   float* data = nullptr;
   size_t floats = 0;

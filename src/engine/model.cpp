@@ -44,7 +44,9 @@ Transformer::Transformer(const ModelLayout& layout, WeightProvider& weights, Bac
   ModelSpec sized = spec_;
   sized.vocab_size = dims_.vocab;
   sized.intermediate_size = dims_.inter;
-  memory_ = backend_.plan_state(sized, engine_config(opts_, backend_, weights_));
+  EngineConfig config = engine_config(opts_, backend_, weights_);
+  config.panel_cols = panel_cols();
+  memory_ = backend_.plan_state(sized, config);
   cfg_ = memory_.config;
   BackendSetup setup{dims_, memory_, eps_, rope_style_, inv_freq_};
   backend_.allocate(setup);
@@ -112,6 +114,15 @@ void Transformer::bind(const ModelLayout& layout) {
   order_.push_back(final_norm_.module);
   if (head_.module != SIZE_MAX && head_.module != final_norm_.module) order_.push_back(head_.module);
   else if (head_.module == SIZE_MAX) order_.push_back(embed_.module);  // tied head: the embedding again
+}
+
+int64_t Transformer::panel_cols() const {
+  int64_t cols = 0;
+  auto widen = [&](const WeightMatrix& w) { cols = w.dtype == DType::F32 ? cols : std::max(cols, w.cols); };
+  for (const Layer& L : layers_)
+    for (const WeightMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) widen(*w);
+  widen(head_.w);
+  return cols;
 }
 
 void Transformer::compute_rope(const ModelLayout& layout) {

@@ -96,6 +96,7 @@ class Transformer {
   };
   void bind(const ModelLayout& layout);
   void compute_rope(const ModelLayout& layout);
+  int64_t panel_cols() const;  // EngineConfig::panel_cols of the bound weights
   int64_t validate(std::span<const SeqChunk> chunks);
   void run_layer(Layer& L, int64_t l);
   std::span<const TensorView> acquire(size_t step);

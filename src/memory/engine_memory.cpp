@@ -3,14 +3,18 @@
 #include <algorithm>
 
 #include "core/checked.hpp"
+#include "core/thread_memory.hpp"
 #include "cuda/engine_ops.hpp"
 #include "io/module_reads.hpp"
+#include "memory/cpu_kernel_buffers.hpp"
 
 namespace nunchaku {
 
-uint64_t EngineMemory::total() const {
+uint64_t EngineMemory::allocated() const {
   return sat_add(sat_add(sat_add(activations, kv_cache), sat_add(logits, scratch)), sat_add(stream_pool, host_logits));
 }
+
+uint64_t EngineMemory::total() const { return sat_add(allocated(), thread_buffers); }
 
 EngineDims engine_dims(const ModelSpec& spec) {
   EngineDims d;
@@ -39,6 +43,13 @@ uint64_t stream_slot_bytes(const Checkpoint& ck, const Module& m) {
 uint64_t engine_host_tables(const EngineConfig& c) {
   return sat_add(sat_add(sat_prod(uint64_t(c.max_tokens), 4 + 8 + 4), sat_prod(uint64_t(c.logit_rows), 8)),
                  sat_prod(uint64_t(c.max_batch), 8));
+}
+
+uint64_t cpu_thread_buffers(const EngineConfig& c) {
+  const uint64_t threads = uint64_t(std::max(1, c.threads));
+  const uint64_t tls = sat_prod(threads - 1, static_tls_bytes());
+  if (c.panel_cols <= 0 || c.max_tokens < kCpuGemmMinRows) return tls;
+  return sat_add(tls, sat_prod(threads, uint64_t(kCpuGemmPanelRows), uint64_t(c.panel_cols), 4));
 }
 
 EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
@@ -74,6 +85,7 @@ EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
     m.host_logits = sat_prod(R, uint64_t(d.vocab), 4);
   }
   m.stream_pool = sat_prod(uint64_t(std::max<int64_t>(0, c.stream_slots)), c.stream_slot_bytes);
+  m.thread_buffers = c.cuda ? 0 : cpu_thread_buffers(c);
   return m;
 }
 

@@ -20,6 +20,9 @@ struct EngineConfig {
   int64_t logit_rows = 0;       // logit rows one forward pass may return; 0 = max_batch
   DType kv_dtype = DType::F32;  // F32 or F16
   int threads = 1;              // CPU threads (attention scratch is per thread)
+  // Columns of the widest matmul weight not stored as f32: the prefill GEMM converts it into
+  // a per-thread f32 panel (cpu_kernel_buffers.hpp). 0 = every matmul weight is f32.
+  int64_t panel_cols = 0;
   bool cuda = false;            // run state on a CUDA device (backend_cuda.cpp): see engine_memory()
   // Streamed weights: a ring of `stream_slots` slots of `stream_slot_bytes` each (the
   // largest streamed module); 0 slots = every weight resident.
@@ -49,7 +52,13 @@ struct EngineMemory {
   // device, and `host_logits` is the page-locked read-back copy of the logits.
   uint64_t host_logits = 0;
   uint64_t stream_pool = 0;   // stream_slots x stream_slot_bytes
+  // What the CPU kernels keep per thread, not allocated by the engine itself (0 with `cuda`):
+  // each pool worker's static TLS (the calling thread's is the process's own), mostly the
+  // GEMM accumulators, and, when panel_cols > 0 and a pass can reach kCpuGemmMinRows
+  // tokens, every thread's f32 GEMM panel (kCpuGemmPanelRows x panel_cols x 4 B).
+  uint64_t thread_buffers = 0;
   uint64_t total() const;  // saturating sum (device and host parts)
+  uint64_t allocated() const;  // total() less thread_buffers: what the engine allocates itself
 };
 
 // Slots of the streamed weight provider's pool by default: the module in use + the next one
@@ -75,6 +84,9 @@ uint64_t stream_slot_bytes(const Checkpoint& ck, const Module& m);
 // slot), part of EngineMemory::activations; `c` with its defaults resolved. A split backend
 // (engine/backend_split.hpp) charges them once, not once per part.
 uint64_t engine_host_tables(const EngineConfig& c);
+
+// EngineMemory::thread_buffers of a CPU run; `c` with its defaults resolved.
+uint64_t cpu_thread_buffers(const EngineConfig& c);
 
 // Resolves the defaults of `cfg` against the spec and sizes every buffer.
 EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg);

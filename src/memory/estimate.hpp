@@ -67,6 +67,9 @@ struct Estimate {
   uint64_t largest_layer_parameters = 0;  // largest leaf module (DeepSpeed's ZeRO-3 term)
   uint64_t kv_bytes_per_token = 0;        // all layers, one sequence, ignoring windows
   uint64_t activation_bytes = 0;          // per device that runs layers (peak transient or saved)
+  // nunchaku on GPUs: what a device running layers on the CPU pays instead (the CPU
+  // backend's run state: attention scores, kernel thread buffers); 0 = activation_bytes.
+  uint64_t cpu_activation_bytes = 0;
   uint64_t logits_bytes = 0;              // on the device that holds the head
   // PyTorch on the CPU: what glibc's heap keeps of freed blocks at the peak (the glibc_heap
   // overhead, docs/estimate.md), and the term it is, in words.

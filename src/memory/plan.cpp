@@ -64,8 +64,9 @@ uint64_t overhead_bytes(const Estimate& e) {
   return s;
 }
 
-uint64_t activation_share(const Estimate& e, size_t layers_here, size_t num_layers) {
+uint64_t activation_share(const Estimate& e, size_t layers_here, size_t num_layers, bool gpu) {
   if (layers_here == 0) return 0;
+  if (!gpu && e.cpu_activation_bytes > 0) return e.cpu_activation_bytes;  // nunchaku's CPU backend (inference)
   if (e.workload.mode == Mode::Infer || num_layers == 0) return e.activation_bytes;  // one transient, reused
   // Training keeps every layer's saved activations: this device's share (rounded up).
   return static_cast<uint64_t>((static_cast<unsigned __int128>(e.activation_bytes) * layers_here + num_layers - 1) / num_layers);
@@ -154,8 +155,11 @@ DevicePlan charge_plan(const Estimate& e, const PlanRequest& r, const std::vecto
   const uint64_t over = overhead_bytes(e);
   for (size_t s = 0; s < p.devices.size(); ++s) {
     auto& d = p.devices[s];
-    d.activations = activation_share(e, exec_layers[s], roles.num_layers);
-    if (is_gpu(d.device) && (!d.modules.empty() || exec_layers[s] > 0)) d.overheads = over;
+    d.activations = activation_share(e, exec_layers[s], roles.num_layers, is_gpu(d.device));
+    // The runtime's fixed costs per GPU of a GPU run. The host process's own (estimate
+    // --device cpu: cpu_runtime, glibc_heap) are not charged to the CPU: its budget is for what
+    // the run allocates, as run's --cpu-ram (docs/plan.md).
+    if (is_gpu(d.device) && e.target == Target::Cuda && (!d.modules.empty() || exec_layers[s] > 0)) d.overheads = over;
   }
   if (stream && largest_offloaded > 0) {
     p.devices[0].staging = 2 * largest_offloaded;
@@ -209,7 +213,7 @@ struct Planner {
 
   Planner(const Estimate& e_, const PlanRequest& r_) : e(e_), r(r_), roles(roles_of(e_)), K(r_.vram.size()) {
     n = roles.sequence.size();
-    over = overhead_bytes(e);
+    over = e.target == Target::Cpu ? 0 : overhead_bytes(e);  // GPUs pay the fixed costs of a GPU run only
     w.assign(n + 1, 0), kv.assign(n + 1, 0), tr.assign(n + 1, 0), lay.assign(n + 1, 0), wmax_suffix.assign(n + 1, 0);
     for (size_t j = 0; j < n; ++j) {
       const ModuleCost& m = e.modules[roles.sequence[j]];
@@ -236,7 +240,7 @@ struct Planner {
       staging = 2 * wmax_suffix[prefix];
       used = true;
     }
-    return weights + cache + activation_share(e, layers, roles.num_layers) + (head ? e.logits_bytes : 0) +
+    return weights + cache + activation_share(e, layers, roles.num_layers, true) + (head ? e.logits_bytes : 0) +
            (used ? over : 0) + staging;
   }
 

@@ -7,6 +7,9 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/thread_memory.hpp"
+#include "cuda/engine_ops.hpp"
+#include "memory/cpu_kernel_buffers.hpp"
 #include "memory/engine_memory.hpp"
 #include "memory/estimate_detail.hpp"
 #include "core/units.hpp"
@@ -93,14 +96,17 @@ std::string split_note(const Estimate& e) { return gpus(e) > 1 ? fmt::format(" /
 
 uint64_t add_nunchaku(Estimate& e) {
   const Workload& w = e.workload;
+  const EngineDims d = engine_dims(e.spec);
   EngineConfig c;
   c.max_batch = static_cast<int>(std::min<int64_t>(w.batch, 1 << 30));
   c.max_context = w.context;
   c.kv_dtype = e.kv_dtype;
   c.threads = w.threads;
   c.max_tokens = w.prefill_chunk;  // engine_max_tokens(--prefill-chunk, batch), resolved with the workload
+  c.cuda = e.target == Target::Cuda;  // the CUDA backend's run state, as `run` on a GPU sizes it
+  // Weights not stored as f32 prefill through the per-thread f32 panel, as wide as the widest matrix.
+  if (e.weight_dtype != DType::F32 || w.quant.scheme != QuantScheme::None) c.panel_cols = std::max({d.hidden, d.q_dim(), d.inter});
   EngineMemory m = engine_memory(e.spec, c);
-  const EngineDims d = engine_dims(e.spec);
   for (auto& mod : e.modules)
     if (mod.kind == ModuleKind::Layer && d.layers > 0) mod.kv_bytes = m.kv_cache / uint64_t(d.layers);
   const uint64_t n = gpus(e);
@@ -108,15 +114,37 @@ uint64_t add_nunchaku(Estimate& e) {
                    fmt::format("layers({}) × 2 × max_batch({}) × max_context({}) × kv_dim({}) × {} B ({}){} (allocated once, no windows)",
                                d.layers, c.max_batch, w.context, d.kv_dim(), elem_bytes(e.kv_dtype), dtype_name(e.kv_dtype), split_note(e))});
   e.gpu.push_back({"activations", m.activations,
-                   fmt::format("max_tokens({}) × (3·h + 2·q_dim + 2·kv_dim + 2·I) × 4 B + token tables 16 B/token + 8 B/slot",
-                               m.config.max_tokens)});
+                   fmt::format("max_tokens({}) × (3·h + 2·q_dim + 2·kv_dim + 2·I) × 4 B + token tables 16 B/token + 8 B/slot{}",
+                               m.config.max_tokens, c.cuda ? " + logit rows' indices 8 B/row" : "")});
   e.gpu.push_back({"logits", m.logits, fmt::format("logit_rows({}) × (hidden + vocab) × 4 B", m.config.logit_rows)});
-  e.gpu.push_back({"scratch", m.scratch, fmt::format("threads({}) × max_context({}) × 4 B (attention scores, one row per thread)",
-                                                     m.config.threads, w.context)});
-  e.activation_bytes = add(m.activations, m.scratch);
+  e.gpu.push_back({"scratch", m.scratch,
+                   c.cuda ? fmt::format("dequantization panel min(widest matrix as fp32, {}) + cuBLAS workspace {} + rotary "
+                                        "frequencies (the CUDA backend's scratch)", format_bytes(cuda::kPanelBytes),
+                                        format_bytes(cuda::kCublasWorkspaceBytes))
+                          : fmt::format("threads({}) × max_context({}) × 4 B (attention scores, one row per thread) + {} "
+                                        "widened weight vectors", m.config.threads, w.context, kVecSlots)});
+  if (!c.cuda)
+    e.gpu.push_back({"thread_buffers", m.thread_buffers,
+                     fmt::format("(threads({0}) − 1) × static TLS {1} (each worker thread's thread_locals: the GEMM "
+                                 "accumulators){2}", m.config.threads, format_bytes(static_tls_bytes()),
+                                 c.panel_cols > 0 && m.config.max_tokens >= kCpuGemmMinRows
+                                     ? fmt::format(" + threads({}) × f32 GEMM panel {} rows × {} columns × 4 B", m.config.threads,
+                                                   kCpuGemmPanelRows, c.panel_cols)
+                                     : " (f32 weights: no GEMM panel)")});
+  if (m.host_logits > 0)
+    e.host.push_back({"logits_readback", m.host_logits,
+                      fmt::format("page-locked host copy of the logits: logit_rows({}) × vocab({}) × 4 B", m.config.logit_rows, d.vocab)});
+  e.activation_bytes = add(add(m.activations, m.scratch), m.thread_buffers);
+  if (c.cuda) {  // layers a plan leaves to run on the CPU run with the CPU backend's state
+    EngineConfig cpu = c;
+    cpu.cuda = false;
+    const EngineMemory h = engine_memory(e.spec, cpu);
+    e.cpu_activation_bytes = add(add(h.activations, h.scratch), h.thread_buffers);
+  }
   e.logits_bytes = m.logits;
   e.runtime_model = {
-      "nunchaku engine: run state allocated once by engine_memory() (the engine's own sizing function)",
+      fmt::format("nunchaku engine ({}): run state allocated once by engine_memory() (the engine's own sizing function)",
+                  c.cuda ? "CUDA backend" : "CPU backend"),
       fmt::format("prefill in passes of at most max_tokens = {} (--prefill-chunk, at least the batch; default max(256, batch)); "
                   "attention row by row (no score matrix)", plural(uint64_t(m.config.max_tokens), "token")),
       fmt::format("KV cache: {} × {}, {}, preallocated", plural(uint64_t(c.max_batch), "slot"), plural(uint64_t(w.context), "position"),

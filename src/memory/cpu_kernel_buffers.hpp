@@ -1,0 +1,20 @@
+// The CPU kernels' buffer shapes that engine_memory() charges, defined once here, below the
+// engine, so the kernels (engine/kernels.hpp, engine/kernels_simd.hpp) and the accounting
+// read the same numbers. Only <cstdint>: the ISA-flagged kernel files include this, and
+// they must not instantiate inline std code with AVX-512 flags.
+#pragma once
+
+#include <cstdint>
+
+namespace nunchaku {
+
+// From this many activation rows on, a matmul runs as the cache-blocked GEMM
+// (engine::kMatmulGemmBatch); fewer rows read each weight row directly.
+constexpr int64_t kCpuGemmMinRows = 16;
+
+// The blocked GEMM over weights not stored as f32 converts this many weight rows at a time
+// into a per-thread f32 panel (rows x the matrix's columns), grown to the widest matrix the
+// thread has run and kept until the thread ends.
+constexpr int64_t kCpuGemmPanelRows = 32;
+
+}  // namespace nunchaku
