@@ -579,6 +579,42 @@ TEST_CASE("estimate --runtime nunchaku on a GPU: the CUDA backend's run state", 
   CHECK(estimate(f32.ck, f32.layout, w).component("thread_buffers") == 3 * static_tls_bytes());  // f32: no panel
 }
 
+TEST_CASE("estimate --device cpu: no GPU levers, no offload to the memory the states are in", "[estimate][runtime]") {
+  Model m = llama("llama2-7b-config", DType::BF16);
+  Workload w;
+  w.target = Target::Cpu;
+  w.context = 512;
+  auto s = suggest_fits(m.ck, m.layout, w, 8ULL << 30);  // nunchaku, 13.5 GB of weights in 8 GiB
+  REQUIRE_FALSE(s.empty());
+  for (const auto& x : s) {
+    INFO(x.flags);
+    CHECK(x.flags.find("--gpus") == std::string::npos);
+  }
+  w.mode = Mode::Train;
+  s = suggest_fits(m.ck, m.layout, w, 64ULL << 30);
+  REQUIRE_FALSE(s.empty());
+  for (const auto& x : s) {
+    INFO(x.flags);
+    CHECK(x.flags.find("--offload") == std::string::npos);
+    CHECK(x.flags.find("--gpus") == std::string::npos);
+  }
+  w.runtime = Runtime::DeepSpeed;
+  w.zero = 2;
+  w.offload = Offload::Optimizer;
+  try {
+    (void)estimate(m.ck, m.layout, w);
+    FAIL("offload on the CPU");
+  } catch (const Error& e) {
+    CHECK(std::string(e.code()) == "usage.offload_cpu");
+  }
+  // Training runtimes describe themselves like the inference ones.
+  w.offload = Offload::None;
+  const Estimate t = estimate(m.ck, m.layout, w);
+  REQUIRE(t.runtime_model.size() == 2);
+  CHECK_THAT(t.runtime_model[0], Catch::Contains("ZeRO-2"));
+  CHECK_THAT(t.runtime_model[1], Catch::Contains("no KV cache"));
+}
+
 TEST_CASE("estimate --runtime transformers: SDPA by default, eager adds exactly the score matrix", "[estimate][runtime]") {
   // The issue's case: llama-2-7b, batch 1, context 32768. Weights + KV = 30.66 GB.
   Model m = llama("llama2-7b-config");
@@ -762,6 +798,23 @@ TEST_CASE("estimate CLI: --runtime all, --device cpu, --gpus against --vram", "[
   CHECK(test::run_cli({"estimate", model, "--vram", "1G,1G", "--gpus", "3"}).exit_code == 2);
   CHECK(test::run_cli({"plan", model, "--vram", "1G,1G", "--gpus", "3"}).exit_code == 2);
   CHECK(test::run_cli({"estimate", model, "--runtime", "tensorrt"}).exit_code == 2);
+  // plan with no GPU budget charges the CPU what estimate --device cpu charges the run, less the
+  // process's own fixed cost (a budget for what the run allocates, as run --cpu-ram).
+  const std::string spm = test::testdata("run/llama-spm");
+  const std::vector<std::string> wl = {"--threads", "2", "--batch", "4", "--context", "128", "--json"};
+  std::vector<std::string> ea = {"estimate", spm, "--device", "cpu"}, pa = {"plan", spm, "--vram", "0"};
+  ea.insert(ea.end(), wl.begin(), wl.end());
+  pa.insert(pa.end(), wl.begin(), wl.end());
+  auto est = json::parse(test::run_cli(ea).out);
+  auto pl = json::parse(test::run_cli(pa).out);
+  CHECK(pl["runtime"] == "nunchaku");
+  CHECK(pl["device"] == "cuda");
+  REQUIRE(pl["devices"].size() == 1);
+  CHECK(pl["devices"][0]["overhead_bytes"] == 0);
+  CHECK(pl["devices"][0]["total_bytes"].get<uint64_t>() ==
+        est["total_bytes"].get<uint64_t>() - est["component_bytes"]["cpu_runtime"].get<uint64_t>());
+  pa.insert(pa.begin() + 2, {"--device", "cpu"});
+  CHECK(json::parse(test::run_cli(pa).out)["device"] == "cpu");
   // Above the model's maximum (256): a warning on stderr, the table says so too.
   auto c = test::run_cli({"estimate", model, "--context", "1000"});
   CHECK(c.exit_code == 0);

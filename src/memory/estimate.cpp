@@ -111,6 +111,9 @@ Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoi
           "--offload needs ZeRO (DeepSpeed offloads only partitioned states)", "add --zero 2 (optimizer) or --zero 3 (params)");
   require(w.offload != Offload::Params || w.zero == 3, "estimate.offload_needs_zero",
           "--offload params needs ZeRO-3", "add --zero 3");
+  require(w.offload == Offload::None || w.target == Target::Cuda, "usage.offload_cpu",
+          "--offload moves model states from the GPUs to host memory; with --device cpu they are in host memory already",
+          "leave --offload out (ZeRO partitions the states over the processes)");
   require(w.lora_rank >= 1 && w.lora_rank <= 65536, "usage.lora_rank", "--lora-rank must be in 1..65536");
   if (!w.runtime) w.runtime = !training ? Runtime::Nunchaku : w.zero > 0 ? Runtime::DeepSpeed : Runtime::Transformers;
   const Runtime r = *w.runtime;

@@ -144,6 +144,7 @@ struct Searcher {
 };
 
 std::vector<Option> levers(const Workload& w, Runtime rt) {
+  const bool cpu = w.target == Target::Cpu;  // one process in host memory: no GPU count, nothing to offload to
   std::vector<Option> o;
   int lever = 0;
   auto add = [&](int cost, std::string what, std::string flags, std::function<void(Workload&)> f, Search s = Search::None) {
@@ -192,7 +193,7 @@ std::vector<Option> levers(const Workload& w, Runtime rt) {
     const std::pair<int, Offload> zs[] = {{1, Offload::None}, {2, Offload::None}, {3, Offload::None},
                                           {2, Offload::Optimizer}, {3, Offload::Optimizer}, {3, Offload::Params}};
     for (const auto& [z, off] : zs) {
-      if (z < w.zero || (z == w.zero && off <= w.offload)) continue;
+      if (z < w.zero || (z == w.zero && off <= w.offload) || (cpu && off != Offload::None)) continue;
       const int cost = off == Offload::None ? 1 : off == Offload::Optimizer ? 2 : 3;
       std::string flags = fmt::format("--runtime deepspeed --zero {}", z);
       if (off != Offload::None) flags += fmt::format(" --offload {}", offload_name(off));
@@ -202,7 +203,7 @@ std::vector<Option> levers(const Workload& w, Runtime rt) {
     ++lever;
   }
   if (w.batch > 1) add(2, "largest batch", "", [](Workload&) {}, Search::Batch), ++lever;
-  add(3, "fewest GPUs", "", [](Workload&) {}, Search::Gpus), ++lever;
+  if (!cpu) add(3, "fewest GPUs", "", [](Workload&) {}, Search::Gpus), ++lever;
   if (!training && w.context > 1) add(4, "longest context", "", [](Workload&) {}, Search::Context), ++lever;
   return o;
 }
@@ -236,17 +237,30 @@ std::vector<Suggestion> suggest_fits(const Checkpoint& ck, const ModelLayout& la
   std::stable_sort(combos.begin(), combos.end(), [](const Combo& a, const Combo& b) {
     return a.cost != b.cost ? a.cost < b.cost : a.picks.size() < b.picks.size();
   });
-  std::vector<std::vector<size_t>> kept;
+  struct Kept {
+    std::vector<size_t> fixed;   // options without a searched value, sorted
+    Workload w;                  // the workload it fits with (searched values resolved)
+  };
+  std::vector<Kept> kept;
   constexpr size_t kMaxEstimates = 4000;  // bounds the search on huge option sets
   for (const Combo& c : combos) {
     if (c.picks.empty() || out.size() >= max_suggestions || S.evaluated > kMaxEstimates) continue;
-    // A kept combination of fixed changes covers every superset; one with a searched lever
-    // (batch, context, GPUs) does not: more changes may let that value grow back.
-    const bool covered = std::any_of(kept.begin(), kept.end(), [&](const std::vector<size_t>& k) {
-      const bool fixed_only = std::none_of(k.begin(), k.end(), [&](size_t i) { return opts[i].search != Search::None; });
-      return fixed_only && std::includes(c.picks.begin(), c.picks.end(), k.begin(), k.end());
-    });
-    if (covered) continue;
+    std::vector<size_t> fixed;
+    for (size_t k : c.picks)
+      if (opts[k].search == Search::None) fixed.push_back(k);
+    const bool searched = fixed.size() != c.picks.size();
+    // Dominated: a kept combination with a subset of these fixed changes already fits with a
+    // batch and context at least as large on no more GPUs. So a kept combination of fixed
+    // changes covers every superset, and one with a searched lever (batch, context, GPUs)
+    // covers a superset only when the extra changes do not let that value grow back
+    // ("--gpus 2" kept makes "--gpus 2 --context 511" and "--kv-dtype f16 --gpus 2" useless).
+    auto dominated = [&](const Workload& x) {
+      return std::any_of(kept.begin(), kept.end(), [&](const Kept& k) {
+        return std::includes(fixed.begin(), fixed.end(), k.fixed.begin(), k.fixed.end()) && x.batch <= k.w.batch &&
+               x.context <= k.w.context && x.gpus >= k.w.gpus;
+      });
+    };
+    if (!searched && dominated(w)) continue;  // decided before any estimate
     Workload x = w;
     std::vector<std::string> what, flags;
     for (size_t k : c.picks)
@@ -260,9 +274,10 @@ std::vector<Suggestion> suggest_fits(const Checkpoint& ck, const ModelLayout& la
       flags.push_back(f);
     }
     if (!ok) continue;
+    if (searched && dominated(x)) continue;
     auto total = S.fit(x);
     if (!total) continue;
-    kept.push_back(c.picks);
+    kept.push_back({fixed, x});
     const uint64_t budget = verdict(estimate(ck, layout, x), vram).budget;
     out.push_back({fmt::format("{}", fmt::join(what, " + ")), fmt::format("{}", fmt::join(flags, " ")), c.cost, *total, budget - *total});
   }

@@ -399,7 +399,9 @@ nlohmann::json to_json(const DevicePlan& p, const Estimate& e) {
                     {"total_bytes", d.total()},
                     {"headroom_bytes", unlimited ? json(nullptr) : json(static_cast<int64_t>(d.budget) - static_cast<int64_t>(d.total()))}});
   }
-  return {{"strategy", strategy_name(p.strategy)},
+  return {{"runtime", runtime_name(e.runtime)},
+          {"device", e.target == Target::Cpu ? "cpu" : "cuda"},
+          {"strategy", strategy_name(p.strategy)},
           {"offload_exec", p.offload_exec == OffloadExec::Cpu ? "cpu" : "gpu"},
           {"device_map", map},
           {"devices", devs},

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/units.hpp"
 #include "memory/estimate_detail.hpp"
 
 namespace nunchaku::estimate_detail {
@@ -146,6 +147,15 @@ uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainab
   e.logits_bytes = mul({b, sq, static_cast<uint64_t>(s.vocab_size), add(el, 8)});
   e.gpu.push_back({"logits", e.logits_bytes,
                    fmt::format("b·s·vocab × ({} B logits + 4 B fp32 upcast + 4 B grad) = {}·{}·{}", el, b, sq, s.vocab_size)});
+  e.runtime_model = {
+      e.runtime == Runtime::DeepSpeed
+          ? fmt::format("DeepSpeed ZeRO-{} on {}, offload {}: model states as DeepSpeed's estimators count them "
+                        "(fp32 master, optimizer and gradient copies{})", z, plural(n, "GPU"),
+                        offload_name(w.offload), z >= 1 ? ", partitioned" : "")
+          : fmt::format("PyTorch training step (transformers): {} weights, {} optimizer, no DeepSpeed partitioning",
+                        e.mixed_precision ? "16-bit autocast with fp32 master" : dtype_name(e.weight_dtype), optimizer_name(w.optimizer)),
+      fmt::format("attention {} (saved activations{}), {}; no KV cache (training keeps none)", flash ? "sdpa/flash" : "eager",
+                  flash ? ", no score matrix" : " incl. the score matrix", w.grad_checkpointing ? "gradient checkpointing" : "every layer's activations kept for backward")};
   const uint64_t largest = std::max(mul({b, sq, static_cast<uint64_t>(s.vocab_size), 4}),
                                     mul({b, sq, static_cast<uint64_t>(std::max<int64_t>(s.intermediate_size, 0)), el}));
   return (largest + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB);
