@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <tuple>
 #include <sstream>
 
@@ -252,6 +253,45 @@ TEST_CASE("estimate: suggestions combine changes (training 7B on 4x80G)", "[esti
     CHECK(x.headroom >= vram / 20);
   }
   CHECK(combined);
+}
+
+TEST_CASE("estimate: no suggestion is dominated by an earlier one", "[estimate]") {
+  // An earlier suggestion whose fixed changes are a subset of a later one's, and that fits with
+  // a batch and context at least as large on no more GPUs, makes the later one useless.
+  struct Parsed {
+    std::set<std::string> fixed;
+    int64_t batch, context, gpus;
+  };
+  auto parse = [](const std::string& flags, const Workload& w) {
+    Parsed p{{}, w.batch, w.context, w.gpus};
+    std::istringstream in(flags);
+    std::string name, value;
+    while (in >> name >> value) {
+      if (name == "--batch") p.batch = std::stoll(value);
+      else if (name == "--context") p.context = std::stoll(value);
+      else if (name == "--gpus") p.gpus = std::stoll(value);
+      else p.fixed.insert(name + " " + value);
+    }
+    return p;
+  };
+  Model m = llama("llama2-7b-config");
+  struct Case { Runtime rt; int64_t batch, context; uint64_t vram; };
+  for (const Case c : {Case{Runtime::Nunchaku, 1, 512, 8ULL << 30}, Case{Runtime::Transformers, 8, 512, 8ULL << 30},
+                       Case{Runtime::Vllm, 4, 4096, 16ULL << 30}, Case{Runtime::LlamaCpp, 2, 4096, 6ULL << 30}}) {
+    Workload w;
+    w.runtime = c.rt;
+    w.batch = c.batch;
+    w.context = c.context;
+    const auto s = suggest_fits(m.ck, m.layout, w, c.vram);
+    REQUIRE(s.size() >= 2);
+    for (size_t j = 0; j < s.size(); ++j)
+      for (size_t i = 0; i < j; ++i) {
+        const Parsed a = parse(s[i].flags, w), b = parse(s[j].flags, w);
+        INFO(runtime_name(c.rt) << ": '" << s[i].flags << "' before '" << s[j].flags << "'");
+        const bool subset = std::includes(b.fixed.begin(), b.fixed.end(), a.fixed.begin(), a.fixed.end());
+        CHECK_FALSE((subset && b.batch <= a.batch && b.context <= a.context && b.gpus >= a.gpus));
+      }
+  }
 }
 
 TEST_CASE("estimate: sliding-window layers and MLA caches", "[estimate]") {
