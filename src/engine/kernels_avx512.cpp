@@ -37,6 +37,9 @@ constexpr int kGemmTileRows = 4;
 // rows (24 accumulators; each weight vector converted once for 8 rows at batch 8: -30%
 // cycles against 2 x 6 and 2 x 2).
 constexpr int kBatchRows = 3, kBatchTile = 8, kBlockBatchTile = 8;
+// Block types at small batches: 2 weight rows x 8 activation rows (16 accumulators; each
+// x vector loaded once for both rows).
+constexpr int kBlockBatchRows = 2;
 inline V vzero() { return _mm512_setzero_ps(); }
 inline V vload(const float* p) { return _mm512_load_ps(p); }
 inline V vloadu(const float* p) { return _mm512_loadu_ps(p); }

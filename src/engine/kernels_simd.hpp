@@ -1,7 +1,8 @@
 // The SIMD kernels, written once over a vector type and included by each ISA's file
 // (kernels_avx2.cpp: V = __m256, kernels_avx512.cpp: V = __m512), inside its anonymous
 // namespace, after it has defined:
-//   V; kW (floats per V); kSubVecs = 32 / kW; kGemmTileRows; kBatchRows, kBatchTile; vzero, vload (aligned), vloadu, vstore
+//   V; kW (floats per V); kSubVecs = 32 / kW; kGemmTileRows; kBatchRows, kBatchTile,
+//   kBlockBatchRows, kBlockBatchTile; vzero, vload (aligned), vloadu, vstore
 //   (aligned), vstoreu, vset1, vfma(a, b, c) = a*b + c, vhsum;
 //   LoadF32 / LoadBF16 / LoadF16 (kElemBytes, load(row, i) -> V of kW values from element
 //   i, one(row, i), addr(row, i));
@@ -288,25 +289,55 @@ inline void prepare(const uint8_t* blk, KScales& k) {
   if constexpr (Q::kSubs > 1) k_scales(blk, k);
 }
 
-// NB activation rows against one weight row.
-template <int NB, class Q>
-inline void blockq_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
-  V acc[NB];
+// R weight rows x NB activation rows (small batches): each x vector is loaded once for
+// the R rows (one row at a time, every FMA needs its own x load: the load ports, not the
+// FMA units, were the limit). Each (row, activation) chain sees the same FMAs in the same
+// order as the decode path's.
+template <int R, int NB>
+inline void blockq_fma(V (&acc)[R][NB], const V (&w)[R][kSubVecs], const float* x, int64_t ldx) {
   #pragma GCC unroll 16
-  for (int b = 0; b < NB; ++b) acc[b] = vzero();
-  KScales ks;
-  for (int64_t k = 0; k < nblocks; ++k) {
-    prepare<Q>(row + k * Q::kBytes, ks);
-    for_each_sub<Q>(row + k * Q::kBytes, ks, [&](int s, const V* w) {
-      const int64_t c = (k * Q::kSubs + s) * 32;
+  for (int b = 0; b < NB; ++b)
+    #pragma GCC unroll 16
+    for (int j = 0; j < kSubVecs; ++j) {
+      V xv = vloadu(x + b * ldx + kW * j);
+      if constexpr (R > 1) asm("" : "+v"(xv));  // one load per x vector, not one per FMA
       #pragma GCC unroll 16
-      for (int b = 0; b < NB; ++b)
+      for (int r = 0; r < R; ++r) acc[r][b] = vfma(w[r][j], xv, acc[r][b]);
+    }
+}
+template <int R, int NB, class Q>
+inline void blockq_tile(const uint8_t* row0, size_t row_bytes, int64_t nblocks, const float* x, int64_t ldx, float* y,
+                        int64_t ldy) {
+  V acc[R][NB];
+  #pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
+    for (int b = 0; b < NB; ++b) acc[r][b] = vzero();
+  KScales ks[R];
+  for (int64_t k = 0; k < nblocks; ++k) {
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) prepare<Q>(row0 + size_t(r) * row_bytes + k * Q::kBytes, ks[r]);
+    if constexpr (Q::kSubs == 1) {
+      V w[R][kSubVecs];
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) Q::sub(row0 + size_t(r) * row_bytes + k * Q::kBytes, w[r]);
+      blockq_fma<R, NB>(acc, w, x + k * 32, ldx);
+    } else {
+      #pragma GCC unroll 1
+      for (int p = 0; p < Q::kSubs / 2; ++p) {
+        V lo[R][kSubVecs], hi[R][kSubVecs];
         #pragma GCC unroll 16
-        for (int j = 0; j < kSubVecs; ++j) acc[b] = vfma(w[j], vloadu(x + b * ldx + c + kW * j), acc[b]);
-    });
+        for (int r = 0; r < R; ++r) Q::pair(row0 + size_t(r) * row_bytes + k * Q::kBytes, p, ks[r], lo[r], hi[r]);
+        const float* xs = x + (k * Q::kSubs + 2 * p) * 32;
+        blockq_fma<R, NB>(acc, lo, xs, ldx);
+        blockq_fma<R, NB>(acc, hi, xs + 32, ldx);
+      }
+    }
   }
   #pragma GCC unroll 16
-  for (int b = 0; b < NB; ++b) y[b * ldy] = vhsum(acc[b]);
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
+    for (int b = 0; b < NB; ++b) y[b * ldy + r] = vhsum(acc[r][b]);
 }
 
 // Decode (one activation row): R weight rows at once for R independent chains (more rows
@@ -380,12 +411,17 @@ void matmul_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B
     for (; r < r1; ++r) blockq_rows<1, Q>(w.data + size_t(r) * w.row_bytes, w.row_bytes, nblocks, x, y + r);
     return;
   }
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w.data + size_t(r) * w.row_bytes;
+  const size_t rb = w.row_bytes;
+  int64_t r = r0;
+  for (; r + kBlockBatchRows <= r1; r += kBlockBatchRows)
     by_groups<kBlockBatchTile>(B, [&](auto nb, int64_t b) {
-      blockq_tile<decltype(nb)::value, Q>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
+      blockq_tile<kBlockBatchRows, decltype(nb)::value, Q>(w.data + size_t(r) * rb, rb, nblocks, x + b * ldx, ldx,
+                                                           y + b * ldy + r, ldy);
     });
-  }
+  for (; r < r1; ++r)
+    by_groups<kBlockBatchTile>(B, [&](auto nb, int64_t b) {
+      blockq_tile<1, decltype(nb)::value, Q>(w.data + size_t(r) * rb, rb, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
+    });
 }
 
 
