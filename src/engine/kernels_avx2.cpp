@@ -40,6 +40,19 @@ inline float vhsum(V v) {
   return _mm_cvtss_f32(lo);
 }
 
+// {vhsum(a), vhsum(b), vhsum(c), vhsum(d)} with the same additions (lane i + i+4, then
+// + i+2, + i+1), fewer shuffles: the GEMM tiles' epilogue.
+inline __m128 vhsum4(V a, V b, V c, V d) {
+  V ab = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));  // [a, b] halves summed
+  V cd = _mm256_add_ps(_mm256_permute2f128_ps(c, d, 0x20), _mm256_permute2f128_ps(c, d, 0x31));
+  ab = _mm256_add_ps(ab, _mm256_permute_ps(ab, _MM_SHUFFLE(1, 0, 3, 2)));  // p0+p2, p1+p3
+  cd = _mm256_add_ps(cd, _mm256_permute_ps(cd, _MM_SHUFFLE(1, 0, 3, 2)));
+  ab = _mm256_add_ps(ab, _mm256_permute_ps(ab, _MM_SHUFFLE(2, 3, 0, 1)));  // + the neighbour
+  cd = _mm256_add_ps(cd, _mm256_permute_ps(cd, _MM_SHUFFLE(2, 3, 0, 1)));
+  const V t = _mm256_unpacklo_ps(ab, cd);  // a c . . | b d . .
+  return _mm_unpacklo_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
 struct LoadF32 {
   static constexpr int kElemBytes = 4;
   static V load(const uint8_t* row, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }

@@ -55,6 +55,19 @@ inline float vhsum(V v) {  // pairwise halves: 16 -> 8 -> 4 -> 2 -> 1
   return _mm_cvtss_f32(lo);
 }
 
+// {vhsum(a), vhsum(b), vhsum(c), vhsum(d)} with the same additions (lane i + i+8, then
+// + i+4, + i+2, + i+1), a quarter of the shuffles: the GEMM tiles' epilogue.
+inline __m128 vhsum4(V a, V b, V c, V d) {
+  // 128-bit quarters q0..q3: q0+q2 and q1+q3 of a and b, then of c and d.
+  const V ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  const V cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
+  // (q0+q2) + (q1+q3): one quarter per vector, [a b c d].
+  V t = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
+  t = _mm512_add_ps(t, _mm512_permute_ps(t, _MM_SHUFFLE(1, 0, 3, 2)));  // p0+p2, p1+p3
+  t = _mm512_add_ps(t, _mm512_permute_ps(t, _MM_SHUFFLE(2, 3, 0, 1)));  // + the neighbour
+  return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), t));
+}
+
 struct LoadF32 {
   static constexpr int kElemBytes = 4;
   static V load(const uint8_t* row, int64_t i) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i); }
