@@ -139,6 +139,7 @@ struct BlockQ4_0 {
 struct BlockQ4_K {
   static constexpr int64_t kBytes = 144, kSubs = 8;
   static constexpr int kDecodeRows = 4;
+  static void scales(const uint8_t* b, KScales& k) { k_scales(b, k); }
   static void pair(const uint8_t* b, int p, const KScales& k, __m256 lo[4], __m256 hi[4]) {
     const __m256 dl = _mm256_set1_ps(k.ds[2 * p]), ml = _mm256_set1_ps(k.ms[2 * p]);
     const __m256 dh = _mm256_set1_ps(k.ds16[2 * p + 1]), mh = _mm256_set1_ps(k.ms[2 * p + 1]);
@@ -205,6 +206,7 @@ struct BlockQ5_1 {
 struct BlockQ5_K {
   static constexpr int64_t kBytes = 176, kSubs = 8;
   static constexpr int kDecodeRows = 4;
+  static void scales(const uint8_t* b, KScales& k) { k_scales(b, k); }
   static void pair(const uint8_t* b, int p, const KScales& k, __m256 lo[4], __m256 hi[4]) {
     const __m256 dl = _mm256_set1_ps(k.ds[2 * p]), ml = _mm256_set1_ps(k.ms[2 * p]);
     const __m256 dh = _mm256_set1_ps(k.ds[2 * p + 1]), mh = _mm256_set1_ps(k.ms[2 * p + 1]);
@@ -223,6 +225,9 @@ struct BlockQ5_K {
     }
   }
 };
+// Q6_K keeps the fused kernel here (see matmul_q6 in kernels_simd.hpp).
+using BlockQ6_K = void;
+
 }  // namespace
 }  // namespace nunchaku::engine
 

@@ -146,6 +146,7 @@ struct BlockQ4_1 {
 struct BlockQ4_K {
   static constexpr int64_t kBytes = 144, kSubs = 8;
   static constexpr int kDecodeRows = 8;
+  static void scales(const uint8_t* b, KScales& k) { k_scales(b, k); }
   static void pair(const uint8_t* b, int p, const KScales& k, V lo[2], V hi[2]) {
     const V tlo = _mm512_fmsub_ps(_mm512_set1_ps(k.ds[2 * p]), iota16(), _mm512_set1_ps(k.ms[2 * p]));
     const V thi = _mm512_fmsub_ps(_mm512_set1_ps(k.ds[2 * p + 1]), iota16(), _mm512_set1_ps(k.ms[2 * p + 1]));
@@ -197,6 +198,7 @@ struct BlockQ5_1 {
 struct BlockQ5_K {
   static constexpr int64_t kBytes = 176, kSubs = 8;
   static constexpr int kDecodeRows = 8;
+  static void scales(const uint8_t* b, KScales& k) { k_scales(b, k); }
   static void pair(const uint8_t* b, int p, const KScales& k, V lo[2], V hi[2]) {
     V t[2][2];  // [sub-block 2p or 2p+1][codes 0..15 or 16..31]
     #pragma GCC unroll 2
@@ -212,6 +214,24 @@ struct BlockQ5_K {
       const __m512i v = bytes16(q + 16 * j), qh = bytes16(b + 16 + 16 * j);
       lo[j] = code5(_mm512_and_si512(v, m15), _mm512_test_epi32_mask(qh, bit_lo), t[0][0], t[0][1]);
       hi[j] = code5(_mm512_srli_epi32(v, 4), _mm512_test_epi32_mask(qh, bit_hi), t[1][0], t[1][1]);
+    }
+  }
+};
+
+// Q6_K: w = (d*sc)*(q - 32), the scalar dequantizer's products (d*sc exact, one rounding),
+// sub-blocks 2p and 2p+1 from one pass over their code bytes (q6_codes).
+struct BlockQ6_K {
+  static constexpr int64_t kBytes = 210, kSubs = 8;
+  static constexpr int kDecodeRows = 8;
+  static void scales(const uint8_t* b, KScales& k) { q6_scales(b, k); }
+  static void pair(const uint8_t* b, int p, const KScales& k, V lo[2], V hi[2]) {
+    __m256i cl, ch;
+    q6_codes(b, p, cl, ch);
+    const float* d = k.d6 + 4 * p;  // sub-block 2p: d[0], d[1]; 2p+1: d[2], d[3]
+    #pragma GCC unroll 2
+    for (int j = 0; j < 2; ++j) {
+      lo[j] = _mm512_mul_ps(_mm512_set1_ps(d[j]), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(j ? _mm256_extracti128_si256(cl, 1) : _mm256_castsi256_si128(cl))));
+      hi[j] = _mm512_mul_ps(_mm512_set1_ps(d[2 + j]), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(j ? _mm256_extracti128_si256(ch, 1) : _mm256_castsi256_si128(ch))));
     }
   }
 };

@@ -1,4 +1,4 @@
-// K-quant (Q4_K, Q5_K) scale decoding for the SIMD kernels, included by kernels_avx2.cpp
+// K-quant (Q4_K, Q5_K, Q6_K) scale and Q6_K code decoding for the SIMD kernels, included by kernels_avx2.cpp
 // and kernels_avx512.cpp (compiled with AVX2 at least) before their block policies; in an
 // anonymous namespace like the kernels, so each ISA's copy stays in its file.
 // Internal: only kernels_<isa>.cpp include this.
@@ -15,8 +15,10 @@ namespace {
 // with a few byte shuffles (per sub-block and row, the scalar decode cost more than the
 // dot product on AVX2): ds[s] = d * scale_s, ms[s] = dmin * min_s (the same products the
 // scalar dequantizer forms), ds16[s] = ds[s] / 16 (exact) for high nibbles kept in place.
+// Q6_K: d6[i] = d * scale_i for its 16 sub-blocks of 16 values (exact: an 11-bit half
+// times an 8-bit integer), the first product of the scalar dequantizer's d * sc * q.
 struct KScales {
-  alignas(32) float ds[8], ms[8], ds16[8];
+  alignas(32) float ds[8], ms[8], ds16[8], d6[16];
 };
 inline void k_scales(const uint8_t* blk, KScales& k) {
   // scale bytes s[0..12) at blk + 4: sub-block j < 4: scale s[j] & 63, min s[j+4] & 63;
@@ -37,6 +39,35 @@ inline void k_scales(const uint8_t* blk, KScales& k) {
   _mm256_store_ps(k.ds, ds);
   _mm256_store_ps(k.ds16, _mm256_mul_ps(ds, _mm256_set1_ps(0.0625f)));
   _mm256_store_ps(k.ms, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk + 2))), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn))));
+}
+
+inline void q6_scales(const uint8_t* blk, KScales& k) {
+  const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk + 208)));
+  const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
+  _mm256_store_ps(k.d6, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
+  _mm256_store_ps(k.d6 + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
+}
+
+// Q6_K's sub-blocks 2p and 2p+1 (p = 0..3) as signed 6-bit codes q - 32, one byte per
+// value, in column order: values l of sub-block 4h + g (l = 0..31) are the low (g = 0, 1)
+// or high (g = 2, 3) nibbles of ql[64h + 32(g & 1) + l] with bits 2g, 2g+1 of qh[32h + l]
+// above them.
+inline void q6_codes(const uint8_t* blk, int p, __m256i& lo, __m256i& hi) {
+  const int h = p >> 1;
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+  const __m256i m15 = _mm256_set1_epi8(15), m48 = _mm256_set1_epi8(48), off = _mm256_set1_epi8(32);
+  __m256i ca, cb, ha, hb;  // the 16-bit shifts move bits only within each byte once masked
+  if (p & 1) {
+    ca = _mm256_and_si256(_mm256_srli_epi16(a, 4), m15), cb = _mm256_and_si256(_mm256_srli_epi16(b, 4), m15);
+    ha = _mm256_and_si256(qh, m48), hb = _mm256_and_si256(_mm256_srli_epi16(qh, 2), m48);
+  } else {
+    ca = _mm256_and_si256(a, m15), cb = _mm256_and_si256(b, m15);
+    ha = _mm256_and_si256(_mm256_slli_epi16(qh, 4), m48), hb = _mm256_and_si256(_mm256_slli_epi16(qh, 2), m48);
+  }
+  lo = _mm256_sub_epi8(_mm256_or_si256(ca, ha), off);
+  hi = _mm256_sub_epi8(_mm256_or_si256(cb, hb), off);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 // then vhsum and the scalar tail: the same sums in the same order on every path (decode
 // tiles, small batches, the blocked GEMM), so results are batch-invariant within an ISA;
 // AVX2 and AVX-512 differ from each other by the lane count (fp32 rounding, ~1e-7).
-// Q6_K (fused, 256-bit integer code) and store_f16 are the same code in both.
+// Q6_K's fused kernel (AVX2) and store_f16 are 256-bit code.
 // Internal: only kernels_<isa>.cpp include this.
 #pragma once
 
@@ -28,14 +28,6 @@
 
 namespace nunchaku::engine {
 namespace {
-
-inline float hsum8(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
 
 // y[b*ldy + r] (+)= row_r . x_b for R weight rows (row_bytes apart) and NB activation
 // rows: R*NB independent FMA chains, each weight vector loaded once for NB rows. Every
@@ -295,7 +287,7 @@ inline void for_each_sub(const uint8_t* blk, const KScales& k, F&& f) {
 }
 template <class Q>
 inline void prepare(const uint8_t* blk, KScales& k) {
-  if constexpr (Q::kSubs > 1) k_scales(blk, k);
+  if constexpr (Q::kSubs > 1) Q::scales(blk, k);
 }
 
 // R weight rows x NB activation rows (small batches): each x vector is loaded once for
@@ -434,6 +426,14 @@ void matmul_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B
 }
 
 
+inline float hsum8(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
 // Q6_K, fused (no GEMM): per 128 values, four groups of 32, each dotted with x as
 // integers-as-floats and scaled per 16-value sub-block. Same order for every batch size.
 inline void i8x32_to_ps(__m256i v, __m256 out[4]) {
@@ -487,7 +487,7 @@ inline void q6k_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_
   for (int b = 0; b < NB; ++b) y[b * ldy] = hsum8(acc[b]);
 }
 
-void matmul_q6k(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+inline void matmul_q6k(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                 int64_t r1) {
   const int64_t nblocks = w.cols / 256;
   for (int64_t r = r0; r < r1; ++r) {
@@ -495,6 +495,25 @@ void matmul_q6k(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, f
     by_groups<4>(B, [&](auto nb, int64_t b) {
       q6k_tile<decltype(nb)::value>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
     });
+  }
+}
+
+// Q6_K: through the block policy where the ISA has one (AVX-512); the fused kernel above
+// where it is void (AVX2: the exact dequantized values cost one more multiply per value on
+// ports 0/1, +23% decode cycles; the fused kernel has no GEMM: a weight row at a time
+// against 32 activation rows at a time, which stay in L2 while the weight rows pass).
+// Each (row, x) pair's sum does not depend on the chunking.
+template <class Q6 = BlockQ6_K>
+void matmul_q6(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+               int64_t r1) {
+  if constexpr (!std::is_void_v<Q6>) {
+    matmul_blockq<Q6>(w, x, ldx, B, y, ldy, r0, r1);
+  } else {
+    constexpr int64_t kChunk = 32;
+    for (int64_t b0 = 0; b0 < B; b0 += kChunk) {
+      const int64_t nb = B - b0 < kChunk ? B - b0 : kChunk;
+      matmul_q6k(w, x + b0 * ldx, ldx, nb, y + b0 * ldy, ldy, r0, r1);
+    }
   }
 }
 
@@ -511,16 +530,8 @@ void simd_matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_
     case DType::Q5_0: return matmul_blockq<BlockQ5_0>(w, x, ldx, B, y, ldy, r0, r1);
     case DType::Q5_1: return matmul_blockq<BlockQ5_1>(w, x, ldx, B, y, ldy, r0, r1);
     case DType::Q5_K: return matmul_blockq<BlockQ5_K>(w, x, ldx, B, y, ldy, r0, r1);
+    case DType::Q6_K: return matmul_q6(w, x, ldx, B, y, ldy, r0, r1);
     default: break;
-  }
-  if (w.dtype != DType::Q6_K) return;
-  // Q6_K has no GEMM yet: a weight row at a time against 32 activation
-  // rows at a time (those stay in L2 while the task's weight rows pass, from L2 after the
-  // first chunk). Each (row, x) pair's sum does not depend on the chunking.
-  constexpr int64_t kChunk = 32;
-  for (int64_t b0 = 0; b0 < B; b0 += kChunk) {
-    const int64_t nb = B - b0 < kChunk ? B - b0 : kChunk;
-    matmul_q6k(w, x + b0 * ldx, ldx, nb, y + b0 * ldy, ldy, r0, r1);
   }
 }
 
