@@ -13,7 +13,8 @@
 #   attention. Prediction: estimate --device cpu --runtime transformers. Each case runs
 #   REPS times (default 3, each a fresh process) with glibc's defaults (torch-cpu), and
 #   MMAP_REPS times (default 1) with MALLOC_MMAP_THRESHOLD_=65536 (torch-cpu-mmap64k: a fixed threshold, so
-#   every freed block of 64 KiB or more goes back to the kernel): the gap between the two
+#   every freed block of 64 KiB or more goes back to the kernel; predicted with
+#   --overhead glibc_heap=0): the gap between the two
 #   is what glibc keeps of freed memory. The table shows the median and the spread
 #   (min..max of the fresh processes, as errors against the same prediction).
 # - nunchaku `run` (max RSS of the process from /usr/bin/time) at several batch/context
@@ -143,12 +144,13 @@ if [[ -z "${NO_TORCH:-}" && "$ONLY" != cuda ]]; then
     m=$(IFS=,; echo "${m[*]}") mf=$(IFS=,; echo "${mf[*]}")
     if [[ $kind == train ]]; then
       extra=(); [[ $cflag == ckpt ]] && extra=(--grad-checkpointing)
-      p=$(predict --runtime transformers --mode train --batch "$a" --context "$b" --attention "$attn" "${extra[@]}")
+      args=(--runtime transformers --mode train --batch "$a" --context "$b" --attention "$attn" "${extra[@]}")
     else
-      p=$(predict --runtime transformers --batch "$a" --context $((b + cflag)) --prefill-chunk "$b" --attention "$attn")
+      args=(--runtime transformers --batch "$a" --context $((b + cflag)) --prefill-chunk "$b" --attention "$attn")
     fi
-    row torch-cpu "$c" "$m" "$p"
-    row torch-cpu-mmap64k "$c" "$mf" "$p"
+    row torch-cpu "$c" "$m" "$(predict "${args[@]}")"
+    # A fixed mmap threshold returns freed blocks to the kernel: predicted without glibc's heap.
+    row torch-cpu-mmap64k "$c" "$mf" "$(predict "${args[@]}" --overhead glibc_heap=0)"
   done
 fi
 if [[ -z "${NO_TORCH:-}" ]]; then
