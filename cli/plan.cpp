@@ -120,6 +120,9 @@ int run_plan(const PlanCliOptions& o) {
   for (const auto& f : ck.files) note_input_path(f.path);
   if (!o.output.empty()) check_not_input(o.output);  // refused before any work
   ModelLayout layout = describe_model(ck);
+  // A llama.cpp / vLLM export runs at most the model's context: plan for what it runs.
+  if (exported && (*exported == Runtime::LlamaCpp || *exported == Runtime::Vllm) && layout.spec && w.context > 0)
+    w.context = export_context(*layout.spec, w.context, *exported, notes);
   Estimate e = estimate(ck, layout, w);
 
   std::optional<uint64_t> minv;

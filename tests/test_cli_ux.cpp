@@ -180,6 +180,24 @@ TEST_CASE("plan: the verdict names where the layers are", "[cli][plan]") {
   CHECK(j["verdict"]["shortfall"].is_null());
 }
 
+TEST_CASE("plan: a llama.cpp / vLLM export is planned at the context it runs with", "[cli][plan]") {
+  // Llama-2-7B (max_position_embeddings 4096) on 8 GiB: asking for 8192 tokens exports -c 4096
+  // (and --max-model-len 4096), so the layer count and the CPU offload are those of 4096.
+  TempDir d;
+  write_sparse_llama(d.path.string(), testdata("models/llama2-7b-config/config.json"));
+  for (const char* fmt : {"llama.cpp", "vllm"}) {
+    INFO(fmt);
+    auto at = [&](const char* ctx) {
+      return run_cli({"plan", d.path.string(), "--vram", std::string(fmt) == "vllm" ? "16G" : "8G", "--cpu-ram", "200G", "--format",
+                      fmt, "--context", ctx});
+    };
+    auto asked = at("8192"), max = at("4096");
+    REQUIRE(asked.exit_code == 0);
+    CHECK(asked.out == max.out);
+    CHECK_THAT(asked.err, Catch::Contains("clamped from 8192"));
+  }
+}
+
 TEST_CASE("plan: when it does not fit, every listed fix applied as given fits with the verdict shown", "[cli][plan]") {
   // Llama-2-7B in F16 (12.55 GiB of weights) on a 4 GiB GPU and 8 GiB of host memory.
   TempDir d;

@@ -43,6 +43,19 @@ nlohmann::json accelerate_device_map(const AccelerateMap& m) {
   return j;
 }
 
+int64_t export_context(const ModelSpec& spec, int64_t context, Runtime r, std::vector<std::string>& notes) {
+  if (spec.max_context <= 0 || context <= spec.max_context) return context;
+  if (r == Runtime::Vllm)
+    notes.push_back(fmt::format("--max-model-len clamped from {} to the model's max_position_embeddings {}: vLLM refuses a "
+                                "longer one unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (and rope scaling) is set; planned at {}",
+                                context, spec.max_context, spec.max_context));
+  else
+    notes.push_back(fmt::format("-c clamped from {} to the model's maximum {} (n_ctx_train): longer contexts are "
+                                "positions the model was never trained on; planned at {}",
+                                context, spec.max_context, spec.max_context));
+  return spec.max_context;
+}
+
 LlamaCppArgs llama_cpp_args(const DevicePlan& p, const Estimate& e) {
   LlamaCppArgs a;
   size_t layers = 0;
@@ -72,13 +85,7 @@ LlamaCppArgs llama_cpp_args(const DevicePlan& p, const Estimate& e) {
   }
   a.notes.push_back("llama.cpp puts the last -ngl layers on the GPUs and keeps token embeddings in host memory; "
                     "the plan counted the embedding where it placed it, so llama.cpp needs no more VRAM than planned");
-  int64_t ctx = e.workload.context;
-  if (e.spec.max_context > 0 && ctx > e.spec.max_context) {
-    a.notes.push_back(fmt::format("-c clamped from {} to the model's maximum {} (n_ctx_train): longer contexts are "
-                                  "positions the model was never trained on",
-                                  ctx, e.spec.max_context));
-    ctx = e.spec.max_context;
-  }
+  const int64_t ctx = export_context(e.spec, e.workload.context, Runtime::LlamaCpp, a.notes);
   // llama.cpp's -c is the cache of all -np slots together.
   if (ctx > 0) a.command += fmt::format(" -c {}", ctx * std::max<int64_t>(1, e.workload.batch));
   if (e.workload.batch > 1) a.command += fmt::format(" -np {}", e.workload.batch);
@@ -95,13 +102,7 @@ VllmArgs vllm_args(const Estimate& e, const std::vector<uint64_t>& vram, const s
   } else {
     v.tensor_parallel = n;
   }
-  v.max_model_len = e.workload.context;
-  if (e.spec.max_context > 0 && v.max_model_len > e.spec.max_context) {
-    v.notes.push_back(fmt::format("--max-model-len clamped from {} to the model's max_position_embeddings {}: vLLM refuses a "
-                                  "longer one unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (and rope scaling) is set",
-                                  v.max_model_len, e.spec.max_context));
-    v.max_model_len = e.spec.max_context;
-  }
+  v.max_model_len = export_context(e.spec, e.workload.context, Runtime::Vllm, v.notes);
   uint64_t weights = 0, kv = 0, over = 0;
   for (const auto& m : e.modules) weights += m.weight_bytes, kv += m.kv_bytes;
   for (const auto& c : e.gpu)

@@ -20,6 +20,11 @@ namespace nunchaku {
 nlohmann::json accelerate_device_map(const DevicePlan& p, const Estimate& e, const ModelLayout& layout);
 nlohmann::json accelerate_device_map(const AccelerateMap& m);
 
+// The context a llama.cpp or vLLM export runs with (-c, --max-model-len): at most the model's
+// maximum, with a note in `notes` saying why when `context` asked for more. plan charges the
+// export's plan at this context, so -ngl and --cpu-offload-gb fit what the command runs.
+int64_t export_context(const ModelSpec& spec, int64_t context, Runtime r, std::vector<std::string>& notes);
+
 struct LlamaCppArgs {
   int n_gpu_layers = 0;              // -ngl: decoder layers on GPUs, +1 when the output layer is too
   std::vector<size_t> tensor_split;  // layers per GPU (--tensor-split), empty for one GPU
