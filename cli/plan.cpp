@@ -155,6 +155,7 @@ int run_plan(const PlanCliOptions& o) {
 
   std::string text;
   bool fits = p.fits;
+  std::string verdict_line;  // the export's own verdict when the device map's says nothing about it
   if (format == "table") {
     text = render_table(p, e, fixes);
   } else if (format == "json") {
@@ -187,6 +188,9 @@ int run_plan(const PlanCliOptions& o) {
     p.shortfall = "no ZeRO stage or offload fits --vram (see the note)";
     p.notes.push_back(fmt::format("DeepSpeed: ZeRO-{} offload {}: {} per GPU ({})", d["zero"].get<int>(), d["offload"].get<std::string>(),
                                   format_bytes(d["per_gpu_total"].get<uint64_t>()), fits ? "fits" : "does NOT fit even so"));
+    // ZeRO partitions states over the GPUs; the layer placement above is not what DeepSpeed runs.
+    verdict_line = fits ? fmt::format("fits with ZeRO-{} offload {}", d["zero"].get<int>(), d["offload"].get<std::string>())
+                        : "does NOT fit: " + p.shortfall;
   }
 
   if (!o.output.empty()) {
@@ -202,7 +206,8 @@ int run_plan(const PlanCliOptions& o) {
     fmt::print("{}", text);
     std::fflush(stdout);
     for (const auto& n : p.notes) fmt::print(stderr, "note: {}\n", n);
-    fmt::print(stderr, "{}\n{}", plan_verdict(p, static_cast<size_t>(e.spec.num_layers)), render_fixes(p, fixes));
+    fmt::print(stderr, "{}\n{}", verdict_line.empty() ? plan_verdict(p, static_cast<size_t>(e.spec.num_layers)) : verdict_line,
+               render_fixes(p, fixes));
   }
   return fits ? 0 : static_cast<int>(Exit::OutOfMemory);
 }

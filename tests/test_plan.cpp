@@ -275,6 +275,15 @@ TEST_CASE("plan CLI: runtimes of the exports, clamped context, --gpus, no KV whe
   std::vector<std::string> devs;
   for (const auto& d : g["devices"]) devs.push_back(d["device"]);
   CHECK(std::count(devs.begin(), devs.end(), "cuda:1") == 1);
+  // The deepspeed export says which ZeRO setting fits, not where layers would go.
+  auto ds = test::run_cli({"plan", model, "--vram", "1G", "--mode", "train", "--format", "deepspeed"});
+  REQUIRE(ds.exit_code == 0);
+  CHECK(json::parse(ds.out)["zero_optimization"]["stage"] == 0);  // 538.5 MiB of 1 GiB: no partitioning needed
+  CHECK_THAT(ds.err, Catch::Contains("fits with ZeRO-0 offload none"));
+  CHECK_THAT(ds.err, !Catch::Contains("layers on"));
+  auto small = test::run_cli({"plan", model, "--vram", "100K", "--mode", "train", "--format", "deepspeed"});
+  CHECK(small.exit_code == 3);  // the 500 MiB CUDA context alone is more
+  CHECK_THAT(small.err, Catch::Contains("does NOT fit: no ZeRO stage or offload fits --vram"));
   // Training keeps no KV cache on any device.
   auto t = json::parse(test::run_cli({"plan", model, "--vram", "1G,1G", "--mode", "train", "--format", "json"}).out);
   for (const auto& d : t["devices"]) CHECK(d["kv_cache_bytes"] == 0);
