@@ -32,13 +32,7 @@ inline void vstore(float* p, V v) { _mm256_store_ps(p, v); }
 inline void vstoreu(float* p, V v) { _mm256_storeu_ps(p, v); }
 inline V vset1(float f) { return _mm256_set1_ps(f); }
 inline V vfma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-inline float vhsum(V v) {
-  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
+inline float vhsum(V v) { return hsum8(v); }
 
 // {vhsum(a), vhsum(b), vhsum(c), vhsum(d)} with the same additions (lane i + i+4, then
 // + i+2, + i+1), fewer shuffles: the GEMM tiles' epilogue.

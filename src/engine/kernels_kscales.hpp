@@ -1,4 +1,5 @@
-// K-quant (Q4_K, Q5_K, Q6_K) scale and Q6_K code decoding for the SIMD kernels, included by kernels_avx2.cpp
+// 256-bit helpers shared by the SIMD kernels: hsum8, K-quant (Q4_K, Q5_K, Q6_K) scale and
+// Q6_K code decoding, included by kernels_avx2.cpp
 // and kernels_avx512.cpp (compiled with AVX2 at least) before their block policies; in an
 // anonymous namespace like the kernels, so each ISA's copy stays in its file.
 // Internal: only kernels_<isa>.cpp include this.
@@ -10,6 +11,15 @@
 
 namespace nunchaku::engine {
 namespace {
+
+// The sum of 8 lanes: (i + i+4), then + i+2, + i+1 (AVX2's vhsum; Q6_K's fused kernel).
+inline float hsum8(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
 
 // K types (Q4_K, Q5_K): a block's 8 sub-block scales and mins, decoded once per block
 // with a few byte shuffles (per sub-block and row, the scalar decode cost more than the

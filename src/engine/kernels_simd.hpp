@@ -426,14 +426,6 @@ void matmul_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B
 }
 
 
-inline float hsum8(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
-
 // Q6_K, fused (no GEMM): per 128 values, four groups of 32, each dotted with x as
 // integers-as-floats and scaled per 16-value sub-block. Same order for every batch size.
 inline void i8x32_to_ps(__m256i v, __m256 out[4]) {
