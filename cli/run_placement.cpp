@@ -158,9 +158,11 @@ int auto_batch(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLa
     uint64_t weights = 0;
     for (const Module& m : layout.modules) weights += m.bytes;
     const uint64_t budget = uint64_t(double(free) * (1.0 - kAutoSpare));
+    const int64_t panel_cols = panel_cols_of(ck, layout);
     fits = [=, &o, &layout](int b) {
       EngineConfig c = engine_config_of(with(b));
       c.cuda = d.kind == Device::Kind::Cuda;
+      c.panel_cols = panel_cols;
       return weights + engine_memory(*layout.spec, c).total() <= budget;
     };
     where = fmt::format("{}'s free memory", d.str());

@@ -232,6 +232,7 @@ TEST_CASE("seam: the engine allocates exactly what engine_memory() predicts", "[
     // What the kernels keep per thread besides: the worker's TLS, and with a pass of 16 or
     // more tokens (every case but 5 tokens) each thread's f32 panel of 32 rows x 64 columns.
     CHECK(m.tf->predicted().thread_buffers == want.thread_buffers);
+    CHECK(panel_cols_of(m.ck, m.layout) == 64);  // from the checkpoint's roles, as run --batch-size auto sizes it
     CHECK(want.thread_buffers == static_tls_bytes() + (c.tokens == 5 ? 0 : 2 * 32 * 64 * 4));
     CHECK(want.total() == want.allocated() + want.thread_buffers);
     CHECK(m.tf->weights().pool_bytes() == want.stream_pool);
@@ -289,6 +290,17 @@ TEST_CASE("seam: --prefill-chunk sizes the engine's passes, and estimate charges
     const uint64_t predicted =
         e.component("kv_cache") + e.component("activations") + e.component("logits") + e.component("scratch");
     CHECK(m.tf->state_bytes() == predicted);
+  }
+}
+
+TEST_CASE("seam: the GEMM panel's width from the checkpoint equals the engine's from its bound weights", "[engine][seam]") {
+  // llama-small: hidden 32, ffn 64; f32 weights need no panel, 16-bit ones the widest input (down: 64).
+  for (const auto& [rel, want] : {std::pair<const char*, int64_t>{"engine/llama-small", 0}, {"engine/llama-small-bf16", 64},
+                                  {"engine/llama-small-gguf/llama-small-q4_0.gguf", 64}}) {
+    INFO(rel);
+    auto m = test::load_engine_model(test::testdata(rel), small_opts(), Device{Device::Kind::Cpu, 0}, std::nullopt, 2);
+    CHECK(m.tf->predicted().config.panel_cols == want);
+    CHECK(panel_cols_of(m.ck, m.layout) == want);
   }
 }
 

@@ -45,6 +45,27 @@ uint64_t engine_host_tables(const EngineConfig& c) {
                  sat_prod(uint64_t(c.max_batch), 8));
 }
 
+int64_t panel_cols_of(const Checkpoint& ck, const ModelLayout& layout) {
+  if (!layout.spec) return 0;
+  const EngineDims d = engine_dims(*layout.spec);
+  bool has_head = false;
+  for (const Module& m : layout.modules)
+    has_head = has_head || std::find(m.roles.begin(), m.roles.end(), Role::Head) != m.roles.end();
+  int64_t cols = 0;
+  for (const Module& m : layout.modules)
+    for (size_t i = 0; i < m.tensors.size() && i < m.roles.size(); ++i) {
+      if (m.tensors[i] >= ck.tensors.size() || ck.tensors[m.tensors[i]].dtype == DType::F32) continue;
+      switch (m.roles[i]) {
+        case Role::Q: case Role::K: case Role::V: case Role::Gate: case Role::Up: case Role::Head: cols = std::max(cols, d.hidden); break;
+        case Role::O: cols = std::max(cols, d.q_dim()); break;
+        case Role::Down: cols = std::max(cols, d.inter); break;
+        case Role::Embed: if (!has_head) cols = std::max(cols, d.hidden); break;
+        default: break;
+      }
+    }
+  return cols;
+}
+
 uint64_t cpu_thread_buffers(const EngineConfig& c) {
   const uint64_t threads = uint64_t(std::max(1, c.threads));
   const uint64_t tls = sat_prod(threads - 1, static_tls_bytes());

@@ -85,6 +85,11 @@ uint64_t stream_slot_bytes(const Checkpoint& ck, const Module& m);
 // (engine/backend_split.hpp) charges them once, not once per part.
 uint64_t engine_host_tables(const EngineConfig& c);
 
+// EngineConfig::panel_cols of a checkpoint's weights as stored: the widest input (columns) of
+// a matmul weight not stored as f32, by role (Q, K, V, gate, up and the head read hidden, O
+// q_dim, down the intermediate size; a tied embedding is the head), as the engine binds them.
+int64_t panel_cols_of(const Checkpoint& ck, const ModelLayout& layout);
+
 // EngineMemory::thread_buffers of a CPU run; `c` with its defaults resolved.
 uint64_t cpu_thread_buffers(const EngineConfig& c);
 
