@@ -36,13 +36,6 @@ using namespace nunchaku::engine;
 
 namespace {
 
-// |a - b|, infinite when exactly one of them is NaN: std::max(err, NaN) keeps err, so a
-// plain running maximum would pass a NaN output.
-double abs_diff(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0.0 : INFINITY;
-  return std::abs(a - b);
-}
-
 bool have_gpu() {
   std::string why;
   if (cuda::engine_available(&why)) {
@@ -177,7 +170,7 @@ struct Rig {
     size_t worst = 0;
     for (size_t i = 0; i < want.size(); ++i) {
       scale = std::max(scale, double(std::abs(want[i])));
-      const double e = abs_diff(got[i], want[i]);
+      const double e = test::abs_diff(got[i], want[i]);
       if (e > err) err = e, worst = i;
     }
     const int64_t w = buf_width(d, b);
@@ -316,7 +309,7 @@ TEST_CASE("cuda backend: matmul for every weight type, decode (GEMV) and prefill
   auto got = r.gpu->logits(3);
   REQUIRE(got.size() == w.size());
   double err = 0, scale = 0;
-  for (size_t i = 0; i < w.size(); ++i) err = std::max(err, abs_diff(got[i], w[i])), scale = std::max(scale, double(std::abs(w[i])));
+  for (size_t i = 0; i < w.size(); ++i) err = std::max(err, test::abs_diff(got[i], w[i])), scale = std::max(scale, double(std::abs(w[i])));
   CHECK(err / std::max(scale, 1.0) < 1e-4);
 }
 
@@ -417,7 +410,7 @@ TEST_CASE("cuda engine: models on cuda:0 match the transformers goldens and the 
       for (size_t i = 0; i < ref[row].size(); ++i) {
         const double want = ref[row][i].get<double>();
         scale = std::max(scale, std::abs(want));
-        err = std::max(err, abs_diff(out[row * size_t(gpu.tf->vocab()) + i], want));
+        err = std::max(err, test::abs_diff(out[row * size_t(gpu.tf->vocab()) + i], want));
       }
       worst = std::max(worst, err / std::max(scale, 1e-6));
     }
@@ -467,7 +460,7 @@ TEST_CASE("cuda split: layers over two cuda:0 parts, or the CPU and cuda:0, give
       REQUIRE(got.size() == want.size());
       double worst = 0, scale = 0;
       for (size_t i = 0; i < got.size(); ++i) {
-        worst = std::max(worst, abs_diff(got[i], want[i]));
+        worst = std::max(worst, test::abs_diff(got[i], want[i]));
         scale = std::max(scale, std::abs(double(want[i])));
       }
       INFO("largest logit difference from one device: " << worst << " (row scale " << scale << ")");
@@ -519,7 +512,7 @@ TEST_CASE("cuda streamed layers: weights copied through the device slots give th
         const auto got = e.model->forward({&ch, 1});
         REQUIRE(got.size() == want.size());
         double worst = 0;
-        for (size_t k = 0; k < got.size(); ++k) worst = std::max(worst, abs_diff(got[k], want[k]));
+        for (size_t k = 0; k < got.size(); ++k) worst = std::max(worst, test::abs_diff(got[k], want[k]));
         INFO("largest logit difference from the resident model: " << worst);
         CHECK(worst == 0.0);
         CHECK(test::greedy(*e.model, prompt, 16) == g.at("continuations")[i].get<std::vector<int32_t>>());

@@ -46,7 +46,7 @@ double row_rel_error(const float* ours, const json& ref) {
   double scale = 0, err = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     scale = std::max(scale, std::abs(ref[i].get<double>()));
-    err = std::max(err, std::abs(double(ours[i]) - ref[i].get<double>()));
+    err = std::max(err, test::abs_diff(ours[i], ref[i].get<double>()));
   }
   return err / std::max(scale, 1e-6);
 }
@@ -81,6 +81,14 @@ void check_against_golden(const std::string& key, const std::string& path, doubl
 }
 
 }  // namespace
+
+TEST_CASE("engine tests: a NaN logit is an infinite error, not skipped by the running maximum", "[engine]") {
+  const json ref = json::array({1.0, -2.0, 0.5});
+  const float fine[] = {1.0f, -2.0f, 0.5f}, nan_last[] = {1.0f, -2.0f, NAN}, nan_first[] = {NAN, -2.0f, 0.5f};
+  CHECK(row_rel_error(fine, ref) == 0.0);
+  CHECK(row_rel_error(nan_last, ref) == INFINITY);
+  CHECK(row_rel_error(nan_first, ref) == INFINITY);
+}
 
 TEST_CASE("engine: fp32 llama matches transformers (logits 1e-4, greedy tokens)", "[engine]") {
   check_against_golden("models/llama", test::testdata("models/llama"), 1e-4);

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -83,6 +84,14 @@ void for_each_isa(F&& f) {
     }
     f(engine::set_isa(isa));
   }
+}
+
+// |a - b| for comparing an output with its reference, infinite when exactly one of them is
+// NaN (both NaN: 0). A running std::max(err, |a - b|) would skip a NaN output, since
+// std::max(err, NaN) keeps err, and the check after it would pass.
+inline double abs_diff(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0.0 : INFINITY;
+  return std::abs(a - b);
 }
 
 inline int32_t argmax(const float* v, int64_t n) {

@@ -203,12 +203,12 @@ TEST_CASE("attention kernels: scores and weighted sums over cache rows equal flo
           for (int64_t p = 0; p < n; ++p) {
             double s = 0, m = 0;
             for (int64_t i = 0; i < d; ++i) s += q[size_t(i)] * row_val(p, i), m += std::abs(q[size_t(i)] * row_val(p, i));
-            worst = std::max(worst, std::abs(sc[size_t(p)] - 0.5 * s) / (0.5 * m + 1e-30));
+            worst = std::max(worst, test::abs_diff(sc[size_t(p)], 0.5 * s) / (0.5 * m + 1e-30));
           }
           for (int64_t i = 0; i < d; ++i) {
             double s = 0, m = 0;
             for (int64_t p = 0; p < n; ++p) s += w[size_t(p)] * row_val(p, i), m += std::abs(w[size_t(p)] * row_val(p, i));
-            worst = std::max(worst, std::abs(out[size_t(i)] - s) / (m + 1e-30));
+            worst = std::max(worst, test::abs_diff(out[size_t(i)], s) / (m + 1e-30));
           }
           CHECK(worst < 1e-6);
         }
