@@ -4,9 +4,11 @@ tokenizer of testdata/run/llama-spm, for scripts/bench_stream.sh. Tensors are wr
 a time, so memory stays small whatever the size.
 
 usage: make_stream_model.py OUT_DIR [--layers N] [--hidden H] [--intermediate I] [--heads N]
-                            [--kv-heads N] [--max-pos N] [--fast]
+                            [--kv-heads N] [--max-pos N] [--fast | --sparse]
 --fast tiles one 16M-value random pool over every matrix (each tensor from another offset),
 so an 8 GB model is written at disk speed (for GPU benchmarks, where values do not matter).
+--sparse leaves the data a file hole (zeros, no disk): for what reads only the header and
+shapes (plans, sizes), e.g. gpu-check.sh's rehearsal of its real-size budgets.
 """
 import argparse
 import json
@@ -37,6 +39,7 @@ def main():
     ap.add_argument("--kv-heads", type=int, default=0, help="default: --heads")
     ap.add_argument("--max-pos", type=int, default=2048)
     ap.add_argument("--fast", action="store_true")
+    ap.add_argument("--sparse", action="store_true")
     a = ap.parse_args()
     kvh = a.kv_heads or a.heads
     KV = a.hidden // a.heads * kvh
@@ -65,7 +68,7 @@ def main():
     tmp = os.path.join(a.out, "model.safetensors.tmp")
     with open(tmp, "wb") as f:
         f.write(struct.pack("<Q", len(hj)) + hj)
-        for name, shape in shapes:
+        for name, shape in shapes if not a.sparse else []:
             if len(shape) == 1:
                 f.write(bf16_bytes(np.ones(shape, np.float32)))
             elif pool is not None:
@@ -76,6 +79,7 @@ def main():
                     n, at = n - k, 0
             else:
                 f.write(bf16_bytes(rng.standard_normal(shape, np.float32) * 0.02))
+        f.truncate(8 + len(hj) + off)
     os.replace(tmp, os.path.join(a.out, "model.safetensors"))
     cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": H,
            "intermediate_size": I, "num_hidden_layers": L, "num_attention_heads": a.heads,
