@@ -13,6 +13,18 @@ struct KernelSet {
   void (*store_f16)(const float*, uint16_t*, int64_t);
 };
 
+// Software prefetch of the weight stream where it comes from DRAM once per step (decode
+// tiles, small batches; kernels_simd.hpp): the tile `ahead` tiles past the current one, as
+// one sequential stream spread over the current tile's steps, into L1 (T0) or L2 (T1);
+// ahead = 0: none. One plan for the types of a byte or more per weight (16-bit, Q8_0: the
+// stream is the limit), one for the 4-6-bit blocks (their dequantization is). Chosen once
+// per CPU (kernels.cpp; NUNCHAKU_PREFETCH overrides both).
+struct PrefetchPlan {
+  int ahead = 2;
+  bool to_l2 = false;
+};
+extern PrefetchPlan g_prefetch_wide, g_prefetch_narrow;
+
 extern const KernelSet kScalarKernels;
 extern const KernelSet kAvx2Kernels;  // only call when the CPU has AVX2, FMA and F16C
 bool avx2_compiled();                 // false when the compiler could not build that file

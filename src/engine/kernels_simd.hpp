@@ -29,6 +29,13 @@
 namespace nunchaku::engine {
 namespace {
 
+// One cache line of the weight stream, into L2 or L1 (the PrefetchPlan: which one the
+// CPU streams best with).
+inline void prefetch(const char* p, bool to_l2) {
+  if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
+  else _mm_prefetch(p, _MM_HINT_T0);
+}
+
 // y[b*ldy + r] (+)= row_r . x_b for R weight rows (row_bytes apart) and NB activation
 // rows: R*NB independent FMA chains, each weight vector loaded once for NB rows. Every
 // (row, x) pair sums in the same order whatever R and NB are (one kW-wide chain, then the
@@ -49,20 +56,21 @@ inline void tile_k(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1
   for (int r = 0; r < R; ++r)
     #pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) acc[r][b] = first ? vzero() : vload(acc_buf + (b * R + r) * kW);
-  // Prefetch (decode and small batches: weights come from DRAM once per step): the tile
-  // after next (R contiguous rows) is fetched ahead, for 16-bit weights as one sequential
-  // stream spread evenly over this tile's steps (R short row streams train the hardware
-  // prefetcher poorly: +12% single-thread bf16), for f32 row by row (the sequential
-  // stream measured -15% there).
-  const char* pf = reinterpret_cast<const char*>(row0 + 2 * R * row_bytes);
-  const size_t pf_step = n >= kW ? (R * row_bytes * kW / size_t(n) + 63) / 64 * 64 : 0;
+  // Prefetch (decode and small batches: weights come from DRAM once per step): a tile
+  // g_prefetch_wide.ahead tiles on (R contiguous rows) is fetched ahead, for 16-bit weights as
+  // one sequential stream spread evenly over this tile's steps (R short row streams train
+  // the hardware prefetcher poorly: +12% single-thread bf16 on Ice Lake), for f32 row by
+  // row, 2 tiles on into L1 (the sequential stream measured -15% there).
+  const PrefetchPlan plan = g_prefetch_wide;
+  const char* pf = reinterpret_cast<const char*>(row0 + size_t(plan.ahead) * R * row_bytes);
+  const size_t pf_step = plan.ahead > 0 && n >= kW ? (R * row_bytes * kW / size_t(n) + 63) / 64 * 64 : 0;
   for (int64_t i = k0; i < k1; i += kW) {
     V w[R];
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
     if constexpr (Prefetch) {
       if constexpr (L::kElemBytes == 2) {
-        for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+        for (size_t o = 0; o < pf_step; o += 64) prefetch(pf + o, plan.to_l2);
         pf += pf_step;
       } else if ((i & 15) == 0) {  // f32 rows are long enough for the hardware; a nudge 2 tiles ahead
         #pragma GCC unroll 16
@@ -342,20 +350,21 @@ inline void blockq_tile(const uint8_t* row0, size_t row_bytes, int64_t nblocks, 
 }
 
 // Decode (one activation row): R weight rows at once for R independent chains (more rows
-// than the registers hold spill the accumulators: Q4_1 on AVX2 with 8 rows, -12%); the tile
-// after next (R contiguous rows) is prefetched as one sequential stream spread over the
-// blocks of this one.
+// than the registers hold spill the accumulators: Q4_1 on AVX2 with 8 rows, -12%); a tile
+// `ahead` tiles on (R contiguous rows) is prefetched as one sequential stream spread over
+// the blocks of this one (Q8_0: g_prefetch_wide, the others g_prefetch_narrow).
 template <int R, class Q>
 inline void blockq_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks, const float* x, float* y) {
   V acc[R];
   #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = vzero();
-  const char* pf = reinterpret_cast<const char*>(row0 + 2 * R * row_bytes);
-  const size_t pf_step = nblocks > 0 ? (R * row_bytes / size_t(nblocks) + 63) / 64 * 64 : 0;
+  const PrefetchPlan plan = Q::kBytes >= 32 * Q::kSubs ? g_prefetch_wide : g_prefetch_narrow;
+  const char* pf = reinterpret_cast<const char*>(row0 + size_t(plan.ahead) * R * row_bytes);
+  const size_t pf_step = plan.ahead > 0 && nblocks > 0 ? (R * row_bytes / size_t(nblocks) + 63) / 64 * 64 : 0;
   KScales ks[R];
   for (int64_t k = 0; k < nblocks; ++k) {
     if constexpr (R > 1) {
-      for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+      for (size_t o = 0; o < pf_step; o += 64) prefetch(pf + o, plan.to_l2);
       pf += pf_step;
     }
     #pragma GCC unroll 16
