@@ -71,6 +71,9 @@ def main():
         L.llama_batch_free(batch)
         L.llama_free(ctx)
     L.llama_model_free(model)
+    # The instructions this llama.cpp was built with ("AVX2 = 1 | AVX512 = 0 | ..."), so a
+    # row says which build it measured.
+    out["system_info"] = L.llama_print_system_info().decode(errors="replace").strip()
     print(json.dumps(out))
 
 

@@ -15,10 +15,14 @@
 # --isa: NUNCHAKU_ISA values nunchaku is run with (default: avx2, and avx512 when the CPU
 # has it). --rounds N (default 3): engines and ISAs take turns N times and each figure is
 # the best of its N (a shared 2-core VM moves single runs by 20%).
-# --llama-cpp also runs llama.cpp (llama-cpp-python, built from source by pip into
-# $BENCH_DIR/venv with GGML_NATIVE; that build takes >10 min on 2 cores) through
-# scripts/bench_llamacpp.py (its C API: 8 sequences in one context for batch 8), with
-# the same prompts, thread count and measurement.
+# --llama-cpp also runs llama.cpp (llama-cpp-python, built from source by pip; each build
+# takes >10 min on 2 cores) through scripts/bench_llamacpp.py (its C API: 8 sequences in
+# one context for batch 8), with the same prompts, thread count and measurement, once per
+# instruction set so that each of our ISAs is compared with llama.cpp on the same one:
+# $BENCH_DIR/venv is built with GGML_NATIVE (what the CPU has: our avx512 rows, or every
+# row on a CPU without AVX-512), $BENCH_DIR/venv-avx2 with AVX2/FMA/F16C and no AVX-512
+# (our avx2 rows, where the CPU has AVX-512). The JSON rows keep llama.cpp's own
+# system_info line, which names the instructions it was built with.
 # Env: BENCH_PROMPT (prompt tokens per sequence, 128), BENCH_DECODE (decode steps, 32),
 # PYTHON (one with numpy and gguf-py; default /work/venv-convert/bin/python).
 set -euo pipefail
@@ -66,12 +70,30 @@ if [[ ! -x "$BUILD/nunchaku_tests" ]]; then
 fi
 cmake --build "$BUILD" --target nunchaku_tests -j2 >/dev/null
 
+# llama.cpp builds: "native" (GGML_NATIVE) serves our avx512 rows, and every row where the
+# CPU has no AVX-512; "avx2" (AVX2, FMA, F16C, no AVX-512 or VNNI) our avx2 rows otherwise.
+LLAMA_AVX2_ARGS="-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+LLAMA_AVX2_ARGS+=" -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF"
+llama_build_of() {  # llama_build_of ISA: which llama.cpp build our rows of ISA are compared with
+  if [[ $1 == avx2 ]] && grep -qw avx512f /proc/cpuinfo; then echo avx2; else echo native; fi
+}
+llama_venv() { [[ $1 == native ]] && echo "$DIR/venv" || echo "$DIR/venv-$1"; }
+LLAMA_BUILDS=""
 if [[ $LLAMA_CPP == 1 ]]; then
-  [[ -x "$DIR/venv/bin/python" ]] || python3 -m venv --system-site-packages "$DIR/venv"
-  if ! "$DIR/venv/bin/python" -c "import llama_cpp" 2>/dev/null; then
-    echo "== pip install llama-cpp-python (builds llama.cpp from source; slow)" >&2
-    CMAKE_ARGS="-DGGML_NATIVE=ON" "$DIR/venv/bin/pip" install llama-cpp-python >&2
-  fi
+  for isa in $ISAS; do
+    b=$(llama_build_of "$isa")
+    [[ " $LLAMA_BUILDS " == *" $b "* ]] || LLAMA_BUILDS+=" $b"
+  done
+  for b in $LLAMA_BUILDS; do
+    v=$(llama_venv "$b")
+    [[ -x "$v/bin/python" ]] || python3 -m venv --system-site-packages "$v"
+    if ! "$v/bin/python" -c "import llama_cpp" 2>/dev/null; then
+      echo "== pip install llama-cpp-python into $v (builds llama.cpp from source, $b; slow)" >&2
+      args="-DGGML_NATIVE=ON"
+      [[ $b == avx2 ]] && args=$LLAMA_AVX2_ARGS
+      CMAKE_ARGS="$args" "$v/bin/pip" install --no-cache-dir llama-cpp-python >&2
+    fi
+  done
 fi
 
 RESULTS="$DIR/results.jsonl"
@@ -85,10 +107,10 @@ run_ours() {  # run_ours SHAPE TYPE ISA
     NUNCHAKU_BENCH_PROMPT=$PROMPT NUNCHAKU_BENCH_DECODE=$DECODE NUNCHAKU_BENCH_BATCHES="$BATCHES" \
     "$BUILD/nunchaku_tests" "[.engine-bench]" | sed -n 's/^BENCH //p' | tag "$1" "$2" nunchaku "$3" >> "$RESULTS"
 }
-run_llama() {  # run_llama SHAPE TYPE
-  echo "== llama.cpp $1 $2, $THREADS threads" >&2
-  "$DIR/venv/bin/python" scripts/bench_llamacpp.py "$DIR/gguf/$1-$2.gguf" "$THREADS" "$PROMPT" "$DECODE" "$BATCHES" \
-    2> "$DIR/llamacpp.log" | tag "$1" "$2" llama.cpp - >> "$RESULTS" ||
+run_llama() {  # run_llama SHAPE TYPE BUILD
+  echo "== llama.cpp ($3) $1 $2, $THREADS threads" >&2
+  "$(llama_venv "$3")/bin/python" scripts/bench_llamacpp.py "$DIR/gguf/$1-$2.gguf" "$THREADS" "$PROMPT" "$DECODE" \
+    "$BATCHES" 2> "$DIR/llamacpp.log" | tag "$1" "$2" llama.cpp "$3" >> "$RESULTS" ||
     { echo "llama.cpp failed: see $DIR/llamacpp.log" >&2; exit 1; }
 }
 
@@ -96,12 +118,14 @@ for round in $(seq "$ROUNDS"); do
   for shape in $SHAPES; do
     for ty in $TYPES; do
       for isa in $ISAS; do run_ours "$shape" "$ty" "$isa"; done
-      if [[ $LLAMA_CPP == 1 ]]; then run_llama "$shape" "$ty"; fi
+      for b in $LLAMA_BUILDS; do run_llama "$shape" "$ty" "$b"; done
     done
   done
 done
 
-python3 - "$RESULTS" <<'PY'
+NATIVE_AVX512=0
+grep -qw avx512f /proc/cpuinfo && NATIVE_AVX512=1
+python3 - "$RESULTS" "$NATIVE_AVX512" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 best = {}  # (shape, type, engine, isa) -> every figure the best over the rounds
@@ -129,7 +153,9 @@ print("|" + "---|" * (hdr.count("|") - 1))
 for (shape, ty, eng, isa), r in sorted(best.items()):
     if eng != "nunchaku":
         continue
-    ref = best.get((shape, ty, "llama.cpp", "-"))
+    # llama.cpp on the same instructions: its AVX2 build for our avx2 rows where the CPU
+    # has AVX-512 (its native build would use AVX-512 and VNNI there), else the native one.
+    ref = best.get((shape, ty, "llama.cpp", "avx2" if isa == "avx2" and sys.argv[2] == "1" else "native"))
     line = f"| {shape} | {ty} | {isa} |"
     for b in batches:
         k = f"b{b}"
@@ -141,8 +167,11 @@ for (shape, ty, eng, isa), r in sorted(best.items()):
     print(line)
 for (shape, ty, eng, isa), r in sorted(best.items()):
     if eng == "llama.cpp":
-        print(f"llama.cpp {shape} {ty}: " + ", ".join(
+        print(f"llama.cpp ({isa}) {shape} {ty}: " + ", ".join(
             f"b{b} prompt {r[f'b{b}']['prompt_tok_s']:.0f} decode {r[f'b{b}']['decode_tok_s']:.1f}" for b in batches))
+builds = {isa: r.get("system_info", "?") for (_, _, eng, isa), r in best.items() if eng == "llama.cpp"}
+for isa, info in sorted(builds.items()):
+    print(f"llama.cpp build {isa}: {info}")
 seen = set()
 for (shape, ty, eng, isa), r in sorted(best.items()):
     if eng == "nunchaku" and shape not in seen:
