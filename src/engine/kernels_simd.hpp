@@ -314,7 +314,9 @@ inline void blockq_fma(V (&acc)[R][NB], const V (&w)[R][kSubVecs], const float* 
       for (int r = 0; r < R; ++r) acc[r][b] = vfma(w[r][j], xv, acc[r][b]);
     }
 }
-template <int R, int NB, class Q>
+// Prefetch: the first group of activation rows (the weights come from DRAM once per step)
+// fetches the rows `ahead` tiles on as blockq_rows does; later groups find them in cache.
+template <int R, int NB, class Q, bool Prefetch = false>
 inline void blockq_tile(const uint8_t* row0, size_t row_bytes, int64_t nblocks, const float* x, int64_t ldx, float* y,
                         int64_t ldy) {
   V acc[R][NB];
@@ -322,8 +324,15 @@ inline void blockq_tile(const uint8_t* row0, size_t row_bytes, int64_t nblocks, 
   for (int r = 0; r < R; ++r)
     #pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) acc[r][b] = vzero();
+  const PrefetchPlan plan = Q::kBytes >= 32 * Q::kSubs ? g_prefetch_wide : g_prefetch_narrow;
+  const char* pf = reinterpret_cast<const char*>(row0 + size_t(plan.ahead) * R * row_bytes);
+  const size_t pf_step = Prefetch && plan.ahead > 0 && nblocks > 0 ? (R * row_bytes / size_t(nblocks) + 63) / 64 * 64 : 0;
   KScales ks[R];
   for (int64_t k = 0; k < nblocks; ++k) {
+    if constexpr (Prefetch) {
+      for (size_t o = 0; o < pf_step; o += 64) prefetch(pf + o, plan.to_l2);
+      pf += pf_step;
+    }
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) prepare<Q>(row0 + size_t(r) * row_bytes + k * Q::kBytes, ks[r]);
     if constexpr (Q::kSubs == 1) {
@@ -425,8 +434,11 @@ void matmul_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B
   int64_t r = r0;
   for (; r + kBlockBatchRows <= r1; r += kBlockBatchRows)
     by_groups<kBlockBatchTile>(B, [&](auto nb, int64_t b) {
-      blockq_tile<kBlockBatchRows, decltype(nb)::value, Q>(w.data + size_t(r) * rb, rb, nblocks, x + b * ldx, ldx,
-                                                           y + b * ldy + r, ldy);
+      const uint8_t* rows = w.data + size_t(r) * rb;
+      if (b == 0)
+        blockq_tile<kBlockBatchRows, decltype(nb)::value, Q, true>(rows, rb, nblocks, x, ldx, y + r, ldy);
+      else
+        blockq_tile<kBlockBatchRows, decltype(nb)::value, Q>(rows, rb, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
     });
   for (; r < r1; ++r)
     by_groups<kBlockBatchTile>(B, [&](auto nb, int64_t b) {
