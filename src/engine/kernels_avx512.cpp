@@ -182,8 +182,9 @@ inline void q5_sub(const uint8_t* b, V w[2]) {
   const __m512i v = bytes16(p + 4), m15 = _mm512_set1_epi32(15);
   // qh's halves straight from memory into mask registers (kmovw k, m16 is a load; from a
   // general register it is a port-5 uop, and port 5 is this decoder's bottleneck).
-  w[0] = code5(_mm512_and_si512(v, m15), _load_mask16(reinterpret_cast<__mmask16*>(const_cast<uint8_t*>(p))), lo, hi);
-  w[1] = code5(_mm512_srli_epi32(v, 4), _load_mask16(reinterpret_cast<__mmask16*>(const_cast<uint8_t*>(p + 2))), lo, hi);
+  const auto mask_at = [](const uint8_t* q) { return _load_mask16(reinterpret_cast<__mmask16*>(const_cast<uint8_t*>(q))); };
+  w[0] = code5(_mm512_and_si512(v, m15), mask_at(p), lo, hi);
+  w[1] = code5(_mm512_srli_epi32(v, 4), mask_at(p + 2), lo, hi);
 }
 struct BlockQ5_0 {
   static constexpr int64_t kBytes = 22, kSubs = 1;

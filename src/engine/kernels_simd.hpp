@@ -36,6 +36,23 @@ inline void prefetch(const char* p, bool to_l2) {
   else _mm_prefetch(p, _MM_HINT_T0);
 }
 
+// A tile's prefetch of the weight stream: the tile `plan.ahead` tiles on (`tile_bytes` of
+// contiguous rows each) as one sequential stream, `step_bytes` (rounded up to cache lines)
+// per next() over the current tile's steps; plan.ahead == 0 or step_bytes == 0: nothing.
+struct TilePrefetch {
+  const char* p;
+  size_t step;
+  bool to_l2;
+  TilePrefetch(const uint8_t* row0, size_t tile_bytes, size_t step_bytes, PrefetchPlan plan)
+      : p(reinterpret_cast<const char*>(row0 + size_t(plan.ahead) * tile_bytes)),
+        step(plan.ahead > 0 ? (step_bytes + 63) / 64 * 64 : 0),
+        to_l2(plan.to_l2) {}
+  void next() {
+    for (size_t o = 0; o < step; o += 64) prefetch(p + o, to_l2);
+    p += step;
+  }
+};
+
 // y[b*ldy + r] (+)= row_r . x_b for R weight rows (row_bytes apart) and NB activation
 // rows: R*NB independent FMA chains, each weight vector loaded once for NB rows. Every
 // (row, x) pair sums in the same order whatever R and NB are (one kW-wide chain, then the
@@ -61,17 +78,14 @@ inline void tile_k(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1
   // one sequential stream spread evenly over this tile's steps (R short row streams train
   // the hardware prefetcher poorly: +12% single-thread bf16 on Ice Lake), for f32 row by
   // row, 2 tiles on into L1 (the sequential stream measured -15% there).
-  const PrefetchPlan plan = g_prefetch_wide;
-  const char* pf = reinterpret_cast<const char*>(row0 + size_t(plan.ahead) * R * row_bytes);
-  const size_t pf_step = plan.ahead > 0 && n >= kW ? (R * row_bytes * kW / size_t(n) + 63) / 64 * 64 : 0;
+  TilePrefetch pf(row0, R * row_bytes, n >= kW ? R * row_bytes * kW / size_t(n) : 0, g_prefetch_wide);
   for (int64_t i = k0; i < k1; i += kW) {
     V w[R];
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
     if constexpr (Prefetch) {
       if constexpr (L::kElemBytes == 2) {
-        for (size_t o = 0; o < pf_step; o += 64) prefetch(pf + o, plan.to_l2);
-        pf += pf_step;
+        pf.next();
       } else if ((i & 15) == 0) {  // f32 rows are long enough for the hardware; a nudge 2 tiles ahead
         #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(L::addr(row0 + size_t(r + 2 * R) * row_bytes, i)), _MM_HINT_T0);
@@ -314,6 +328,14 @@ inline void blockq_fma(V (&acc)[R][NB], const V (&w)[R][kSubVecs], const float* 
       for (int r = 0; r < R; ++r) acc[r][b] = vfma(w[r][j], xv, acc[r][b]);
     }
 }
+// The block types' stream, one step per block: Q8_0 (a byte or more per weight) takes
+// g_prefetch_wide, the 4-6-bit blocks g_prefetch_narrow.
+template <class Q, int R>
+inline TilePrefetch block_prefetch(const uint8_t* row0, size_t row_bytes, int64_t nblocks) {
+  const PrefetchPlan plan = Q::kBytes >= 32 * Q::kSubs ? g_prefetch_wide : g_prefetch_narrow;
+  return TilePrefetch(row0, R * row_bytes, nblocks > 0 ? R * row_bytes / size_t(nblocks) : 0, plan);
+}
+
 // Prefetch: the first group of activation rows (the weights come from DRAM once per step)
 // fetches the rows `ahead` tiles on as blockq_rows does; later groups find them in cache.
 template <int R, int NB, class Q, bool Prefetch = false>
@@ -324,15 +346,10 @@ inline void blockq_tile(const uint8_t* row0, size_t row_bytes, int64_t nblocks, 
   for (int r = 0; r < R; ++r)
     #pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) acc[r][b] = vzero();
-  const PrefetchPlan plan = Q::kBytes >= 32 * Q::kSubs ? g_prefetch_wide : g_prefetch_narrow;
-  const char* pf = reinterpret_cast<const char*>(row0 + size_t(plan.ahead) * R * row_bytes);
-  const size_t pf_step = Prefetch && plan.ahead > 0 && nblocks > 0 ? (R * row_bytes / size_t(nblocks) + 63) / 64 * 64 : 0;
+  TilePrefetch pf = block_prefetch<Q, R>(row0, row_bytes, nblocks);
   KScales ks[R];
   for (int64_t k = 0; k < nblocks; ++k) {
-    if constexpr (Prefetch) {
-      for (size_t o = 0; o < pf_step; o += 64) prefetch(pf + o, plan.to_l2);
-      pf += pf_step;
-    }
+    if constexpr (Prefetch) pf.next();
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) prepare<Q>(row0 + size_t(r) * row_bytes + k * Q::kBytes, ks[r]);
     if constexpr (Q::kSubs == 1) {
@@ -367,15 +384,10 @@ inline void blockq_rows(const uint8_t* row0, size_t row_bytes, int64_t nblocks, 
   V acc[R];
   #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = vzero();
-  const PrefetchPlan plan = Q::kBytes >= 32 * Q::kSubs ? g_prefetch_wide : g_prefetch_narrow;
-  const char* pf = reinterpret_cast<const char*>(row0 + size_t(plan.ahead) * R * row_bytes);
-  const size_t pf_step = plan.ahead > 0 && nblocks > 0 ? (R * row_bytes / size_t(nblocks) + 63) / 64 * 64 : 0;
+  TilePrefetch pf = block_prefetch<Q, R>(row0, row_bytes, nblocks);
   KScales ks[R];
   for (int64_t k = 0; k < nblocks; ++k) {
-    if constexpr (R > 1) {
-      for (size_t o = 0; o < pf_step; o += 64) prefetch(pf + o, plan.to_l2);
-      pf += pf_step;
-    }
+    if constexpr (R > 1) pf.next();
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) prepare<Q>(row0 + size_t(r) * row_bytes + k * Q::kBytes, ks[r]);
     // Unrolled, so acc[] stays in registers: a rolled loop indexes it in memory (GCC 12
