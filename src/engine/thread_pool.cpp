@@ -46,6 +46,7 @@ ThreadPool::ThreadPool(int threads) {
     }
   }
   if (!warning_.empty()) log::warn("{}", warning_);
+  blocks_ = std::make_unique<Block[]>(size_t(size()));
 }
 
 ThreadPool::~ThreadPool() {
@@ -58,16 +59,32 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
+int64_t ThreadPool::claim(Block& b, bool from_front) {
+  uint64_t s = b.range.load(std::memory_order_relaxed);
+  for (;;) {
+    const uint64_t front = s & 0xffffffffu, back = s >> 32;
+    if (front >= back) return -1;
+    const uint64_t next = from_front ? (back << 32) | (front + 1) : ((back - 1) << 32) | front;
+    if (b.range.compare_exchange_weak(s, next, std::memory_order_relaxed)) return int64_t(from_front ? front : back - 1);
+  }
+}
+
 void ThreadPool::work(int thread) {
-  for (int64_t i = next_.fetch_add(1, std::memory_order_relaxed); i < n_; i = next_.fetch_add(1, std::memory_order_relaxed)) {
-    call_(ctx_, i, thread);
-    done_.fetch_add(1, std::memory_order_acq_rel);
+  // Its own block first, from the front; then the others' from their ends, so their owners
+  // (if they are running) keep their streams.
+  const int T = size();
+  for (int k = 0; k < T; ++k) {
+    Block& b = blocks_[size_t((thread + k) % T)];
+    for (int64_t i = claim(b, k == 0); i >= 0; i = claim(b, k == 0)) {
+      call_(ctx_, i, thread);
+      done_.fetch_add(1, std::memory_order_acq_rel);
+    }
   }
 }
 
 void ThreadPool::run_impl(int64_t n, Call call, void* ctx) {
   if (n <= 0) return;
-  if (workers_.empty() || n == 1) {
+  if (workers_.empty() || n == 1 || n > int64_t(0xffffffffu)) {  // (a block's bounds are 32-bit)
     for (int64_t i = 0; i < n; ++i) call(ctx, i, 0);
     return;
   }
@@ -76,7 +93,11 @@ void ThreadPool::run_impl(int64_t n, Call call, void* ctx) {
     call_ = call;
     ctx_ = ctx;
     n_ = n;
-    next_.store(0, std::memory_order_relaxed);
+    const int T = size();
+    for (int t = 0; t < T; ++t) {
+      const uint64_t front = uint64_t(n * t / T), back = uint64_t(n * (t + 1) / T);
+      blocks_[size_t(t)].range.store(front | back << 32, std::memory_order_relaxed);
+    }
     done_.store(0, std::memory_order_relaxed);
     open_ = true;
     generation_.fetch_add(1, std::memory_order_release);

@@ -2,8 +2,14 @@
 //
 // run(n, fn) calls fn(task, thread) for every task in [0, n) and returns when all are
 // done; the calling thread works too (thread index 0), so a pool of size 1 has no worker
-// threads at all. Tasks are handed out through an atomic counter, so uneven tasks and
-// cores shared with other processes balance themselves. Dispatch allocates nothing.
+// threads at all. Tasks are split into one contiguous block per thread: thread t runs
+// block t in ascending order, then takes what is left of the other blocks from their
+// ends, so uneven tasks and cores shared with other processes still balance, while each
+// thread's tasks follow each other in memory (decode tasks are row ranges of one weight
+// matrix: a thread's ranges form one stream its prefetch runs ahead in; handed out one
+// at a time from a shared counter, the threads' tasks interleaved and each prefetched
+// the rows the other was about to read; docs/engine.md has the measurement). Dispatch
+// allocates nothing.
 // Workers spin briefly after a dispatch (the next one usually follows within
 // microseconds in the token loop), then sleep on a condition variable. run() waits for
 // the tasks, not for the workers: a worker the OS has not scheduled yet simply misses
@@ -18,6 +24,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -57,12 +64,19 @@ class ThreadPool {
   void work(int thread);
   void worker_main(int thread);
 
+  // Block t of a run: [front, back) of the tasks not yet claimed, packed as front | back << 32
+  // (one compare-and-swap claims from either end). Own cache line each.
+  struct alignas(64) Block {
+    std::atomic<uint64_t> range{0};
+  };
+  int64_t claim(Block& b, bool from_front);
+
   std::vector<std::thread> workers_;
+  std::unique_ptr<Block[]> blocks_;  // size() of them
   std::string warning_;
   std::mutex m_;
   std::condition_variable wake_;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int64_t> next_{0};
   std::atomic<int64_t> done_{0};    // tasks finished in this run
   std::atomic<int> inside_{0};      // workers inside work() for this run
   bool open_ = false;               // workers may still join this run (under m_)
