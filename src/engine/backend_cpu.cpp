@@ -140,6 +140,11 @@ class CpuBackend final : public Backend {
   const float* widen(const VecRef& w, int slot);
   void rope_row(float* v, int64_t heads, int64_t pos) const;
   uint8_t* cache(int64_t layer, int kv) const { return kv_.get() + kv_layer_bytes_ * size_t(2 * layer + kv); }
+  // Byte offset within one layer's k (or v) of (slot, kv head, position)'s head_dim values.
+  size_t kv_row_offset(int64_t slot, int64_t kv_head, int64_t pos) const {
+    const size_t row = (size_t(slot) * size_t(dims_.kv_heads) + size_t(kv_head)) * size_t(cfg_.max_context) + size_t(pos);
+    return row * size_t(dims_.head_dim) * (cfg_.kv_dtype == DType::F16 ? 2 : 4);
+  }
   template <class T>
   Array<T> alloc(size_t n) {
     allocated_ += n * sizeof(T);
@@ -156,7 +161,10 @@ class CpuBackend final : public Backend {
   Array<int32_t> id_, slot_;
   Array<int64_t> pos_;
   int64_t T_ = 0;
-  Array<uint8_t> kv_;  // [layers][2 (k,v)][max_batch][max_context][kv_dim]
+  // [layers][2 (k,v)][max_batch][kv_heads][max_context][head_dim]: a head's positions are
+  // one contiguous run, which attention streams through (positions strided by kv_dim, the
+  // rows of a decode step's attention came from DRAM a few hundred bytes at a time).
+  Array<uint8_t> kv_;
   size_t kv_layer_bytes_ = 0;      // one of k or v for one layer
   Array<float> scores_;  // [threads][max_context], attention scratch
   Array<float> vecs_;    // [kVecSlots][widest], widened weight vectors
@@ -288,9 +296,8 @@ void CpuBackend::rope_row(float* v, int64_t heads, int64_t pos) const {
 void CpuBackend::rope_and_cache(int64_t layer, const VecRef& q_norm, const VecRef& k_norm) {
   const float* qn = widen(q_norm, 0);
   const float* kn = widen(k_norm, 1);
-  const int64_t hd = dims_.head_dim, kv_dim = dims_.kv_dim();
+  const int64_t hd = dims_.head_dim;
   const bool f16 = cfg_.kv_dtype == DType::F16;
-  const size_t esize = f16 ? 2 : 4;
   uint8_t* kcache = cache(layer, 0);
   uint8_t* vcache = cache(layer, 1);
   Buffer &Q = buf(Buf::Q), &K = buf(Buf::K), &V = buf(Buf::V);
@@ -302,19 +309,21 @@ void CpuBackend::rope_and_cache(int64_t layer, const VecRef& q_norm, const VecRe
     if (kn) for (int64_t h = 0; h < dims_.kv_heads; ++h) engine::rmsnorm(k + h * hd, kn, eps_, hd, k + h * hd);
     rope_row(q, dims_.heads, pos_[t]);
     rope_row(k, dims_.kv_heads, pos_[t]);
-    size_t off = (size_t(slot_[t]) * size_t(cfg_.max_context) + size_t(pos_[t])) * size_t(kv_dim) * esize;
-    if (f16) {
-      store_f16(k, reinterpret_cast<uint16_t*>(kcache + off), kv_dim);
-      store_f16(v, reinterpret_cast<uint16_t*>(vcache + off), kv_dim);
-    } else {
-      std::memcpy(kcache + off, k, size_t(kv_dim) * 4);
-      std::memcpy(vcache + off, v, size_t(kv_dim) * 4);
+    for (int64_t h = 0; h < dims_.kv_heads; ++h) {
+      const size_t off = kv_row_offset(slot_[t], h, pos_[t]);
+      if (f16) {
+        store_f16(k + h * hd, reinterpret_cast<uint16_t*>(kcache + off), hd);
+        store_f16(v + h * hd, reinterpret_cast<uint16_t*>(vcache + off), hd);
+      } else {
+        std::memcpy(kcache + off, k + h * hd, size_t(hd) * 4);
+        std::memcpy(vcache + off, v + h * hd, size_t(hd) * 4);
+      }
     }
   });
 }
 
 void CpuBackend::attention(int64_t layer, int64_t window) {
-  const int64_t heads = dims_.heads, hd = dims_.head_dim, kv_dim = dims_.kv_dim();
+  const int64_t heads = dims_.heads, hd = dims_.head_dim;
   const int64_t group = heads / dims_.kv_heads;
   const bool f16 = cfg_.kv_dtype == DType::F16;
   const float scale = 1.0f / std::sqrt(float(hd));
@@ -328,13 +337,11 @@ void CpuBackend::attention(int64_t layer, int64_t window) {
     const float* q = Q.row(t) + h * hd;
     float* o = out.row(t) + h * hd;
     float* sc = scores_.get() + size_t(thread) * size_t(cfg_.max_context);
-    const size_t base = size_t(slot_[t]) * size_t(cfg_.max_context);
-    // Byte offset of this head's slice of the first attended position.
-    const size_t first = ((base + size_t(lo)) * size_t(kv_dim) + size_t(g * hd)) * (f16 ? 2 : 4);
+    const size_t first = kv_row_offset(slot_[t], g, lo);  // this kv head's first attended position
     const int64_t n = pos - lo + 1;
-    attn_scores(q, kc + first, f16, kv_dim, n, hd, scale, sc);
+    attn_scores(q, kc + first, f16, hd, n, hd, scale, sc);
     softmax_inplace(sc, n);
-    attn_mix(sc, vc + first, f16, kv_dim, n, hd, o);
+    attn_mix(sc, vc + first, f16, hd, n, hd, o);
   });
 }
 

@@ -566,9 +566,9 @@ void attn_scores_impl(const float* q, const uint8_t* rows, size_t row_bytes, int
   int64_t p = 0;
   for (; p + 4 <= n; p += 4) {
     float s[4];
-    // f32 cache rows: the row-by-row prefetch suits these strided rows (not the 16-bit
-    // sequential stream, which assumes contiguous rows).
-    tile<4, 1, L, false, L::kElemBytes == 4>(rows + size_t(p) * row_bytes, row_bytes, d, q, 0, s, 0);
+    // The rows of one kv head are contiguous (the CPU backend's cache layout): both the
+    // f32 row-by-row prefetch and the 16-bit sequential stream fetch the rows ahead.
+    tile<4, 1, L, false, true>(rows + size_t(p) * row_bytes, row_bytes, d, q, 0, s, 0);
     for (int r = 0; r < 4; ++r) out[p + r] = scale * s[r];
   }
   for (; p < n; ++p) {
@@ -587,6 +587,10 @@ inline void attn_mix_chunk(const float* w, const uint8_t* rows, size_t row_bytes
   for (int64_t p = 0; p < n; ++p) {
     const V wv = vset1(w[p]);
     const uint8_t* row = rows + size_t(p) * row_bytes;
+    // The row 8 on (decode: the cache comes from DRAM, the layers in between evicted it).
+    const char* ahead = reinterpret_cast<const char*>(L::addr(row + 8 * row_bytes, c));
+#pragma GCC unroll 8
+    for (int j = 0; j < NV * kW * L::kElemBytes; j += 64) _mm_prefetch(ahead + j, _MM_HINT_T0);
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) acc[j] = vfma(wv, L::load(row, c + kW * j), acc[j]);
   }
