@@ -72,14 +72,15 @@ int64_t ThreadPool::claim(Block& b, bool from_front) {
 void ThreadPool::work(int thread) {
   // Its own block first, from the front; then the others' from their ends, so their owners
   // (if they are running) keep their streams.
+  // The tasks it ran are counted once at the end (one shared cache line per thread and
+  // run, not per task): the caller waits for all of them either way.
   const int T = size();
+  int64_t ran = 0;
   for (int k = 0; k < T; ++k) {
     Block& b = blocks_[size_t((thread + k) % T)];
-    for (int64_t i = claim(b, k == 0); i >= 0; i = claim(b, k == 0)) {
-      call_(ctx_, i, thread);
-      done_.fetch_add(1, std::memory_order_acq_rel);
-    }
+    for (int64_t i = claim(b, k == 0); i >= 0; i = claim(b, k == 0), ++ran) call_(ctx_, i, thread);
   }
+  if (ran > 0) done_.fetch_add(ran, std::memory_order_acq_rel);
 }
 
 void ThreadPool::run_impl(int64_t n, Call call, void* ctx) {
