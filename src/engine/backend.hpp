@@ -97,6 +97,10 @@ class Backend {
   virtual void rope_and_cache(int64_t layer, const VecRef& q_norm, const VecRef& k_norm) = 0;
   // Causal GQA of Q against layer `layer`'s cache (window 0 = full), into Att.
   virtual void attention(int64_t layer, int64_t window) = 0;
+  // A hint: the next matmul reads `jobs`' weights (the views stay valid until it has run).
+  // A backend may start fetching them during the ops in between: the CPU backend's threads
+  // warm the first part of their shares of the rows into L2 while decode's attention runs.
+  virtual void prefetch(std::span<const MatmulJob> /*jobs*/) {}
   virtual void add_rmsnorm(Buf x, Buf delta, Buf out, const VecRef& w) = 0;  // x += delta; out = norm(x)
   virtual void add(Buf x, Buf delta) = 0;                                    // x += delta
   virtual void silu_mul(Buf gate, Buf up) = 0;                               // gate = silu(gate) * up

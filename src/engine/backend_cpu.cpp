@@ -42,7 +42,7 @@ struct Buffer {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) : pool_(threads) {}
+  explicit CpuBackend(int threads) : pool_(threads), warm_(size_t(pool_.size())) {}
 
   std::string describe() const override {
     return "cpu " + std::string(isa_name(active_isa())) + ", " + plural(uint64_t(pool_.size()), "thread");
@@ -112,6 +112,7 @@ class CpuBackend final : public Backend {
 
   void rope_and_cache(int64_t layer, const VecRef& q_norm, const VecRef& k_norm) override;
   void attention(int64_t layer, int64_t window) override;
+  void prefetch(std::span<const MatmulJob> jobs) override;
 
   void select_rows(std::span<const int64_t> rows, const VecRef& w) override {
     const float* wf = widen(w, 0);
@@ -134,6 +135,13 @@ class CpuBackend final : public Backend {
  private:
   Buffer& buf(Buf b) { return bufs_[size_t(b)]; }
   enum class Fuse { None, Silu, Add };
+  // How matmul_rows_of splits a matmul: row_tasks tasks of rows_per rows (of total_rows,
+  // the jobs' rows in order; Silu: of each job) times chunks of `batch` activation rows.
+  struct RowSplit {
+    int64_t batch = 0, total_rows = 0, rows_per = 0, row_tasks = 0;
+  };
+  RowSplit split_rows(std::span<const MatmulJob> jobs, int64_t B, bool silu) const;
+  void warm_step(int thread, size_t bytes);
   void matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& in, int64_t B, Fuse fuse = Fuse::None,
                       Buf resid = Buf::X);
   // `w` as fp32: the stored floats when F32, else widened into vector slot `slot`.
@@ -167,6 +175,18 @@ class CpuBackend final : public Backend {
   Array<uint8_t> kv_;
   size_t kv_layer_bytes_ = 0;      // one of k or v for one layer
   Array<float> scores_;  // [threads][max_context], attention scratch
+  // prefetch(): per thread, the byte ranges of the next matmul's weights it warms during
+  // attention (at most kWarmBytes: a share of L2 beside attention's own reads), and how
+  // far it has got. Own cache line each.
+  static constexpr size_t kWarmBytes = size_t(256) << 10;
+  struct alignas(64) Warm {
+    struct Seg {
+      const uint8_t* p = nullptr;
+      size_t bytes = 0;
+    } seg[3];
+    size_t n = 0, next = 0, done = 0;
+  };
+  std::vector<Warm> warm_;
   Array<float> vecs_;    // [kVecSlots][widest], widened weight vectors
   int64_t widest_ = 0;
   uint64_t allocated_ = 0;
@@ -223,6 +243,62 @@ const float* CpuBackend::widen(const VecRef& w, int slot) {
   return out;
 }
 
+CpuBackend::RowSplit CpuBackend::split_rows(std::span<const MatmulJob> jobs, int64_t B, bool silu) const {
+  const bool gemm = B >= kMatmulGemmBatch;
+  RowSplit sp;
+  sp.batch = gemm ? B : 32;
+  for (const auto& j : jobs) sp.total_rows += j.w->rows;
+  const int64_t bchunks = (B + sp.batch - 1) / sp.batch;
+  const int64_t want_tasks = int64_t(pool_.size()) * (gemm ? 8 : 4);
+  int64_t rows_per = std::max<int64_t>(1, (sp.total_rows * bchunks + want_tasks - 1) / want_tasks);
+  if (silu) rows_per = (rows_per + 1) / 2, sp.total_rows = jobs[0].w->rows;  // a row of each job per index
+  // Multiples of 8 (decode tiles take 8 rows, the others 2). Decode prefetches 2 tiles
+  // ahead within a task, so its tasks are longer; prefill tasks match the GEMM blocks.
+  sp.rows_per = std::min<int64_t>((rows_per + 7) / 8 * 8, gemm ? 64 : kDecodeRows);
+  sp.row_tasks = (sp.total_rows + sp.rows_per - 1) / sp.rows_per;
+  return sp;
+}
+
+void CpuBackend::prefetch(std::span<const MatmulJob> jobs) {
+  // Decode only (one chunk of activation rows): a prefill matmul is a GEMM that reads each
+  // weight once for many tokens, and its attention is compute-bound. Thread t will run
+  // block t of the matmul's tasks (ThreadPool), i.e. rows [a, b) of the jobs' rows taken in
+  // order; its warm-up is the first kWarmBytes of them.
+  for (auto& w : warm_) w = {};
+  if (jobs.empty() || T_ > 32 || T_ >= kMatmulGemmBatch) return;
+  const RowSplit sp = split_rows(jobs, T_, false);
+  const int T = pool_.size();
+  for (int t = 0; t < T; ++t) {
+    int64_t lo = std::min(sp.total_rows, sp.row_tasks * t / T * sp.rows_per);
+    const int64_t hi = std::min(sp.total_rows, sp.row_tasks * (t + 1) / T * sp.rows_per);
+    size_t budget = kWarmBytes;
+    int64_t base = 0;
+    Warm& w = warm_[size_t(t)];
+    for (const auto& j : jobs) {  // the range may span jobs (q, k, v)
+      const int64_t a = std::max(lo, base), b = std::min(hi, base + j.w->rows);
+      if (a < b && w.n < std::size(w.seg)) {
+        const size_t bytes = std::min(budget, size_t(b - a) * j.w->row_bytes);
+        w.seg[w.n++] = {j.w->data + size_t(a - base) * j.w->row_bytes, bytes};
+        budget -= bytes;
+      }
+      base += j.w->rows;
+    }
+  }
+}
+
+// Thread `thread`'s next `bytes` of its warm-up (called between attention tasks).
+void CpuBackend::warm_step(int thread, size_t bytes) {
+  Warm& w = warm_[size_t(thread)];
+  while (bytes > 0 && w.next < w.n) {
+    auto& seg = w.seg[w.next];
+    const size_t n = std::min(bytes, seg.bytes - w.done);
+    prefetch_l2(seg.p + w.done, n);
+    bytes -= n;
+    w.done += n;
+    if (w.done == seg.bytes) ++w.next, w.done = 0;
+  }
+}
+
 void CpuBackend::matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& in, int64_t B, Fuse fuse, Buf resid) {
   // Tasks: (chunk of weight rows) x (chunk of activation rows). Small batches (decode):
   // a chunk of kBatch activation rows stays in L2 while the task's weight rows stream
@@ -232,19 +308,10 @@ void CpuBackend::matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& i
   // then gate = silu(gate) * up on them. Fuse::Add: resid += out on the task's rows.
   // Biases are added by the task that computed the rows, after their products (y = W.x,
   // then y += b: the arithmetic of separate ops, one synchronisation).
-  const bool gemm = B >= kMatmulGemmBatch;
   const bool silu = fuse == Fuse::Silu;
-  const int64_t kBatch = gemm ? B : 32;
-  int64_t total_rows = 0;
-  for (const auto& j : jobs) total_rows += j.w->rows;
+  const RowSplit sp = split_rows(jobs, B, silu);
+  const int64_t kBatch = sp.batch, total_rows = sp.total_rows, rows_per = sp.rows_per, row_tasks = sp.row_tasks;
   const int64_t bchunks = (B + kBatch - 1) / kBatch;
-  const int64_t want_tasks = int64_t(pool_.size()) * (gemm ? 8 : 4);
-  int64_t rows_per = std::max<int64_t>(1, (total_rows * bchunks + want_tasks - 1) / want_tasks);
-  if (silu) rows_per = (rows_per + 1) / 2, total_rows = jobs[0].w->rows;  // a row of each job per index
-  // Multiples of 8 (decode tiles take 8 rows, the others 2). Decode prefetches 2 tiles
-  // ahead within a task, so its tasks are longer; prefill tasks match the GEMM blocks.
-  rows_per = std::min<int64_t>((rows_per + 7) / 8 * 8, gemm ? 64 : kDecodeRows);
-  const int64_t row_tasks = (total_rows + rows_per - 1) / rows_per;
   const int64_t ldx = in.width;
   const float* bias[3] = {};
   for (size_t k = 0; k < jobs.size() && k < 3; ++k) bias[k] = widen(jobs[k].bias, int(k));
@@ -330,6 +397,9 @@ void CpuBackend::attention(int64_t layer, int64_t window) {
   const uint8_t* kc = cache(layer, 0);
   const uint8_t* vc = cache(layer, 1);
   const Buffer &Q = buf(Buf::Q), &out = buf(Buf::Att);
+  // The warm-up of prefetch(), spread over each thread's share of the tasks.
+  const int64_t per_thread = (T_ * heads + pool_.size() - 1) / pool_.size();
+  const size_t warm_per_task = (kWarmBytes / size_t(per_thread) + 63) / 64 * 64;
   pool_.run(T_ * heads, [&](int64_t task, int thread) {
     const int64_t t = task / heads, h = task % heads, g = h / group;
     const int64_t pos = pos_[t];
@@ -342,7 +412,9 @@ void CpuBackend::attention(int64_t layer, int64_t window) {
     attn_scores(q, kc + first, f16, hd, n, hd, scale, sc);
     softmax_inplace(sc, n);
     attn_mix(sc, vc + first, f16, hd, n, hd, o);
+    warm_step(thread, warm_per_task);
   });
+  for (auto& w : warm_) w = {};
 }
 
 }  // namespace

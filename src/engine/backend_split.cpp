@@ -122,6 +122,7 @@ class SplitBackend final : public Backend {
     part().rope_and_cache(local(layer), qn, kn);
   }
   void attention(int64_t layer, int64_t window) override { part().attention(local(layer), window); }
+  void prefetch(std::span<const MatmulJob> jobs) override { part().prefetch(jobs); }
   void add_rmsnorm(Buf x, Buf delta, Buf out, const VecRef& w) override { part().add_rmsnorm(x, delta, out, w); }
   void add(Buf x, Buf delta) override { part().add(x, delta); }
   void silu_mul(Buf gate, Buf up) override { part().silu_mul(gate, up); }

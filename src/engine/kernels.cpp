@@ -254,6 +254,11 @@ void attn_mix(const float* w, const void* rows, bool half, int64_t stride, int64
 }
 void store_f16(const float* x, uint16_t* y, int64_t n) { g_kernels->store_f16(x, y, n); }
 
+void prefetch_l2(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(c + o, 0, 2);  // 2: T1, into L2
+}
+
 void rmsnorm(const float* x, const float* weight, float eps, int64_t n, float* out) {
   // Sum in double: n is up to ~16K and the result feeds every later layer.
   double ss = 0;

@@ -60,6 +60,9 @@ void attn_scores(const float* q, const void* rows, bool half, int64_t stride, in
 // mix: out[0..d) = sum_p w[p] * row_p (out is overwritten)
 void attn_mix(const float* w, const void* rows, bool half, int64_t stride, int64_t n, int64_t d, float* out);
 void store_f16(const float* x, uint16_t* y, int64_t n);
+// Starts reading [p, p + bytes) into L2 and returns: weights a matmul reads soon after,
+// fetched while other work (attention) leaves DRAM idle.
+void prefetch_l2(const void* p, size_t bytes);
 
 // Row-wise ops (small next to the matmuls; scalar, the compiler vectorizes them).
 void rmsnorm(const float* x, const float* weight, float eps, int64_t n, float* out);

@@ -216,8 +216,9 @@ void Transformer::run_layer(Layer& L, int64_t l) {
   const MatmulJob qkv[3] = {{&L.q, Buf::Q, vec(Role::QBias)}, {&L.k, Buf::K, vec(Role::KBias)}, {&L.v, Buf::V, vec(Role::VBias)}};
   be.matmul(qkv, Buf::XN);
   be.rope_and_cache(l, vec(Role::QNorm), vec(Role::KNorm));
-  be.attention(l, L.window);
   const MatmulJob o[1] = {{&L.o, Buf::Tmp, vec(Role::OBias)}};
+  be.prefetch(o);
+  be.attention(l, L.window);
   be.matmul(o, Buf::Att);
   be.add_rmsnorm(Buf::X, Buf::Tmp, Buf::XN, vec(Role::FfnNorm));
   be.matmul_silu({&L.gate, Buf::Gate, vec(Role::GateBias)}, {&L.up, Buf::Up, vec(Role::UpBias)}, Buf::XN);
