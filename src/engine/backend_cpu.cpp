@@ -23,6 +23,8 @@ namespace {
 
 // Most weight rows in one decode task (prefill tasks match the GEMM's 64-row blocks).
 constexpr int64_t kDecodeRows = 256;
+constexpr int64_t kDecodeBatchChunk = 32;  // activation rows per decode / small-batch task
+static_assert(kMatmulGemmBatch <= kDecodeBatchChunk, "below the GEMM, a batch is one chunk (prefetch() relies on it)");
 
 // Arrays on 64-byte boundaries: the kernels' vector loads of activation rows and cache
 // rows then never split a cache line (glibc returns large blocks 16 bytes past a page:
@@ -246,7 +248,7 @@ const float* CpuBackend::widen(const VecRef& w, int slot) {
 CpuBackend::RowSplit CpuBackend::split_rows(std::span<const MatmulJob> jobs, int64_t B, bool silu) const {
   const bool gemm = B >= kMatmulGemmBatch;
   RowSplit sp;
-  sp.batch = gemm ? B : 32;
+  sp.batch = gemm ? B : kDecodeBatchChunk;
   for (const auto& j : jobs) sp.total_rows += j.w->rows;
   const int64_t bchunks = (B + sp.batch - 1) / sp.batch;
   const int64_t want_tasks = int64_t(pool_.size()) * (gemm ? 8 : 4);
@@ -260,12 +262,13 @@ CpuBackend::RowSplit CpuBackend::split_rows(std::span<const MatmulJob> jobs, int
 }
 
 void CpuBackend::prefetch(std::span<const MatmulJob> jobs) {
-  // Decode only (one chunk of activation rows): a prefill matmul is a GEMM that reads each
-  // weight once for many tokens, and its attention is compute-bound. Thread t will run
+  // Decode and small batches only (below kMatmulGemmBatch, so one chunk of activation
+  // rows): a prefill matmul is a GEMM that reads each weight once for many tokens, and
+  // its attention is compute-bound. Thread t will run
   // block t of the matmul's tasks (ThreadPool), i.e. rows [a, b) of the jobs' rows taken in
   // order; its warm-up is the first kWarmBytes of them.
   for (auto& w : warm_) w = {};
-  if (jobs.empty() || T_ > 32 || T_ >= kMatmulGemmBatch) return;
+  if (jobs.empty() || T_ >= kMatmulGemmBatch) return;
   const RowSplit sp = split_rows(jobs, T_, false);
   const int T = pool_.size();
   for (int t = 0; t < T; ++t) {

@@ -93,7 +93,6 @@ void ThreadPool::run_impl(int64_t n, Call call, void* ctx) {
     std::lock_guard lk(m_);
     call_ = call;
     ctx_ = ctx;
-    n_ = n;
     const int T = size();
     for (int t = 0; t < T; ++t) {
       const uint64_t front = uint64_t(n * t / T), back = uint64_t(n * (t + 1) / T);
@@ -114,7 +113,7 @@ void ThreadPool::run_impl(int64_t n, Call call, void* ctx) {
     std::lock_guard lk(m_);
     open_ = false;
   }
-  // Workers that joined may still be on their way out of work(); n_ etc. stay put until then.
+  // Workers that joined may still be on their way out of work(); call_, ctx_ and the blocks stay put until then.
   for (int i = 0; inside_.load(std::memory_order_acquire) != 0; ++i) {
     if (i < kSpin) NUNCHAKU_PAUSE();
     else std::this_thread::yield();

@@ -83,7 +83,6 @@ class ThreadPool {
   bool stop_ = false;
   Call call_ = nullptr;
   void* ctx_ = nullptr;
-  int64_t n_ = 0;
 };
 
 }  // namespace nunchaku::engine
