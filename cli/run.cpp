@@ -65,7 +65,7 @@ struct RunCliOptions {
   uint64_t seed = 0;
   std::vector<std::string> stop;
   int max_pending = 1024;
-  bool quiet = false, unordered = false, exit_on_request_error = false;
+  bool quiet = false, unordered = false, exit_on_request_error = false, fast_math = false;
   bool progress = false;  // set by run_batch: a counter on stderr
 };
 
@@ -194,7 +194,8 @@ struct RunModel {
 
 std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& ck, const ModelLayout& layout, DType kv) {
   const RunPlacement where =
-      run_placement({o.plan, o.device, o.vram, o.cpu_ram, o.batch_size, o.threads, o.context, o.prefill_chunk, kv}, ck, layout);
+      run_placement({o.plan, o.device, o.vram, o.cpu_ram, o.batch_size, o.threads, o.context, o.prefill_chunk, kv, o.fast_math},
+                    ck, layout);
   LoadOptions lo;
   lo.placement = where.placement;
   lo.cancel = &interrupt_flag();
@@ -208,8 +209,11 @@ std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& c
   es.options.max_context = o.context;
   es.options.kv_dtype = kv;
   es.options.max_tokens = engine_max_tokens(o.prefill_chunk, m->batch_size);  // what estimate charges
+  es.options.fast_math = o.fast_math;
   es.threads = o.threads;
   es.device = where.backend;
+  if (o.fast_math && where.backend.kind == Device::Kind::Cuda && !o.quiet)
+    fmt::print(stderr, "note: --fast-math applies to layers the CPU runs; the CUDA backend computes exactly\n");
   if (o.offload == "stream") es.stream = engine::StreamOptions{};
   m->engine = engine::make_engine(ck, layout, m->loaded.store, es);
   m->model = m->engine.model.get();
@@ -528,6 +532,10 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_flag("--exit-on-request-error", o->exit_on_request_error, "Exit 2 (after writing every result) when any request failed")->group(kOutput);
   cmd->add_option("--threads", o->threads, "CPU threads (default: all)")->group(kPlacement);
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache: f32 | f16")->capture_default_str()->group(kPlacement);
+  cmd->add_flag("--fast-math", o->fast_math,
+                "CPU: Q4_K weights meet activations rounded to 8 bits (llama.cpp's arithmetic, ~2x faster decode "
+                "where compute is the limit) instead of exact fp32; results are no longer exact (docs/run.md)")
+      ->group(kPlacement);
   cmd->add_option("--device", o->device, "cpu | cuda[:N]: where the model runs (all weights there unless --vram)")
       ->capture_default_str()->group(kPlacement);
   cmd->add_option("--vram", o->vram,

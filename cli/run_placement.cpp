@@ -40,6 +40,7 @@ EngineConfig engine_config_of(const RunPlacementOptions& o) {
   c.max_tokens = engine_max_tokens(o.prefill_chunk, o.batch_size);
   c.kv_dtype = o.kv_dtype;
   c.threads = o.threads;
+  c.fast_math = o.fast_math;
   return c;
 }
 

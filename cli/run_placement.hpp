@@ -19,6 +19,7 @@ struct RunPlacementOptions {
   int batch_size = 1, threads = 0;  // batch_size 0: --batch-size auto
   int64_t context = 0, prefill_chunk = 0;
   DType kv_dtype = DType::F32;
+  bool fast_math = false;  // run --fast-math: the CPU engine's 8-bit activation rows are charged
 };
 
 struct RunPlacement {

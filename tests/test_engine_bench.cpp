@@ -3,7 +3,7 @@
 // at batch 1 and 8 and the DRAM read bandwidth measured with the same thread count.
 // Env: NUNCHAKU_BENCH_MODEL (checkpoint path), NUNCHAKU_BENCH_THREADS (0 = all),
 // NUNCHAKU_BENCH_PROMPT (prompt tokens, 128), NUNCHAKU_BENCH_DECODE (decode steps, 32),
-// NUNCHAKU_BENCH_BATCHES (batch sizes, "1 8").
+// NUNCHAKU_BENCH_BATCHES (batch sizes, "1 8"), NUNCHAKU_BENCH_FAST_MATH (1: run --fast-math).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -90,6 +90,7 @@ TEST_CASE("engine benchmark", "[.engine-bench]") {
   o.max_batch = B;
   o.max_context = P + D + 1;
   o.max_tokens = P * B;
+  o.fast_math = env_int("NUNCHAKU_BENCH_FAST_MATH", 0) != 0;
   auto m = test::load_engine_model(path, o, Device{Device::Kind::Cpu, 0}, std::nullopt, threads);
   Transformer& tf = *m.tf;
 

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/units.hpp"
 #include "engine/backend.hpp"
+#include "engine/kernels_q8.hpp"
 #include "engine/quant_blocks.hpp"
 #include "engine/thread_pool.hpp"
 #include "io/weight_store.hpp"
@@ -47,7 +48,8 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(int threads) : pool_(threads), warm_(size_t(pool_.size())) {}
 
   std::string describe() const override {
-    return "cpu " + std::string(isa_name(active_isa())) + ", " + plural(uint64_t(pool_.size()), "thread");
+    return "cpu " + std::string(isa_name(active_isa())) + ", " + plural(uint64_t(pool_.size()), "thread") +
+           (cfg_.fast_math ? ", fast math" : "");
   }
   Device device() const override { return Device{Device::Kind::Cpu, 0}; }
   bool can_read(Device d) const override { return d.kind == Device::Kind::Cpu || d.kind == Device::Kind::Disk; }
@@ -189,6 +191,9 @@ class CpuBackend final : public Backend {
     size_t n = 0, next = 0, done = 0;
   };
   std::vector<Warm> warm_;
+  // Fast math: a matmul's input rows as Q8_K (kernels_q8.hpp), q8_ld_ bytes apart.
+  Array<uint8_t> q8_;
+  size_t q8_ld_ = 0;
   Array<float> vecs_;    // [kVecSlots][widest], widened weight vectors
   int64_t widest_ = 0;
   uint64_t allocated_ = 0;
@@ -229,6 +234,10 @@ void CpuBackend::allocate(const BackendSetup& s) {
     scores_ = alloc<float>(size_t(pool_.size()) * size_t(cfg_.max_context));
     widest_ = std::max({dims_.hidden, dims_.q_dim(), dims_.kv_dim(), dims_.inter});
     vecs_ = alloc<float>(size_t(kVecSlots) * size_t(widest_));
+    if (cfg_.fast_math) {  // engine_memory() charges the same
+      q8_ld_ = cpu_q8k_row_bytes(std::max({dims_.hidden, dims_.q_dim(), dims_.inter}));
+      q8_ = alloc<uint8_t>(size_t(std::max(T, R)) * q8_ld_);
+    }
   } catch (const std::bad_alloc&) {
     throw oom("");
   }
@@ -318,6 +327,14 @@ void CpuBackend::matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& i
   const int64_t ldx = in.width;
   const float* bias[3] = {};
   for (size_t k = 0; k < jobs.size() && k < 3; ++k) bias[k] = widen(jobs[k].bias, int(k));
+  // Fast math: the input rows rounded to 8 bits once, for the jobs whose weights read them.
+  const auto fast = [&](const MatmulJob& j) { return q8_ && fast_math_supports(j.w->dtype) && j.w->cols % 256 == 0; };
+  if (std::any_of(jobs.begin(), jobs.end(), fast)) {
+    const int64_t cols = jobs[0].w->cols;
+    const auto quantize = [&](int64_t t, int) { quantize_q8k(in.row(t), cols, q8_.get() + size_t(t) * q8_ld_); };
+    if (B == 1) quantize(0, 0);
+    else pool_.run(B, quantize);
+  }
   pool_.run(row_tasks * bchunks, [&](int64_t task, int) {
     int64_t bc = task / row_tasks, rt = task % row_tasks;
     int64_t b0 = bc * kBatch, nb = std::min(kBatch, B - b0);
@@ -330,7 +347,8 @@ void CpuBackend::matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& i
       if (lo >= hi) continue;
       const int64_t off = silu ? 0 : base - j.w->rows;
       const Buffer& out = bufs_[size_t(j.out)];
-      matmul_rows(*j.w, in.row(b0), ldx, nb, out.row(b0), out.width, lo - off, hi - off);
+      if (fast(j)) matmul_rows_q8k(*j.w, q8_.get() + size_t(b0) * q8_ld_, q8_ld_, nb, out.row(b0), out.width, lo - off, hi - off);
+      else matmul_rows(*j.w, in.row(b0), ldx, nb, out.row(b0), out.width, lo - off, hi - off);
       if (const float* bv = k < 3 ? bias[k] : nullptr)
         for (int64_t t = b0; t < b0 + nb; ++t)
           for (int64_t i = lo - off; i < hi - off; ++i) out.row(t)[i] += bv[i];

@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "engine/kernels_impl.hpp"
+#include "engine/kernels_q8.hpp"
 #include "engine/quant_blocks.hpp"
 #include "io/convert.hpp"
 
@@ -198,7 +199,8 @@ const KernelSet* g_kernels = kernels_of(g_isa);
 
 }  // namespace
 
-const KernelSet kScalarKernels = {scalar_matmul_rows, scalar_attn_scores, scalar_attn_mix, scalar_store_f16};
+const KernelSet kScalarKernels = {scalar_matmul_rows, scalar_attn_scores, scalar_attn_mix, scalar_store_f16,
+                                  scalar_matmul_rows_q8k};
 
 bool matmul_supports(DType t) {
   return t == DType::F32 || t == DType::BF16 || t == DType::F16 || quant_of(t) != Quant::None;
@@ -224,6 +226,11 @@ Isa set_isa(Isa isa) {
 void matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                  int64_t r1) {
   g_kernels->matmul_rows(w, x, ldx, B, y, ldy, r0, r1);
+}
+
+void matmul_rows_q8k(const WeightMatrix& w, const uint8_t* xq, size_t ldxq, int64_t B, float* y, int64_t ldy,
+                     int64_t r0, int64_t r1) {
+  g_kernels->matmul_rows_q8k(w, xq, ldxq, B, y, ldy, r0, r1);
 }
 
 void dequant_row(const WeightMatrix& w, int64_t r, float* out) {

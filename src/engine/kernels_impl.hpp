@@ -11,7 +11,11 @@ struct KernelSet {
   void (*attn_scores)(const float*, const void*, bool, int64_t, int64_t, int64_t, float, float*);
   void (*attn_mix)(const float*, const void*, bool, int64_t, int64_t, int64_t, float*);
   void (*store_f16)(const float*, uint16_t*, int64_t);
+  // fast math: matmul_rows_q8k (kernels_q8.hpp)
+  void (*matmul_rows_q8k)(const WeightMatrix&, const uint8_t*, size_t, int64_t, float*, int64_t, int64_t, int64_t);
 };
+void scalar_matmul_rows_q8k(const WeightMatrix& w, const uint8_t* xq, size_t ldxq, int64_t B, float* y, int64_t ldy,
+                            int64_t r0, int64_t r1);
 
 // Software prefetch of the weight stream where it comes from DRAM once per step (decode
 // tiles, small batches; kernels_simd.hpp): the tile `ahead` tiles past the current one, as

@@ -30,7 +30,9 @@ inline float hsum8(__m256 v) {
 struct KScales {
   alignas(32) float ds[8], ms[8], ds16[8], d6[16];
 };
-inline void k_scales(const uint8_t* blk, KScales& k) {
+// The 6-bit scales (sc) and mins (mn) of a K block's 8 sub-blocks, one byte each in the
+// low 8 bytes of each (the high 8 are zero).
+inline void k_scale_bytes(const uint8_t* blk, __m128i& sc, __m128i& mn) {
   // scale bytes s[0..12) at blk + 4: sub-block j < 4: scale s[j] & 63, min s[j+4] & 63;
   // j >= 4: scale (s[j+4] & 15) | (s[j-4] >> 6) << 4, min (s[j+4] >> 4) | (s[j] >> 6) << 4.
   const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4));  // 16 of the block's bytes
@@ -39,12 +41,16 @@ inline void k_scales(const uint8_t* blk, KScales& k) {
   const __m128i z = _mm_shuffle_epi8(s, _mm_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1, -1));
   const __m128i u = _mm_shuffle_epi8(s, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, -1, -1, -1, -1));
   const __m128i top = _mm_set1_epi8(0x30);  // (b >> 6) << 4 == (b >> 2) & 0x30
-  const __m128i sc = _mm_or_si128(_mm_and_si128(x, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0)),
-                                  _mm_and_si128(_mm_srli_epi16(y, 2), top));
-  const __m128i mn = _mm_or_si128(
+  sc = _mm_or_si128(_mm_and_si128(x, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0)),
+                    _mm_and_si128(_mm_srli_epi16(y, 2), top));
+  mn = _mm_or_si128(
       _mm_or_si128(_mm_and_si128(z, _mm_setr_epi8(63, 63, 63, 63, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)),
                    _mm_and_si128(_mm_srli_epi16(z, 4), _mm_setr_epi8(0, 0, 0, 0, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0))),
       _mm_and_si128(_mm_srli_epi16(u, 2), top));
+}
+inline void k_scales(const uint8_t* blk, KScales& k) {
+  __m128i sc, mn;
+  k_scale_bytes(blk, sc, mn);
   const __m256 ds = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk))), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
   _mm256_store_ps(k.ds, ds);
   _mm256_store_ps(k.ds16, _mm256_mul_ps(ds, _mm256_set1_ps(0.0625f)));

@@ -23,6 +23,7 @@ EngineConfig engine_config(const EngineOptions& opts, const Backend& backend, co
   c.kv_dtype = opts.kv_dtype;
   c.threads = backend.threads();
   c.cuda = backend.device().kind == Device::Kind::Cuda;
+  c.fast_math = opts.fast_math;  // charged and used by CPU backends only (engine_memory)
   c.stream_slots = weights.pool_slots();
   c.stream_slot_bytes = weights.slot_bytes();
   return c;

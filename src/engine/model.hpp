@@ -35,6 +35,7 @@ struct EngineOptions {
   DType kv_dtype = DType::F32;  // F32 or F16
   std::optional<RopeStyle> rope_style;  // override the style deduced from the naming
   int prefetch_depth = kStreamSlots - 1;  // modules the provider is asked to bring in ahead of use
+  bool fast_math = false;     // CPU: K-quant matmuls over 8-bit activations (kernels_q8.hpp), not exact
 };
 
 // One sequence's piece of a forward pass: tokens at positions [start, start + n) of

@@ -1,0 +1,86 @@
+// Fast math: the Q8_K activation quantizer (one for every ISA), the scalar Q4_K x Q8_K
+// kernel that spells out the arithmetic of kernels_q8.hpp lane by lane, and the dispatch
+// to the SIMD ones (kernels_q8_simd.hpp, through the KernelSet).
+#include "engine/kernels_q8.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "engine/kernels_impl.hpp"
+#include "engine/quant_blocks.hpp"
+
+namespace nunchaku::engine {
+
+bool fast_math_supports(DType t) { return t == DType::Q4_K; }
+
+void quantize_q8k(const float* x, int64_t cols, uint8_t* out) {
+  auto* q = reinterpret_cast<int8_t*>(out);
+  auto* d = reinterpret_cast<float*>(out + cols);
+  auto* bs = reinterpret_cast<int16_t*>(out + cols + cols / 256 * 4);
+  for (int64_t k = 0; k < cols / 256; ++k) {
+    const float* xb = x + k * 256;
+    int8_t* qb = q + k * 256;
+    float amax = 0, max = 0;  // the value of largest magnitude (the first, on ties)
+    for (int i = 0; i < 256; ++i)
+      if (std::fabs(xb[i]) > amax) amax = std::fabs(xb[i]), max = xb[i];
+    if (amax == 0) {
+      d[k] = 0;
+      std::memset(qb, 0, 256);
+      for (int j = 0; j < 8; ++j) bs[8 * k + j] = 0;
+      continue;
+    }
+    const float iscale = -127.f / max;
+    for (int i = 0; i < 256; ++i) {
+      const float v = iscale * xb[i];  // in [-127, 127] up to rounding; NaN from a NaN or inf input
+      const int c = v == v ? int(std::nearbyint(v)) : 0;  // nearest, ties to even (ggml's nearest_int)
+      qb[i] = int8_t(c > 127 ? 127 : c < -128 ? -128 : c);
+    }
+    for (int j = 0; j < 8; ++j) {
+      int s = 0;
+      for (int i = 0; i < 32; ++i) s += qb[32 * j + i];
+      bs[8 * k + j] = int16_t(s);
+    }
+    d[k] = 1 / iscale;
+  }
+}
+
+namespace {
+
+float q4k_dot_scalar(const uint8_t* row, int64_t nblocks, const Q8KRow& x) {
+  float acc[8] = {};
+  for (int64_t k = 0; k < nblocks; ++k) {
+    const uint8_t* blk = row + k * 144;
+    const int8_t* q8 = x.q + k * 256;
+    int32_t iv[8] = {}, mv[8] = {};
+    int sc[8], m[8];
+    for (int j = 0; j < 8; ++j) blocks::q4k_scale_min(j, blk + 4, sc[j], m[j]);
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* codes = blk + 16 + 32 * (j / 2);  // sub-blocks 2p, 2p+1: low, high nibbles
+      for (int i = 0; i < 32; ++i) {
+        const int q4 = j % 2 ? codes[i] >> 4 : codes[i] & 15;
+        iv[i / 4] += sc[j] * q4 * q8[32 * j + i];
+      }
+    }
+    for (int l = 0; l < 4; ++l) mv[l] = m[2 * l] * x.bs[8 * k + 2 * l] + m[2 * l + 1] * x.bs[8 * k + 2 * l + 1];
+    const float dd = x.d[k] * blocks::half_to_float(blocks::load_u16(blk));
+    const float dm = x.d[k] * blocks::half_to_float(blocks::load_u16(blk + 2));
+    for (int l = 0; l < 8; ++l) {
+      acc[l] = std::fma(dd, float(iv[l]), acc[l]);
+      acc[l] = std::fma(-dm, float(mv[l]), acc[l]);
+    }
+  }
+  float t[4];
+  for (int l = 0; l < 4; ++l) t[l] = acc[l] + acc[l + 4];
+  return (t[0] + t[2]) + (t[1] + t[3]);
+}
+
+}  // namespace
+
+void scalar_matmul_rows_q8k(const WeightMatrix& w, const uint8_t* xq, size_t ldxq, int64_t B, float* y, int64_t ldy,
+                            int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t b = 0; b < B; ++b)
+      y[b * ldy + r] = q4k_dot_scalar(w.data + size_t(r) * w.row_bytes, w.cols / 256, q8k_row(xq + size_t(b) * ldxq, w.cols));
+}
+
+}  // namespace nunchaku::engine

@@ -1,0 +1,217 @@
+// Fast math (kernels_q8.hpp): the Q8_K activation quantizer and the Q4_K x Q8_K matmul
+// against llama.cpp's own reference functions (testdata/engine/fast_math_q4k.json, written
+// by scripts/make_fast_math_fixture.py through ggml's C code), the same bits on every ISA
+// and batch size, and the error against the exact path within the bound that rounding the
+// activations to 8 bits allows.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "engine/backend.hpp"
+#include "engine/kernels.hpp"
+#include "engine/kernels_q8.hpp"
+#include "engine/quant_blocks.hpp"
+#include "memory/cpu_kernel_buffers.hpp"
+#include "memory/engine_memory.hpp"
+#include "tests/helpers.hpp"
+#include "tests/test_engine_helpers.hpp"
+
+using namespace nunchaku;
+using namespace nunchaku::engine;
+using json = nlohmann::json;
+
+namespace {
+
+std::vector<uint8_t> from_hex(const std::string& hex) {
+  std::vector<uint8_t> b(hex.size() / 2);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = uint8_t(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  return b;
+}
+
+// Activation rows quantized into one 64-byte-aligned buffer, as the CPU backend lays them out.
+struct Q8Buf {
+  std::vector<uint8_t> raw;
+  uint8_t* base = nullptr;
+  size_t ld = 0;
+  Q8Buf(const std::vector<float>& x, int64_t rows, int64_t cols) : raw(size_t(rows) * cpu_q8k_row_bytes(cols) + 64) {
+    ld = cpu_q8k_row_bytes(cols);
+    base = raw.data() + (64 - reinterpret_cast<uintptr_t>(raw.data()) % 64) % 64;
+    for (int64_t r = 0; r < rows; ++r) quantize_q8k(x.data() + r * cols, cols, base + size_t(r) * ld);
+  }
+  const uint8_t* row(int64_t r) const { return base + size_t(r) * ld; }
+};
+
+// Random Q4_K rows: random codes and scales, f16 d and dmin in [0.001, 0.05).
+std::vector<uint8_t> random_q4k(uint64_t seed, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> b(size_t(rows * cols / 256 * 144));
+  uint64_t s = seed;
+  for (auto& v : b) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    v = uint8_t(s >> 56);
+  }
+  for (size_t k = 0; k < b.size(); k += 144)
+    for (int h = 0; h < 2; ++h) {
+      const uint16_t f16 = uint16_t(0x1400 + (b[k + 2 * h] | (b[k + 2 * h + 1] << 8)) % 0x1600);  // ~0.001 .. 0.05
+      b[k + 2 * h] = uint8_t(f16), b[k + 2 * h + 1] = uint8_t(f16 >> 8);
+    }
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("fast math: Q8_K activations equal ggml's quantize_row_q8_K_ref", "[engine][fast-math]") {
+  const json c = json::parse(std::ifstream(test::testdata("engine/fast_math_q4k.json")));
+  const int64_t cols = c.at("cols"), n = c.at("tokens");
+  std::vector<float> x;
+  for (const auto& r : c.at("x")) for (const auto& v : r) x.push_back(v.get<float>());
+  Q8Buf q(x, n, cols);
+  for (int64_t t = 0; t < n; ++t) {
+    const auto ref = from_hex(c.at("q8k_hex")[size_t(t)]);  // per block: d f32, qs[256], bsums[16] int16
+    const Q8KRow ours = q8k_row(q.row(t), cols);
+    for (int64_t k = 0; k < cols / 256; ++k) {
+      INFO("token " << t << " block " << k);
+      const uint8_t* blk = ref.data() + k * 292;
+      float d;
+      std::memcpy(&d, blk, 4);
+      CHECK(std::memcmp(&ours.d[k], &d, 4) == 0);
+      CHECK(std::memcmp(ours.q + k * 256, blk + 4, 256) == 0);
+      for (int j = 0; j < 8; ++j) {
+        int16_t a, b;
+        std::memcpy(&a, blk + 260 + 4 * j, 2);
+        std::memcpy(&b, blk + 262 + 4 * j, 2);
+        CHECK(ours.bs[8 * k + j] == a + b);
+      }
+    }
+  }
+}
+
+TEST_CASE("fast math: Q4_K x Q8_K equals ggml's vec_dot_q4_K_q8_K on every ISA, the same bits everywhere",
+          "[engine][fast-math]") {
+  const json c = json::parse(std::ifstream(test::testdata("engine/fast_math_q4k.json")));
+  const int64_t rows = c.at("rows"), cols = c.at("cols"), n = c.at("tokens");
+  auto wbytes = from_hex(c.at("q4k_hex"));
+  const WeightMatrix w{wbytes.data(), DType::Q4_K, rows, cols, size_t(cols / 256 * 144), "w"};
+  std::vector<float> x;
+  for (const auto& r : c.at("x")) for (const auto& v : r) x.push_back(v.get<float>());
+  Q8Buf q(x, n, cols);
+  std::vector<float> deq(static_cast<size_t>(cols));
+  std::vector<float> first;  // the first ISA's batch result: every other result must equal it
+  test::for_each_isa([&](Isa isa) {
+    INFO("isa " << isa_name(isa));
+    std::vector<float> y(size_t(n * rows), NAN), y1(size_t(n * rows), NAN);
+    matmul_rows_q8k(w, q.base, q.ld, n, y.data(), rows, 0, rows);
+    for (int64_t t = 0; t < n; ++t) {  // one token at a time (decode tiles), rows in two ranges
+      matmul_rows_q8k(w, q.row(t), q.ld, 1, y1.data() + t * rows, rows, 0, 5);
+      matmul_rows_q8k(w, q.row(t), q.ld, 1, y1.data() + t * rows, rows, 5, rows);
+    }
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t r = 0; r < rows; ++r) {
+        INFO("token " << t << " row " << r);
+        const float ref = c.at("dot")[size_t(t)][size_t(r)].get<float>(), got = y[size_t(t * rows + r)];
+        // ggml adds the same exact integer sums in another float order: within a few fp32
+        // roundings of the terms' magnitude, sum over blocks of |dx| * sum |w|.
+        dequant_row(w, r, deq.data());
+        double terms = 0;
+        for (int64_t i = 0; i < cols; ++i) terms += std::abs(double(deq[size_t(i)]) * q8k_row(q.row(t), cols).d[i / 256]) * 127;
+        if (ref == 0) CHECK(got == 0);  // a zero activation row: d = 0, nothing to round
+        else CHECK(test::abs_diff(got, ref) <= 1e-6 * terms);
+        CHECK(std::memcmp(&got, &y1[size_t(t * rows + r)], 4) == 0);
+      }
+    if (first.empty()) first = y;
+    else CHECK(std::memcmp(first.data(), y.data(), y.size() * 4) == 0);
+  });
+}
+
+TEST_CASE("fast math: batch-invariant to the bit at every tile shape, error within the 8-bit rounding bound",
+          "[engine][fast-math]") {
+  const int64_t rows = 37, cols = 2048, n = 21;  // odd row and batch counts: every tile and remainder
+  auto wbytes = random_q4k(7, rows, cols);
+  const WeightMatrix w{wbytes.data(), DType::Q4_K, rows, cols, size_t(cols / 256 * 144), "w"};
+  std::vector<float> x(size_t(n * cols));
+  uint64_t s = 11;
+  for (int64_t i = 0; i < n * cols; ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x[size_t(i)] = float(int64_t(s >> 40) % 2001 - 1000) / 250.0f * (i % 97 == 0 ? 30.0f : 1.0f);
+  }
+  Q8Buf q(x, n, cols);
+  std::vector<float> deq(static_cast<size_t>(cols));
+  test::for_each_isa([&](Isa isa) {
+    INFO("isa " << isa_name(isa));
+    std::vector<float> all(size_t(n * rows));
+    matmul_rows_q8k(w, q.base, q.ld, n, all.data(), rows, 0, rows);
+    for (int64_t B : {1, 2, 3, 4, 5, 16}) {
+      INFO("batch " << B);
+      for (int64_t b0 = 0; b0 + B <= n; b0 += B) {
+        std::vector<float> y(size_t(B * rows));
+        matmul_rows_q8k(w, q.row(b0), q.ld, B, y.data(), rows, 3, rows);
+        matmul_rows_q8k(w, q.row(b0), q.ld, B, y.data(), rows, 0, 3);
+        CHECK(std::memcmp(y.data(), all.data() + b0 * rows, y.size() * 4) == 0);
+      }
+    }
+    // Against the exact dot over the dequantized weights: rounding x to d * q moves each
+    // value by at most |d| / 2 (plus the float rounding of 1 / d), so the results differ by
+    // at most sum over blocks of |d| / 2 * sum |w| there.
+    for (int64_t r = 0; r < rows; ++r) {
+      dequant_row(w, r, deq.data());
+      for (int64_t t = 0; t < n; ++t) {
+        const Q8KRow xq = q8k_row(q.row(t), cols);
+        double exact = 0, bound = 0;
+        for (int64_t k = 0; k < cols / 256; ++k) {
+          double wabs = 0;
+          for (int64_t i = 256 * k; i < 256 * (k + 1); ++i) {
+            exact += double(deq[size_t(i)]) * x[size_t(t * cols + i)];
+            wabs += std::abs(double(deq[size_t(i)]));
+          }
+          bound += std::abs(double(xq.d[k])) * (0.5 + 1e-5) * wabs;
+        }
+        INFO("row " << r << " token " << t);
+        CHECK(std::abs(double(all[size_t(t * rows + r)]) - exact) <= bound + 1e-4 * std::abs(exact));
+      }
+    }
+  });
+}
+
+TEST_CASE("cpu backend, fast math: Q4_K jobs read the 8-bit rows, other jobs stay exact, as engine_memory charges",
+          "[engine][fast-math]") {
+  EngineDims d{256, 4, 2, 64, 512, 64, 1};
+  const ModelSpec spec = test::spec_with_dims(d, 32);
+  const EngineConfig c{.max_batch = 1, .max_context = 32, .max_tokens = 20, .logit_rows = 1, .threads = 2,
+                       .fast_math = true};
+  std::vector<float> inv_freq(size_t(d.head_dim / 2), 1.0f);
+  auto be = make_cpu_backend(2);
+  const EngineMemory mem = engine_memory(spec, c);
+  be->allocate({d, mem, 1e-5f, RopeStyle::NeoX, inv_freq});
+  CHECK(be->allocated_bytes() + engine_host_tables(mem.config) == mem.allocated());  // the tables are the Transformer's
+  EngineConfig exact = c;
+  exact.fast_math = false;
+  CHECK(mem.scratch - engine_memory(spec, exact).scratch == 20 * cpu_q8k_row_bytes(512));  // widest input: inter
+  CHECK(be->describe().find("fast math") != std::string::npos);
+
+  auto qbytes = random_q4k(3, d.q_dim(), d.hidden);
+  const WeightMatrix wq{qbytes.data(), DType::Q4_K, d.q_dim(), d.hidden, size_t(d.hidden / 256 * 144), "q"};
+  std::vector<float> kf(size_t(d.kv_dim() * d.hidden));
+  for (size_t i = 0; i < kf.size(); ++i) kf[i] = float(int(i * 7919 % 201) - 100) / 100.0f;
+  const WeightMatrix wk{reinterpret_cast<const uint8_t*>(kf.data()), DType::F32, d.kv_dim(), d.hidden,
+                        size_t(d.hidden) * 4, "k"};
+  for (int64_t T : {1, 5, 20}) {
+    INFO("batch " << T);
+    std::vector<int32_t> id(static_cast<size_t>(T), 0), slot(static_cast<size_t>(T), 0);
+    std::vector<int64_t> pos(static_cast<size_t>(T));
+    be->set_tokens({id, slot, pos});
+    std::vector<float> xn(size_t(T * d.hidden));
+    for (size_t i = 0; i < xn.size(); ++i) xn[i] = float(int((i * 104729) % 1999) - 999) / 300.0f;
+    be->write(Buf::XN, xn);
+    const MatmulJob jobs[2] = {{&wq, Buf::Q, {}}, {&wk, Buf::K, {}}};
+    be->matmul(jobs, Buf::XN);
+    Q8Buf q(xn, T, d.hidden);
+    std::vector<float> want_q(size_t(T * d.q_dim())), want_k(size_t(T * d.kv_dim()));
+    matmul_rows_q8k(wq, q.base, q.ld, T, want_q.data(), d.q_dim(), 0, d.q_dim());
+    matmul_rows(wk, xn.data(), d.hidden, T, want_k.data(), d.kv_dim(), 0, d.kv_dim());
+    CHECK(be->read(Buf::Q, T) == want_q);
+    CHECK(be->read(Buf::K, T) == want_k);
+  }
+}
