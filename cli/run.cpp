@@ -37,6 +37,7 @@
 #include "engine/device_stream.hpp"
 #include "engine/engine.hpp"
 #include "engine/generate.hpp"
+#include "engine/kernels_q8.hpp"
 #include "engine/model.hpp"
 #include "format/gguf.hpp"
 #include "format/open.hpp"
@@ -212,8 +213,14 @@ std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& c
   es.options.fast_math = o.fast_math;
   es.threads = o.threads;
   es.device = where.backend;
-  if (o.fast_math && where.backend.kind == Device::Kind::Cuda && !o.quiet)
-    fmt::print(stderr, "note: --fast-math applies to layers the CPU runs; the CUDA backend computes exactly\n");
+  if (o.fast_math && !o.quiet) {
+    const bool any = std::any_of(ck.tensors.begin(), ck.tensors.end(), [](const TensorInfo& t) {
+      return engine::fast_math_supports(t.dtype) && !t.shape.empty() && t.shape.back() % 256 == 0;
+    });
+    if (!any) fmt::print(stderr, "note: --fast-math: no weight of this model is Q4_K; every matmul stays exact\n");
+    else if (where.backend.kind == Device::Kind::Cuda)
+      fmt::print(stderr, "note: --fast-math applies to layers the CPU runs; the CUDA backend computes exactly\n");
+  }
   if (o.offload == "stream") es.stream = engine::StreamOptions{};
   m->engine = engine::make_engine(ck, layout, m->loaded.store, es);
   m->model = m->engine.model.get();

@@ -6,7 +6,7 @@
 #
 #   scripts/bench_run.sh [--threads N] [--llama-cpp] [--build DIR] [--rounds N]
 #                        [--shapes "smol135m llama1b"] [--types "q4_1 q4_k q8_0 f16 bf16"]
-#                        [--isa "avx2 avx512"] [--batches "1 8"]
+#                        [--isa "avx2 avx512"] [--batches "1 8"] [--fast-math]
 #
 # Models: scripts/make_bench_gguf.py writes random-weight llama GGUFs (shapes: smol135m =
 # hidden 576, 30 layers, 9:3 heads, vocab 49152; smol360m = 960, 32 layers, 15:5;
@@ -14,7 +14,9 @@
 # $BENCH_DIR (default /tmp/nunchaku-bench); one file serves both engines.
 # --isa: NUNCHAKU_ISA values nunchaku is run with (default: avx2, and avx512 when the CPU
 # has it). --rounds N (default 3): engines and ISAs take turns N times and each figure is
-# the best of its N (a shared 2-core VM moves single runs by 20%).
+# the best of its N (a shared 2-core VM moves single runs by 20%). --fast-math adds a row
+# "ISA-fast" per ISA: nunchaku with run --fast-math (8-bit activations for Q4_K weights;
+# other types are unchanged), against the same llama.cpp build.
 # --llama-cpp also runs llama.cpp (llama-cpp-python, built from source by pip; each build
 # takes >10 min on 2 cores) through scripts/bench_llamacpp.py (its C API: 8 sequences in
 # one context for batch 8), with the same prompts, thread count and measurement, once per
@@ -29,6 +31,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=$(nproc)
 LLAMA_CPP=0
+FAST=0
 BUILD=build
 ROUNDS=3
 SHAPES="smol135m llama1b"
@@ -40,6 +43,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --threads) THREADS=$2; shift 2 ;;
     --llama-cpp) LLAMA_CPP=1; shift ;;
+    --fast-math) FAST=1; shift ;;
     --build) BUILD=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --shapes) SHAPES=$2; shift 2 ;;
@@ -101,9 +105,11 @@ RESULTS="$DIR/results.jsonl"
 tag() {  # tag SHAPE TYPE ENGINE ISA: adds the row's keys to the JSON on stdin
   python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d.update(shape='$1', type='$2', engine='$3', isa='$4'); print(json.dumps(d))"
 }
-run_ours() {  # run_ours SHAPE TYPE ISA
+run_ours() {  # run_ours SHAPE TYPE ISA (ISA-fast: with --fast-math)
   echo "== nunchaku $1 $2 $3, $THREADS threads" >&2
-  NUNCHAKU_ISA=$3 NUNCHAKU_BENCH_MODEL="$DIR/gguf/$1-$2.gguf" NUNCHAKU_BENCH_THREADS=$THREADS \
+  local fast=0
+  [[ $3 == *-fast ]] && fast=1
+  NUNCHAKU_ISA=${3%-fast} NUNCHAKU_BENCH_FAST_MATH=$fast NUNCHAKU_BENCH_MODEL="$DIR/gguf/$1-$2.gguf" NUNCHAKU_BENCH_THREADS=$THREADS \
     NUNCHAKU_BENCH_PROMPT=$PROMPT NUNCHAKU_BENCH_DECODE=$DECODE NUNCHAKU_BENCH_BATCHES="$BATCHES" \
     "$BUILD/nunchaku_tests" "[.engine-bench]" | sed -n 's/^BENCH //p' | tag "$1" "$2" nunchaku "$3" >> "$RESULTS"
 }
@@ -114,10 +120,12 @@ run_llama() {  # run_llama SHAPE TYPE BUILD
     { echo "llama.cpp failed: see $DIR/llamacpp.log" >&2; exit 1; }
 }
 
+RUNS=$ISAS
+[[ $FAST == 1 ]] && for isa in $ISAS; do RUNS+=" $isa-fast"; done
 for round in $(seq "$ROUNDS"); do
   for shape in $SHAPES; do
     for ty in $TYPES; do
-      for isa in $ISAS; do run_ours "$shape" "$ty" "$isa"; done
+      for isa in $RUNS; do run_ours "$shape" "$ty" "$isa"; done
       for b in $LLAMA_BUILDS; do run_llama "$shape" "$ty" "$b"; done
     done
   done
@@ -155,7 +163,8 @@ for (shape, ty, eng, isa), r in sorted(best.items()):
         continue
     # llama.cpp on the same instructions: its AVX2 build for our avx2 rows where the CPU
     # has AVX-512 (its native build would use AVX-512 and VNNI there), else the native one.
-    ref = best.get((shape, ty, "llama.cpp", "avx2" if isa == "avx2" and sys.argv[2] == "1" else "native"))
+    base = isa.removesuffix("-fast")
+    ref = best.get((shape, ty, "llama.cpp", "avx2" if base == "avx2" and sys.argv[2] == "1" else "native"))
     line = f"| {shape} | {ty} | {isa} |"
     for b in batches:
         k = f"b{b}"

@@ -165,3 +165,19 @@ TEST_CASE("run: layers left on disk by --cpu-ram give the same tokens", "[run]")
   REQUIRE(out.size() == 1);
   CHECK(out[0]["token_ids"] == c["completion_ids"]);
 }
+
+TEST_CASE("run --fast-math: says so when no weight takes the 8-bit path, and the tokens stay exact", "[run][fast-math]") {
+  // The fixture's matrices are F32 (64 wide, not Q4_K): nothing changes but the note. The
+  // 8-bit path itself is checked against ggml in test_fast_math.cpp.
+  const std::string dir = test::testdata("run/llama-spm");
+  const json exp = test::read_json(dir + "/expected.json");
+  const json& c = exp["cases"][1];
+  auto r = test::run_cli({"run", dir, "--raw", "--fast-math", "--max-tokens", "12"}, c["prompt"].get<std::string>() + "\n");
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("--fast-math: no weight of this model is Q4_K") != std::string::npos);
+  auto out = jsonl(r.out);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0]["token_ids"] == c["completion_ids"]);
+  auto h = test::run_cli({"run", "--help"});
+  CHECK(h.out.find("--fast-math") != std::string::npos);
+}
