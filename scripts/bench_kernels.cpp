@@ -2,6 +2,9 @@
 // the best of 50 timed calls (rdtsc) of matmul_rows on one random matrix of the given
 // type, small enough to stay in L2, one thread. Prints one JSON line.
 //   bench_kernels ROWS COLS BATCH TYPE     (NUNCHAKU_ISA picks the kernels, as in run)
+// TYPE q4_k-fast, q5_k-fast, q6_k-fast: matmul_rows_q8k (run --fast-math) over activation
+// rows quantized beforehand (the quantization, once per input for all its matmuls, is not
+// timed).
 // Not a test: timings are for comparing two builds side by side on the same machine.
 #include <x86intrin.h>
 
@@ -13,6 +16,8 @@
 #include <vector>
 
 #include "engine/kernels.hpp"
+#include "engine/kernels_q8.hpp"
+#include "memory/cpu_kernel_buffers.hpp"
 #include "format/dtype.hpp"
 
 using namespace nunchaku;
@@ -41,8 +46,12 @@ int main(int argc, char** argv) {
   }
   const int64_t R = std::atoll(argv[1]), C = std::atoll(argv[2]), B = std::atoll(argv[3]);
   const TypeInfo* t = nullptr;
+  std::string tname = argv[4];
+  const bool fast = tname.size() > 5 && tname.ends_with("-fast");
+  if (fast) tname.resize(tname.size() - 5);
   for (const auto& x : kTypes)
-    if (std::strcmp(argv[4], x.name) == 0) t = &x;
+    if (tname == x.name) t = &x;
+  if (t && fast && !fast_math_supports(t->dtype)) t = nullptr;
   if (!t || R <= 0 || C <= 0 || B <= 0 || C % t->block_values != 0) {
     std::fprintf(stderr, "bench_kernels: bad arguments\n");
     return 2;
@@ -68,16 +77,21 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < B * C; ++i) x[i] = float(rng() % 1000) * 1e-3f;
   std::vector<float> y(size_t(B * R));
   const WeightMatrix m{w.data(), t->dtype, R, C, row_bytes, "w"};
+  const size_t ldq = fast ? cpu_q8k_row_bytes(C) : 0;
+  uint8_t* xq = fast ? static_cast<uint8_t*>(std::aligned_alloc(64, size_t(B) * ldq)) : nullptr;
+  for (int64_t b = 0; fast && b < B; ++b) quantize_q8k(x + b * C, C, xq + size_t(b) * ldq);
   double best = 1e300;
   for (int it = 0; it < 50; ++it) {
     const auto t0 = __rdtsc();
-    matmul_rows(m, x, C, B, y.data(), R, 0, R);
+    if (fast) matmul_rows_q8k(m, xq, ldq, B, y.data(), R, 0, R);
+    else matmul_rows(m, x, C, B, y.data(), R, 0, R);
     const double c = double(__rdtsc() - t0);
     if (c < best) best = c;
   }
   std::printf("{\"isa\":\"%s\",\"type\":\"%s\",\"rows\":%lld,\"cols\":%lld,\"batch\":%lld,\"tsc_per_weight_byte\":%.4f,\"macs_per_tsc\":%.3f}\n",
-              std::string(isa_name(active_isa())).c_str(), t->name, (long long)R, (long long)C, (long long)B,
+              std::string(isa_name(active_isa())).c_str(), argv[4], (long long)R, (long long)C, (long long)B,
               best / double(w.size()), double(R) * double(C) * double(B) / best);
   std::free(x);
+  std::free(xq);
   return 0;
 }

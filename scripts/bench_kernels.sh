@@ -14,7 +14,8 @@
 # e.g. a worktree of main) must have been built with ./scripts/build.sh; the benchmark is
 # compiled against each one's static libraries into DIR/bench_kernels. Without --base
 # only the build's own figures are printed. --isa defaults to avx2, plus avx512 where the
-# CPU has it. Types: q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k f16 bf16 f32.
+# CPU has it. Types: q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k f16 bf16 f32, and q4_k-fast
+# q5_k-fast q6_k-fast (run --fast-math's kernels).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build BASE="" TYPES="q4_1 q4_k q5_0 q8_0 q6_k f16 bf16" BATCHES="1 8 128" SHAPE=256x2048 RUNS=6 ISAS=""
@@ -48,7 +49,7 @@ compile "$BUILD"
 one() {  # one BIN ISA B TYPE -> tsc per weight byte
   NUNCHAKU_ISA=$2 "$1/bench_kernels" "$ROWS" "$COLS" "$3" "$4" | sed -E 's/.*"tsc_per_weight_byte":([0-9.]+).*/\1/'
 }
-printf '%-6s %-7s %5s  %10s %10s %9s\n' type isa batch base new new/base
+printf '%-10s %-7s %5s  %10s %10s %9s\n' type isa batch base new new/base
 for t in $TYPES; do
   for isa in $ISAS; do
     for b in $BATCHES; do
@@ -60,9 +61,9 @@ for t in $TYPES; do
         fi
       done
       if [[ -n "$BASE" ]]; then
-        printf '%-6s %-7s %5s  %10.4f %10.4f %8.2fx\n' "$t" "$isa" "$b" "$best_base" "$best_new" "$(awk -v a="$best_new" -v b="$best_base" 'BEGIN{print a/b}')"
+        printf '%-10s %-7s %5s  %10.4f %10.4f %8.2fx\n' "$t" "$isa" "$b" "$best_base" "$best_new" "$(awk -v a="$best_new" -v b="$best_base" 'BEGIN{print a/b}')"
       else
-        printf '%-6s %-7s %5s  %10s %10.4f %9s\n' "$t" "$isa" "$b" - "$best_new" -
+        printf '%-10s %-7s %5s  %10s %10.4f %9s\n' "$t" "$isa" "$b" - "$best_new" -
       fi
     done
   done

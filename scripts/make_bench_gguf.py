@@ -8,7 +8,9 @@ SmolLM2-135M), smol360m (960, 32 layers, 15:5, ffn 2560, vocab 49152, tied), lla
 TYPE: q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k f16 bf16 f32 (every matrix, the tied
 embedding/head too; norms f32). K-quants need rows of a multiple of 256: other rows take
 llama.cpp's fallback type (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), as its quantizer
-does for hidden 576 / 960.
+does for hidden 576 / 960. q4_k_m: llama.cpp's Q4_K_M mix, Q4_K but Q6_K for the tied
+embedding/head and for attn_v and ffn_down of the layers its quantizer gives more bits (the
+first and last eighth, and every third in between).
 
 Speed only: quantized blocks are random bytes with small valid f16 scales (every value
 finite), f16/bf16/f32 values are N(0, 0.02). A placeholder SentencePiece vocabulary
@@ -26,7 +28,7 @@ SHAPES = {
     "smol360m": dict(hidden=960, layers=32, heads=15, kv=5, ffn=2560, vocab=49152),
     "llama1b": dict(hidden=2048, layers=16, heads=32, kv=8, ffn=8192, vocab=128256),
 }
-TYPES = {"q4_0": QT.Q4_0, "q4_1": QT.Q4_1, "q5_0": QT.Q5_0, "q5_1": QT.Q5_1, "q8_0": QT.Q8_0, "q4_k": QT.Q4_K,
+TYPES = {"q4_k_m": QT.Q4_K, "q4_0": QT.Q4_0, "q4_1": QT.Q4_1, "q5_0": QT.Q5_0, "q5_1": QT.Q5_1, "q8_0": QT.Q8_0, "q4_k": QT.Q4_K,
          "q5_k": QT.Q5_K, "q6_k": QT.Q6_K, "f16": QT.F16, "bf16": QT.BF16, "f32": QT.F32}
 FILE_TYPE = {QT.F32: 0, QT.F16: 1, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q8_0: 7, QT.Q5_0: 8, QT.Q5_1: 9, QT.Q4_K: 15,
              QT.Q5_K: 17, QT.Q6_K: 18, QT.BF16: 32}
@@ -91,10 +93,17 @@ def main():
                     (f"blk.{l}.ffn_down.weight", H, F)]
     norms = [f"blk.{l}.{n}.weight" for l in range(s["layers"]) for n in ("attn_norm", "ffn_norm")] + ["output_norm.weight"]
     # Tensor infos first (shapes only), then the data one tensor at a time.
-    def type_of(cols):
-        return FALLBACK[qt] if qt in FALLBACK and cols % 256 else qt
+    n = s["layers"]
+    more_bits = lambda l: l < n // 8 or l >= 7 * n // 8 or (l - n // 8) % 3 == 2
+
+    def type_of(name, cols):
+        t = qt
+        if tname == "q4_k_m" and (name == "token_embd.weight" or (name.endswith(("attn_v.weight", "ffn_down.weight"))
+                                                                  and more_bits(int(name.split(".")[1])))):
+            t = QT.Q6_K
+        return FALLBACK[t] if t in FALLBACK and cols % 256 else t
     for name, rows, cols in tensors:
-        t = type_of(cols)
+        t = type_of(name, cols)
         bs, nbytes = gguf.GGML_QUANT_SIZES[t]
         w.add_tensor_info(name, [rows, cols * nbytes // bs], np.dtype(np.uint8), rows * cols * nbytes // bs, raw_dtype=t)
     for name in norms:
@@ -103,7 +112,7 @@ def main():
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
     for name, rows, cols in tensors:
-        a, _ = matrix(rng, rows, cols, type_of(cols))
+        a, _ = matrix(rng, rows, cols, type_of(name, cols))
         w.write_tensor_data(np.ascontiguousarray(a).view(np.uint8).reshape(rows, -1))
     for name in norms:
         w.write_tensor_data((1.0 + 0.1 * rng.standard_normal(H)).astype(np.float32))

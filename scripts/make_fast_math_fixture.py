@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes testdata/engine/fast_math_q4k.json: llama.cpp's own 8-bit-activation arithmetic
-for Q4_K weights, the reference of `run --fast-math`.
+"""Writes testdata/engine/fast_math_kquants.json: llama.cpp's own 8-bit-activation
+arithmetic for Q4_K, Q5_K and Q6_K weights, the reference of `run --fast-math`.
 
     /tmp/nunchaku-bench/venv/bin/python scripts/make_fast_math_fixture.py
 
@@ -9,10 +9,10 @@ script calls ggml's portable C reference functions in the libraries it ships, th
 ctypes, never nunchaku:
   * quantize_row_q8_K_ref (libggml-base): each activation row as Q8_K blocks (per 256
     values: f32 scale d, 256 int8 codes, 16 int16 sums of 16 codes);
-  * ggml_vec_dot_q4_K_q8_K_generic (libggml-cpu): the dot product of a Q4_K weight row
-    with those blocks, llama.cpp's decode arithmetic for Q4_K.
-The Q4_K rows are random bytes with random f16 d and dmin (as make_engine_goldens.py builds
-them; gguf-py cannot quantize to Q4_K). Activations are normal with a few outliers (as
+  * ggml_vec_dot_q{4,5,6}_K_q8_K_generic (libggml-cpu): the dot product of a weight row
+    with those blocks, llama.cpp's decode arithmetic for these types.
+The weight rows are random bytes with random f16 scales (as make_engine_goldens.py builds
+them; gguf-py cannot quantize to K types). Activations are normal with a few outliers (as
 real hidden states have), plus a row of zeros and a row with one nonzero value.
 Seeded: a rerun writes the same file for the same library versions.
 """
@@ -28,8 +28,9 @@ import numpy as np
 import llama_cpp
 
 SEED = 20261202
-OUT = Path(__file__).resolve().parent.parent / "testdata" / "engine" / "fast_math_q4k.json"
-Q4K_BYTES, Q8K_BYTES = 144, 4 + 256 + 2 * 16
+OUT = Path(__file__).resolve().parent.parent / "testdata" / "engine" / "fast_math_kquants.json"
+Q8K_BYTES = 4 + 256 + 2 * 16
+BLOCK_BYTES = {"Q4_K": 144, "Q5_K": 176, "Q6_K": 210}
 
 
 def libs():
@@ -39,21 +40,27 @@ def libs():
     cpu.ggml_cpu_init()  # fills the f16 -> f32 table the reference code reads (else every d is 0)
     base.quantize_row_q8_K_ref.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     base.quantize_row_q8_K_ref.restype = None
-    dot = cpu.ggml_vec_dot_q4_K_q8_K_generic
-    dot.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
-                    ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    dot.restype = None
-    return base.quantize_row_q8_K_ref, dot
+    dots = {}
+    for t in BLOCK_BYTES:
+        dot = getattr(cpu, f"ggml_vec_dot_{t.lower().replace('_k', '_K')}_q8_K_generic")
+        dot.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+                        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        dot.restype = None
+        dots[t] = dot
+    return base.quantize_row_q8_K_ref, dots
 
 
-def q4k_rows(rng, rows, cols):
-    nb = cols // 256
-    raw = rng.integers(0, 256, (rows, nb, Q4K_BYTES), dtype=np.uint8)
+def k_rows(rng, qtype, rows, cols):
+    nb, nbytes = cols // 256, BLOCK_BYTES[qtype]
+    raw = rng.integers(0, 256, (rows, nb, nbytes), dtype=np.uint8)
     d = rng.uniform(0.001, 0.05, (rows, nb)).astype(np.float16)
-    dmin = rng.uniform(0.001, 0.05, (rows, nb)).astype(np.float16)
-    raw[:, :, 0:2] = d.view(np.uint8).reshape(rows, nb, 2)
-    raw[:, :, 2:4] = dmin.view(np.uint8).reshape(rows, nb, 2)
-    return np.ascontiguousarray(raw.reshape(rows, nb * Q4K_BYTES))
+    if qtype == "Q6_K":  # ql[128], qh[64], scales[16] (int8), d (f16)
+        raw[:, :, 208:210] = d.view(np.uint8).reshape(rows, nb, 2)
+    else:  # d (f16), dmin (f16), scales[12], [qh[32]], qs[128]
+        dmin = rng.uniform(0.001, 0.05, (rows, nb)).astype(np.float16)
+        raw[:, :, 0:2] = d.view(np.uint8).reshape(rows, nb, 2)
+        raw[:, :, 2:4] = dmin.view(np.uint8).reshape(rows, nb, 2)
+    return np.ascontiguousarray(raw.reshape(rows, nb * nbytes))
 
 
 def activations(rng, n, cols):
@@ -68,29 +75,31 @@ def activations(rng, n, cols):
 
 
 def main():
-    quantize, dot = libs()
+    quantize, dots = libs()
     rng = np.random.default_rng(SEED)
     rows, cols, n = 11, 1024, 5
-    w = q4k_rows(rng, rows, cols)
     x = activations(rng, n, cols)
     nb = cols // 256
     q8 = np.zeros((n, nb * Q8K_BYTES), dtype=np.uint8)
     for t in range(n):
         quantize(x[t].ctypes.data, q8[t].ctypes.data, cols)
-    y = np.zeros((n, rows), dtype=np.float32)
+    weights = {}
     s = ctypes.c_float()
-    for t in range(n):
-        for r in range(rows):
-            dot(cols, ctypes.byref(s), 0, w[r].ctypes.data, 0, q8[t].ctypes.data, 0, 1)
-            y[t, r] = s.value
+    for qtype, dot in dots.items():
+        w = k_rows(rng, qtype, rows, cols)
+        y = np.zeros((n, rows), dtype=np.float32)
+        for t in range(n):
+            for r in range(rows):
+                dot(cols, ctypes.byref(s), 0, w[r].ctypes.data, 0, q8[t].ctypes.data, 0, 1)
+                y[t, r] = s.value
+        weights[qtype] = {"hex": w.tobytes().hex(), "dot": [[float(v) for v in r] for r in y]}  # dot: [token][row]
     OUT.write_text(json.dumps({
         "about": "scripts/make_fast_math_fixture.py: ggml quantize_row_q8_K_ref and "
-                 "ggml_vec_dot_q4_K_q8_K_generic (llama-cpp-python %s)" % llama_cpp.__version__,
+                 "ggml_vec_dot_q{4,5,6}_K_q8_K_generic (llama-cpp-python %s)" % llama_cpp.__version__,
         "rows": rows, "cols": cols, "tokens": n,
-        "q4k_hex": w.tobytes().hex(),
         "x": [[float(v) for v in r] for r in x],
         "q8k_hex": [q8[t].tobytes().hex() for t in range(n)],  # ggml block_q8_K: d, qs[256], bsums[16]
-        "dot": [[float(v) for v in r] for r in y],  # [token][row]
+        "weights": weights,
     }, separators=(",", ":")))
     print("wrote", OUT)
 

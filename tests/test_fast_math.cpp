@@ -1,5 +1,5 @@
-// Fast math (kernels_q8.hpp): the Q8_K activation quantizer and the Q4_K x Q8_K matmul
-// against llama.cpp's own reference functions (testdata/engine/fast_math_q4k.json, written
+// Fast math (kernels_q8.hpp): the Q8_K activation quantizer and the Q4_K/Q5_K/Q6_K x Q8_K matmuls
+// against llama.cpp's own reference functions (testdata/engine/fast_math_kquants.json, written
 // by scripts/make_fast_math_fixture.py through ggml's C code), the same bits on every ISA
 // and batch size, and the error against the exact path within the bound that rounding the
 // activations to 8 bits allows.
@@ -45,26 +45,54 @@ struct Q8Buf {
   const uint8_t* row(int64_t r) const { return base + size_t(r) * ld; }
 };
 
-// Random Q4_K rows: random codes and scales, f16 d and dmin in [0.001, 0.05).
-std::vector<uint8_t> random_q4k(uint64_t seed, int64_t rows, int64_t cols) {
-  std::vector<uint8_t> b(size_t(rows * cols / 256 * 144));
+// Random K-quant rows: random codes and scales, f16 d (and dmin) in ~[0.001, 0.05).
+int64_t block_bytes(DType t) { return t == DType::Q4_K ? 144 : t == DType::Q5_K ? 176 : 210; }
+std::vector<uint8_t> random_k(DType t, uint64_t seed, int64_t rows, int64_t cols) {
+  const int64_t bb = block_bytes(t);
+  std::vector<uint8_t> b(size_t(rows * cols / 256 * bb));
   uint64_t s = seed;
   for (auto& v : b) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
     v = uint8_t(s >> 56);
   }
-  for (size_t k = 0; k < b.size(); k += 144)
-    for (int h = 0; h < 2; ++h) {
-      const uint16_t f16 = uint16_t(0x1400 + (b[k + 2 * h] | (b[k + 2 * h + 1] << 8)) % 0x1600);  // ~0.001 .. 0.05
-      b[k + 2 * h] = uint8_t(f16), b[k + 2 * h + 1] = uint8_t(f16 >> 8);
+  for (size_t k = 0; k < b.size(); k += size_t(bb))
+    for (size_t at : t == DType::Q6_K ? std::vector<size_t>{208} : std::vector<size_t>{0, 2}) {
+      const uint16_t f16 = uint16_t(0x1400 + (b[k + at] | (b[k + at + 1] << 8)) % 0x1600);
+      b[k + at] = uint8_t(f16), b[k + at + 1] = uint8_t(f16 >> 8);
     }
   return b;
+}
+WeightMatrix k_matrix(DType t, const std::vector<uint8_t>& b, int64_t rows, int64_t cols) {
+  return {b.data(), t, rows, cols, size_t(cols / 256 * block_bytes(t)), std::string(dtype_name(t))};
+}
+constexpr DType kTypes[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// f(name) under every kernel build the machine can run: each ISA, and on AVX-512 with and
+// without its VNNI build (the one used by default where the CPU has VNNI).
+template <class F>
+void for_each_fast_kernel(F&& f) {
+  test::for_each_isa([&](Isa isa) {
+    if (isa != Isa::Avx512) return f(std::string(isa_name(isa)));
+    if (!fast_math_vnni_available()) {
+      WARN("fast-math kernels for avx512 + vnni skipped: not built in or not supported by this CPU");
+      return f(std::string("avx512"));
+    }
+    f(std::string("avx512 + vnni"));
+    const bool was = set_fast_math_vnni(false);
+    try {
+      f(std::string("avx512, no vnni"));
+    } catch (...) {
+      set_fast_math_vnni(was);
+      throw;
+    }
+    set_fast_math_vnni(was);
+  });
 }
 
 }  // namespace
 
 TEST_CASE("fast math: Q8_K activations equal ggml's quantize_row_q8_K_ref", "[engine][fast-math]") {
-  const json c = json::parse(std::ifstream(test::testdata("engine/fast_math_q4k.json")));
+  const json c = json::parse(std::ifstream(test::testdata("engine/fast_math_kquants.json")));
   const int64_t cols = c.at("cols"), n = c.at("tokens");
   std::vector<float> x;
   for (const auto& r : c.at("x")) for (const auto& v : r) x.push_back(v.get<float>());
@@ -79,58 +107,61 @@ TEST_CASE("fast math: Q8_K activations equal ggml's quantize_row_q8_K_ref", "[en
       std::memcpy(&d, blk, 4);
       CHECK(std::memcmp(&ours.d[k], &d, 4) == 0);
       CHECK(std::memcmp(ours.q + k * 256, blk + 4, 256) == 0);
-      for (int j = 0; j < 8; ++j) {
-        int16_t a, b;
-        std::memcpy(&a, blk + 260 + 4 * j, 2);
-        std::memcpy(&b, blk + 262 + 4 * j, 2);
-        CHECK(ours.bs[8 * k + j] == a + b);
+      for (int j = 0; j < 16; ++j) {
+        int16_t a;
+        std::memcpy(&a, blk + 260 + 2 * j, 2);
+        CHECK(ours.bs16[16 * k + j] == a);
       }
+      for (int j = 0; j < 8; ++j) CHECK(ours.bs[8 * k + j] == ours.bs16[16 * k + 2 * j] + ours.bs16[16 * k + 2 * j + 1]);
     }
   }
 }
 
-TEST_CASE("fast math: Q4_K x Q8_K equals ggml's vec_dot_q4_K_q8_K on every ISA, the same bits everywhere",
+TEST_CASE("fast math: K quants x Q8_K equal ggml's vec_dot_q*_K_q8_K on every ISA, the same bits everywhere",
           "[engine][fast-math]") {
-  const json c = json::parse(std::ifstream(test::testdata("engine/fast_math_q4k.json")));
+  const json c = json::parse(std::ifstream(test::testdata("engine/fast_math_kquants.json")));
   const int64_t rows = c.at("rows"), cols = c.at("cols"), n = c.at("tokens");
-  auto wbytes = from_hex(c.at("q4k_hex"));
-  const WeightMatrix w{wbytes.data(), DType::Q4_K, rows, cols, size_t(cols / 256 * 144), "w"};
   std::vector<float> x;
   for (const auto& r : c.at("x")) for (const auto& v : r) x.push_back(v.get<float>());
   Q8Buf q(x, n, cols);
   std::vector<float> deq(static_cast<size_t>(cols));
-  std::vector<float> first;  // the first ISA's batch result: every other result must equal it
-  test::for_each_isa([&](Isa isa) {
-    INFO("isa " << isa_name(isa));
-    std::vector<float> y(size_t(n * rows), NAN), y1(size_t(n * rows), NAN);
-    matmul_rows_q8k(w, q.base, q.ld, n, y.data(), rows, 0, rows);
-    for (int64_t t = 0; t < n; ++t) {  // one token at a time (decode tiles), rows in two ranges
-      matmul_rows_q8k(w, q.row(t), q.ld, 1, y1.data() + t * rows, rows, 0, 5);
-      matmul_rows_q8k(w, q.row(t), q.ld, 1, y1.data() + t * rows, rows, 5, rows);
-    }
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t r = 0; r < rows; ++r) {
-        INFO("token " << t << " row " << r);
-        const float ref = c.at("dot")[size_t(t)][size_t(r)].get<float>(), got = y[size_t(t * rows + r)];
-        // ggml adds the same exact integer sums in another float order: within a few fp32
-        // roundings of the terms' magnitude, sum over blocks of |dx| * sum |w|.
-        dequant_row(w, r, deq.data());
-        double terms = 0;
-        for (int64_t i = 0; i < cols; ++i) terms += std::abs(double(deq[size_t(i)]) * q8k_row(q.row(t), cols).d[i / 256]) * 127;
-        if (ref == 0) CHECK(got == 0);  // a zero activation row: d = 0, nothing to round
-        else CHECK(test::abs_diff(got, ref) <= 1e-6 * terms);
-        CHECK(std::memcmp(&got, &y1[size_t(t * rows + r)], 4) == 0);
+  for (DType t : kTypes) {
+    const json& wc = c.at("weights").at(std::string(dtype_name(t)));
+    const auto wbytes = from_hex(wc.at("hex"));
+    const WeightMatrix w = k_matrix(t, wbytes, rows, cols);
+    REQUIRE(wbytes.size() == size_t(rows) * w.row_bytes);
+    std::vector<float> first;  // the first ISA's batch result: every other result must equal it
+    for_each_fast_kernel([&](const std::string& kernel) {
+      INFO(dtype_name(t) << " on " << kernel);
+      std::vector<float> y(size_t(n * rows), NAN), y1(size_t(n * rows), NAN);
+      matmul_rows_q8k(w, q.base, q.ld, n, y.data(), rows, 0, rows);
+      for (int64_t tok = 0; tok < n; ++tok) {  // one token at a time (decode tiles), rows in two ranges
+        matmul_rows_q8k(w, q.row(tok), q.ld, 1, y1.data() + tok * rows, rows, 0, 5);
+        matmul_rows_q8k(w, q.row(tok), q.ld, 1, y1.data() + tok * rows, rows, 5, rows);
       }
-    if (first.empty()) first = y;
-    else CHECK(std::memcmp(first.data(), y.data(), y.size() * 4) == 0);
-  });
+      for (int64_t tok = 0; tok < n; ++tok)
+        for (int64_t r = 0; r < rows; ++r) {
+          INFO("token " << tok << " row " << r);
+          const float ref = wc.at("dot")[size_t(tok)][size_t(r)].get<float>(), got = y[size_t(tok * rows + r)];
+          // ggml adds the same exact integer sums in another float order: within a few fp32
+          // roundings of the terms' magnitude, sum over blocks of |dx| * 127 * sum |w|.
+          dequant_row(w, r, deq.data());
+          double terms = 0;
+          for (int64_t i = 0; i < cols; ++i)
+            terms += std::abs(double(deq[size_t(i)]) * q8k_row(q.row(tok), cols).d[i / 256]) * 127;
+          if (ref == 0) CHECK(got == 0);  // a zero activation row: d = 0, nothing to round
+          else CHECK(test::abs_diff(got, ref) <= 1e-6 * terms);
+          CHECK(std::memcmp(&got, &y1[size_t(tok * rows + r)], 4) == 0);
+        }
+      if (first.empty()) first = y;
+      else CHECK(std::memcmp(first.data(), y.data(), y.size() * 4) == 0);
+    });
+  }
 }
 
 TEST_CASE("fast math: batch-invariant to the bit at every tile shape, error within the 8-bit rounding bound",
           "[engine][fast-math]") {
   const int64_t rows = 37, cols = 2048, n = 21;  // odd row and batch counts: every tile and remainder
-  auto wbytes = random_q4k(7, rows, cols);
-  const WeightMatrix w{wbytes.data(), DType::Q4_K, rows, cols, size_t(cols / 256 * 144), "w"};
   std::vector<float> x(size_t(n * cols));
   uint64_t s = 11;
   for (int64_t i = 0; i < n * cols; ++i) {
@@ -139,8 +170,11 @@ TEST_CASE("fast math: batch-invariant to the bit at every tile shape, error with
   }
   Q8Buf q(x, n, cols);
   std::vector<float> deq(static_cast<size_t>(cols));
-  test::for_each_isa([&](Isa isa) {
-    INFO("isa " << isa_name(isa));
+  for (DType t : kTypes) {
+  const auto wbytes = random_k(t, 7, rows, cols);
+  const WeightMatrix w = k_matrix(t, wbytes, rows, cols);
+  for_each_fast_kernel([&](const std::string& kernel) {
+    INFO(dtype_name(t) << " on " << kernel);
     std::vector<float> all(size_t(n * rows));
     matmul_rows_q8k(w, q.base, q.ld, n, all.data(), rows, 0, rows);
     for (int64_t B : {1, 2, 3, 4, 5, 16}) {
@@ -173,6 +207,7 @@ TEST_CASE("fast math: batch-invariant to the bit at every tile shape, error with
       }
     }
   });
+  }
 }
 
 TEST_CASE("cpu backend, fast math: Q4_K jobs read the 8-bit rows, other jobs stay exact, as engine_memory charges",
@@ -191,8 +226,8 @@ TEST_CASE("cpu backend, fast math: Q4_K jobs read the 8-bit rows, other jobs sta
   CHECK(mem.scratch - engine_memory(spec, exact).scratch == 20 * cpu_q8k_row_bytes(512));  // widest input: inter
   CHECK(be->describe().find("fast math") != std::string::npos);
 
-  auto qbytes = random_q4k(3, d.q_dim(), d.hidden);
-  const WeightMatrix wq{qbytes.data(), DType::Q4_K, d.q_dim(), d.hidden, size_t(d.hidden / 256 * 144), "q"};
+  const auto qbytes = random_k(DType::Q4_K, 3, d.q_dim(), d.hidden);
+  const WeightMatrix wq = k_matrix(DType::Q4_K, qbytes, d.q_dim(), d.hidden);
   std::vector<float> kf(size_t(d.kv_dim() * d.hidden));
   for (size_t i = 0; i < kf.size(); ++i) kf[i] = float(int(i * 7919 % 201) - 100) / 100.0f;
   const WeightMatrix wk{reinterpret_cast<const uint8_t*>(kf.data()), DType::F32, d.kv_dim(), d.hidden,

@@ -17,7 +17,7 @@
 
 namespace nunchaku::engine {
 
-PrefetchPlan g_prefetch_wide, g_prefetch_narrow;  // set once below (initial_prefetch)
+PrefetchPlan g_prefetch_wide, g_prefetch_narrow, g_prefetch_fast;  // set once below (initial_prefetch)
 
 using blocks::Quant;
 
@@ -123,6 +123,15 @@ bool cpu_has_avx2() {
 #endif
 }
 
+bool cpu_has_avx512_vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;  // CPUID leaf 7 ECX bit 11
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
+#else
+  return false;
+#endif
+}
+
 bool cpu_has_avx512() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
@@ -175,19 +184,22 @@ bool cpu_is_amd() {
 // for every type (+12% single-thread bf16 against none). AMD Zen 4 (session 10): for
 // 16-bit and Q8_0 weights into L2, 4 tiles on (into L1 was no faster than no prefetch at
 // all; llama1b decode Q8_0 12.5 -> 17.9 tok/s, bf16 10.3 -> 11.4); the 4-bit types keep L1,
-// 2 tiles on (into L2 they lost 0-9%). NUNCHAKU_PREFETCH=l1:N, l2:N or off sets both
-// plans (benchmarks).
+// 2 tiles on (into L2 they lost 0-9%). Fast math's K-quant kernels (kernels_q8_simd.hpp)
+// read their weights ~2.5x faster than the exact 4-bit ones: on Zen 4 (session 13, llama1b
+// Q4_K decode) 2 tiles on into L1 gave 25 tok/s and 4 or 8 into L2 41; elsewhere they keep
+// the 4-bit plan (not measured). NUNCHAKU_PREFETCH=l1:N, l2:N or off sets every plan
+// (benchmarks).
 void initial_prefetch() {
-  if (cpu_is_amd()) g_prefetch_wide = {4, true};
+  if (cpu_is_amd()) g_prefetch_wide = {4, true}, g_prefetch_fast = {4, true};
   const char* env = std::getenv("NUNCHAKU_PREFETCH");
   if (!env || !*env) return;
   const std::string_view e(env);
   int n = 0;
   if (e == "off") {
-    g_prefetch_wide = g_prefetch_narrow = {0, false};
+    g_prefetch_wide = g_prefetch_narrow = g_prefetch_fast = {0, false};
   } else if ((e.starts_with("l1:") || e.starts_with("l2:")) && e.size() > 3 && e.size() < 6 &&
              std::sscanf(env + 3, "%d", &n) == 1 && n >= 1 && n <= 64) {
-    g_prefetch_wide = g_prefetch_narrow = {n, e[1] == '2'};
+    g_prefetch_wide = g_prefetch_narrow = g_prefetch_fast = {n, e[1] == '2'};
   } else {
     log::warn("NUNCHAKU_PREFETCH={} is not off, l1:N or l2:N (N = 1..64); ignored", env);
   }
@@ -196,6 +208,12 @@ const bool g_prefetch_chosen = (initial_prefetch(), true);
 
 Isa g_isa = initial_isa();
 const KernelSet* g_kernels = kernels_of(g_isa);
+// Fast math on AVX-512 takes the VNNI build of its kernels where the CPU has VNNI, unless
+// NUNCHAKU_VNNI=0 (benchmarks).
+bool g_q8_vnni = [] {
+  const char* e = std::getenv("NUNCHAKU_VNNI");
+  return !(e && std::string_view(e) == "0");
+}();
 
 }  // namespace
 
@@ -228,8 +246,17 @@ void matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, 
   g_kernels->matmul_rows(w, x, ldx, B, y, ldy, r0, r1);
 }
 
+bool fast_math_vnni_available() { return avx512vnni_compiled() && isa_available(Isa::Avx512) && cpu_has_avx512_vnni(); }
+bool set_fast_math_vnni(bool on) {
+  const bool was = g_q8_vnni;
+  g_q8_vnni = on;
+  return was;
+}
+
 void matmul_rows_q8k(const WeightMatrix& w, const uint8_t* xq, size_t ldxq, int64_t B, float* y, int64_t ldy,
                      int64_t r0, int64_t r1) {
+  static const bool vnni = fast_math_vnni_available();
+  if (g_isa == Isa::Avx512 && vnni && g_q8_vnni) return avx512vnni_matmul_rows_q8k(w, xq, ldxq, B, y, ldy, r0, r1);
   g_kernels->matmul_rows_q8k(w, xq, ldxq, B, y, ldy, r0, r1);
 }
 

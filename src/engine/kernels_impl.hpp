@@ -22,17 +22,21 @@ void scalar_matmul_rows_q8k(const WeightMatrix& w, const uint8_t* xq, size_t ldx
 // one sequential stream spread over the current tile's steps, into L1 (T0) or L2 (T1);
 // ahead = 0: none. One plan for the types of a byte or more per weight (16-bit, Q8_0: the
 // stream is the limit), one for the 4-6-bit blocks (their dequantization is). Chosen once
-// per CPU (kernels.cpp; NUNCHAKU_PREFETCH overrides both).
+// per CPU (kernels.cpp; NUNCHAKU_PREFETCH overrides both). A third for fast math's kernels.
 struct PrefetchPlan {
   int ahead = 2;
   bool to_l2 = false;
 };
-extern PrefetchPlan g_prefetch_wide, g_prefetch_narrow;
+extern PrefetchPlan g_prefetch_wide, g_prefetch_narrow, g_prefetch_fast;
 
 extern const KernelSet kScalarKernels;
 extern const KernelSet kAvx2Kernels;  // only call when the CPU has AVX2, FMA and F16C
 bool avx2_compiled();                 // false when the compiler could not build that file
 extern const KernelSet kAvx512Kernels;  // only call when the CPU has AVX-512 F/BW/VL (and AVX2's set)
 bool avx512_compiled();
+// kernels_q8_avx512vnni.cpp: fast math with AVX512-VNNI (only call when the CPU has it too).
+void avx512vnni_matmul_rows_q8k(const WeightMatrix& w, const uint8_t* xq, size_t ldxq, int64_t B, float* y,
+                                int64_t ldy, int64_t r0, int64_t r1);
+bool avx512vnni_compiled();
 
 }  // namespace nunchaku::engine

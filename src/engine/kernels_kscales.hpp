@@ -64,16 +64,16 @@ inline void q6_scales(const uint8_t* blk, KScales& k) {
   _mm256_store_ps(k.d6 + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
 }
 
-// Q6_K's sub-blocks 2p and 2p+1 (p = 0..3) as signed 6-bit codes q - 32, one byte per
-// value, in column order: values l of sub-block 4h + g (l = 0..31) are the low (g = 0, 1)
-// or high (g = 2, 3) nibbles of ql[64h + 32(g & 1) + l] with bits 2g, 2g+1 of qh[32h + l]
+// Q6_K's sub-blocks 2p and 2p+1 (p = 0..3) as unsigned 6-bit codes q (0..63), one byte
+// per value, in column order: values l of sub-block 4h + g (l = 0..31) are the low (g = 0,
+// 1) or high (g = 2, 3) nibbles of ql[64h + 32(g & 1) + l] with bits 2g, 2g+1 of qh[32h + l]
 // above them.
-inline void q6_codes(const uint8_t* blk, int p, __m256i& lo, __m256i& hi) {
+inline void q6_codes_u(const uint8_t* blk, int p, __m256i& lo, __m256i& hi) {
   const int h = p >> 1;
   const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
   const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
   const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
-  const __m256i m15 = _mm256_set1_epi8(15), m48 = _mm256_set1_epi8(48), off = _mm256_set1_epi8(32);
+  const __m256i m15 = _mm256_set1_epi8(15), m48 = _mm256_set1_epi8(48);
   __m256i ca, cb, ha, hb;  // the 16-bit shifts move bits only within each byte once masked
   if (p & 1) {
     ca = _mm256_and_si256(_mm256_srli_epi16(a, 4), m15), cb = _mm256_and_si256(_mm256_srli_epi16(b, 4), m15);
@@ -82,8 +82,15 @@ inline void q6_codes(const uint8_t* blk, int p, __m256i& lo, __m256i& hi) {
     ca = _mm256_and_si256(a, m15), cb = _mm256_and_si256(b, m15);
     ha = _mm256_and_si256(_mm256_slli_epi16(qh, 4), m48), hb = _mm256_and_si256(_mm256_slli_epi16(qh, 2), m48);
   }
-  lo = _mm256_sub_epi8(_mm256_or_si256(ca, ha), off);
-  hi = _mm256_sub_epi8(_mm256_or_si256(cb, hb), off);
+  lo = _mm256_or_si256(ca, ha);
+  hi = _mm256_or_si256(cb, hb);
+}
+// The same codes as the signed values q - 32.
+inline void q6_codes(const uint8_t* blk, int p, __m256i& lo, __m256i& hi) {
+  q6_codes_u(blk, p, lo, hi);
+  const __m256i off = _mm256_set1_epi8(32);
+  lo = _mm256_sub_epi8(lo, off);
+  hi = _mm256_sub_epi8(hi, off);
 }
 
 }  // namespace

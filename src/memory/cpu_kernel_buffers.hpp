@@ -19,10 +19,10 @@ constexpr int64_t kCpuGemmPanelRows = 32;
 
 // Fast math (run --fast-math): a matmul's activation rows rounded to 8 bits for the K-quant
 // kernels (engine/kernels_q8.hpp), per row of `cols` values (whole 256-value blocks): the
-// codes, a float scale per block and an int16 sum per 32 codes, padded to 64 bytes.
+// codes, a float scale per block and int16 sums per 32 and per 16 codes, padded to 64 bytes.
 constexpr uint64_t cpu_q8k_row_bytes(int64_t cols) {
   const uint64_t n = uint64_t(cols + 255) / 256 * 256;
-  return (n + n / 256 * 4 + n / 32 * 2 + 63) / 64 * 64;
+  return (n + n / 256 * 4 + n / 32 * 2 + n / 16 * 2 + 63) / 64 * 64;
 }
 
 }  // namespace nunchaku

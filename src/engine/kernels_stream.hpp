@@ -1,0 +1,64 @@
+// The weight stream's software prefetch and the batch grouping, shared by the SIMD kernel
+// headers (kernels_simd.hpp, kernels_q8_simd.hpp) of every ISA file; in an anonymous
+// namespace like the kernels, so each ISA's copy stays in its file. Needs only SSE
+// (_mm_prefetch) and <utility>.
+// Internal: only kernels_<isa>.cpp include this.
+#pragma once
+
+#include <xmmintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "engine/kernels_impl.hpp"
+
+namespace nunchaku::engine {
+namespace {
+
+// One cache line of the weight stream, into L2 or L1 (the PrefetchPlan: which one the
+// CPU streams best with).
+inline void prefetch(const char* p, bool to_l2) {
+  if (to_l2) _mm_prefetch(p, _MM_HINT_T1);
+  else _mm_prefetch(p, _MM_HINT_T0);
+}
+
+// A tile's prefetch of the weight stream: the tile `plan.ahead` tiles on (`tile_bytes` of
+// contiguous rows each) as one sequential stream, `step_bytes` (rounded up to cache lines)
+// per next() over the current tile's steps; plan.ahead == 0 or step_bytes == 0: nothing.
+struct TilePrefetch {
+  const char* p;
+  size_t step;
+  bool to_l2;
+  TilePrefetch(const uint8_t* row0, size_t tile_bytes, size_t step_bytes, PrefetchPlan plan)
+      : p(reinterpret_cast<const char*>(row0 + size_t(plan.ahead) * tile_bytes)),
+        step(plan.ahead > 0 ? (step_bytes + 63) / 64 * 64 : 0),
+        to_l2(plan.to_l2) {}
+  void next() {
+    for (size_t o = 0; o < step; o += 64) prefetch(p + o, to_l2);
+    p += step;
+  }
+};
+
+// f(integral_constant<int, NB>, b) over activation rows [b, b + NB): groups of G, then
+// the remainder.
+template <int G, class F>
+inline void by_groups(int64_t B, F&& f) {
+  int64_t b = 0;
+  for (; b + G <= B; b += G) f(std::integral_constant<int, G>{}, b);
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((B - b == I + 1 ? (f(std::integral_constant<int, I + 1>{}, b), 0) : 0), ...);
+  }(std::make_integer_sequence<int, G - 1>{});
+}
+
+// The block types' stream, one step per block: Q8_0 (a byte or more per weight) takes
+// g_prefetch_wide, the 4-6-bit blocks g_prefetch_narrow.
+template <class Q, int R>
+inline TilePrefetch block_prefetch(const uint8_t* row0, size_t row_bytes, int64_t nblocks) {
+  const PrefetchPlan plan = Q::kBytes >= 32 * Q::kSubs ? g_prefetch_wide : g_prefetch_narrow;
+  return TilePrefetch(row0, R * row_bytes, nblocks > 0 ? R * row_bytes / size_t(nblocks) : 0, plan);
+}
+
+}  // namespace
+}  // namespace nunchaku::engine
