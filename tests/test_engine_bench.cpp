@@ -29,11 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-int64_t env_int(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoll(v) : fallback;
-}
-
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Read bandwidth (bytes/s): sum 64-bit words of a 1 GiB buffer split over the threads, best of 3.
@@ -71,8 +66,8 @@ double read_bandwidth(int threads) {
 TEST_CASE("engine benchmark", "[.engine-bench]") {
   const char* path = std::getenv("NUNCHAKU_BENCH_MODEL");
   REQUIRE(path);
-  const int threads = int(env_int("NUNCHAKU_BENCH_THREADS", 0));
-  const int64_t P = env_int("NUNCHAKU_BENCH_PROMPT", 128), D = env_int("NUNCHAKU_BENCH_DECODE", 32);
+  const int threads = int(test::env_int("NUNCHAKU_BENCH_THREADS", 0));
+  const int64_t P = test::env_int("NUNCHAKU_BENCH_PROMPT", 128), D = test::env_int("NUNCHAKU_BENCH_DECODE", 32);
   std::vector<int> batches;
   {
     const char* bs = std::getenv("NUNCHAKU_BENCH_BATCHES");
@@ -90,7 +85,7 @@ TEST_CASE("engine benchmark", "[.engine-bench]") {
   o.max_batch = B;
   o.max_context = P + D + 1;
   o.max_tokens = P * B;
-  o.fast_math = env_int("NUNCHAKU_BENCH_FAST_MATH", 0) != 0;
+  o.fast_math = test::env_int("NUNCHAKU_BENCH_FAST_MATH", 0) != 0;
   auto m = test::load_engine_model(path, o, Device{Device::Kind::Cpu, 0}, std::nullopt, threads);
   Transformer& tf = *m.tf;
 

@@ -28,11 +28,6 @@ using namespace nunchaku::engine;
 
 namespace {
 
-int64_t env_or(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoll(v) : fallback;
-}
-
 struct RowStats {
   std::vector<double> rel_rms, kl;
   int64_t top1_same = 0, rows = 0;
@@ -73,8 +68,8 @@ struct RowStats {
 TEST_CASE("fast math accuracy", "[.fast-math-accuracy]") {
   const char* path = std::getenv("NUNCHAKU_BENCH_MODEL");
   REQUIRE(path);
-  const int threads = int(env_or("NUNCHAKU_BENCH_THREADS", 0));
-  const int64_t P = env_or("NUNCHAKU_BENCH_PROMPT", 128), D = env_or("NUNCHAKU_BENCH_DECODE", 32);
+  const int threads = int(test::env_int("NUNCHAKU_BENCH_THREADS", 0));
+  const int64_t P = test::env_int("NUNCHAKU_BENCH_PROMPT", 128), D = test::env_int("NUNCHAKU_BENCH_DECODE", 32);
   EngineOptions o;
   o.max_context = P + 2 * D + 2;
   o.max_tokens = P;
@@ -89,7 +84,7 @@ TEST_CASE("fast math accuracy", "[.fast-math-accuracy]") {
   // The prompt: NUNCHAKU_ACC_FIRST (e.g. BOS) then the exact engine's greedy tokens, text of
   // the model's own (trained models); unset, P spread-out token ids (random-weight models).
   std::vector<int32_t> prompt;
-  if (const int64_t first = env_or("NUNCHAKU_ACC_FIRST", -1); first >= 0) {
+  if (const int64_t first = test::env_int("NUNCHAKU_ACC_FIRST", -1); first >= 0) {
     prompt.push_back(int32_t(first));
     while (int64_t(prompt.size()) < P) {
       const SeqChunk c{0, int64_t(prompt.size()) - 1, {&prompt.back(), 1}, false};
