@@ -156,8 +156,12 @@ inline void kq8_tile(const uint8_t* row0, size_t row_bytes, int64_t nblocks, con
 
 // Decode: kQ8DecodeRows rows per tile, prefetching the stream ahead (as blockq_rows, with
 // its own plan, g_prefetch_fast).
-// Batches: kQ8BatchRows rows against every activation row, kQ8BatchTile at a time (the
-// rows stay in L1; the first group prefetches the rows ahead, the others find them).
+// Batches: per chunk of activation rows of at most kQ8ChunkBytes (all of a 128-token
+// prefill at hidden 2048; a batch-8 prefill's 1024 tokens would not stay in L2 while the
+// weight rows pass), kQ8BatchRows weight rows at a time against the chunk's rows,
+// kQ8BatchTile at a time (the weight rows stay in L1; the first chunk's first group
+// prefetches the rows ahead).
+constexpr size_t kQ8ChunkBytes = size_t(384) << 10;
 template <class Q>
 void kq8_rows(const WeightMatrix& w, const uint8_t* xq, size_t ldxq, int64_t B, float* y, int64_t ldy, int64_t r0,
               int64_t r1) {
@@ -170,18 +174,24 @@ void kq8_rows(const WeightMatrix& w, const uint8_t* xq, size_t ldxq, int64_t B, 
     for (; r < r1; ++r) kq8_tile<Q, 1, 1, false>(w.data + size_t(r) * rb, rb, nblocks, xq, ldxq, n, y + r, ldy);
     return;
   }
-  for (; r + kQ8BatchRows <= r1; r += kQ8BatchRows)
-    by_groups<kQ8BatchTile>(B, [&](auto nb, int64_t b) {
-      const uint8_t* rows = w.data + size_t(r) * rb;
-      const uint8_t* xb = xq + size_t(b) * ldxq;
-      if (b == 0) kq8_tile<Q, kQ8BatchRows, decltype(nb)::value, true>(rows, rb, nblocks, xb, ldxq, n, y + r, ldy);
-      else kq8_tile<Q, kQ8BatchRows, decltype(nb)::value, false>(rows, rb, nblocks, xb, ldxq, n, y + b * ldy + r, ldy);
-    });
-  for (; r < r1; ++r)
-    by_groups<kQ8BatchTile>(B, [&](auto nb, int64_t b) {
-      kq8_tile<Q, 1, decltype(nb)::value, false>(w.data + size_t(r) * rb, rb, nblocks, xq + size_t(b) * ldxq, ldxq, n,
-                                                 y + b * ldy + r, ldy);
-    });
+  const int64_t chunk = int64_t(kQ8ChunkBytes / ldxq) / kQ8BatchTile * kQ8BatchTile + kQ8BatchTile;
+  for (int64_t t0 = 0; t0 < B; t0 += chunk) {
+    const int64_t nt = B - t0 < chunk ? B - t0 : chunk;
+    const uint8_t* xc = xq + size_t(t0) * ldxq;
+    float* yc = y + t0 * ldy;
+    for (r = r0; r + kQ8BatchRows <= r1; r += kQ8BatchRows)
+      by_groups<kQ8BatchTile>(nt, [&](auto nb, int64_t b) {
+        const uint8_t* rows = w.data + size_t(r) * rb;
+        const uint8_t* xb = xc + size_t(b) * ldxq;
+        if (t0 == 0 && b == 0) kq8_tile<Q, kQ8BatchRows, decltype(nb)::value, true>(rows, rb, nblocks, xb, ldxq, n, yc + r, ldy);
+        else kq8_tile<Q, kQ8BatchRows, decltype(nb)::value, false>(rows, rb, nblocks, xb, ldxq, n, yc + b * ldy + r, ldy);
+      });
+    for (; r < r1; ++r)
+      by_groups<kQ8BatchTile>(nt, [&](auto nb, int64_t b) {
+        kq8_tile<Q, 1, decltype(nb)::value, false>(w.data + size_t(r) * rb, rb, nblocks, xc + size_t(b) * ldxq, ldxq, n,
+                                                   yc + b * ldy + r, ldy);
+      });
+  }
 }
 
 void simd_matmul_rows_q8k(const WeightMatrix& w, const uint8_t* xq, size_t ldxq, int64_t B, float* y, int64_t ldy,
