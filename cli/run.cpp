@@ -217,7 +217,7 @@ std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& c
     const bool any = std::any_of(ck.tensors.begin(), ck.tensors.end(), [](const TensorInfo& t) {
       return engine::fast_math_supports(t.dtype) && !t.shape.empty() && t.shape.back() % 256 == 0;
     });
-    if (!any) fmt::print(stderr, "note: --fast-math: no weight of this model is Q4_K; every matmul stays exact\n");
+    if (!any) fmt::print(stderr, "note: --fast-math: no weight of this model is Q4_K, Q5_K or Q6_K; every matmul stays exact\n");
     else if (where.backend.kind == Device::Kind::Cuda)
       fmt::print(stderr, "note: --fast-math applies to layers the CPU runs; the CUDA backend computes exactly\n");
   }
@@ -540,8 +540,9 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--threads", o->threads, "CPU threads (default: all)")->group(kPlacement);
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache: f32 | f16")->capture_default_str()->group(kPlacement);
   cmd->add_flag("--fast-math", o->fast_math,
-                "CPU: Q4_K weights meet activations rounded to 8 bits (llama.cpp's arithmetic, ~2x faster decode "
-                "where compute is the limit) instead of exact fp32; results are no longer exact (docs/run.md)")
+                "CPU: Q4_K/Q5_K/Q6_K weights meet activations rounded to 8 bits (llama.cpp's arithmetic; up to "
+                "~1.7x faster decode where compute is the limit) instead of exact fp32: results are no longer "
+                "exact (docs/run.md)")
       ->group(kPlacement);
   cmd->add_option("--device", o->device, "cpu | cuda[:N]: where the model runs (all weights there unless --vram)")
       ->capture_default_str()->group(kPlacement);
