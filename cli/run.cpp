@@ -215,7 +215,7 @@ std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& c
   es.device = where.backend;
   if (o.fast_math && !o.quiet) {
     const bool any = std::any_of(ck.tensors.begin(), ck.tensors.end(), [](const TensorInfo& t) {
-      return engine::fast_math_supports(t.dtype) && !t.shape.empty() && t.shape.back() % 256 == 0;
+      return !t.shape.empty() && engine::fast_math_supports(t.dtype, t.shape.back());
     });
     if (!any) fmt::print(stderr, "note: --fast-math: no weight of this model is Q4_K, Q5_K or Q6_K; every matmul stays exact\n");
     else if (where.backend.kind == Device::Kind::Cuda)

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   if (fast) tname.resize(tname.size() - 5);
   for (const auto& x : kTypes)
     if (tname == x.name) t = &x;
-  if (t && fast && !fast_math_supports(t->dtype)) t = nullptr;
+  if (t && fast && !fast_math_supports(t->dtype, C)) t = nullptr;
   if (!t || R <= 0 || C <= 0 || B <= 0 || C % t->block_values != 0) {
     std::fprintf(stderr, "bench_kernels: bad arguments\n");
     return 2;

@@ -328,7 +328,7 @@ void CpuBackend::matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& i
   const float* bias[3] = {};
   for (size_t k = 0; k < jobs.size() && k < 3; ++k) bias[k] = widen(jobs[k].bias, int(k));
   // Fast math: the input rows rounded to 8 bits once, for the jobs whose weights read them.
-  const auto fast = [&](const MatmulJob& j) { return q8_ && fast_math_supports(j.w->dtype) && j.w->cols % 256 == 0; };
+  const auto fast = [&](const MatmulJob& j) { return q8_ && fast_math_supports(j.w->dtype, j.w->cols); };
   if (std::any_of(jobs.begin(), jobs.end(), fast)) {
     const int64_t cols = jobs[0].w->cols;
     const auto quantize = [&](int64_t t, int) { quantize_q8k(in.row(t), cols, q8_.get() + size_t(t) * q8_ld_); };

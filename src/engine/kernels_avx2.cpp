@@ -25,9 +25,6 @@ constexpr int kBatchRows = 2, kBatchTile = 6, kBlockBatchTile = 4;
 // Block types at small batches: 2 weight rows x 4 activation rows (each x vector loaded
 // once for both rows: -16% cycles at batch 8; 2 x 3 was slower: +20%).
 constexpr int kBlockBatchRows = 2;
-// Fast math (kernels_q8_simd.hpp): decode tiles of 4 Q4_K rows; batches 2 rows x 4
-// activation rows.
-constexpr int kQ8DecodeRows = 4, kQ8BatchRows = 2, kQ8BatchTile = 4;
 inline V vzero() { return _mm256_setzero_ps(); }
 inline V vload(const float* p) { return _mm256_load_ps(p); }
 inline V vloadu(const float* p) { return _mm256_loadu_ps(p); }

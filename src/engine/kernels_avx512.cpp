@@ -40,9 +40,6 @@ constexpr int kBatchRows = 3, kBatchTile = 8, kBlockBatchTile = 8;
 // Block types at small batches: 2 weight rows x 8 activation rows (16 accumulators; each
 // x vector loaded once for both rows).
 constexpr int kBlockBatchRows = 2;
-// Fast math (kernels_q8_simd.hpp, 256-bit code with 32 registers): decode tiles of 4 Q4_K
-// rows; batches 2 rows x 4 activation rows.
-constexpr int kQ8DecodeRows = 4, kQ8BatchRows = 2, kQ8BatchTile = 4;
 inline V vzero() { return _mm512_setzero_ps(); }
 inline V vload(const float* p) { return _mm512_load_ps(p); }
 inline V vloadu(const float* p) { return _mm512_loadu_ps(p); }

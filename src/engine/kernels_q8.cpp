@@ -1,6 +1,6 @@
-// Fast math: the Q8_K activation quantizer (one for every ISA), the scalar Q4_K x Q8_K
-// kernel that spells out the arithmetic of kernels_q8.hpp lane by lane, and the dispatch
-// to the SIMD ones (kernels_q8_simd.hpp, through the KernelSet).
+// Fast math: the Q8_K activation quantizer (one for every ISA) and the scalar Q4_K, Q5_K and
+// Q6_K x Q8_K kernels that spell out the arithmetic of kernels_q8.hpp lane by lane (the
+// SIMD ones are kernels_q8_simd.hpp; kernels.cpp dispatches).
 #include "engine/kernels_q8.hpp"
 
 #include <cmath>
@@ -11,13 +11,16 @@
 
 namespace nunchaku::engine {
 
-bool fast_math_supports(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+bool fast_math_supports(DType t, int64_t cols) {
+  return (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) && cols % 256 == 0;
+}
 
 void quantize_q8k(const float* x, int64_t cols, uint8_t* out) {
-  auto* q = reinterpret_cast<int8_t*>(out);
-  auto* d = reinterpret_cast<float*>(out + cols);
-  auto* bs = reinterpret_cast<int16_t*>(out + cols + cols / 256 * 4);
-  int16_t* bs16 = bs + cols / 32;
+  const Q8KRow row = q8k_row(out, cols);  // the layout, written here
+  auto* q = const_cast<int8_t*>(row.q);
+  auto* d = const_cast<float*>(row.d);
+  auto* bs = const_cast<int16_t*>(row.bs);
+  auto* bs16 = const_cast<int16_t*>(row.bs16);
   for (int64_t k = 0; k < cols / 256; ++k) {
     const float* xb = x + k * 256;
     int8_t* qb = q + k * 256;

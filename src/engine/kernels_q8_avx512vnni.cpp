@@ -13,13 +13,6 @@
 #endif
 #include <immintrin.h>
 
-namespace nunchaku::engine {
-namespace {
-// As kernels_avx512.cpp.
-constexpr int kQ8DecodeRows = 4, kQ8BatchRows = 2, kQ8BatchTile = 4;
-}  // namespace
-}  // namespace nunchaku::engine
-
 #include "engine/kernels_q8_simd.hpp"
 
 namespace nunchaku::engine {

@@ -1,8 +1,7 @@
 // Fast math's SIMD kernels (kernels_q8.hpp): Q4_K, Q5_K and Q6_K weights x Q8_K activations
-// in 256-bit integer code, included inside an anonymous namespace by kernels_avx2.cpp,
-// kernels_avx512.cpp and kernels_q8_avx512vnni.cpp, each of which first defines
-// kQ8DecodeRows (weight rows per decode tile) and kQ8BatchRows x kQ8BatchTile (weight rows x
-// activation rows per small-batch and prefill tile). The same instructions on every ISA
+// in 256-bit integer code, included by kernels_avx2.cpp, kernels_avx512.cpp and
+// kernels_q8_avx512vnni.cpp (its definitions are in an anonymous namespace, one copy per
+// ISA file). The same instructions on every ISA
 // (AVX-512 gives the compiler 32 registers; with AVX512-VNNI, vpdpwssd does vpmaddwd's
 // multiply and the add in one), all integer until the per-block float steps, so every
 // ISA gives the bits of the scalar kernel (kernels_q8.cpp), at any batch size.
@@ -153,6 +152,11 @@ inline void kq8_tile(const uint8_t* row0, size_t row_bytes, int64_t nblocks, con
     #pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) y[b * ldy + r] = hsum8(acc[r][b]);
 }
+
+// Tile shapes, the same for every ISA file (bench_kernels.sh, Zen 4: 2 decode rows cost 30%
+// more cycles, 3, 6 and 8 no fewer than 4).
+constexpr int kQ8DecodeRows = 4;                   // weight rows per decode tile
+constexpr int kQ8BatchRows = 2, kQ8BatchTile = 4;  // weight rows x activation rows per batch tile
 
 // Decode: kQ8DecodeRows rows per tile, prefetching the stream ahead (as blockq_rows, with
 // its own plan, g_prefetch_fast).
