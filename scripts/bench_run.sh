@@ -14,7 +14,12 @@
 # $BENCH_DIR (default /tmp/nunchaku-bench); one file serves both engines.
 # --isa: NUNCHAKU_ISA values nunchaku is run with (default: avx2, and avx512 when the CPU
 # has it). --rounds N (default 3): engines and ISAs take turns N times and each figure is
-# the best of its N (a shared 2-core VM moves single runs by 20%). --fast-math adds a row
+# the best of its N (a shared 2-core VM moves single runs by 20%). Within a round each of
+# our rows runs just before the llama.cpp build it is compared with, and every "vs
+# llama.cpp" ratio is the median over the rounds of that round's own pair (ours / theirs,
+# seconds apart): the VM's DRAM bandwidth drifts by 1.5x over minutes, which moves the
+# best-of figures of two engines measured at different moments apart, and a pair measured
+# together much less. --fast-math adds a row
 # "ISA-fast" per ISA: nunchaku with run --fast-math (8-bit activations for Q4_K weights;
 # other types are unchanged), against the same llama.cpp build.
 # --llama-cpp also runs llama.cpp (llama-cpp-python, built from source by pip; each build
@@ -102,8 +107,9 @@ fi
 
 RESULTS="$DIR/results.jsonl"
 : > "$RESULTS"
-tag() {  # tag SHAPE TYPE ENGINE ISA: adds the row's keys to the JSON on stdin
-  python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d.update(shape='$1', type='$2', engine='$3', isa='$4'); print(json.dumps(d))"
+ROUND=0
+tag() {  # tag SHAPE TYPE ENGINE ISA: adds the row's keys (and the round) to the JSON on stdin
+  python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d.update(shape='$1', type='$2', engine='$3', isa='$4', round=$ROUND); print(json.dumps(d))"
 }
 run_ours() {  # run_ours SHAPE TYPE ISA (ISA-fast: with --fast-math)
   echo "== nunchaku $1 $2 $3, $THREADS threads" >&2
@@ -120,13 +126,24 @@ run_llama() {  # run_llama SHAPE TYPE BUILD
     { echo "llama.cpp failed: see $DIR/llamacpp.log" >&2; exit 1; }
 }
 
-RUNS=$ISAS
-[[ $FAST == 1 ]] && for isa in $ISAS; do RUNS+=" $isa-fast"; done
-for round in $(seq "$ROUNDS"); do
+# Our ISAs grouped by the llama.cpp build they are compared with, each group's runs (ISA,
+# ISA-fast) just before that build's (the pairing of the ratios).
+ISA_GROUPS=""  # (not GROUPS: bash reserves that name)
+for isa in $ISAS; do
+  g=$(llama_build_of "$isa")
+  [[ " $ISA_GROUPS " == *" $g "* ]] || ISA_GROUPS+=" $g"
+done
+for ROUND in $(seq "$ROUNDS"); do
   for shape in $SHAPES; do
     for ty in $TYPES; do
-      for isa in $RUNS; do run_ours "$shape" "$ty" "$isa"; done
-      for b in $LLAMA_BUILDS; do run_llama "$shape" "$ty" "$b"; done
+      for g in $ISA_GROUPS; do
+        for isa in $ISAS; do
+          [[ $(llama_build_of "$isa") == "$g" ]] || continue
+          run_ours "$shape" "$ty" "$isa"
+          if [[ $FAST == 1 ]]; then run_ours "$shape" "$ty" "$isa-fast"; fi
+        done
+        if [[ $LLAMA_CPP == 1 ]]; then run_llama "$shape" "$ty" "$g"; fi
+      done
     done
   done
 done
@@ -154,6 +171,15 @@ for (shape, _, eng, _), r in best.items():
     if "dram_read_bytes_s" in r:
         dram[shape] = max(dram.get(shape, 0), r["dram_read_bytes_s"])
 batches = sorted({int(k[1:]) for r in rows for k in r if k.startswith("b") and k[1:].isdigit()})
+by_round = {(r["shape"], r["type"], r["engine"], r["isa"], r.get("round", 0)): r for r in rows}
+def paired(shape, ty, isa, ref_isa, k, m):
+    """Median over the rounds of ours / llama.cpp's in the same round (measured together)."""
+    q = sorted(r[k][m] / t[k][m] for (sh, t_, e, i, rd), r in by_round.items()
+               if (sh, t_, e, i) == (shape, ty, "nunchaku", isa)
+               for t in [by_round.get((shape, ty, "llama.cpp", ref_isa, rd))] if t)
+    if not q:
+        return None
+    return q[len(q) // 2] if len(q) % 2 else (q[len(q) // 2 - 1] + q[len(q) // 2]) / 2
 hdr = "| shape | weights | isa |" + "".join(
     f" b{b} prompt | vs llama.cpp | b{b} decode | vs llama.cpp | of DRAM bound |" for b in batches)
 print(hdr)
@@ -164,20 +190,24 @@ for (shape, ty, eng, isa), r in sorted(best.items()):
     # llama.cpp on the same instructions: its AVX2 build for our avx2 rows where the CPU
     # has AVX-512 (its native build would use AVX-512 and VNNI there), else the native one.
     base = isa.removesuffix("-fast")
-    ref = best.get((shape, ty, "llama.cpp", "avx2" if base == "avx2" and sys.argv[2] == "1" else "native"))
+    ref = "avx2" if base == "avx2" and sys.argv[2] == "1" else "native"
     line = f"| {shape} | {ty} | {isa} |"
     for b in batches:
         k = f"b{b}"
         pre, dec = r[k]["prompt_tok_s"], r[k]["decode_tok_s"]
         frac = (dec / b) * r["weight_bytes"] / dram[shape]
-        rp = f"{pre / ref[k]['prompt_tok_s']:.2f}x" if ref else "-"
-        rd = f"{dec / ref[k]['decode_tok_s']:.2f}x" if ref else "-"
+        qp, qd = paired(shape, ty, isa, ref, k, "prompt_tok_s"), paired(shape, ty, isa, ref, k, "decode_tok_s")
+        rp = f"{qp:.2f}x" if qp else "-"
+        rd = f"{qd:.2f}x" if qd else "-"
         line += f" {pre:.0f} | {rp} | {dec:.1f} | {rd} | {frac:.0%} |"
     print(line)
 for (shape, ty, eng, isa), r in sorted(best.items()):
     if eng == "llama.cpp":
         print(f"llama.cpp ({isa}) {shape} {ty}: " + ", ".join(
             f"b{b} prompt {r[f'b{b}']['prompt_tok_s']:.0f} decode {r[f'b{b}']['decode_tok_s']:.1f}" for b in batches))
+nrounds = len({r.get("round", 0) for r in rows})
+print(f"(tok/s: the best of {nrounds} round(s); vs llama.cpp: the median over the rounds of each round's "
+      "own ratio, the two runs seconds apart)")
 builds = {isa: r.get("system_info", "?") for (_, _, eng, isa), r in best.items() if eng == "llama.cpp"}
 for isa, info in sorted(builds.items()):
     print(f"llama.cpp build {isa}: {info}")
