@@ -37,6 +37,7 @@
 #include "engine/device_stream.hpp"
 #include "engine/engine.hpp"
 #include "engine/generate.hpp"
+#include "engine/kernels_fast_bf16.hpp"
 #include "engine/kernels_q8.hpp"
 #include "engine/model.hpp"
 #include "format/gguf.hpp"
@@ -215,9 +216,12 @@ std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& c
   es.device = where.backend;
   if (o.fast_math && !o.quiet) {
     const bool any = std::any_of(ck.tensors.begin(), ck.tensors.end(), [](const TensorInfo& t) {
-      return !t.shape.empty() && engine::fast_math_supports(t.dtype, t.shape.back());
+      return !t.shape.empty() && engine::fast_math_path(t.dtype, t.shape.back()) != engine::FastPath::None;
     });
-    if (!any) fmt::print(stderr, "note: --fast-math: no weight of this model is Q4_K, Q5_K or Q6_K; every matmul stays exact\n");
+    if (!any)
+      fmt::print(stderr, "note: --fast-math: no weight of this model is Q4_K, Q5_K or Q6_K, or BF16 on a CPU with "
+                         "AVX512_BF16 ({}); every matmul stays exact\n",
+                 engine::fast_bf16_available() ? "this one has it" : "this one has not, or NUNCHAKU_ISA is below avx512");
     else if (where.backend.kind == Device::Kind::Cuda)
       fmt::print(stderr, "note: --fast-math applies to layers the CPU runs; the CUDA backend computes exactly\n");
   }
@@ -540,9 +544,10 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--threads", o->threads, "CPU threads (default: all)")->group(kPlacement);
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache: f32 | f16")->capture_default_str()->group(kPlacement);
   cmd->add_flag("--fast-math", o->fast_math,
-                "CPU: Q4_K/Q5_K/Q6_K weights meet activations rounded to 8 bits (llama.cpp's arithmetic; up to "
-                "~1.7x faster decode where compute is the limit) instead of exact fp32: results are no longer "
-                "exact (docs/run.md)")
+                "CPU: Q4_K/Q5_K/Q6_K weights meet activations rounded to 8 bits, and BF16 weights (on CPUs "
+                "with AVX512_BF16) activations rounded to bf16, llama.cpp's arithmetic (up to ~1.7x faster "
+                "K-quant decode, ~1.5x faster BF16 prefill) instead of exact fp32: results are no longer exact "
+                "(docs/run.md)")
       ->group(kPlacement);
   cmd->add_option("--device", o->device, "cpu | cuda[:N]: where the model runs (all weights there unless --vram)")
       ->capture_default_str()->group(kPlacement);

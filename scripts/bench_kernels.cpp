@@ -4,7 +4,8 @@
 //   bench_kernels ROWS COLS BATCH TYPE     (NUNCHAKU_ISA picks the kernels, as in run)
 // TYPE q4_k-fast, q5_k-fast, q6_k-fast: matmul_rows_q8k (run --fast-math) over activation
 // rows quantized beforehand (the quantization, once per input for all its matmuls, is not
-// timed).
+// timed); bf16-fast: matmul_rows_bf16x over rows rounded to bf16 (AVX512_BF16 CPUs, with
+// NUNCHAKU_ISA=avx512).
 // Not a test: timings are for comparing two builds side by side on the same machine.
 #include <x86intrin.h>
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "engine/kernels.hpp"
+#include "engine/kernels_fast_bf16.hpp"
 #include "engine/kernels_q8.hpp"
 #include "memory/cpu_kernel_buffers.hpp"
 #include "format/dtype.hpp"
@@ -51,7 +53,8 @@ int main(int argc, char** argv) {
   if (fast) tname.resize(tname.size() - 5);
   for (const auto& x : kTypes)
     if (tname == x.name) t = &x;
-  if (t && fast && !fast_math_supports(t->dtype, C)) t = nullptr;
+  const FastPath path = t && fast ? fast_math_path(t->dtype, C) : FastPath::None;
+  if (fast && path == FastPath::None) t = nullptr;
   if (!t || R <= 0 || C <= 0 || B <= 0 || C % t->block_values != 0) {
     std::fprintf(stderr, "bench_kernels: bad arguments\n");
     return 2;
@@ -77,13 +80,18 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < B * C; ++i) x[i] = float(rng() % 1000) * 1e-3f;
   std::vector<float> y(size_t(B * R));
   const WeightMatrix m{w.data(), t->dtype, R, C, row_bytes, "w"};
-  const size_t ldq = fast ? cpu_q8k_row_bytes(C) : 0;
+  const size_t ldq = path == FastPath::Q8K ? cpu_q8k_row_bytes(C) : path == FastPath::BF16 ? cpu_bf16x_row_bytes(C) : 0;
   uint8_t* xq = fast ? static_cast<uint8_t*>(std::aligned_alloc(64, size_t(B) * ldq)) : nullptr;
-  for (int64_t b = 0; fast && b < B; ++b) quantize_q8k(x + b * C, C, xq + size_t(b) * ldq);
+  for (int64_t b = 0; fast && b < B; ++b) {
+    if (path == FastPath::Q8K) quantize_q8k(x + b * C, C, xq + size_t(b) * ldq);
+    else round_bf16_row(x + b * C, C, reinterpret_cast<uint16_t*>(xq + size_t(b) * ldq));
+  }
   double best = 1e300;
   for (int it = 0; it < 50; ++it) {
     const auto t0 = __rdtsc();
-    if (fast) matmul_rows_q8k(m, xq, ldq, B, y.data(), R, 0, R);
+    if (path == FastPath::Q8K) matmul_rows_q8k(m, xq, ldq, B, y.data(), R, 0, R);
+    else if (path == FastPath::BF16)
+      matmul_rows_bf16x(m, reinterpret_cast<const uint16_t*>(xq), int64_t(ldq / 2), B, y.data(), R, 0, R);
     else matmul_rows(m, x, C, B, y.data(), R, 0, R);
     const double c = double(__rdtsc() - t0);
     if (c < best) best = c;

@@ -15,7 +15,7 @@
 # compiled against each one's static libraries into DIR/bench_kernels. Without --base
 # only the build's own figures are printed. --isa defaults to avx2, plus avx512 where the
 # CPU has it. Types: q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k f16 bf16 f32, and q4_k-fast
-# q5_k-fast q6_k-fast (run --fast-math's kernels).
+# q5_k-fast q6_k-fast, bf16-fast (run --fast-math's kernels; bf16-fast on AVX512_BF16 CPUs, avx512 only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build BASE="" TYPES="q4_1 q4_k q5_0 q8_0 q6_k f16 bf16" BATCHES="1 8 128" SHAPE=256x2048 RUNS=6 ISAS=""

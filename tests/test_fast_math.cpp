@@ -223,7 +223,8 @@ TEST_CASE("cpu backend, fast math: Q4_K jobs read the 8-bit rows, other jobs sta
   CHECK(be->allocated_bytes() + engine_host_tables(mem.config) == mem.allocated());  // the tables are the Transformer's
   EngineConfig exact = c;
   exact.fast_math = false;
-  CHECK(mem.scratch - engine_memory(spec, exact).scratch == 20 * cpu_q8k_row_bytes(512));  // widest input: inter
+  // both roundings, 20 rows of the widest input (inter)
+  CHECK(mem.scratch - engine_memory(spec, exact).scratch == 20 * (cpu_q8k_row_bytes(512) + cpu_bf16x_row_bytes(512)));
   CHECK(be->describe().find("fast math") != std::string::npos);
 
   const auto qbytes = random_k(DType::Q4_K, 3, d.q_dim(), d.hidden);

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/units.hpp"
 #include "engine/backend.hpp"
+#include "engine/kernels_fast_bf16.hpp"
 #include "engine/kernels_q8.hpp"
 #include "engine/quant_blocks.hpp"
 #include "engine/thread_pool.hpp"
@@ -191,9 +192,12 @@ class CpuBackend final : public Backend {
     size_t n = 0, next = 0, done = 0;
   };
   std::vector<Warm> warm_;
-  // Fast math: a matmul's input rows as Q8_K (kernels_q8.hpp), q8_ld_ bytes apart.
+  // Fast math: a matmul's input rows as Q8_K (kernels_q8.hpp), q8_ld_ bytes apart, and
+  // rounded to bf16 (kernels_fast_bf16.hpp), bf_ld_ values apart.
   Array<uint8_t> q8_;
   size_t q8_ld_ = 0;
+  Array<uint16_t> bf_;
+  int64_t bf_ld_ = 0;
   Array<float> vecs_;    // [kVecSlots][widest], widened weight vectors
   int64_t widest_ = 0;
   uint64_t allocated_ = 0;
@@ -235,8 +239,11 @@ void CpuBackend::allocate(const BackendSetup& s) {
     widest_ = std::max({dims_.hidden, dims_.q_dim(), dims_.kv_dim(), dims_.inter});
     vecs_ = alloc<float>(size_t(kVecSlots) * size_t(widest_));
     if (cfg_.fast_math) {  // engine_memory() charges the same
-      q8_ld_ = cpu_q8k_row_bytes(std::max({dims_.hidden, dims_.q_dim(), dims_.inter}));
+      const int64_t in = std::max({dims_.hidden, dims_.q_dim(), dims_.inter});
+      q8_ld_ = cpu_q8k_row_bytes(in);
       q8_ = alloc<uint8_t>(size_t(std::max(T, R)) * q8_ld_);
+      bf_ld_ = int64_t(cpu_bf16x_row_bytes(in) / 2);
+      bf_ = alloc<uint16_t>(size_t(std::max(T, R)) * size_t(bf_ld_));
     }
   } catch (const std::bad_alloc&) {
     throw oom("");
@@ -327,13 +334,19 @@ void CpuBackend::matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& i
   const int64_t ldx = in.width;
   const float* bias[3] = {};
   for (size_t k = 0; k < jobs.size() && k < 3; ++k) bias[k] = widen(jobs[k].bias, int(k));
-  // Fast math: the input rows rounded to 8 bits once, for the jobs whose weights read them.
-  const auto fast = [&](const MatmulJob& j) { return q8_ && fast_math_supports(j.w->dtype, j.w->cols); };
-  if (std::any_of(jobs.begin(), jobs.end(), fast)) {
+  // Fast math: the input rows rounded (to 8 bits, to bf16) once, for the jobs whose weights
+  // read them.
+  const auto path = [&](const MatmulJob& j) { return q8_ ? fast_math_path(j.w->dtype, j.w->cols) : FastPath::None; };
+  const auto wants = [&](FastPath p) { return std::any_of(jobs.begin(), jobs.end(), [&](const MatmulJob& j) { return path(j) == p; }); };
+  const bool want_q8 = wants(FastPath::Q8K), want_bf = wants(FastPath::BF16);
+  if (want_q8 || want_bf) {
     const int64_t cols = jobs[0].w->cols;
-    const auto quantize = [&](int64_t t, int) { quantize_q8k(in.row(t), cols, q8_.get() + size_t(t) * q8_ld_); };
-    if (B == 1) quantize(0, 0);
-    else pool_.run(B, quantize);
+    const auto round_row = [&](int64_t t, int) {
+      if (want_q8) quantize_q8k(in.row(t), cols, q8_.get() + size_t(t) * q8_ld_);
+      if (want_bf) round_bf16_row(in.row(t), cols, bf_.get() + t * bf_ld_);
+    };
+    if (B == 1) round_row(0, 0);
+    else pool_.run(B, round_row);
   }
   pool_.run(row_tasks * bchunks, [&](int64_t task, int) {
     int64_t bc = task / row_tasks, rt = task % row_tasks;
@@ -347,8 +360,15 @@ void CpuBackend::matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& i
       if (lo >= hi) continue;
       const int64_t off = silu ? 0 : base - j.w->rows;
       const Buffer& out = bufs_[size_t(j.out)];
-      if (fast(j)) matmul_rows_q8k(*j.w, q8_.get() + size_t(b0) * q8_ld_, q8_ld_, nb, out.row(b0), out.width, lo - off, hi - off);
-      else matmul_rows(*j.w, in.row(b0), ldx, nb, out.row(b0), out.width, lo - off, hi - off);
+      switch (path(j)) {
+        case FastPath::Q8K:
+          matmul_rows_q8k(*j.w, q8_.get() + size_t(b0) * q8_ld_, q8_ld_, nb, out.row(b0), out.width, lo - off, hi - off);
+          break;
+        case FastPath::BF16:
+          matmul_rows_bf16x(*j.w, bf_.get() + b0 * bf_ld_, bf_ld_, nb, out.row(b0), out.width, lo - off, hi - off);
+          break;
+        case FastPath::None: matmul_rows(*j.w, in.row(b0), ldx, nb, out.row(b0), out.width, lo - off, hi - off);
+      }
       if (const float* bv = k < 3 ? bias[k] : nullptr)
         for (int64_t t = b0; t < b0 + nb; ++t)
           for (int64_t i = lo - off; i < hi - off; ++i) out.row(t)[i] += bv[i];

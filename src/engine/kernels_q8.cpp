@@ -6,13 +6,16 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/kernels_fast_bf16.hpp"
 #include "engine/kernels_impl.hpp"
 #include "engine/quant_blocks.hpp"
 
 namespace nunchaku::engine {
 
-bool fast_math_supports(DType t, int64_t cols) {
-  return (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) && cols % 256 == 0;
+FastPath fast_math_path(DType t, int64_t cols) {
+  if ((t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) && cols % 256 == 0) return FastPath::Q8K;
+  if (t == DType::BF16 && cols % 32 == 0 && fast_bf16_available()) return FastPath::BF16;
+  return FastPath::None;
 }
 
 void quantize_q8k(const float* x, int64_t cols, uint8_t* out) {

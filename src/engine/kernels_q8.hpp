@@ -31,9 +31,12 @@
 
 namespace nunchaku::engine {
 
-// Weights the fast-math matmul reads (Q4_K, Q5_K, Q6_K, rows of whole 256-value blocks);
-// others take the exact path.
-bool fast_math_supports(DType t, int64_t cols);
+// Which fast-math path a weight takes: Q8K (Q4_K, Q5_K, Q6_K rows of whole 256-value
+// blocks: this header), BF16 (BF16 rows of whole 32-value steps where the CPU has
+// AVX512_BF16 and the AVX-512 kernels are active: kernels_fast_bf16.hpp), or None (the
+// exact path).
+enum class FastPath { None, Q8K, BF16 };
+FastPath fast_math_path(DType t, int64_t cols);
 
 // One activation row of `cols` values (a multiple of 256) as Q8_K, in cpu_q8k_row_bytes(cols)
 // bytes at a 64-byte boundary: codes [cols] int8, then d [cols/256] float, then bs [cols/32]
@@ -52,7 +55,7 @@ inline Q8KRow q8k_row(const uint8_t* base, int64_t cols) {
 void quantize_q8k(const float* x, int64_t cols, uint8_t* out);
 
 // y[b*ldy + r] = W[r] . xq[b] for r in [r0, r1), b in [0, B), activation rows ldxq bytes
-// apart (cpu_q8k_row_bytes(w.cols)); fast_math_supports(w.dtype, w.cols) must hold.
+// apart (cpu_q8k_row_bytes(w.cols)); fast_math_path(w.dtype, w.cols) must be Q8K.
 // On AVX-512 it uses the AVX512-VNNI build of the kernels where the CPU has VNNI (the same
 // bits); set_fast_math_vnni(false) turns that off (tests, benchmarks; returns the setting).
 void matmul_rows_q8k(const WeightMatrix& w, const uint8_t* xq, size_t ldxq, int64_t B, float* y, int64_t ldy,

@@ -24,5 +24,8 @@ constexpr uint64_t cpu_q8k_row_bytes(int64_t cols) {
   const uint64_t n = uint64_t(cols + 255) / 256 * 256;
   return (n + n / 256 * 4 + n / 32 * 2 + n / 16 * 2 + 63) / 64 * 64;
 }
+// ... and rounded to bf16 for the BF16 kernel (engine/kernels_fast_bf16.hpp): `cols`
+// 16-bit values per row, padded to 64 bytes.
+constexpr uint64_t cpu_bf16x_row_bytes(int64_t cols) { return (uint64_t(cols) * 2 + 63) / 64 * 64; }
 
 }  // namespace nunchaku

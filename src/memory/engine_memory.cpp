@@ -97,8 +97,10 @@ EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
   m.logits = sat_prod(R, uint64_t(d.hidden + d.vocab), 4);
   const int64_t widest = std::max({d.hidden, d.q_dim(), d.kv_dim(), d.inter});
   m.scratch = sat_add(sat_prod(uint64_t(c.threads), uint64_t(c.max_context), 4), sat_prod(uint64_t(kVecSlots), uint64_t(widest), 4));
-  if (c.fast_math && !c.cuda)
-    m.scratch = sat_add(m.scratch, sat_prod(std::max(T, R), cpu_q8k_row_bytes(std::max({d.hidden, d.q_dim(), d.inter}))));
+  if (c.fast_math && !c.cuda) {  // both roundings, whatever the weights' types (the plan does not depend on the CPU)
+    const int64_t in = std::max({d.hidden, d.q_dim(), d.inter});
+    m.scratch = sat_add(m.scratch, sat_prod(std::max(T, R), cpu_q8k_row_bytes(in) + cpu_bf16x_row_bytes(in)));
+  }
   if (c.cuda) {
     const uint64_t widest_matrix = sat_prod(uint64_t(std::max({d.vocab, d.inter, d.q_dim(), d.hidden})),
                                             uint64_t(std::max({d.hidden, d.inter, d.q_dim()})), 4);

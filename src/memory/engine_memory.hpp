@@ -25,7 +25,8 @@ struct EngineConfig {
   int64_t panel_cols = 0;
   bool cuda = false;            // run state on a CUDA device (backend_cuda.cpp): see engine_memory()
   // Fast math (run --fast-math; CPU only): each matmul's activation rows are also kept
-  // rounded to 8 bits (cpu_q8k_row_bytes per row), for the K-quant weights that read them.
+  // rounded to 8 bits (cpu_q8k_row_bytes per row), for the K-quant weights that read them,
+  // and to bf16 (cpu_bf16x_row_bytes), for BF16 weights on CPUs with AVX512_BF16.
   bool fast_math = false;
   // Streamed weights: a ring of `stream_slots` slots of `stream_slot_bytes` each (the
   // largest streamed module); 0 slots = every weight resident.
@@ -49,7 +50,7 @@ struct EngineMemory {
   uint64_t logits = 0;        // logit_rows x (hidden + vocab) fp32: selected rows and their logits
   uint64_t scratch = 0;       // attention scores (threads x max_context) and kVecSlots weight
                               // vectors as fp32 (max of hidden, q_dim, kv_dim, intermediate);
-                              // fast math: max(max_tokens, logit_rows) 8-bit activation rows
+                              // fast math: max(max_tokens, logit_rows) 8-bit and bf16 activation rows
   // CUDA: activations, KV, logits and scratch live on the device; scratch is instead the
   // prefill dequantization panel (the largest matrix as fp32, at most cuda::kPanelBytes),
   // cuBLAS's workspace and the rotary frequencies; the logit rows' indices are also on the
