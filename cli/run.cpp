@@ -546,7 +546,7 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_flag("--fast-math", o->fast_math,
                 "CPU: Q4_K/Q5_K/Q6_K weights meet activations rounded to 8 bits, and BF16 weights (on CPUs "
                 "with AVX512_BF16) activations rounded to bf16, llama.cpp's arithmetic (up to ~1.7x faster "
-                "K-quant decode, ~1.5x faster BF16 prefill) instead of exact fp32: results are no longer exact "
+                "K-quant decode, ~2x faster BF16 prefill) instead of exact fp32: results are no longer exact "
                 "(docs/run.md)")
       ->group(kPlacement);
   cmd->add_option("--device", o->device, "cpu | cuda[:N]: where the model runs (all weights there unless --vram)")

@@ -3,7 +3,8 @@
 # "[.fast-math-accuracy]"): exact and fast math over the same weights, per logits row
 # KL(exact || fast), relative RMS error and top-token agreement, on
 #   * a trained model: stories260K (../shared/testfiles) zero-padded to hidden 256 and
-#     quantized to Q4_K_M by llama.cpp (scripts/make_padded_stories.py; its prompt is BOS and
+#     quantized to Q4_K_M and to BF16 by llama.cpp (scripts/make_padded_stories.py; the BF16
+#     file takes the bf16 path only on a CPU with AVX512_BF16; its prompt is BOS and
 #     the exact engine's own greedy story), with the unquantized padded F32 model as the
 #     baseline both engines are also compared with;
 #   * random-weight Q4_K models in the shapes of scripts/bench_run.sh (--shapes), which
@@ -44,8 +45,9 @@ if [[ ! -x "$BUILD/nunchaku_tests" ]]; then
 fi
 cmake --build "$BUILD" --target nunchaku_tests -j2 >/dev/null
 mkdir -p "$DIR/gguf"
-STORIES="$DIR/gguf/stories260K-pad256-q4_k_m.gguf"
-[[ -f "$STORIES" ]] || "$VENV/bin/python" scripts/make_padded_stories.py "$DIR/gguf" > "$DIR/padded_stories.log" 2>&1
+STORIES="$DIR/gguf/stories260K-pad256-q4_k_m.gguf" STORIES_BF16="$DIR/gguf/stories260K-pad256-bf16.gguf"
+[[ -f "$STORIES" && -f "$STORIES_BF16" ]] ||
+  "$VENV/bin/python" scripts/make_padded_stories.py "$DIR/gguf" > "$DIR/padded_stories.log" 2>&1
 
 OUT="$DIR/fast_math_accuracy.jsonl"
 : > "$OUT"
@@ -56,8 +58,10 @@ acc() {  # acc MODEL [ENV...]
   env "$@" NUNCHAKU_BENCH_MODEL="$m" NUNCHAKU_BENCH_THREADS="$THREADS" "$BUILD/nunchaku_tests" "[.fast-math-accuracy]" |
     sed -n 's/^ACCURACY //p' >> "$OUT"
 }
-acc "$STORIES" NUNCHAKU_ACC_FIRST=1 NUNCHAKU_BENCH_PROMPT=200 NUNCHAKU_BENCH_DECODE=64 \
-  NUNCHAKU_ACC_BASELINE="$DIR/gguf/stories260K-pad256-f32.gguf"
+for m in "$STORIES" "$STORIES_BF16"; do
+  acc "$m" NUNCHAKU_ACC_FIRST=1 NUNCHAKU_BENCH_PROMPT=200 NUNCHAKU_BENCH_DECODE=64 \
+    NUNCHAKU_ACC_BASELINE="$DIR/gguf/stories260K-pad256-f32.gguf"
+done
 for shape in $SHAPES; do
   f="$DIR/gguf/$shape-q4_k.gguf"
   [[ -f "$f" ]] || { echo "$f is absent: scripts/bench_run.sh --shapes $shape --types q4_k writes it" >&2; exit 2; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A trained model that K-quants can hold: stories260K.gguf (llama2.c, hidden 64, ffn 172)
-zero-padded to hidden 256 and ffn 256, then quantized by llama.cpp to Q4_K_M. For measuring
+zero-padded to hidden 256 and ffn 256, then quantized by llama.cpp to Q4_K_M and BF16. For measuring
 what `run --fast-math` costs on trained weights (scripts/bench_fast_math.sh); the output is
 a derivative of ../shared/testfiles, so it goes to /tmp, never into the repo.
 
@@ -11,8 +11,8 @@ a derivative of ../shared/testfiles, so it goes to /tmp, never into the repo.
 The padding keeps the function: the new input columns and output rows are zero, so the
 residual stream's new dimensions stay zero; RMSNorm over 256 dimensions then divides by
 half the old RMS, which norm weights of half the old value and an epsilon of a quarter
-undo. Attention (8 heads of 8, now stated by attention.key_length) is unchanged. Writes OUT_DIR/stories260K-pad256-f32.gguf
-and OUT_DIR/stories260K-pad256-q4_k_m.gguf.
+undo. Attention (8 heads of 8, now stated by attention.key_length) is unchanged. Writes OUT_DIR/stories260K-pad256-f32.gguf,
+OUT_DIR/stories260K-pad256-q4_k_m.gguf and OUT_DIR/stories260K-pad256-bf16.gguf.
 """
 from __future__ import annotations
 
@@ -77,14 +77,16 @@ def main() -> None:
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
-    rc = llama_cpp.llama_model_quantize(str(f32).encode(), str(q4).encode(), params)
-    if rc != 0:
-        raise SystemExit(f"llama_model_quantize failed: {rc}")
-    for t in gguf.GGUFReader(str(q4)).tensors:
-        print(t.name, t.tensor_type.name, list(t.shape))
-    print("wrote", f32, q4)
+    bf16 = out_dir / "stories260K-pad256-bf16.gguf"
+    for dst, ftype in ((q4, llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M), (bf16, llama_cpp.LLAMA_FTYPE_MOSTLY_BF16)):
+        params = llama_cpp.llama_model_quantize_default_params()
+        params.ftype = ftype
+        rc = llama_cpp.llama_model_quantize(str(f32).encode(), str(dst).encode(), params)
+        if rc != 0:
+            raise SystemExit(f"llama_model_quantize failed for {dst}: {rc}")
+        for t in gguf.GGUFReader(str(dst)).tensors:
+            print(dst.name, t.name, t.tensor_type.name, list(t.shape))
+    print("wrote", f32, q4, bf16)
 
 
 if __name__ == "__main__":
