@@ -215,13 +215,16 @@ std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& c
   es.threads = o.threads;
   es.device = where.backend;
   if (o.fast_math && !o.quiet) {
-    const bool any = std::any_of(ck.tensors.begin(), ck.tensors.end(), [](const TensorInfo& t) {
+    const auto any = [&](auto&& pred) { return std::any_of(ck.tensors.begin(), ck.tensors.end(), pred); };
+    const bool fast = any([](const TensorInfo& t) {
       return !t.shape.empty() && engine::fast_math_path(t.dtype, t.shape.back()) != engine::FastPath::None;
     });
-    if (!any)
-      fmt::print(stderr, "note: --fast-math: no weight of this model is Q4_K, Q5_K or Q6_K, or BF16 on a CPU with "
-                         "AVX512_BF16 ({}); every matmul stays exact\n",
-                 engine::fast_bf16_available() ? "this one has it" : "this one has not, or NUNCHAKU_ISA is below avx512");
+    const bool bf16 = any([](const TensorInfo& t) { return t.dtype == DType::BF16 && t.shape.size() == 2; });
+    if (!fast && bf16 && !engine::fast_bf16_available())
+      fmt::print(stderr, "note: --fast-math: BF16 weights take the fast path only on a CPU with AVX512_BF16 and the "
+                         "AVX-512 kernels (this CPU has not, or NUNCHAKU_ISA is below avx512); every matmul stays exact\n");
+    else if (!fast)
+      fmt::print(stderr, "note: --fast-math: no weight of this model is Q4_K, Q5_K, Q6_K or BF16; every matmul stays exact\n");
     else if (where.backend.kind == Device::Kind::Cuda)
       fmt::print(stderr, "note: --fast-math applies to layers the CPU runs; the CUDA backend computes exactly\n");
   }

@@ -174,7 +174,7 @@ TEST_CASE("run --fast-math: says so when no weight takes the 8-bit path, and the
   const json& c = exp["cases"][1];
   auto r = test::run_cli({"run", dir, "--raw", "--fast-math", "--max-tokens", "12"}, c["prompt"].get<std::string>() + "\n");
   REQUIRE(r.exit_code == 0);
-  CHECK(r.err.find("--fast-math: no weight of this model is Q4_K, Q5_K or Q6_K") != std::string::npos);
+  CHECK(r.err.find("--fast-math: no weight of this model is Q4_K, Q5_K, Q6_K or BF16") != std::string::npos);
   auto out = jsonl(r.out);
   REQUIRE(out.size() == 1);
   CHECK(out[0]["token_ids"] == c["completion_ids"]);
