@@ -17,8 +17,9 @@ namespace {
 using V = __m256;
 constexpr int kW = 8, kSubVecs = 32 / kW;
 // Prefill GEMM register tile: 2 weight rows x 6 activation rows (12 accumulators of 16
-// registers; 3 rows spill, -25%).
-constexpr int kGemmTileRows = 2;
+// registers; 3 rows x 6 spill, -25%; 3 x 4, session 14, bench_kernels batch 128-256: 6%
+// fewer cycles on 2048-column rows, 3% more on 576-column ones, not taken).
+constexpr int kGemmTileRows = 2, kGemmTileBatch = 6;
 // Small batches (2..15 activation rows): 2 weight rows x 6 activation rows (1 x 8 and
 // 2 x 4 + 2 x 4 measured no better at batch 8).
 constexpr int kBatchRows = 2, kBatchTile = 6, kBlockBatchTile = 4;

@@ -32,7 +32,7 @@ using V = __m512;
 constexpr int kW = 16, kSubVecs = 32 / kW;
 // Prefill GEMM register tile: 4 weight rows x 6 activation rows (24 accumulators of 32
 // registers: 10 loads per 24 FMAs; 2 rows left the FMA units idle: +42% on Ice Lake).
-constexpr int kGemmTileRows = 4;
+constexpr int kGemmTileRows = 4, kGemmTileBatch = 6;
 // Small batches (2..15 activation rows, e.g. batched decode): 3 weight rows x 8 activation
 // rows (24 accumulators; each weight vector converted once for 8 rows at batch 8: -30%
 // cycles against 2 x 6 and 2 x 2).

@@ -1,7 +1,7 @@
 // The SIMD kernels, written once over a vector type and included by each ISA's file
 // (kernels_avx2.cpp: V = __m256, kernels_avx512.cpp: V = __m512), inside its anonymous
 // namespace, after it has defined:
-//   V; kW (floats per V); kSubVecs = 32 / kW; kGemmTileRows; kBatchRows, kBatchTile,
+//   V; kW (floats per V); kSubVecs = 32 / kW; kGemmTileRows x kGemmTileBatch (the GEMM register tile); kBatchRows, kBatchTile,
 //   kBlockBatchRows, kBlockBatchTile; vzero, vload (aligned), vloadu, vstore
 //   (aligned), vstoreu, vset1, vfma(a, b, c) = a*b + c, vhsum, vhsum4 (four vhsum at once);
 //   LoadF32 / LoadBF16 / LoadF16 (kElemBytes, load(row, i) -> V of kW values from element
@@ -169,8 +169,8 @@ void gemm_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, f
       for (int64_t k0 = 0; k0 < n8 || k0 == 0; k0 += kc) {
         const int64_t k1 = k0 + kc < n8 ? k0 + kc : n8;
         const bool first = k0 == 0, last = k1 == n8;
-        for (int64_t b = bc; b < bce; b += 6) {
-          const int64_t nb = bce - b < 6 ? bce - b : 6;
+        for (int64_t b = bc; b < bce; b += kGemmTileBatch) {
+          const int64_t nb = bce - b < kGemmTileBatch ? bce - b : kGemmTileBatch;
           const float* xb = x + b * ldx;
           float* yb = y + b * ldy;
           float* ab = acc + (b - bc) * kGemmRows * kW;  // this group's accumulators, row-pair blocks of 2*nb*8
