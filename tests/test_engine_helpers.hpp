@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.hpp"
 #include "engine/engine.hpp"
 #include "engine/kernels.hpp"
 #include "engine/model.hpp"
@@ -68,6 +69,20 @@ inline ModelSpec spec_with_dims(const EngineDims& d, int64_t max_context) {
   s.max_context = max_context;
   return s;
 }
+
+// A CPU backend allocated with fast math on for a one-layer model of hidden 256, 4:2 heads
+// of 64, intermediate 512 (the widest matmul input), vocab 64; 20 tokens, 2 threads (the
+// fast-math tests' dispatch checks).
+struct FastMathBackend {
+  EngineDims d{256, 4, 2, 64, 512, 64, 1};
+  ModelSpec spec = spec_with_dims(d, 32);
+  EngineConfig config{.max_batch = 1, .max_context = 32, .max_tokens = 20, .logit_rows = 1, .threads = 2,
+                      .fast_math = true};
+  EngineMemory mem = engine_memory(spec, config);
+  std::vector<float> inv_freq = std::vector<float>(size_t(d.head_dim / 2), 1.0f);
+  std::unique_ptr<engine::Backend> be = engine::make_cpu_backend(2);
+  FastMathBackend() { be->allocate({d, mem, 1e-5f, engine::RopeStyle::NeoX, inv_freq}); }
+};
 
 // Calls f(isa) with each instruction set's kernels active in turn (kAllIsas order), for every
 // one this machine has; each one not built in or not supported by the CPU is named in a WARN.

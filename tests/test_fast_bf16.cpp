@@ -191,15 +191,10 @@ TEST_CASE("fast math bf16: the error against the exact path stays within the bf1
 TEST_CASE("cpu backend, fast math: BF16 jobs read the bf16 rows where the CPU has AVX512_BF16, exact elsewhere",
           "[engine][fast-math]") {
   Avx512Scope isa;
-  EngineDims d{256, 4, 2, 64, 512, 64, 1};
-  const ModelSpec spec = test::spec_with_dims(d, 32);
-  const EngineConfig c{.max_batch = 1, .max_context = 32, .max_tokens = 20, .logit_rows = 1, .threads = 2,
-                       .fast_math = true};
-  std::vector<float> inv_freq(size_t(d.head_dim / 2), 1.0f);
-  auto be = make_cpu_backend(2);
-  const EngineMemory mem = engine_memory(spec, c);
-  be->allocate({d, mem, 1e-5f, RopeStyle::NeoX, inv_freq});
-  CHECK(be->allocated_bytes() + engine_host_tables(mem.config) == mem.allocated());
+  test::FastMathBackend fb;
+  const EngineDims& d = fb.d;
+  auto& be = fb.be;
+  CHECK(be->allocated_bytes() + engine_host_tables(fb.mem.config) == fb.mem.allocated());
   const Bf16Matrix q(d.q_dim(), d.hidden, 5, false);
   std::vector<float> kf(size_t(d.kv_dim() * d.hidden));
   for (size_t i = 0; i < kf.size(); ++i) kf[i] = float(int(i * 7919 % 201) - 100) / 100.0f;

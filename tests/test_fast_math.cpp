@@ -212,16 +212,13 @@ TEST_CASE("fast math: batch-invariant to the bit at every tile shape, error with
 
 TEST_CASE("cpu backend, fast math: Q4_K jobs read the 8-bit rows, other jobs stay exact, as engine_memory charges",
           "[engine][fast-math]") {
-  EngineDims d{256, 4, 2, 64, 512, 64, 1};
-  const ModelSpec spec = test::spec_with_dims(d, 32);
-  const EngineConfig c{.max_batch = 1, .max_context = 32, .max_tokens = 20, .logit_rows = 1, .threads = 2,
-                       .fast_math = true};
-  std::vector<float> inv_freq(size_t(d.head_dim / 2), 1.0f);
-  auto be = make_cpu_backend(2);
-  const EngineMemory mem = engine_memory(spec, c);
-  be->allocate({d, mem, 1e-5f, RopeStyle::NeoX, inv_freq});
+  test::FastMathBackend fb;
+  const EngineDims& d = fb.d;
+  const EngineMemory& mem = fb.mem;
+  auto& be = fb.be;
   CHECK(be->allocated_bytes() + engine_host_tables(mem.config) == mem.allocated());  // the tables are the Transformer's
-  EngineConfig exact = c;
+  const ModelSpec& spec = fb.spec;
+  EngineConfig exact = fb.config;
   exact.fast_math = false;
   // both roundings, 20 rows of the widest input (inter)
   CHECK(mem.scratch - engine_memory(spec, exact).scratch == 20 * (cpu_q8k_row_bytes(512) + cpu_bf16x_row_bytes(512)));
