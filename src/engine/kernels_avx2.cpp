@@ -115,16 +115,20 @@ inline void nibbles_widened(const uint8_t* q, __m256i v[4]) {
   v[2] = _mm256_srli_epi32(lo0, 4);
   v[3] = _mm256_srli_epi32(lo1, 4);
 }
-// Q4_0: w = d*(q - 8).
+// Q4_0: w = d*(q - 8), as fmadd(d, q, -8d): for a finite d, d*q and 8d are exact (an
+// 11-bit half times at most 4 bits) and so is their difference, so the one rounding
+// changes nothing: the same values as d*(q - 8) with one integer subtraction fewer per 8
+// values (bench_kernels, batch 1: 0.301 -> 0.278 tsc/B at 2048 columns, 0.308 -> 0.287 at
+// 576). An infinite d gives NaN where d*(q - 8) gives an infinity: garbage either way.
 struct BlockQ4_0 {
   static constexpr int64_t kBytes = 18, kSubs = 1;
   static constexpr int kDecodeRows = 4;
   static void sub(const uint8_t* b, __m256 w[4]) {
-    const __m256 d = scale_one(b);
+    const __m256 d = scale_one(b), off = _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
     __m256i v[4];
     nibbles_widened(b + 2, v);
     #pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) w[g] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(v[g], _mm256_set1_epi32(8))));
+    for (int g = 0; g < 4; ++g) w[g] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(v[g]), off);
   }
 };
 // Q4_K: sub-blocks 2p and 2p+1 = low and high nibbles of qs[32p ...], 6-bit scale and
