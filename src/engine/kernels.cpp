@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "engine/kernels_fast_bf16.hpp"
 #include "engine/kernels_impl.hpp"
 #include "engine/kernels_q8.hpp"
 #include "engine/quant_blocks.hpp"
@@ -127,6 +128,15 @@ bool cpu_has_avx512_vnni() {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a = 0, b = 0, c = 0, d = 0;  // CPUID leaf 7 ECX bit 11
   return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;  // CPUID leaf 7 sub-leaf 1 EAX bit 5
+  return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
 #else
   return false;
 #endif
@@ -258,6 +268,17 @@ void matmul_rows_q8k(const WeightMatrix& w, const uint8_t* xq, size_t ldxq, int6
   static const bool vnni = fast_math_vnni_available();
   if (g_isa == Isa::Avx512 && vnni && g_q8_vnni) return avx512vnni_matmul_rows_q8k(w, xq, ldxq, B, y, ldy, r0, r1);
   g_kernels->matmul_rows_q8k(w, xq, ldxq, B, y, ldy, r0, r1);
+}
+
+bool fast_bf16_available() {
+  static const bool cpu = avx512bf16_compiled() && cpu_has_avx512_bf16();
+  return cpu && g_isa == Isa::Avx512;
+}
+
+void matmul_rows_bf16x(const WeightMatrix& w, const uint16_t* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
+                       int64_t r0, int64_t r1) {
+  if (fast_bf16_available()) return avx512bf16_matmul_rows_bf16x(w, x, ldx, B, y, ldy, r0, r1);
+  scalar_matmul_rows_bf16x(w, x, ldx, B, y, ldy, r0, r1);
 }
 
 void dequant_row(const WeightMatrix& w, int64_t r, float* out) {

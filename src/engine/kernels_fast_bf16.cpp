@@ -1,25 +1,13 @@
-// Fast math for BF16 weights: the activation rounding, the scalar twin of vdpbf16ps's
-// arithmetic (kernels_fast_bf16.hpp) and the dispatch to the AVX512_BF16 kernel.
+// Fast math for BF16 weights: the activation rounding and the scalar twin of vdpbf16ps's
+// arithmetic (kernels_fast_bf16.hpp; kernels.cpp checks the CPU and dispatches).
 #include "engine/kernels_fast_bf16.hpp"
 
 #include <cmath>
 #include <cstring>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 
 namespace nunchaku::engine {
 namespace {
-
-bool cpu_has_avx512_bf16() {
-#if defined(__x86_64__) || defined(__i386__)
-  unsigned a = 0, b = 0, c = 0, d = 0;  // CPUID leaf 7 sub-leaf 1 EAX bit 5
-  return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
-#else
-  return false;
-#endif
-}
 
 float bf16_value(uint16_t h) {
   const uint32_t u = uint32_t(h) << 16;
@@ -54,23 +42,12 @@ void round_bf16_row(const float* x, int64_t n, uint16_t* out) {
   }
 }
 
-bool fast_bf16_available() {
-  static const bool cpu = avx512bf16_compiled() && cpu_has_avx512_bf16();
-  return cpu && active_isa() == Isa::Avx512;
-}
-
 void scalar_matmul_rows_bf16x(const WeightMatrix& w, const uint16_t* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
                               int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     const auto* row = reinterpret_cast<const uint16_t*>(w.data + size_t(r) * w.row_bytes);
     for (int64_t b = 0; b < B; ++b) y[b * ldy + r] = dot_scalar(row, x + b * ldx, w.cols);
   }
-}
-
-void matmul_rows_bf16x(const WeightMatrix& w, const uint16_t* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
-                       int64_t r0, int64_t r1) {
-  if (fast_bf16_available()) return avx512bf16_matmul_rows_bf16x(w, x, ldx, B, y, ldy, r0, r1);
-  scalar_matmul_rows_bf16x(w, x, ldx, B, y, ldy, r0, r1);
 }
 
 }  // namespace nunchaku::engine

@@ -57,10 +57,10 @@ inline void bf_tile(const uint8_t* row0, size_t row_bytes, int64_t n, const uint
     for (int r = 0; r < R; ++r) y[b * ldy + r] = lanes_sum(acc[r][b]);
 }
 
-// Decode: 8 rows per tile (8 independent chains), the stream prefetched ahead. Batches:
-// per chunk of activation rows of at most kChunkBytes (they stay in L2 while the weight
-// rows pass), 4 weight rows (16 KiB at 2048 columns: L1) against 6 activation rows at a
-// time: 24 accumulators, 4 + 6 loads per 24 vdpbf16ps.
+// fast_tiles (kernels_stream.hpp): decode tiles of 8 rows (8 independent chains), the
+// stream prefetched ahead; batches per chunk of activation rows of at most kChunkBytes, 4
+// weight rows (16 KiB at 2048 columns: L1) x 6 activation rows: 24 accumulators, 4 + 6
+// loads per 24 vdpbf16ps.
 constexpr int kDecodeRows = 8, kBatchRows = 4, kBatchTile = 6;
 constexpr size_t kChunkBytes = size_t(384) << 10;
 
@@ -70,28 +70,11 @@ void avx512bf16_matmul_rows_bf16x(const WeightMatrix& w, const uint16_t* x, int6
                                   int64_t ldy, int64_t r0, int64_t r1) {
   const int64_t n = w.cols;
   const size_t rb = w.row_bytes;
-  int64_t r = r0;
-  if (B == 1) {
-    for (; r + kDecodeRows <= r1; r += kDecodeRows) bf_tile<kDecodeRows, 1, true>(w.data + size_t(r) * rb, rb, n, x, ldx, y + r, ldy);
-    for (; r < r1; ++r) bf_tile<1, 1, false>(w.data + size_t(r) * rb, rb, n, x, ldx, y + r, ldy);
-    return;
-  }
   const int64_t chunk = int64_t(kChunkBytes / (size_t(ldx) * 2)) / kBatchTile * kBatchTile + kBatchTile;
-  for (int64_t t0 = 0; t0 < B; t0 += chunk) {
-    const int64_t nt = B - t0 < chunk ? B - t0 : chunk;
-    const uint16_t* xc = x + t0 * ldx;
-    float* yc = y + t0 * ldy;
-    for (r = r0; r + kBatchRows <= r1; r += kBatchRows)
-      by_groups<kBatchTile>(nt, [&](auto nb, int64_t b) {
-        const uint8_t* rows = w.data + size_t(r) * rb;
-        if (t0 == 0 && b == 0) bf_tile<kBatchRows, decltype(nb)::value, true>(rows, rb, n, xc, ldx, yc + r, ldy);
-        else bf_tile<kBatchRows, decltype(nb)::value, false>(rows, rb, n, xc + b * ldx, ldx, yc + b * ldy + r, ldy);
-      });
-    for (; r < r1; ++r)
-      by_groups<kBatchTile>(nt, [&](auto nb, int64_t b) {
-        bf_tile<1, decltype(nb)::value, false>(w.data + size_t(r) * rb, rb, n, xc + b * ldx, ldx, yc + b * ldy + r, ldy);
-      });
-  }
+  fast_tiles<kDecodeRows, kBatchRows, kBatchTile>(B, r0, r1, chunk, [&](auto rows, auto nb, auto pf, int64_t r, int64_t b) {
+    bf_tile<decltype(rows)::value, decltype(nb)::value, decltype(pf)::value>(w.data + size_t(r) * rb, rb, n, x + b * ldx,
+                                                                             ldx, y + b * ldy + r, ldy);
+  });
 }
 bool avx512bf16_compiled() { return true; }
 

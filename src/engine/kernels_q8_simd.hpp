@@ -158,44 +158,22 @@ inline void kq8_tile(const uint8_t* row0, size_t row_bytes, int64_t nblocks, con
 constexpr int kQ8DecodeRows = 4;                   // weight rows per decode tile
 constexpr int kQ8BatchRows = 2, kQ8BatchTile = 4;  // weight rows x activation rows per batch tile
 
-// Decode: kQ8DecodeRows rows per tile, prefetching the stream ahead (as blockq_rows, with
-// its own plan, g_prefetch_fast).
-// Batches: per chunk of activation rows of at most kQ8ChunkBytes (all of a 128-token
-// prefill at hidden 2048; a batch-8 prefill's 1024 tokens would not stay in L2 while the
-// weight rows pass), kQ8BatchRows weight rows at a time against the chunk's rows,
-// kQ8BatchTile at a time (the weight rows stay in L1; the first chunk's first group
-// prefetches the rows ahead).
+// fast_tiles (kernels_stream.hpp): decode tiles of kQ8DecodeRows rows, prefetching the
+// stream with its own plan, g_prefetch_fast; batches per chunk of activation rows of at
+// most kQ8ChunkBytes (all of a 128-token prefill at hidden 2048; a batch-8 prefill's 1024
+// tokens would not stay in L2 while the weight rows pass), kQ8BatchRows weight rows x
+// kQ8BatchTile activation rows (the weight rows stay in L1).
 constexpr size_t kQ8ChunkBytes = size_t(384) << 10;
 template <class Q>
 void kq8_rows(const WeightMatrix& w, const uint8_t* xq, size_t ldxq, int64_t B, float* y, int64_t ldy, int64_t r0,
               int64_t r1) {
   const int64_t nblocks = w.cols / 256, n = w.cols;
   const size_t rb = w.row_bytes;
-  int64_t r = r0;
-  if (B == 1) {
-    for (; r + kQ8DecodeRows <= r1; r += kQ8DecodeRows)
-      kq8_tile<Q, kQ8DecodeRows, 1, true>(w.data + size_t(r) * rb, rb, nblocks, xq, ldxq, n, y + r, ldy);
-    for (; r < r1; ++r) kq8_tile<Q, 1, 1, false>(w.data + size_t(r) * rb, rb, nblocks, xq, ldxq, n, y + r, ldy);
-    return;
-  }
   const int64_t chunk = int64_t(kQ8ChunkBytes / ldxq) / kQ8BatchTile * kQ8BatchTile + kQ8BatchTile;
-  for (int64_t t0 = 0; t0 < B; t0 += chunk) {
-    const int64_t nt = B - t0 < chunk ? B - t0 : chunk;
-    const uint8_t* xc = xq + size_t(t0) * ldxq;
-    float* yc = y + t0 * ldy;
-    for (r = r0; r + kQ8BatchRows <= r1; r += kQ8BatchRows)
-      by_groups<kQ8BatchTile>(nt, [&](auto nb, int64_t b) {
-        const uint8_t* rows = w.data + size_t(r) * rb;
-        const uint8_t* xb = xc + size_t(b) * ldxq;
-        if (t0 == 0 && b == 0) kq8_tile<Q, kQ8BatchRows, decltype(nb)::value, true>(rows, rb, nblocks, xb, ldxq, n, yc + r, ldy);
-        else kq8_tile<Q, kQ8BatchRows, decltype(nb)::value, false>(rows, rb, nblocks, xb, ldxq, n, yc + b * ldy + r, ldy);
-      });
-    for (; r < r1; ++r)
-      by_groups<kQ8BatchTile>(nt, [&](auto nb, int64_t b) {
-        kq8_tile<Q, 1, decltype(nb)::value, false>(w.data + size_t(r) * rb, rb, nblocks, xc + size_t(b) * ldxq, ldxq, n,
-                                                   yc + b * ldy + r, ldy);
-      });
-  }
+  fast_tiles<kQ8DecodeRows, kQ8BatchRows, kQ8BatchTile>(B, r0, r1, chunk, [&](auto rows, auto nb, auto pf, int64_t r, int64_t b) {
+    kq8_tile<Q, decltype(rows)::value, decltype(nb)::value, decltype(pf)::value>(
+        w.data + size_t(r) * rb, rb, nblocks, xq + size_t(b) * ldxq, ldxq, n, y + b * ldy + r, ldy);
+  });
 }
 
 void simd_matmul_rows_q8k(const WeightMatrix& w, const uint8_t* xq, size_t ldxq, int64_t B, float* y, int64_t ldy,

@@ -52,6 +52,34 @@ inline void by_groups(int64_t B, F&& f) {
   }(std::make_integer_sequence<int, G - 1>{});
 }
 
+// The fast kernels' tiling (kernels_q8_simd.hpp, kernels_fast_bf16_avx512bf16.cpp) of weight
+// rows [r0, r1) against B activation rows. B == 1 (decode): tiles of D rows, prefetching
+// the stream ahead, then single rows. Else, per chunk of at most `chunk` activation rows
+// (they stay in L2 while the weight rows pass): R weight rows at a time against the chunk's
+// rows G at a time (the first chunk's first group prefetches), then single rows.
+// tile(rows, nb, prefetch, r, b): rows and nb integral constants, prefetch a bool constant,
+// r the first weight row, b the first activation row.
+template <int D, int R, int G, class Tile>
+inline void fast_tiles(int64_t B, int64_t r0, int64_t r1, int64_t chunk, Tile&& tile) {
+  using One = std::integral_constant<int, 1>;
+  int64_t r = r0;
+  if (B == 1) {
+    for (; r + D <= r1; r += D) tile(std::integral_constant<int, D>{}, One{}, std::true_type{}, r, 0);
+    for (; r < r1; ++r) tile(One{}, One{}, std::false_type{}, r, 0);
+    return;
+  }
+  for (int64_t t0 = 0; t0 < B; t0 += chunk) {
+    const int64_t nt = B - t0 < chunk ? B - t0 : chunk;
+    for (r = r0; r + R <= r1; r += R)
+      by_groups<G>(nt, [&](auto nb, int64_t b) {
+        if (t0 == 0 && b == 0) tile(std::integral_constant<int, R>{}, nb, std::true_type{}, r, t0 + b);
+        else tile(std::integral_constant<int, R>{}, nb, std::false_type{}, r, t0 + b);
+      });
+    for (; r < r1; ++r)
+      by_groups<G>(nt, [&](auto nb, int64_t b) { tile(One{}, nb, std::false_type{}, r, t0 + b); });
+  }
+}
+
 // The block types' stream, one step per block: Q8_0 (a byte or more per weight) takes
 // g_prefetch_wide, the 4-6-bit blocks g_prefetch_narrow.
 template <class Q, int R>
