@@ -612,11 +612,14 @@ TEST_CASE("estimate --runtime nunchaku on a GPU: the CUDA backend's run state", 
   CHECK(find(c.host, "logits_readback") == nullptr);
   // A plan charges a device that runs layers on the CPU the CPU backend's state instead.
   CHECK(e.cpu_activation_bytes == c.component("activations") + c.component("scratch") + c.component("thread_buffers"));
-  // CPU, 16-bit weights: 3 workers' TLS + 4 threads' f32 panels of 32 rows x 11008 columns (down_proj).
-  CHECK(c.component("thread_buffers") == 3 * static_tls_bytes() + 4ULL * 32 * 11008 * 4);
+  // CPU, 16-bit weights: 3 workers' TLS; the GEMM reads 16-bit rows in place (no panel).
+  CHECK(c.component("thread_buffers") == 3 * static_tls_bytes());
   CHECK(estimate(m.ck, m.layout, w).activation_bytes == c.component("activations") + c.component("scratch") + c.component("thread_buffers"));
   Model f32 = llama("llama2-7b-config", DType::F32);
   CHECK(estimate(f32.ck, f32.layout, w).component("thread_buffers") == 3 * static_tls_bytes());  // f32: no panel
+  // Quantized weights: + 4 threads' f32 panels of 32 rows x 11008 columns (down_proj).
+  w.quant.scheme = QuantScheme::GGML;
+  CHECK(estimate(m.ck, m.layout, w).component("thread_buffers") == 3 * static_tls_bytes() + 4ULL * 32 * 11008 * 4);
 }
 
 TEST_CASE("estimate --device cpu: no GPU levers, no offload to the memory the states are in", "[estimate][runtime]") {

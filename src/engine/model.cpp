@@ -119,7 +119,7 @@ void Transformer::bind(const ModelLayout& layout) {
 
 int64_t Transformer::panel_cols() const {
   int64_t cols = 0;
-  auto widen = [&](const WeightMatrix& w) { cols = w.dtype == DType::F32 ? cols : std::max(cols, w.cols); };
+  auto widen = [&](const WeightMatrix& w) { cols = cpu_gemm_uses_panel(w.dtype) ? std::max(cols, w.cols) : cols; };
   for (const Layer& L : layers_)
     for (const WeightMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) widen(*w);
   widen(head_.w);

@@ -12,7 +12,7 @@ namespace nunchaku {
 // (engine::kMatmulGemmBatch); fewer rows read each weight row directly.
 constexpr int64_t kCpuGemmMinRows = 16;
 
-// The blocked GEMM over weights not stored as f32 converts this many weight rows at a time
+// The blocked GEMM over block-quantized weights dequantizes this many weight rows at a time
 // into a per-thread f32 panel (rows x the matrix's columns), grown to the widest matrix the
 // thread has run and kept until the thread ends.
 constexpr int64_t kCpuGemmPanelRows = 32;

@@ -54,7 +54,7 @@ int64_t panel_cols_of(const Checkpoint& ck, const ModelLayout& layout) {
   int64_t cols = 0;
   for (const Module& m : layout.modules)
     for (size_t i = 0; i < m.tensors.size() && i < m.roles.size(); ++i) {
-      if (m.tensors[i] >= ck.tensors.size() || ck.tensors[m.tensors[i]].dtype == DType::F32) continue;
+      if (m.tensors[i] >= ck.tensors.size() || !cpu_gemm_uses_panel(ck.tensors[m.tensors[i]].dtype)) continue;
       switch (m.roles[i]) {
         case Role::Q: case Role::K: case Role::V: case Role::Gate: case Role::Up: case Role::Head: cols = std::max(cols, d.hidden); break;
         case Role::O: cols = std::max(cols, d.q_dim()); break;

@@ -90,8 +90,12 @@ uint64_t stream_slot_bytes(const Checkpoint& ck, const Module& m);
 // (engine/backend_split.hpp) charges them once, not once per part.
 uint64_t engine_host_tables(const EngineConfig& c);
 
+// Whether the CPU's blocked GEMM dequantizes a weight of this type through the f32 panel:
+// block-quantized types do; F32, F16 and BF16 are read in place.
+inline bool cpu_gemm_uses_panel(DType t) { return t != DType::F32 && t != DType::F16 && t != DType::BF16; }
+
 // EngineConfig::panel_cols of a checkpoint's weights as stored: the widest input (columns) of
-// a matmul weight not stored as f32, by role (Q, K, V, gate, up and the head read hidden, O
+// a block-quantized matmul weight (cpu_gemm_uses_panel), by role (Q, K, V, gate, up and the head read hidden, O
 // q_dim, down the intermediate size; a tied embedding is the head), as the engine binds them.
 int64_t panel_cols_of(const Checkpoint& ck, const ModelLayout& layout);
 

@@ -104,8 +104,8 @@ uint64_t add_nunchaku(Estimate& e) {
   c.threads = w.threads;
   c.max_tokens = w.prefill_chunk;  // engine_max_tokens(--prefill-chunk, batch), resolved with the workload
   c.cuda = e.target == Target::Cuda;  // the CUDA backend's run state, as `run` on a GPU sizes it
-  // Weights not stored as f32 prefill through the per-thread f32 panel, as wide as the widest matrix.
-  if (e.weight_dtype != DType::F32 || w.quant.scheme != QuantScheme::None) c.panel_cols = std::max({d.hidden, d.q_dim(), d.inter});
+  // Block-quantized weights prefill through the per-thread f32 panel, as wide as the widest matrix.
+  if (cpu_gemm_uses_panel(e.weight_dtype) || w.quant.scheme != QuantScheme::None) c.panel_cols = std::max({d.hidden, d.q_dim(), d.inter});
   EngineMemory m = engine_memory(e.spec, c);
   for (auto& mod : e.modules)
     if (mod.kind == ModuleKind::Layer && d.layers > 0) mod.kv_bytes = m.kv_cache / uint64_t(d.layers);
@@ -130,7 +130,7 @@ uint64_t add_nunchaku(Estimate& e) {
                                  c.panel_cols > 0 && m.config.max_tokens >= kCpuGemmMinRows
                                      ? fmt::format(" + threads({}) × f32 GEMM panel {} rows × {} columns × 4 B", m.config.threads,
                                                    kCpuGemmPanelRows, c.panel_cols)
-                                     : " (f32 weights: no GEMM panel)")});
+                                     : " (f32/f16/bf16 weights: no GEMM panel)")});
   if (m.host_logits > 0)
     e.host.push_back({"logits_readback", m.host_logits,
                       fmt::format("page-locked host copy of the logits: logit_rows({}) × vocab({}) × 4 B", m.config.logit_rows, d.vocab)});
