@@ -109,8 +109,10 @@ TEST_CASE("matmul_rows: every path equals a float64 reference and is batch-invar
     for (DType dt : types) {
       const int64_t be = dtype_info(dt).block_elems;
       // Column counts: a tail after the 8-wide lanes (plain dtypes), one short block, one
-      // row within one GEMM column block, and rows split into 2 and 4 column blocks.
-      std::vector<Shape> shapes = {{67, 256}, {5, 1280}, {33, 2560}};
+      // row within one GEMM column block, and rows split into 2 and 4 column blocks; from
+      // 1024 columns on AVX2 takes its wide GEMM tile (3 rows: 70 = a 63-row block + 2 x 3
+      // + 1, 5 = 3 + 2).
+      std::vector<Shape> shapes = {{67, 256}, {5, 1280}, {33, 2560}, {70, 1024}};
       if (be == 1) shapes.push_back({9, 37});
       if (be == 32) shapes.push_back({70, 96});
       for (Shape sh : shapes) {

@@ -17,9 +17,14 @@ namespace {
 using V = __m256;
 constexpr int kW = 8, kSubVecs = 32 / kW;
 // Prefill GEMM register tile: 2 weight rows x 6 activation rows (12 accumulators of 16
-// registers; 3 rows x 6 spill, -25%; 3 x 4, session 14, bench_kernels batch 128-256: 6%
-// fewer cycles on 2048-column rows, 3% more on 576-column ones, not taken).
+// registers; 3 rows x 6 spill, -25%; 4 x 3 spill, +85% cycles). Rows of 1024 columns or
+// more take 3 x 4 (session 15, bench_kernels batch 128, F16 and Q8_0 over 2048 and 8192
+// columns: 6-9% fewer cycles; not BF16, see kWideTile); over 576 columns 3 x 4 took 1-4%
+// more, so narrow rows keep 2 x 6; 1 x 10 and 1 x 12 took twice the cycles. Column blocks
+// of 768 (beat 512 and 1024 on 2048-column rows; same speed on 768-column ones).
 constexpr int kGemmTileRows = 2, kGemmTileBatch = 6;
+constexpr int kGemmWideRows = 3, kGemmWideBatch = 4;
+constexpr int64_t kGemmWideCols = 1024, kGemmCols = 768;
 // Small batches (2..15 activation rows): 2 weight rows x 6 activation rows (1 x 8 and
 // 2 x 4 + 2 x 4 measured no better at batch 8).
 constexpr int kBatchRows = 2, kBatchTile = 6, kBlockBatchTile = 4;
@@ -48,14 +53,18 @@ inline __m128 vhsum4(V a, V b, V c, V d) {
   return _mm_unpacklo_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
 }
 
+// kWideTile: the GEMM takes the 3 x 4 tile on wide rows (BF16's widening needs a shift and
+// a temporary: 1-2.5% more cycles with 3 x 4 at 2048 and 8192 columns, so it keeps 2 x 6).
 struct LoadF32 {
   static constexpr int kElemBytes = 4;
+  static constexpr bool kWideTile = true;
   static V load(const uint8_t* row, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }
   static float one(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
   static const uint8_t* addr(const uint8_t* row, int64_t i) { return row + 4 * i; }
 };
 struct LoadBF16 {
   static constexpr int kElemBytes = 2;
+  static constexpr bool kWideTile = false;
   static V load(const uint8_t* row, int64_t i) {
     __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -65,6 +74,7 @@ struct LoadBF16 {
 };
 struct LoadF16 {
   static constexpr int kElemBytes = 2;
+  static constexpr bool kWideTile = true;
   static V load(const uint8_t* row, int64_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
   }

@@ -31,8 +31,12 @@ namespace {
 using V = __m512;
 constexpr int kW = 16, kSubVecs = 32 / kW;
 // Prefill GEMM register tile: 4 weight rows x 6 activation rows (24 accumulators of 32
-// registers: 10 loads per 24 FMAs; 2 rows left the FMA units idle: +42% on Ice Lake).
+// registers: 10 loads per 24 FMAs; 2 rows left the FMA units idle: +42% on Ice Lake; 3 x 8,
+// 5 x 5, 2 x 10 and 2 x 12 were slower on Zen 4), at every width. Column blocks of 1024
+// (session 15, against 768: 1-5% fewer cycles at batch 128 over 576-8192 columns).
 constexpr int kGemmTileRows = 4, kGemmTileBatch = 6;
+constexpr int kGemmWideRows = kGemmTileRows, kGemmWideBatch = kGemmTileBatch;
+constexpr int64_t kGemmWideCols = 0, kGemmCols = 1024;
 // Small batches (2..15 activation rows, e.g. batched decode): 3 weight rows x 8 activation
 // rows (24 accumulators; each weight vector converted once for 8 rows at batch 8: -30%
 // cycles against 2 x 6 and 2 x 2).

@@ -1,7 +1,8 @@
 // The SIMD kernels, written once over a vector type and included by each ISA's file
 // (kernels_avx2.cpp: V = __m256, kernels_avx512.cpp: V = __m512), inside its anonymous
 // namespace, after it has defined:
-//   V; kW (floats per V); kSubVecs = 32 / kW; kGemmTileRows x kGemmTileBatch (the GEMM register tile); kBatchRows, kBatchTile,
+//   V; kW (floats per V); kSubVecs = 32 / kW; kGemmTileRows x kGemmTileBatch (the GEMM register tile),
+//   kGemmWideRows x kGemmWideBatch from kGemmWideCols columns on, kGemmCols (its column block); kBatchRows, kBatchTile,
 //   kBlockBatchRows, kBlockBatchTile; vzero, vload (aligned), vloadu, vstore
 //   (aligned), vstoreu, vset1, vfma(a, b, c) = a*b + c, vhsum, vhsum4 (four vhsum at once);
 //   LoadF32 / LoadBF16 / LoadF16 (kElemBytes, load(row, i) -> V of kW values from element
@@ -132,60 +133,78 @@ inline void rows_times_batch(const uint8_t* row0, size_t row_bytes, int64_t n, c
 }
 
 // Prefill GEMM (many activation rows). Blocks: kGemmRows weight rows x kGemmBatch
-// activation rows x at most kGemmCols columns (equal column blocks, multiples of 8). Per
-// column block, a group of 6 activation rows (<= 18 KiB) stays in L1 while the block's
-// weight rows come from L2 kGemmTileRows at a time (the ISA's register tile: AVX2 2 rows,
-// 2 weight loads and 6 L1 loads per 12 FMAs; AVX-512 4 rows, 4 + 6 per 24).
-// Whole rows of up to 768 columns are one block: no accumulator traffic at all (768 beat
-// 512 and 1024 on 2048-column rows, same speed on 768-column ones).
-constexpr int64_t kGemmRows = 64, kGemmBatch = 48, kGemmCols = 768;
+// activation rows x at most kGemmCols columns (equal column blocks, multiples of kW). Per
+// column block, a group of NB activation rows stays in L1 while the block's weight rows
+// come from L2 R at a time: the ISA's register tile R x NB (kGemmTileRows x
+// kGemmTileBatch; AVX2 2 x 6: 2 weight loads and 6 L1 loads per 12 FMAs; AVX-512 4 x 6:
+// 4 + 6 per 24), or kGemmWideRows x kGemmWideBatch for rows of kGemmWideCols columns or
+// more (AVX2 3 x 4, for the loaders whose kWideTile says so). Whole rows of up to
+// kGemmCols columns are one block: no accumulator traffic at all. The tile shape changes
+// which sums run side by side, never a sum's order.
+constexpr int64_t kGemmRows = 64, kGemmBatch = 48;
 alignas(64) thread_local float g_gemm_acc[kGemmRows * kGemmBatch * kW];
 
-template <int R, class L>
+// One GEMM tile, not inlined: inlined into the block loops, GCC 12 kept one of the 3 x 4
+// F16 tile's accumulators on the stack (a store and a reload per iteration: 2x the cycles).
+template <int R, int NB, class L>
+__attribute__((noinline)) void gemm_tile(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1, int64_t n,
+                                         const float* x, int64_t ldx, float* acc, bool first, bool last, float* y,
+                                         int64_t ldy) {
+  tile_k<R, NB, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
+}
+
+template <int R, class L, int NB>
 inline void gemm_rows_group(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1, int64_t n, const float* x,
                             int64_t ldx, int64_t nb, float* acc, bool first, bool last, float* y, int64_t ldy) {
-  switch (nb) {
-    case 6: return tile_k<R, 6, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
-    case 5: return tile_k<R, 5, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
-    case 4: return tile_k<R, 4, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
-    case 3: return tile_k<R, 3, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
-    case 2: return tile_k<R, 2, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
-    default: return tile_k<R, 1, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
+  if constexpr (NB > 1) {
+    if (nb < NB) return gemm_rows_group<R, L, NB - 1>(row0, row_bytes, k0, k1, n, x, ldx, nb, acc, first, last, y, ldy);
+  }
+  gemm_tile<R, NB, L>(row0, row_bytes, k0, k1, n, x, ldx, acc, first, last, y, ldy);
+}
+
+template <class L, int R, int NB>
+void gemm_tiled(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+                int64_t r1) {
+  constexpr int64_t kRows = kGemmRows / R * R;  // row blocks of whole tiles
+  const size_t rb = w.row_bytes;
+  const int64_t n = w.cols, n8 = n / kW * kW;
+  const int64_t kblocks = (n8 + kGemmCols - 1) / kGemmCols;
+  const int64_t kc = kblocks <= 1 ? kGemmCols : (n8 / kW + kblocks - 1) / kblocks * kW;
+  float* acc = g_gemm_acc;
+  for (int64_t rc = r0; rc < r1; rc += kRows) {
+    const int64_t rce = rc + kRows < r1 ? rc + kRows : r1;
+    for (int64_t bc = 0; bc < B; bc += kGemmBatch) {
+      const int64_t bce = bc + kGemmBatch < B ? bc + kGemmBatch : B;
+      for (int64_t k0 = 0; k0 < n8 || k0 == 0; k0 += kc) {
+        const int64_t k1 = k0 + kc < n8 ? k0 + kc : n8;
+        const bool first = k0 == 0, last = k1 == n8;
+        for (int64_t b = bc; b < bce; b += NB) {
+          const int64_t nb = bce - b < NB ? bce - b : NB;
+          const float* xb = x + b * ldx;
+          float* yb = y + b * ldy;
+          float* ab = acc + (b - bc) * kGemmRows * kW;  // this group's accumulators: R*nb vectors per tile, in row order
+          auto group = [&]<int G>(int64_t r) {
+            gemm_rows_group<G, L, NB>(w.data + size_t(r) * rb, rb, k0, k1, n, xb, ldx, nb, ab + (r - rc) * nb * kW, first,
+                                      last, yb + r, ldy);
+          };
+          int64_t r = rc;
+          for (; r + R <= rce; r += R) group.template operator()<R>(r);
+          if constexpr (R > 2)
+            if (r + 2 <= rce) group.template operator()<2>(r), r += 2;
+          for (; r < rce; ++r) group.template operator()<1>(r);
+        }
+        if (k1 == n8) break;
+      }
+    }
   }
 }
 
 template <class L>
 void gemm_plain(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                 int64_t r1) {
-  const size_t rb = w.row_bytes;
-  const int64_t n = w.cols, n8 = n / kW * kW;
-  const int64_t kblocks = (n8 + kGemmCols - 1) / kGemmCols;
-  const int64_t kc = kblocks <= 1 ? kGemmCols : (n8 / kW + kblocks - 1) / kblocks * kW;
-  float* acc = g_gemm_acc;
-  for (int64_t rc = r0; rc < r1; rc += kGemmRows) {
-    const int64_t rce = rc + kGemmRows < r1 ? rc + kGemmRows : r1;
-    for (int64_t bc = 0; bc < B; bc += kGemmBatch) {
-      const int64_t bce = bc + kGemmBatch < B ? bc + kGemmBatch : B;
-      for (int64_t k0 = 0; k0 < n8 || k0 == 0; k0 += kc) {
-        const int64_t k1 = k0 + kc < n8 ? k0 + kc : n8;
-        const bool first = k0 == 0, last = k1 == n8;
-        for (int64_t b = bc; b < bce; b += kGemmTileBatch) {
-          const int64_t nb = bce - b < kGemmTileBatch ? bce - b : kGemmTileBatch;
-          const float* xb = x + b * ldx;
-          float* yb = y + b * ldy;
-          float* ab = acc + (b - bc) * kGemmRows * kW;  // this group's accumulators, row-pair blocks of 2*nb*8
-          int64_t r = rc;
-          for (; r + kGemmTileRows <= rce; r += kGemmTileRows)
-            gemm_rows_group<kGemmTileRows, L>(w.data + size_t(r) * rb, rb, k0, k1, n, xb, ldx, nb, ab + (r - rc) * nb * kW,
-                                              first, last, yb + r, ldy);
-          for (; r < rce; ++r)
-            gemm_rows_group<1, L>(w.data + size_t(r) * rb, rb, k0, k1, n, xb, ldx, nb, ab + (r - rc) * nb * kW, first, last,
-                                  yb + r, ldy);
-        }
-        if (k1 == n8) break;
-      }
-    }
-  }
+  if constexpr (kGemmWideRows != kGemmTileRows || kGemmWideBatch != kGemmTileBatch)  // then L::kWideTile is defined
+    if (L::kWideTile && w.cols >= kGemmWideCols) return gemm_tiled<L, kGemmWideRows, kGemmWideBatch>(w, x, ldx, B, y, ldy, r0, r1);
+  gemm_tiled<L, kGemmTileRows, kGemmTileBatch>(w, x, ldx, B, y, ldy, r0, r1);
 }
 
 // Prefill over block-quantized weights: kPanelRows weight rows at a time are dequantized
