@@ -111,8 +111,8 @@ TEST_CASE("matmul_rows: every path equals a float64 reference and is batch-invar
       // Column counts: a tail after the 8-wide lanes (plain dtypes), one short block, one
       // row within one GEMM column block, and rows split into 2 and 4 column blocks; from
       // 1024 columns on AVX2 takes its wide GEMM tile (3 rows: 70 = a 63-row block + 2 x 3
-      // + 1, 5 = 3 + 2).
-      std::vector<Shape> shapes = {{67, 256}, {5, 1280}, {33, 2560}, {70, 1024}};
+      // + 1, 5 = 3 + 2); at 8192 AVX2's Q6_K kernel takes 16 activation rows per chunk.
+      std::vector<Shape> shapes = {{67, 256}, {5, 1280}, {33, 2560}, {70, 1024}, {3, 8192}};
       if (be == 1) shapes.push_back({9, 37});
       if (be == 32) shapes.push_back({70, 96});
       for (Shape sh : shapes) {

@@ -489,7 +489,7 @@ inline void matmul_q6k(const WeightMatrix& w, const float* x, int64_t ldx, int64
   const int64_t nblocks = w.cols / 256;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + size_t(r) * w.row_bytes;
-    by_groups<4>(B, [&](auto nb, int64_t b) {
+    by_groups<8>(B, [&](auto nb, int64_t b) {
       q6k_tile<decltype(nb)::value>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
     });
   }
@@ -498,7 +498,10 @@ inline void matmul_q6k(const WeightMatrix& w, const float* x, int64_t ldx, int64
 // Q6_K: through the block policy where the ISA has one (AVX-512); the fused kernel above
 // where it is void (AVX2: the exact dequantized values cost one more multiply per value on
 // ports 0/1, +23% decode cycles; the fused kernel has no GEMM: a weight row at a time
-// against 32 activation rows at a time, which stay in L2 while the weight rows pass).
+// against 8 activation rows at a time (4 until session 15: 2-5% more cycles at batch 128),
+// over chunks of at most 512 KiB of activation rows, which stay in L2 while the weight rows
+// pass: 32 rows up to 4096 columns, 16 at 8192 (32 rows of 8192 columns, 1 MiB, fill L2:
+// bench_kernels batch 128, 2048x8192, 19.8 -> 16.7 tsc/B with 16).
 // Each (row, x) pair's sum does not depend on the chunking.
 template <class Q6 = BlockQ6_K>
 void matmul_q6(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
@@ -506,9 +509,11 @@ void matmul_q6(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, fl
   if constexpr (!std::is_void_v<Q6>) {
     matmul_blockq<Q6>(w, x, ldx, B, y, ldy, r0, r1);
   } else {
-    constexpr int64_t kChunk = 32;
-    for (int64_t b0 = 0; b0 < B; b0 += kChunk) {
-      const int64_t nb = B - b0 < kChunk ? B - b0 : kChunk;
+    constexpr int64_t kChunkBytes = 512 << 10;
+    const int64_t by_bytes = kChunkBytes / (4 * (w.cols > 0 ? w.cols : 1)) / 8 * 8;
+    const int64_t chunk = by_bytes < 8 ? 8 : by_bytes > 32 ? 32 : by_bytes;
+    for (int64_t b0 = 0; b0 < B; b0 += chunk) {
+      const int64_t nb = B - b0 < chunk ? B - b0 : chunk;
       matmul_q6k(w, x + b0 * ldx, ldx, nb, y + b0 * ldy, ldy, r0, r1);
     }
   }
