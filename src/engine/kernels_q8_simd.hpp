@@ -153,10 +153,18 @@ inline void kq8_tile(const uint8_t* row0, size_t row_bytes, int64_t nblocks, con
     for (int b = 0; b < NB; ++b) y[b * ldy + r] = hsum8(acc[r][b]);
 }
 
-// Tile shapes, the same for every ISA file (bench_kernels.sh, Zen 4: 2 decode rows cost 30%
-// more cycles, 3, 6 and 8 no fewer than 4).
-constexpr int kQ8DecodeRows = 4;                   // weight rows per decode tile
-constexpr int kQ8BatchRows = 2, kQ8BatchTile = 4;  // weight rows x activation rows per batch tile
+// Tile shapes (bench_kernels.sh, Zen 4: 2 decode rows cost 30% more cycles, 3, 6 and 8 no
+// fewer than 4). Batch tiles: 2 weight rows x 4 activation rows in the AVX2 file; 2 x 8
+// where the compiler has AVX-512's 32 registers (session 15, q4_k-fast over 2048x2048 and
+// 1024x8192: 4-6% fewer cycles at batch 128, 5-6% at 8 and 16 than 2 x 4; q5_k-fast 8%;
+// 2 x 6, 1 x 8 and 2 x 12 no better, 4 x 4 worse). Integer sums per (row, activation
+// row): the tile changes no bits.
+constexpr int kQ8DecodeRows = 4;  // weight rows per decode tile
+#if defined(__AVX512F__)
+constexpr int kQ8BatchRows = 2, kQ8BatchTile = 8;  // weight rows x activation rows per batch tile
+#else
+constexpr int kQ8BatchRows = 2, kQ8BatchTile = 4;
+#endif
 
 // fast_tiles (kernels_stream.hpp): decode tiles of kQ8DecodeRows rows, prefetching the
 // stream with its own plan, g_prefetch_fast; batches per chunk of activation rows of at
