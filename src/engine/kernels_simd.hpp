@@ -1,12 +1,14 @@
 // The SIMD kernels, written once over a vector type and included by each ISA's file
 // (kernels_avx2.cpp: V = __m256, kernels_avx512.cpp: V = __m512), inside its anonymous
 // namespace, after it has defined:
-//   V; kW (floats per V); kSubVecs = 32 / kW; kGemmTileRows x kGemmTileBatch (the GEMM register tile),
-//   kGemmWideRows x kGemmWideBatch from kGemmWideCols columns on, kGemmCols (its column block); kBatchRows, kBatchTile,
-//   kBlockBatchRows, kBlockBatchTile; vzero, vload (aligned), vloadu, vstore
-//   (aligned), vstoreu, vset1, vfma(a, b, c) = a*b + c, vhsum, vhsum4 (four vhsum at once);
-//   LoadF32 / LoadBF16 / LoadF16 (kElemBytes, load(row, i) -> V of kW values from element
-//   i, one(row, i), addr(row, i));
+//   V; kW (floats per V); kSubVecs = 32 / kW; kGemmTileRows x kGemmTileBatch (the GEMM
+//   register tile), kGemmWideRows x kGemmWideBatch (the tile from kGemmWideCols columns on;
+//   the same tile where the ISA has no wide one), kGemmCols (the GEMM's column block);
+//   kBatchRows, kBatchTile, kBlockBatchRows, kBlockBatchTile; vzero, vload (aligned),
+//   vloadu, vstore (aligned), vstoreu, vset1, vfma(a, b, c) = a*b + c, vhsum, vhsum4 (four
+//   vhsum at once); LoadF32 / LoadBF16 / LoadF16 (kElemBytes, load(row, i) -> V of kW
+//   values from element i, one(row, i), addr(row, i); where the wide tile differs,
+//   kWideTile: whether the GEMM takes it for this type);
 //   BlockQ8_0, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ4_K, BlockQ5_K (kBytes,
 //   kSubs sub-blocks of 32 values per block; one sub-block blocks: sub(blk, w), K types:
 //   pair(blk, p, kscales, lo, hi) for sub-blocks 2p and 2p+1, see KScales; each gives
