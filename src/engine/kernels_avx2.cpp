@@ -150,8 +150,8 @@ struct BlockQ4_K {
   static constexpr int kDecodeRows = 4;
   static void scales(const uint8_t* b, KScales& k) { k_scales(b, k); }
   static void pair(const uint8_t* b, int p, const KScales& k, __m256 lo[4], __m256 hi[4]) {
-    const __m256 dl = _mm256_set1_ps(k.ds[2 * p]), ml = _mm256_set1_ps(k.ms[2 * p]);
-    const __m256 dh = _mm256_set1_ps(k.ds16[2 * p + 1]), mh = _mm256_set1_ps(k.ms[2 * p + 1]);
+    const __m256 dl = _mm256_set1_ps(k.dm[4 * p]), ml = _mm256_set1_ps(k.dm[4 * p + 1]);
+    const __m256 dh = _mm256_set1_ps(k.dm16[4 * p + 2]), mh = _mm256_set1_ps(k.dm[4 * p + 3]);
     const __m256i m_lo = _mm256_set1_epi32(0x0F), m_hi = _mm256_set1_epi32(0xF0);
     const uint8_t* q = b + 16 + 32 * p;
 #pragma GCC unroll 4
@@ -217,8 +217,8 @@ struct BlockQ5_K {
   static constexpr int kDecodeRows = 4;
   static void scales(const uint8_t* b, KScales& k) { k_scales(b, k); }
   static void pair(const uint8_t* b, int p, const KScales& k, __m256 lo[4], __m256 hi[4]) {
-    const __m256 dl = _mm256_set1_ps(k.ds[2 * p]), ml = _mm256_set1_ps(k.ms[2 * p]);
-    const __m256 dh = _mm256_set1_ps(k.ds[2 * p + 1]), mh = _mm256_set1_ps(k.ms[2 * p + 1]);
+    const __m256 dl = _mm256_set1_ps(k.dm[4 * p]), ml = _mm256_set1_ps(k.dm[4 * p + 1]);
+    const __m256 dh = _mm256_set1_ps(k.dm[4 * p + 2]), mh = _mm256_set1_ps(k.dm[4 * p + 3]);
     const uint8_t* q = b + 48 + 32 * p;
     const __m256i m15 = _mm256_set1_epi32(15), b16 = _mm256_set1_epi32(16);
     const auto bit_as_16 = [&](__m256i h, int s) {  // bit s of each lane -> 16 or 0

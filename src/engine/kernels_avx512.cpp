@@ -152,8 +152,8 @@ struct BlockQ4_K {
   static constexpr int kDecodeRows = 8;
   static void scales(const uint8_t* b, KScales& k) { k_scales(b, k); }
   static void pair(const uint8_t* b, int p, const KScales& k, V lo[2], V hi[2]) {
-    const V tlo = _mm512_fmsub_ps(_mm512_set1_ps(k.ds[2 * p]), iota16(), _mm512_set1_ps(k.ms[2 * p]));
-    const V thi = _mm512_fmsub_ps(_mm512_set1_ps(k.ds[2 * p + 1]), iota16(), _mm512_set1_ps(k.ms[2 * p + 1]));
+    const V tlo = _mm512_fmsub_ps(_mm512_set1_ps(k.dm[4 * p]), iota16(), _mm512_set1_ps(k.dm[4 * p + 1]));
+    const V thi = _mm512_fmsub_ps(_mm512_set1_ps(k.dm[4 * p + 2]), iota16(), _mm512_set1_ps(k.dm[4 * p + 3]));
     const uint8_t* q = b + 16 + 32 * p;
     #pragma GCC unroll 16
     for (int j = 0; j < 2; ++j) {
@@ -209,7 +209,7 @@ struct BlockQ5_K {
     V t[2][2];  // [sub-block 2p or 2p+1][codes 0..15 or 16..31]
     #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      const V ds = _mm512_set1_ps(k.ds[2 * p + h]), ms = _mm512_set1_ps(k.ms[2 * p + h]);
+      const V ds = _mm512_set1_ps(k.dm[4 * p + 2 * h]), ms = _mm512_set1_ps(k.dm[4 * p + 2 * h + 1]);
       t[h][0] = _mm512_fmsub_ps(ds, iota16(), ms);
       t[h][1] = _mm512_fmsub_ps(ds, _mm512_add_ps(iota16(), _mm512_set1_ps(16)), ms);
     }

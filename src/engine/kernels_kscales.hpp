@@ -23,12 +23,13 @@ inline float hsum8(__m256 v) {
 
 // K types (Q4_K, Q5_K): a block's 8 sub-block scales and mins, decoded once per block
 // with a few byte shuffles (per sub-block and row, the scalar decode cost more than the
-// dot product on AVX2): ds[s] = d * scale_s, ms[s] = dmin * min_s (the same products the
-// scalar dequantizer forms), ds16[s] = ds[s] / 16 (exact) for high nibbles kept in place.
+// dot product on AVX2), interleaved: dm[2s] = d * scale_s, dm[2s+1] = dmin * min_s (the
+// same products the scalar dequantizer forms); dm16 (AVX2 only) as dm with d * scale_s / 16
+// (exact) at the even places, for high nibbles kept in place.
 // Q6_K: d6[i] = d * scale_i for its 16 sub-blocks of 16 values (exact: an 11-bit half
 // times an 8-bit integer), the first product of the scalar dequantizer's d * sc * q.
 struct KScales {
-  alignas(32) float ds[8], ms[8], ds16[8], d6[16];
+  alignas(64) float dm[16], dm16[16], d6[16];
 };
 // The 6-bit scales (sc) and mins (mn) of a K block's 8 sub-blocks, one byte each in the
 // low 8 bytes of each (the high 8 are zero).
@@ -48,13 +49,38 @@ inline void k_scale_bytes(const uint8_t* blk, __m128i& sc, __m128i& mn) {
                    _mm_and_si128(_mm_srli_epi16(z, 4), _mm_setr_epi8(0, 0, 0, 0, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0))),
       _mm_and_si128(_mm_srli_epi16(u, 2), top));
 }
+// The same 6-bit scales and mins as byte pairs: byte 2j = sc_j, byte 2j+1 = mn_j (one
+// shuffle, two shifts, masks; the bytes k_scale_bytes splits in two registers).
+inline __m128i k_scale_pairs(const uint8_t* blk) {
+  const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4));
+  // a: s[j], s[j+4] for j < 4 (masked to 6 bits), then s[j+4] twice for j >= 4: low nibble
+  // (scale) and high nibble (min), each with 2 high bits from a's first half 8 bytes before.
+  const __m128i a = _mm_shuffle_epi8(s, _mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 8, 9, 9, 10, 10, 11, 11));
+  const __m128i low = _mm_or_si128(
+      _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 63, 63, 63, 63, 15, 0, 15, 0, 15, 0, 15, 0)),
+      _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 0, 15, 0, 15, 0, 15)));
+  // (b >> 6) << 4 == (b >> 2) & 0x30, the bytes of a's first half moved up by 8.
+  const __m128i top = _mm_and_si128(_mm_srli_epi16(_mm_bslli_si128(a, 8), 2),
+                                    _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 48, 48, 48, 48, 48, 48, 48, 48));
+  return _mm_or_si128(low, top);
+}
 inline void k_scales(const uint8_t* blk, KScales& k) {
-  __m128i sc, mn;
-  k_scale_bytes(blk, sc, mn);
-  const __m256 ds = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk))), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
-  _mm256_store_ps(k.ds, ds);
-  _mm256_store_ps(k.ds16, _mm256_mul_ps(ds, _mm256_set1_ps(0.0625f)));
-  _mm256_store_ps(k.ms, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk + 2))), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn))));
+  const __m128i pairs = k_scale_pairs(blk);
+  // d, dmin, d, dmin, ...: the block's two f16 scales, broadcast as one 32-bit word.
+  const __m128i dd16 = _mm_broadcastd_epi32(_mm_loadu_si32(blk));
+#ifdef __AVX512F__
+  _mm512_store_ps(k.dm, _mm512_mul_ps(_mm512_cvtph_ps(_mm256_broadcastsi128_si256(dd16)),
+                                      _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(pairs))));
+#else
+  const __m256 dd = _mm256_cvtph_ps(dd16);
+  const __m256 lo = _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(pairs)));
+  const __m256 hi = _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_bsrli_si128(pairs, 8))));
+  _mm256_store_ps(k.dm, lo);
+  _mm256_store_ps(k.dm + 8, hi);
+  const __m256 by16 = _mm256_setr_ps(0.0625f, 1, 0.0625f, 1, 0.0625f, 1, 0.0625f, 1);
+  _mm256_store_ps(k.dm16, _mm256_mul_ps(lo, by16));
+  _mm256_store_ps(k.dm16 + 8, _mm256_mul_ps(hi, by16));
+#endif
 }
 
 inline void q6_scales(const uint8_t* blk, KScales& k) {
