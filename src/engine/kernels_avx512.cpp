@@ -200,11 +200,19 @@ struct BlockQ5_1 {
   static constexpr int kDecodeRows = 8;
   static void sub(const uint8_t* b, V w[2]) { q5_sub<true>(b, w); }
 };
-// As Q4_K, with bit s of qh[l] (the 32 bytes at 16) the 5th bit of value l of sub-block s.
+// As Q4_K, with bit s of qh[l] (the 32 bytes at 16) the 5th bit of value l of sub-block s:
+// the 32-entry table's index is the nibble with that bit above it (vpermt2ps reads index
+// bits 0..4). qh is widened once per block (k.qh: qh[l] << 4, one per 32-bit lane), then
+// shifted right by 2p or 2p+1 per pair: bit 4 is bit 2p or 2p+1 of qh[l].
 struct BlockQ5_K {
   static constexpr int64_t kBytes = 176, kSubs = 8;
   static constexpr int kDecodeRows = 8;
-  static void scales(const uint8_t* b, KScales& k) { k_scales(b, k); }
+  static void scales(const uint8_t* b, KScales& k) {
+    k_scales(b, k);
+    #pragma GCC unroll 2
+    for (int j = 0; j < 2; ++j)
+      _mm512_store_si512(reinterpret_cast<__m512i*>(k.qh4) + j, _mm512_slli_epi32(bytes16(b + 16 + 16 * j), 4));
+  }
   static void pair(const uint8_t* b, int p, const KScales& k, V lo[2], V hi[2]) {
     V t[2][2];  // [sub-block 2p or 2p+1][codes 0..15 or 16..31]
     #pragma GCC unroll 2
@@ -214,12 +222,16 @@ struct BlockQ5_K {
       t[h][1] = _mm512_fmsub_ps(ds, _mm512_add_ps(iota16(), _mm512_set1_ps(16)), ms);
     }
     const uint8_t* q = b + 48 + 32 * p;
-    const __m512i m15 = _mm512_set1_epi32(15), bit_lo = _mm512_set1_epi32(1 << (2 * p)), bit_hi = _mm512_set1_epi32(2 << (2 * p));
+    const __m512i m15 = _mm512_set1_epi32(15);
+    const __m128i sh_lo = _mm_cvtsi32_si128(2 * p), sh_hi = _mm_cvtsi32_si128(2 * p + 1);
+    constexpr int kSelect = 0xE4;  // ternary logic: c ? a : b, bit by bit (c = 15: the nibble)
     #pragma GCC unroll 16
     for (int j = 0; j < 2; ++j) {
-      const __m512i v = bytes16(q + 16 * j), qh = bytes16(b + 16 + 16 * j);
-      lo[j] = code5(_mm512_and_si512(v, m15), _mm512_test_epi32_mask(qh, bit_lo), t[0][0], t[0][1]);
-      hi[j] = code5(_mm512_srli_epi32(v, 4), _mm512_test_epi32_mask(qh, bit_hi), t[1][0], t[1][1]);
+      const __m512i v = bytes16(q + 16 * j), qh = _mm512_load_si512(reinterpret_cast<const __m512i*>(k.qh4) + j);
+      const __m512i il = _mm512_ternarylogic_epi32(v, _mm512_srl_epi32(qh, sh_lo), m15, kSelect);
+      const __m512i ih = _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 4), _mm512_srl_epi32(qh, sh_hi), m15, kSelect);
+      lo[j] = _mm512_permutex2var_ps(t[0][0], il, t[0][1]);
+      hi[j] = _mm512_permutex2var_ps(t[1][0], ih, t[1][1]);
     }
   }
 };

@@ -28,8 +28,10 @@ inline float hsum8(__m256 v) {
 // (exact) at the even places, for high nibbles kept in place.
 // Q6_K: d6[i] = d * scale_i for its 16 sub-blocks of 16 values (exact: an 11-bit half
 // times an 8-bit integer), the first product of the scalar dequantizer's d * sc * q.
+// qh4 (Q5_K on AVX-512): the block's 32 high-bit bytes, one per 32-bit lane, shifted left by 4.
 struct KScales {
   alignas(64) float dm[16], dm16[16], d6[16];
+  alignas(64) uint32_t qh4[32];
 };
 // The 6-bit scales (sc) and mins (mn) of a K block's 8 sub-blocks, one byte each in the
 // low 8 bytes of each (the high 8 are zero).
