@@ -175,29 +175,26 @@ struct BlockQ4_1 {
     for (int g = 0; g < 4; ++g) w[g] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(v[g]), m);
   }
 };
-// Q5_0 / Q5_1: value i's 5th bit is bit i of qh; w = d*(q - 16), or d*q + m. The 32
-// values are built as bytes in one register (qh's bits spread to bytes by a shuffle and a
-// compare, nibbles split into the two lanes), then widened 8 at a time like Q8_0.
+// Q5_0 / Q5_1: value i's 5th bit is bit i of qh; w = d*(q - 16) = fmsub(d, q, 16d) (d*q
+// and 16d exact, so one rounding of the exact d*(q - 16), as d*(q - 16) itself), or
+// fmadd(d, q, m). Codes in 32-bit lanes as Q4_0's nibbles; the 5th bit moved to bit 4 of
+// each lane by one variable shift of qh (pre-shifted left by 4 for bits 0..15).
 template <bool kMin>
 inline void q5_sub(const uint8_t* b, __m256 w[4]) {
-  __m256 d, m = _mm256_setzero_ps();
+  __m256 d, m;
   if constexpr (kMin) scale_pair(b, d, m);
-  else d = scale_one(b);
+  else d = scale_one(b), m = _mm256_mul_ps(d, _mm256_set1_ps(16));
   const uint8_t* p = b + (kMin ? 4 : 2);
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ULL));
-  const __m256i qh = _mm256_shuffle_epi8(_mm256_set1_epi32(int(blocks::load_u32(p))), spread);
-  const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), _mm256_set1_epi8(16));
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4));
-  __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(15)), hb);
-  if constexpr (!kMin) q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-  const __m128i half[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+  const __m256i qh = _mm256_set1_epi32(int(blocks::load_u32(p))), qh4 = _mm256_slli_epi32(qh, 4);
+  const __m256i b16 = _mm256_set1_epi32(16);
+  __m256i v[4];
+  nibbles_widened(p + 4, v);
 #pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) {
-    const __m128i n = (g & 1) ? _mm_srli_si128(half[g / 2], 8) : half[g / 2];
-    const __m256 f = _mm256_cvtepi32_ps(kMin ? _mm256_cvtepu8_epi32(n) : _mm256_cvtepi8_epi32(n));
-    w[g] = kMin ? _mm256_fmadd_ps(d, f, m) : _mm256_mul_ps(d, f);
+  for (int g = 0; g < 4; ++g) {  // values 8g .. 8g+7: bit 8g + lane of qh to bit 4
+    const __m256i cnt = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(g < 2 ? 8 * g : 8 * g - 4));
+    const __m256i q = _mm256_or_si256(v[g], _mm256_and_si256(_mm256_srlv_epi32(g < 2 ? qh4 : qh, cnt), b16));
+    const __m256 f = _mm256_cvtepi32_ps(q);
+    w[g] = kMin ? _mm256_fmadd_ps(d, f, m) : _mm256_fmsub_ps(d, f, m);
   }
 }
 struct BlockQ5_0 {
