@@ -236,10 +236,10 @@ void CpuBackend::allocate(const BackendSetup& s) {
     pos_ = alloc<int64_t>(size_t(T));
     kv_ = alloc<uint8_t>(kv_layer_bytes_ * 2 * size_t(dims_.layers));  // pages are touched as positions fill
     scores_ = alloc<float>(size_t(pool_.size()) * size_t(cfg_.max_context));
-    widest_ = std::max({dims_.hidden, dims_.q_dim(), dims_.kv_dim(), dims_.inter});
+    widest_ = dims_.widest_vector();
     vecs_ = alloc<float>(size_t(kVecSlots) * size_t(widest_));
     if (cfg_.fast_math) {  // engine_memory() charges the same
-      const int64_t in = std::max({dims_.hidden, dims_.q_dim(), dims_.inter});
+      const int64_t in = dims_.widest_matmul_input();
       q8_ld_ = cpu_q8k_row_bytes(in);
       q8_ = alloc<uint8_t>(size_t(std::max(T, R)) * q8_ld_);
       bf_ld_ = int64_t(cpu_bf16x_row_bytes(in) / 2);

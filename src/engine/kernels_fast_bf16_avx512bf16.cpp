@@ -70,7 +70,7 @@ void avx512bf16_matmul_rows_bf16x(const WeightMatrix& w, const uint16_t* x, int6
                                   int64_t ldy, int64_t r0, int64_t r1) {
   const int64_t n = w.cols;
   const size_t rb = w.row_bytes;
-  const int64_t chunk = int64_t(kChunkBytes / (size_t(ldx) * 2)) / kBatchTile * kBatchTile + kBatchTile;
+  const int64_t chunk = chunk_rows<kBatchTile>(kChunkBytes, size_t(ldx) * 2);
   fast_tiles<kDecodeRows, kBatchRows, kBatchTile>(B, r0, r1, chunk, [&](auto rows, auto nb, auto pf, int64_t r, int64_t b) {
     bf_tile<decltype(rows)::value, decltype(nb)::value, decltype(pf)::value>(w.data + size_t(r) * rb, rb, n, x + b * ldx,
                                                                              ldx, y + b * ldy + r, ldy);

@@ -177,7 +177,7 @@ void kq8_rows(const WeightMatrix& w, const uint8_t* xq, size_t ldxq, int64_t B, 
               int64_t r1) {
   const int64_t nblocks = w.cols / 256, n = w.cols;
   const size_t rb = w.row_bytes;
-  const int64_t chunk = int64_t(kQ8ChunkBytes / ldxq) / kQ8BatchTile * kQ8BatchTile + kQ8BatchTile;
+  const int64_t chunk = chunk_rows<kQ8BatchTile>(kQ8ChunkBytes, ldxq);
   fast_tiles<kQ8DecodeRows, kQ8BatchRows, kQ8BatchTile>(B, r0, r1, chunk, [&](auto rows, auto nb, auto pf, int64_t r, int64_t b) {
     kq8_tile<Q, decltype(rows)::value, decltype(nb)::value, decltype(pf)::value>(
         w.data + size_t(r) * rb, rb, nblocks, xq + size_t(b) * ldxq, ldxq, n, y + b * ldy + r, ldy);

@@ -52,6 +52,13 @@ inline void by_groups(int64_t B, F&& f) {
   }(std::make_integer_sequence<int, G - 1>{});
 }
 
+// fast_tiles' chunk: the activation rows of row_bytes each that fit in max_bytes, rounded
+// down to whole groups of G, plus one group (so never fewer than G).
+template <int G>
+constexpr int64_t chunk_rows(size_t max_bytes, size_t row_bytes) {
+  return int64_t(max_bytes / row_bytes) / G * G + G;
+}
+
 // The fast kernels' tiling (kernels_q8_simd.hpp, kernels_fast_bf16_avx512bf16.cpp) of weight
 // rows [r0, r1) against B activation rows. B == 1 (decode): tiles of D rows, prefetching
 // the stream ahead, then single rows. Else, per chunk of at most `chunk` activation rows

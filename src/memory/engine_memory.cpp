@@ -95,15 +95,15 @@ EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
   const uint64_t esize = c.kv_dtype == DType::F16 ? 2 : 4;
   m.kv_cache = sat_prod(uint64_t(d.layers), 2, uint64_t(c.max_batch), uint64_t(c.max_context), uint64_t(d.kv_dim()), esize);
   m.logits = sat_prod(R, uint64_t(d.hidden + d.vocab), 4);
-  const int64_t widest = std::max({d.hidden, d.q_dim(), d.kv_dim(), d.inter});
+  const int64_t widest = d.widest_vector();
   m.scratch = sat_add(sat_prod(uint64_t(c.threads), uint64_t(c.max_context), 4), sat_prod(uint64_t(kVecSlots), uint64_t(widest), 4));
   if (c.fast_math && !c.cuda) {  // both roundings, whatever the weights' types (the plan does not depend on the CPU)
-    const int64_t in = std::max({d.hidden, d.q_dim(), d.inter});
+    const int64_t in = d.widest_matmul_input();
     m.scratch = sat_add(m.scratch, sat_prod(std::max(T, R), cpu_q8k_row_bytes(in) + cpu_bf16x_row_bytes(in)));
   }
   if (c.cuda) {
     const uint64_t widest_matrix = sat_prod(uint64_t(std::max({d.vocab, d.inter, d.q_dim(), d.hidden})),
-                                            uint64_t(std::max({d.hidden, d.inter, d.q_dim()})), 4);
+                                            uint64_t(d.widest_matmul_input()), 4);
     m.scratch = sat_add(sat_add(std::min<uint64_t>(widest_matrix, cuda::kPanelBytes), cuda::kCublasWorkspaceBytes),
                         uint64_t(d.head_dim / 2) * 4);
     m.activations = sat_add(m.activations, sat_prod(R, 8));

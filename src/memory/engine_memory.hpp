@@ -4,6 +4,7 @@
 // runtime is exact by construction (tests compare it with what the engine allocated).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "format/checkpoint.hpp"
@@ -39,6 +40,10 @@ struct EngineDims {
   int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, inter = 0, vocab = 0, layers = 0;
   int64_t q_dim() const { return heads * head_dim; }
   int64_t kv_dim() const { return kv_heads * head_dim; }
+  // The widest matmul input: the columns of the widest layer or head matrix.
+  int64_t widest_matmul_input() const { return std::max({hidden, q_dim(), inter}); }
+  // The widest per-layer vector (a norm weight or bias widened to f32): a matmul input or k/v.
+  int64_t widest_vector() const { return std::max(widest_matmul_input(), kv_dim()); }
 };
 EngineDims engine_dims(const ModelSpec& spec);
 

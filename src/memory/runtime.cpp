@@ -105,7 +105,7 @@ uint64_t add_nunchaku(Estimate& e) {
   c.max_tokens = w.prefill_chunk;  // engine_max_tokens(--prefill-chunk, batch), resolved with the workload
   c.cuda = e.target == Target::Cuda;  // the CUDA backend's run state, as `run` on a GPU sizes it
   // Block-quantized weights prefill through the per-thread f32 panel, as wide as the widest matrix.
-  if (cpu_gemm_uses_panel(e.weight_dtype) || w.quant.scheme != QuantScheme::None) c.panel_cols = std::max({d.hidden, d.q_dim(), d.inter});
+  if (cpu_gemm_uses_panel(e.weight_dtype) || w.quant.scheme != QuantScheme::None) c.panel_cols = d.widest_matmul_input();
   EngineMemory m = engine_memory(e.spec, c);
   for (auto& mod : e.modules)
     if (mod.kind == ModuleKind::Layer && d.layers > 0) mod.kv_bytes = m.kv_cache / uint64_t(d.layers);
