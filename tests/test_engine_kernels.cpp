@@ -176,6 +176,59 @@ TEST_CASE("matmul_rows: every path equals a float64 reference and is batch-invar
   });
 }
 
+// Exactness of the SIMD dequantization itself: with one-hot activation rows each output is
+// one weight times 1 plus zeros, so every path must give dequant_row's float exactly. The
+// scales are random normal halves here (the test above keeps them powers of two, where
+// no product rounds), so a kernel that rounds (d*sc)*q - dmin*m differently, or decodes a
+// scale bit wrong, shows as a differing value.
+TEST_CASE("matmul_rows: every path reads each block weight as dequant_row gives it, to the bit", "[engine]") {
+  const DType types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                         DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  const int64_t rows = 11, cols = 512;  // decode tiles of 8 or 4 rows and their tails; 2 K blocks
+  test::for_each_isa([&](Isa now) {
+    for (DType dt : types) {
+      INFO(dtype_name(dt) << " on " << isa_name(now));
+      Lcg g{uint64_t(dt) * 977 + 5};
+      const auto& info = dtype_info(dt);
+      const size_t rb = size_t(*dtype_nbytes(dt, uint64_t(cols)));
+      std::vector<uint8_t> data(rb * size_t(rows));
+      for (uint8_t& b : data) b = uint8_t(g.next());
+      const auto random_half = [&] {  // +-[2^-8, 2^-3), all 10 mantissa bits random
+        return uint16_t(((7 + g.next() % 5) << 10) | (g.next() & 0x3ff) | ((g.next() & 1) << 15));
+      };
+      const bool mins = dt == DType::Q4_1 || dt == DType::Q5_1 || dt == DType::Q4_K || dt == DType::Q5_K;
+      for (size_t blk = 0; blk < data.size(); blk += info.block_bytes) {
+        uint16_t h = random_half();
+        std::memcpy(data.data() + blk + (dt == DType::Q6_K ? 208 : 0), &h, 2);
+        if (mins) h = random_half(), std::memcpy(data.data() + blk + 2, &h, 2);
+      }
+      WeightMatrix w{data.data(), dt, rows, cols, rb, "w"};
+      std::vector<float> ref(size_t(rows * cols));
+      for (int64_t r = 0; r < rows; ++r) dequant_row(w, r, ref.data() + r * cols);
+
+      // B one-hot activation rows, row b at column c0 + b; y[b][r] must be ref[r][c0 + b].
+      // Counts the differing values into n; the first one of a path is reported.
+      const auto compare = [&](int64_t B, int64_t c0, const char* path, int64_t& n) {
+        std::vector<float> x(size_t(B * cols), 0.0f), y(size_t(B * rows), NAN);
+        for (int64_t b = 0; b < B; ++b) x[size_t(b * cols + c0 + b)] = 1.0f;
+        matmul_rows(w, x.data(), cols, B, y.data(), rows, 0, rows);
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t r = 0; r < rows; ++r)
+            if (const float got = y[size_t(b * rows + r)], want = ref[size_t(r * cols + c0 + b)]; got != want && n++ == 0)
+              UNSCOPED_INFO(path << ": row " << r << " column " << c0 + b << ": " << got << " where dequant_row gives "
+                                 << want);
+      };
+      int64_t decode = 0, small = 0, gemm = 0;
+      for (int64_t c = 0; c < cols; ++c) compare(1, c, "decode", decode);
+      for (int64_t c = 0; c + 7 <= cols; c += 7) compare(7, c, "small batch", small);
+      compare(cols, 0, "prefill GEMM", gemm);
+      CHECK(decode == 0);
+      CHECK(small == 0);
+      CHECK(gemm == 0);
+    }
+  });
+}
+
 TEST_CASE("attention kernels: scores and weighted sums over cache rows equal float64", "[engine]") {
   test::for_each_isa([&](Isa now) {
     for (bool half : {false, true})
