@@ -148,6 +148,7 @@ struct BlockQ4_0 {
 struct BlockQ4_K {
   static constexpr int64_t kBytes = 144, kSubs = 8;
   static constexpr int kDecodeRows = 4;
+  static constexpr bool kUnrollPairs = false;
   static void scales(const uint8_t* b, KScales& k) { k_scales(b, k); }
   static void pair(const uint8_t* b, int p, const KScales& k, __m256 lo[4], __m256 hi[4]) {
     const __m256 dl = _mm256_set1_ps(k.dm[4 * p]), ml = _mm256_set1_ps(k.dm[4 * p + 1]);
@@ -212,6 +213,7 @@ struct BlockQ5_1 {
 struct BlockQ5_K {
   static constexpr int64_t kBytes = 176, kSubs = 8;
   static constexpr int kDecodeRows = 4;
+  static constexpr bool kUnrollPairs = true;
   static void scales(const uint8_t* b, KScales& k) { k_scales(b, k); }
   static void pair(const uint8_t* b, int p, const KScales& k, __m256 lo[4], __m256 hi[4]) {
     const __m256 dl = _mm256_set1_ps(k.dm[4 * p]), ml = _mm256_set1_ps(k.dm[4 * p + 1]);

@@ -150,6 +150,7 @@ struct BlockQ4_1 {
 struct BlockQ4_K {
   static constexpr int64_t kBytes = 144, kSubs = 8;
   static constexpr int kDecodeRows = 8;
+  static constexpr bool kUnrollPairs = false;
   static void scales(const uint8_t* b, KScales& k) { k_scales(b, k); }
   static void pair(const uint8_t* b, int p, const KScales& k, V lo[2], V hi[2]) {
     const V tlo = _mm512_fmsub_ps(_mm512_set1_ps(k.dm[4 * p]), iota16(), _mm512_set1_ps(k.dm[4 * p + 1]));
@@ -207,6 +208,7 @@ struct BlockQ5_1 {
 struct BlockQ5_K {
   static constexpr int64_t kBytes = 176, kSubs = 8;
   static constexpr int kDecodeRows = 8;
+  static constexpr bool kUnrollPairs = true;
   static void scales(const uint8_t* b, KScales& k) {
     k_scales(b, k);
     #pragma GCC unroll 2
@@ -241,6 +243,7 @@ struct BlockQ5_K {
 struct BlockQ6_K {
   static constexpr int64_t kBytes = 210, kSubs = 8;
   static constexpr int kDecodeRows = 8;
+  static constexpr bool kUnrollPairs = false;
   static void scales(const uint8_t* b, KScales& k) { q6_scales(b, k); }
   static void pair(const uint8_t* b, int p, const KScales& k, V lo[2], V hi[2]) {
     __m256i cl, ch;
