@@ -203,7 +203,7 @@ struct BlockQ5_1 {
 };
 // As Q4_K, with bit s of qh[l] (the 32 bytes at 16) the 5th bit of value l of sub-block s:
 // the 32-entry table's index is the nibble with that bit above it (vpermt2ps reads index
-// bits 0..4). qh is widened once per block (k.qh: qh[l] << 4, one per 32-bit lane), then
+// bits 0..4). qh is widened once per block (k.qh4: qh[l] << 4, one per 32-bit lane), then
 // shifted right by 2p or 2p+1 per pair: bit 4 is bit 2p or 2p+1 of qh[l].
 struct BlockQ5_K {
   static constexpr int64_t kBytes = 176, kSubs = 8;

@@ -33,26 +33,8 @@ struct KScales {
   alignas(64) float dm[16], dm16[16], d6[16];
   alignas(64) uint32_t qh4[32];
 };
-// The 6-bit scales (sc) and mins (mn) of a K block's 8 sub-blocks, one byte each in the
-// low 8 bytes of each (the high 8 are zero).
-inline void k_scale_bytes(const uint8_t* blk, __m128i& sc, __m128i& mn) {
-  // scale bytes s[0..12) at blk + 4: sub-block j < 4: scale s[j] & 63, min s[j+4] & 63;
-  // j >= 4: scale (s[j+4] & 15) | (s[j-4] >> 6) << 4, min (s[j+4] >> 4) | (s[j] >> 6) << 4.
-  const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4));  // 16 of the block's bytes
-  const __m128i x = _mm_shuffle_epi8(s, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1, -1));
-  const __m128i y = _mm_shuffle_epi8(s, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, -1, -1, -1, -1));
-  const __m128i z = _mm_shuffle_epi8(s, _mm_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1, -1));
-  const __m128i u = _mm_shuffle_epi8(s, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, -1, -1, -1, -1));
-  const __m128i top = _mm_set1_epi8(0x30);  // (b >> 6) << 4 == (b >> 2) & 0x30
-  sc = _mm_or_si128(_mm_and_si128(x, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0)),
-                    _mm_and_si128(_mm_srli_epi16(y, 2), top));
-  mn = _mm_or_si128(
-      _mm_or_si128(_mm_and_si128(z, _mm_setr_epi8(63, 63, 63, 63, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)),
-                   _mm_and_si128(_mm_srli_epi16(z, 4), _mm_setr_epi8(0, 0, 0, 0, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0))),
-      _mm_and_si128(_mm_srli_epi16(u, 2), top));
-}
-// The same 6-bit scales and mins as byte pairs: byte 2j = sc_j, byte 2j+1 = mn_j (one
-// shuffle, two shifts, masks; the bytes k_scale_bytes splits in two registers).
+// The 6-bit scales (sc) and mins (mn) of a K block's 8 sub-blocks as byte pairs: byte 2j
+// = sc_j, byte 2j+1 = mn_j (one shuffle, two shifts, masks).
 inline __m128i k_scale_pairs(const uint8_t* blk) {
   const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4));
   // a: s[j], s[j+4] for j < 4 (masked to 6 bits), then s[j+4] twice for j >= 4: low nibble
@@ -65,6 +47,13 @@ inline __m128i k_scale_pairs(const uint8_t* blk) {
   const __m128i top = _mm_and_si128(_mm_srli_epi16(_mm_bslli_si128(a, 8), 2),
                                     _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 48, 48, 48, 48, 48, 48, 48, 48));
   return _mm_or_si128(low, top);
+}
+// The same scales and mins one byte each in the low 8 bytes of two registers (the high 8
+// are zero): fast math's int16 scales.
+inline void k_scale_bytes(const uint8_t* blk, __m128i& sc, __m128i& mn) {
+  const __m128i p = k_scale_pairs(blk);
+  sc = _mm_shuffle_epi8(p, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
+  mn = _mm_shuffle_epi8(p, _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1));
 }
 inline void k_scales(const uint8_t* blk, KScales& k) {
   const __m128i pairs = k_scale_pairs(blk);
