@@ -171,6 +171,14 @@ NK_HD float rms_inv(double sumsq, int64_t n, float eps) {
 }
 
 NK_HD float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+// GELU with the tanh approximation (torch's gelu(approximate="tanh"), HF gelu_pytorch_tanh),
+// times u. One definition for the CPU engine (kernels.cpp) and the kernels.
+NK_HD float gelu_tanh_times(float g, float u) {
+  const float inner = 0.7978845608028654f * (g + 0.044715f * (g * g * g));
+  return 0.5f * g * (1.0f + tanhf(inner)) * u;
+}
+// Tanh soft-capping of a logit: cap * tanh(x / cap) (gemma2's attention and final logits).
+NK_HD float softcap_of(float x, float cap) { return cap * tanhf(x / cap); }
 
 // Rotary angle cos/sin for position `pos` and pair frequency `inv_freq` (computed in
 // double from the float angle, as the CPU engine does).

@@ -145,33 +145,62 @@ __device__ double block_sum(double v) {
 
 // ---- row-wise ops ----------------------------------------------------------------
 
-__global__ void embed_kernel(DMatrix table, const int32_t* ids, float* x) {
+__global__ void embed_kernel(DMatrix table, const int32_t* ids, float scale, float* x) {
   const int64_t t = blockIdx.x;
   const uint8_t* row = static_cast<const uint8_t*>(table.data) + uint64_t(ids[t]) * table.row_bytes;
-  for (int64_t i = threadIdx.x; i < table.cols; i += blockDim.x) x[t * table.cols + i] = dequant_at(row, table.type, i);
+  for (int64_t i = threadIdx.x; i < table.cols; i += blockDim.x) {
+    const float v = dequant_at(row, table.type, i);
+    x[t * table.cols + i] = scale == 1.0f ? v : v * scale;
+  }
 }
 
-// mode 0: out = norm(in); 1: in += delta, out = norm(in); 2: out[r] = norm(in[rows[r]]).
-__global__ void norm_kernel(int mode, float* in, const float* delta, const int64_t* rows, float* out, int64_t n, DVec w,
+// The norm's weight i: w, or 1 + w (computed in fp32, as the CPU backend and HF do).
+__device__ __forceinline__ float norm_w(const DNorm& n, int64_t i) {
+  const float w = vec_at(n.w, i);
+  return n.kind == NormType::RmsOnePlus ? 1.0f + w : w;
+}
+
+// One block per (row, group of n.w.n values). Row r reads in[rows[r]] (rows given) or in[r],
+// adding delta[r] first when given.
+__global__ void norm_kernel(float* in, const float* delta, const int64_t* rows, float* out, int64_t width, DNorm nw,
                             float eps) {
-  const int64_t r = blockIdx.x;
-  float* x = in + (mode == 2 ? rows[r] : r) * n;
-  double ss = 0;
+  const int64_t n = nw.w.n, groups = width / n;
+  const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups;
+  float* x = in + (rows ? rows[r] : r) * width + g * n;
+  float* o = out + r * width + g * n;
+  double ss = 0, sum = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     float v = x[i];
-    if (mode == 1) x[i] = v = v + delta[r * n + i];
+    if (delta) x[i] = v = v + delta[r * width + g * n + i];
     ss += double(v) * v;
+    sum += v;
   }
-  const float inv = rms_inv(block_sum(ss), n, eps);
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[r * n + i] = vec_at(w, i) * (x[i] * inv);
+  if (nw.kind != NormType::Layer) {
+    const float inv = rms_inv(block_sum(ss), n, eps);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] = norm_w(nw, i) * (x[i] * inv);
+    return;
+  }
+  const double mean = block_sum(sum) / double(n);
+  double dev = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dev += (double(x[i]) - mean) * (double(x[i]) - mean);
+  const float inv = rms_inv(block_sum(dev), n, eps), m = float(mean);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    o[i] = vec_at(nw.w, i) * ((x[i] - m) * inv) + (nw.bias.data ? vec_at(nw.bias, i) : 0.0f);
 }
 
 __global__ void add_kernel(float* x, const float* d, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) x[i] += d[i];
 }
-__global__ void silu_mul_kernel(float* g, const float* u, int64_t n) {
+__global__ void act_mul_kernel(float* g, const float* u, int64_t n, int act) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    g[i] = silu_times(g[i], u[i]);
+    g[i] = act == 0 ? silu_times(g[i], u[i]) : gelu_tanh_times(g[i], u[i]);
+}
+__global__ void scale_kernel(float* x, int64_t n, float s) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) x[i] *= s;
+}
+__global__ void softcap_kernel(float* x, int64_t n, float cap) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = softcap_of(x[i], cap);
 }
 __global__ void bias_kernel(float* y, int64_t ldy, int64_t rows, int64_t B, DVec bias) {
   const int64_t n = rows * B;
@@ -370,10 +399,43 @@ __device__ __forceinline__ float cache_at(const void* c, bool f16, uint64_t i) {
   return f16 ? __half2float(static_cast<const __half*>(c)[i]) : static_cast<const float*>(c)[i];
 }
 
-// One warp per (token, head) of q (h < heads) or k (h >= heads): optional RMSNorm of the
-// head, RoPE, then k and v into the cache.
+__device__ __forceinline__ int64_t rot_of(const AttnShape& s) { return s.rot_dims > 0 ? s.rot_dims : s.head_dim; }
+
+// The head at p (head_dim values) rotated at position `pos` (the lanes of one warp).
+__device__ void rope_head(const AttnShape& s, float* p, int64_t pos, const float* inv_freq, int lane) {
+  const int64_t rot = rot_of(s);
+  for (int64_t i = lane; i < rot / 2; i += 32) {
+    int64_t a, b;
+    rope_pair(s.neox, rot, i, a, b);
+    const float xa = p[a], xb = p[b];
+    float c, sn;
+    rope_cs(pos, inv_freq[i], c, sn);
+    if (s.mscale != 1.0f) c *= s.mscale, sn *= s.mscale;
+    p[a] = xa * c - xb * sn;
+    p[b] = xb * c + xa * sn;
+  }
+}
+
+// Head kh of token t's k and v into the caches at (slot, pos mod positions).
+__device__ void store_head(const AttnShape& s, const float* kh, const float* vh, int32_t slot, int64_t pos, int64_t head,
+                           void* kc, void* vc, int lane) {
+  const int64_t hd = s.head_dim, kv_dim = s.kv_heads * hd;
+  const uint64_t off = (uint64_t(slot) * uint64_t(s.positions) + uint64_t(pos % s.positions)) * uint64_t(kv_dim) + uint64_t(head * hd);
+  for (int64_t e = lane; e < hd; e += 32) {
+    if (s.f16_cache) {
+      static_cast<__half*>(kc)[off + e] = __float2half_rn(kh[e]);
+      static_cast<__half*>(vc)[off + e] = __float2half_rn(vh[e]);
+    } else {
+      static_cast<float*>(kc)[off + e] = kh[e];
+      static_cast<float*>(vc)[off + e] = vh[e];
+    }
+  }
+}
+
+// One warp per (token, head) of q (h < heads) or k (h >= heads): optional norm of the head,
+// RoPE, then k and v into the cache.
 __global__ void rope_cache_kernel(AttnShape s, float* q, float* k, const float* v, int64_t T, const int32_t* slot,
-                                  const int64_t* pos, const float* inv_freq, DVec qn, DVec kn, float eps, void* kc,
+                                  const int64_t* pos, const float* inv_freq, DNorm qn, DNorm kn, float eps, void* kc,
                                   void* vc) {
   const int lane = threadIdx.x & 31;
   const int64_t item = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
@@ -383,52 +445,47 @@ __global__ void rope_cache_kernel(AttnShape s, float* q, float* k, const float* 
   const bool is_q = h < s.heads;
   const int64_t kh = is_q ? 0 : h - s.heads;
   float* p = is_q ? q + t * s.heads * hd + h * hd : k + t * kv_dim + kh * hd;
-  const DVec& nw = is_q ? qn : kn;
-  float inv = 1.0f;
-  if (nw.data) {
+  const DNorm& nw = is_q ? qn : kn;
+  if (nw.w.data) {
     double ss = 0;
     for (int64_t e = lane; e < hd; e += 32) ss += double(p[e]) * p[e];
-    inv = rms_inv(warp_sum(ss), hd, eps);
+    const float inv = rms_inv(warp_sum(ss), hd, eps);
+    __syncwarp();
+    for (int64_t e = lane; e < hd; e += 32) p[e] = norm_w(nw, e) * (p[e] * inv);
   }
   __syncwarp();
-  for (int64_t i = lane; i < hd / 2; i += 32) {
-    int64_t a, b;
-    rope_pair(s.neox, hd, i, a, b);
-    float xa = p[a], xb = p[b];
-    if (nw.data) {
-      xa = vec_at(nw, a) * (xa * inv);
-      xb = vec_at(nw, b) * (xb * inv);
-    }
-    float c, sn;
-    rope_cs(pos[t], inv_freq[i], c, sn);
-    p[a] = xa * c - xb * sn;
-    p[b] = xb * c + xa * sn;
-  }
+  rope_head(s, p, pos[t], inv_freq, lane);
   __syncwarp();
-  if (is_q) return;
-  const uint64_t off = (uint64_t(slot[t]) * uint64_t(s.max_context) + uint64_t(pos[t])) * uint64_t(kv_dim) + uint64_t(kh * hd);
-  const float* vh = v + t * kv_dim + kh * hd;
-  for (int64_t e = lane; e < hd; e += 32) {
-    if (s.f16_cache) {
-      static_cast<__half*>(kc)[off + e] = __float2half_rn(p[e]);
-      static_cast<__half*>(vc)[off + e] = __float2half_rn(vh[e]);
-    } else {
-      static_cast<float*>(kc)[off + e] = p[e];
-      static_cast<float*>(vc)[off + e] = vh[e];
-    }
-  }
+  if (!is_q) store_head(s, p, v + t * kv_dim + kh * hd, slot[t], pos[t], kh, kc, vc, lane);
+}
+
+// One warp per (token, head) of x.
+__global__ void rope_kernel(AttnShape s, float* x, int64_t heads, int64_t T, const int64_t* pos, const float* inv_freq) {
+  const int64_t item = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (item >= T * heads) return;
+  rope_head(s, x + item * s.head_dim, pos[item / heads], inv_freq, threadIdx.x & 31);
+}
+
+// One warp per (token, kv head).
+__global__ void store_kv_kernel(AttnShape s, const float* k, const float* v, int64_t T, const int32_t* slot,
+                                const int64_t* pos, void* kc, void* vc) {
+  const int64_t item = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (item >= T * s.kv_heads) return;
+  const int64_t t = item / s.kv_heads, h = item % s.kv_heads, off = item * s.head_dim;
+  store_head(s, k + off, v + off, slot[t], pos[t], h, kc, vc, threadIdx.x & 31);
 }
 
 // One block of kWarps warps per (token, head); warps take positions round robin with an
 // online softmax each, merged at the end.
-__global__ void attention_kernel(AttnShape s, const float* q, const int32_t* slot, const int64_t* pos, int64_t window,
+__global__ void attention_kernel(AttnShape s, const float* q, const int32_t* slot, const int64_t* pos, AttnOpts opt,
                                  const void* kc, const void* vc, float* out) {
   __shared__ float sm[kWarps], sl[kWarps], so[kWarps][kMaxHdPerLane * 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.x / s.heads, h = blockIdx.x % s.heads, hd = s.head_dim;
   const int64_t g = h / (s.heads / s.kv_heads), kv_dim = s.kv_heads * hd;
+  const int64_t window = opt.window;
   const int64_t p1 = pos[t], lo = window > 0 ? (p1 - window + 1 > 0 ? p1 - window + 1 : 0) : 0;
-  const float scale = 1.0f / sqrtf(float(hd));
+  const float scale = opt.scale > 0 ? opt.scale : 1.0f / sqrtf(float(hd));
   const float* qh = q + t * s.heads * hd + h * hd;
   float qv[kMaxHdPerLane], o[kMaxHdPerLane];
   for (int j = 0; j < kMaxHdPerLane; ++j) {
@@ -437,15 +494,16 @@ __global__ void attention_kernel(AttnShape s, const float* q, const int32_t* slo
     o[j] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  const uint64_t base = uint64_t(slot[t]) * uint64_t(s.max_context);
+  const uint64_t base = uint64_t(slot[t]) * uint64_t(s.positions);
   for (int64_t p = lo + warp; p <= p1; p += kWarps) {
-    const uint64_t row = (base + uint64_t(p)) * uint64_t(kv_dim) + uint64_t(g * hd);
+    const uint64_t row = (base + uint64_t(p % s.positions)) * uint64_t(kv_dim) + uint64_t(g * hd);
     float part = 0.0f;
     for (int j = 0; j < kMaxHdPerLane; ++j) {
       const int64_t e = lane + 32 * j;
       if (e < hd) part += qv[j] * cache_at(kc, s.f16_cache, row + e);
     }
-    const float sc = scale * warp_sum(part);
+    float sc = scale * warp_sum(part);
+    if (opt.softcap > 0) sc = softcap_of(sc, opt.softcap);
     const float mn = fmaxf(m, sc), corr = expf(m - mn), wgt = expf(sc - mn);
     l = l * corr + wgt;
     for (int j = 0; j < kMaxHdPerLane; ++j) {
@@ -460,9 +518,10 @@ __global__ void attention_kernel(AttnShape s, const float* q, const int32_t* slo
   }
   for (int j = 0; j < kMaxHdPerLane; ++j) so[warp][lane + 32 * j] = o[j];
   __syncthreads();
-  float M = -INFINITY;
+  const float sink = opt.sinks.data ? vec_at(opt.sinks, h) : -INFINITY;
+  float M = sink;
   for (int w = 0; w < kWarps; ++w) M = fmaxf(M, sm[w]);
-  float L = 0.0f;
+  float L = opt.sinks.data ? expf(sink - M) : 0.0f;
   for (int w = 0; w < kWarps; ++w) L += sm[w] == -INFINITY ? 0.0f : sl[w] * expf(sm[w] - M);
   for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) {
     float acc = 0.0f;
@@ -571,34 +630,21 @@ bool engine_available(std::string* why) {
   return n > 0;
 }
 
-bool embed(Context& c, const DMatrix& table, const int32_t* ids, int64_t T, float* x, std::string* err) {
+bool embed(Context& c, const DMatrix& table, const int32_t* ids, int64_t T, float scale, float* x, std::string* err) {
   if (T == 0) return true;
   NK_CUDA(cudaSetDevice(c.device()));
-  NK_LAUNCH(embed_kernel, unsigned(T), 256, 0, st(c), table, ids, x);
+  NK_LAUNCH(embed_kernel, unsigned(T), 256, 0, st(c), table, ids, scale, x);
   return NK_LAUNCHED("embed");
 }
 
-bool rmsnorm(Context& c, const float* in, float* out, int64_t T, int64_t n, const DVec& w, float eps, std::string* err) {
-  if (T == 0) return true;
-  NK_CUDA(cudaSetDevice(c.device()));
-  NK_LAUNCH(norm_kernel, unsigned(T), 256, 0, st(c), 0, const_cast<float*>(in), nullptr, nullptr, out, n, w, eps);
-  return NK_LAUNCHED("rmsnorm");
-}
-
-bool add_rmsnorm(Context& c, float* x, const float* delta, float* out, int64_t T, int64_t n, const DVec& w, float eps,
-                 std::string* err) {
-  if (T == 0) return true;
-  NK_CUDA(cudaSetDevice(c.device()));
-  NK_LAUNCH(norm_kernel, unsigned(T), 256, 0, st(c), 1, x, delta, nullptr, out, n, w, eps);
-  return NK_LAUNCHED("add_rmsnorm");
-}
-
-bool select_rmsnorm(Context& c, const float* x, const int64_t* rows, int64_t R, float* out, int64_t n, const DVec& w,
-                    float eps, std::string* err) {
+bool norm(Context& c, float* in, const float* delta, const int64_t* rows, float* out, int64_t R, int64_t width,
+          const DNorm& n, float eps, std::string* err) {
   if (R == 0) return true;
+  if (n.w.n <= 0 || width % n.w.n != 0)
+    return fail(err, "norm of " + std::to_string(n.w.n) + " values over rows of " + std::to_string(width), __FILE__, __LINE__);
   NK_CUDA(cudaSetDevice(c.device()));
-  NK_LAUNCH(norm_kernel, unsigned(R), 256, 0, st(c), 2, const_cast<float*>(x), nullptr, rows, out, n, w, eps);
-  return NK_LAUNCHED("select_rmsnorm");
+  NK_LAUNCH(norm_kernel, unsigned(R * (width / n.w.n)), 256, 0, st(c), in, delta, rows, out, width, n, eps);
+  return NK_LAUNCHED("norm");
 }
 
 bool add(Context& c, float* x, const float* delta, int64_t count, std::string* err) {
@@ -608,11 +654,25 @@ bool add(Context& c, float* x, const float* delta, int64_t count, std::string* e
   return NK_LAUNCHED("add");
 }
 
-bool silu_mul(Context& c, float* gate, const float* up, int64_t count, std::string* err) {
+bool act_mul(Context& c, float* gate, const float* up, int64_t count, int act, std::string* err) {
   if (count == 0) return true;
   NK_CUDA(cudaSetDevice(c.device()));
-  NK_LAUNCH(silu_mul_kernel, grid_for(count, 256), 256, 0, st(c), gate, up, count);
-  return NK_LAUNCHED("silu_mul");
+  NK_LAUNCH(act_mul_kernel, grid_for(count, 256), 256, 0, st(c), gate, up, count, act);
+  return NK_LAUNCHED("act_mul");
+}
+
+bool scale(Context& c, float* x, int64_t count, float s, std::string* err) {
+  if (count == 0) return true;
+  NK_CUDA(cudaSetDevice(c.device()));
+  NK_LAUNCH(scale_kernel, grid_for(count, 256), 256, 0, st(c), x, count, s);
+  return NK_LAUNCHED("scale");
+}
+
+bool softcap(Context& c, float* x, int64_t count, float cap, std::string* err) {
+  if (count == 0) return true;
+  NK_CUDA(cudaSetDevice(c.device()));
+  NK_LAUNCH(softcap_kernel, grid_for(count, 256), 256, 0, st(c), x, count, cap);
+  return NK_LAUNCHED("softcap");
 }
 
 bool matmul(Context& c, const DMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, const DVec& bias,
@@ -625,8 +685,25 @@ bool matmul(Context& c, const DMatrix& w, const float* x, int64_t ldx, int64_t B
   return launch_gemv(c, w, x, ldx, B, y, ldy, bias, err);
 }
 
+bool rope(Context& c, const AttnShape& s, float* x, int64_t heads, int64_t T, const int64_t* pos, const float* inv_freq,
+          std::string* err) {
+  if (T == 0) return true;
+  NK_CUDA(cudaSetDevice(c.device()));
+  NK_LAUNCH(rope_kernel, unsigned((T * heads + kWarps - 1) / kWarps), 32 * kWarps, 0, st(c), s, x, heads, T, pos, inv_freq);
+  return NK_LAUNCHED("rope");
+}
+
+bool store_kv(Context& c, const AttnShape& s, const float* k, const float* v, int64_t T, const int32_t* slot,
+              const int64_t* pos, void* kcache, void* vcache, std::string* err) {
+  if (T == 0) return true;
+  NK_CUDA(cudaSetDevice(c.device()));
+  NK_LAUNCH(store_kv_kernel, unsigned((T * s.kv_heads + kWarps - 1) / kWarps), 32 * kWarps, 0, st(c), s, k, v, T, slot, pos,
+            kcache, vcache);
+  return NK_LAUNCHED("store_kv");
+}
+
 bool rope_and_cache(Context& c, const AttnShape& s, float* q, float* k, const float* v, int64_t T, const int32_t* slot,
-                    const int64_t* pos, const float* inv_freq, const DVec& q_norm, const DVec& k_norm, float eps,
+                    const int64_t* pos, const float* inv_freq, const DNorm& q_norm, const DNorm& k_norm, float eps,
                     void* kcache, void* vcache, std::string* err) {
   if (T == 0) return true;
   NK_CUDA(cudaSetDevice(c.device()));
@@ -637,12 +714,12 @@ bool rope_and_cache(Context& c, const AttnShape& s, float* q, float* k, const fl
 }
 
 bool attention(Context& c, const AttnShape& s, const float* q, int64_t T, const int32_t* slot, const int64_t* pos,
-               int64_t window, const void* kcache, const void* vcache, float* out, std::string* err) {
+               const AttnOpts& o, const void* kcache, const void* vcache, float* out, std::string* err) {
   if (T == 0) return true;
   if (s.head_dim > 32 * kMaxHdPerLane)
     return fail(err, "head_dim " + std::to_string(s.head_dim) + " above the kernel's 256", __FILE__, __LINE__);
   NK_CUDA(cudaSetDevice(c.device()));
-  NK_LAUNCH(attention_kernel, unsigned(T * s.heads), 32 * kWarps, 0, st(c), s, q, slot, pos, window, kcache, vcache, out);
+  NK_LAUNCH(attention_kernel, unsigned(T * s.heads), 32 * kWarps, 0, st(c), s, q, slot, pos, o, kcache, vcache, out);
   return NK_LAUNCHED("attention");
 }
 

@@ -77,38 +77,59 @@ class Context {
   uint64_t allocated_ = 0;
 };
 
-// x[t] = table[ids[t]] as fp32, hidden = table.cols.
-bool embed(Context& c, const DMatrix& table, const int32_t* ids, int64_t T, float* x, std::string* err);
-// out[t] = w * (in[t] * rms_inv(in[t])) for T rows of n (ld = n).
-bool rmsnorm(Context& c, const float* in, float* out, int64_t T, int64_t n, const DVec& w, float eps, std::string* err);
-// x[t] += delta[t]; out[t] = norm(x[t]).
-bool add_rmsnorm(Context& c, float* x, const float* delta, float* out, int64_t T, int64_t n, const DVec& w, float eps,
-                 std::string* err);
-// out[r] = norm(x[rows[r]]) for R rows (rows: device int64 indices).
-bool select_rmsnorm(Context& c, const float* x, const int64_t* rows, int64_t R, float* out, int64_t n, const DVec& w,
-                    float eps, std::string* err);
+// x[t] = table[ids[t]] as fp32 times `scale`, hidden = table.cols.
+bool embed(Context& c, const DMatrix& table, const int32_t* ids, int64_t T, float scale, float* x, std::string* err);
+
+// A norm: kind 0 RMS (w * x / rms), 1 RMS with (1 + w) (Gemma as stored by HF), 2 layer norm
+// (w * (x - mean) / std + bias); every run of w.n values of a row is normalized.
+enum class NormType : int { Rms = 0, RmsOnePlus = 1, Layer = 2 };
+struct DNorm {
+  DVec w, bias;
+  NormType kind = NormType::Rms;
+};
+// For R rows of `width`: row r is in[rows[r]] when rows (device int64 indices) is given, else
+// in[r]; with delta, in[r] += delta[r] first (then rows must be null). out[r] = norm(row).
+// in may equal out.
+bool norm(Context& c, float* in, const float* delta, const int64_t* rows, float* out, int64_t R, int64_t width,
+          const DNorm& n, float eps, std::string* err);
 bool add(Context& c, float* x, const float* delta, int64_t count, std::string* err);
-bool silu_mul(Context& c, float* gate, const float* up, int64_t count, std::string* err);
+// gate = act(gate) * up: act 0 SiLU, 1 GELU (tanh approximation).
+bool act_mul(Context& c, float* gate, const float* up, int64_t count, int act, std::string* err);
+bool scale(Context& c, float* x, int64_t count, float s, std::string* err);
+bool softcap(Context& c, float* x, int64_t count, float cap, std::string* err);  // x = cap * tanh(x / cap)
 // y[b*ldy + r] = sum_i W[r][i] x[b*ldx + i] (+ bias[r]) for r < w.rows, b < B.
 bool matmul(Context& c, const DMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
             const DVec& bias, std::string* err);
 
 struct AttnShape {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
-  int64_t max_context = 0;  // positions per cache slot
+  int64_t positions = 0;    // positions per cache slot of this layer (a sliding layer: a ring, p at p mod positions)
   bool f16_cache = false;
-  bool neox = true;         // rotary pairs: (i, i+hd/2) or (2i, 2i+1)
+  bool neox = true;         // rotary pairs: (i, i+rot/2) or (2i, 2i+1)
+  int64_t rot_dims = 0;     // rotated values at the start of each head (0 = head_dim)
+  float mscale = 1.0f;      // cos and sin times this (the rotary table's; longrope)
 };
-// Per token t: optional per-head RMSNorm of q and k (q_norm/k_norm, head_dim wide), RoPE at
-// pos[t] (inv_freq: head_dim/2 device floats), then k and v written to the cache at
-// (slot[t], pos[t]). Caches: [slots][max_context][kv_heads*head_dim], F32 or F16.
+// Per token t: x (T rows of heads*head_dim) rotated per head at pos[t] (inv_freq: rot/2 floats).
+bool rope(Context& c, const AttnShape& s, float* x, int64_t heads, int64_t T, const int64_t* pos, const float* inv_freq,
+          std::string* err);
+// k and v of each token into the caches at (slot[t], pos[t] mod positions).
+bool store_kv(Context& c, const AttnShape& s, const float* k, const float* v, int64_t T, const int32_t* slot,
+              const int64_t* pos, void* kcache, void* vcache, std::string* err);
+// Per token t: optional per-head norm of q and k (q_norm/k_norm, head_dim wide), RoPE at
+// pos[t], then k and v written to the cache as store_kv. Caches: [slots][positions][kv_heads*head_dim], F32 or F16.
 bool rope_and_cache(Context& c, const AttnShape& s, float* q, float* k, const float* v, int64_t T, const int32_t* slot,
-                    const int64_t* pos, const float* inv_freq, const DVec& q_norm, const DVec& k_norm, float eps,
+                    const int64_t* pos, const float* inv_freq, const DNorm& q_norm, const DNorm& k_norm, float eps,
                     void* kcache, void* vcache, std::string* err);
-// Causal GQA: out[t][h] = softmax(q[t][h] . K[slot[t]][lo..pos[t]] * scale) V[...], lo =
+struct AttnOpts {
+  int64_t window = 0;   // positions attended (0: from 0)
+  float scale = 0;      // scores = scale * q.k
+  float softcap = 0;    // scores = cap * tanh(scores / cap); 0 none
+  DVec sinks;           // per head: a logit in each softmax's denominator only
+};
+// Causal GQA: out[t][h] = softmax(scores of q[t][h] against K[slot[t]][lo..pos[t]]) V[...], lo =
 // pos - window + 1 (window 0: from 0).
 bool attention(Context& c, const AttnShape& s, const float* q, int64_t T, const int32_t* slot, const int64_t* pos,
-               int64_t window, const void* kcache, const void* vcache, float* out, std::string* err);
+               const AttnOpts& o, const void* kcache, const void* vcache, float* out, std::string* err);
 
 // For tests and gpu-check: whether a device answers, and the dequantized row r of w into
 // out_host (through the same element function the kernels use).

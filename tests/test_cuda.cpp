@@ -19,6 +19,7 @@
 #include "io/loader.hpp"
 #include "model/model.hpp"
 #include "tests/helpers.hpp"
+#include "tests/test_engine_helpers.hpp"
 
 using namespace nunchaku;
 
@@ -30,7 +31,7 @@ bool have_device() {
       WARN("ran on " << emu << ", not a GPU: the CUDA source executed on the CPU (docs/engine.md)");
     return true;
   }
-  WARN("skipped: no CUDA device (" << why << ")");
+  test::skip_case("no CUDA device (" + why + ")");
   return false;
 }
 }  // namespace

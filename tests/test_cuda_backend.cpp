@@ -15,11 +15,14 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -43,7 +46,7 @@ bool have_gpu() {
       WARN("ran on " << emu << ", not a GPU: the CUDA source executed on the CPU (docs/engine.md)");
     return true;
   }
-  WARN("skipped: no CUDA device (" << why << ")");
+  test::skip_case("no CUDA device (" + why + ")");
   return false;
 }
 
@@ -140,18 +143,29 @@ struct Rig {
   EngineDims d{256, 4, 2, 64, 512, 321, 2};
   std::unique_ptr<Backend> cpu, gpu;
   std::vector<float> inv_freq;
+  std::vector<float> inv_freq_local;  // table 1 (theta 1e6), with `windows`
+  EngineMemory mem;                   // the CPU backend's
   // panel_bytes > 0: a dequantization panel of that size instead of the largest matrix's.
-  Rig(DType kv = DType::F32, RopeStyle rope = RopeStyle::NeoX, uint64_t panel_bytes = 0, int64_t logit_rows = 8) {
-    const ModelSpec spec = test::spec_with_dims(d, 64);
+  // windows: per layer (sliding layers hold rings); then a second rotary table too. rot:
+  // rotated values per head (0 = head_dim).
+  Rig(DType kv = DType::F32, RopeStyle rope = RopeStyle::NeoX, uint64_t panel_bytes = 0, int64_t logit_rows = 8,
+      const std::vector<int64_t>& windows = {}, int64_t rot = 0) {
+    ModelSpec spec = test::spec_with_dims(d, 64);
+    if (!windows.empty()) spec.architecture = "gemma3", spec.layer_windows = windows, spec.rope_local_theta = 1e6;
     EngineConfig c{.max_batch = 4, .max_context = 64, .max_tokens = 32, .logit_rows = logit_rows, .kv_dtype = kv, .threads = 2};
-    for (int64_t i = 0; i < d.head_dim / 2; ++i) inv_freq.push_back(float(std::pow(10000.0, -2.0 * double(i) / double(d.head_dim))));
+    const int64_t dims = rot ? rot : d.head_dim;
+    for (int64_t i = 0; i < dims / 2; ++i) {
+      inv_freq.push_back(float(std::pow(10000.0, -2.0 * double(i) / double(dims))));
+      if (!windows.empty()) inv_freq_local.push_back(float(std::pow(1e6, -2.0 * double(i) / double(dims))));
+    }
     cpu = make_cpu_backend(2);
     gpu = make_cuda_backend(0);
-    cpu->allocate({d, engine_memory(spec, c), 1e-5f, rope, inv_freq});
+    mem = engine_memory(spec, c);
+    cpu->allocate({d, mem, 1e-5f, rope, inv_freq, inv_freq_local, rot});
     c.cuda = true;
     EngineMemory mg = engine_memory(spec, c);
     if (panel_bytes) mg.scratch = cuda::kCublasWorkspaceBytes + uint64_t(d.head_dim / 2) * 4 + panel_bytes;
-    gpu->allocate({d, mg, 1e-5f, rope, inv_freq});
+    gpu->allocate({d, mg, 1e-5f, rope, inv_freq, inv_freq_local, rot});
     CHECK(gpu->allocated_bytes() <= mg.total());  // the rest is the Transformer's host tables
   }
   void write(Buf b, const std::vector<float>& v) {
@@ -208,6 +222,198 @@ const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0
 
 }  // namespace
 
+namespace {
+
+// Normalized mean squared error of the GPU's first `rows` rows of b against the CPU's
+// (ggml's test-backend-ops measure): sum (gpu - cpu)^2 / sum cpu^2.
+double nmse(Rig& r, Buf b, int64_t rows) {
+  const auto want = r.cpu->read(b, rows), got = r.gpu->read(b, rows);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(got[i]) != std::isnan(want[i])) return INFINITY;
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+// Bounds. Exact: gathers (same dequantization, no arithmetic after it but one product).
+// Element-wise ops and norms: fp32 results one rounding apart at most (device expf/tanhf
+// against glibc's; double sums in a different order), relative error ~1e-7, NMSE ~1e-14.
+// Matmuls and attention: fp32 sums of up to 512 products in another order, NMSE ~1e-12;
+// a wrong index, pairing or scale gives NMSE > 1e-3.
+constexpr double kExact = 0, kElementwise = 1e-11, kSums = 1e-9;
+
+struct Row {
+  std::string op, type, shape;
+  double nmse, bound;
+};
+
+// Runs one row of the table: `f(backend, gpu?)` on both, then the NMSE of `out`.
+template <class F>
+void row(std::vector<Row>& table, Rig& r, const std::string& op, const std::string& type, Buf out, int64_t rows,
+         double bound, F&& f) {
+  f(*r.cpu, false);
+  f(*r.gpu, true);
+  const double e = nmse(r, out, rows);
+  table.push_back({op, type, fmt::format("{} x {}", rows, buf_width(r.d, out)), e, bound});
+  INFO(op << " " << type << " [" << table.back().shape << "]: NMSE " << e << " (bound " << bound << ")");
+  CHECK(e <= bound);
+}
+
+void print(const std::vector<Row>& table) {
+  std::string s = fmt::format("{:<22} {:<22} {:<12} {:>10} {:>8}\n", "op", "type", "shape", "nmse", "bound");
+  for (const Row& x : table) s += fmt::format("{:<22} {:<22} {:<12} {:>10.2e} {:>8.0e}\n", x.op, x.type, x.shape, x.nmse, x.bound);
+  UNSCOPED_INFO(s);  // shown with a failing row
+  if (std::getenv("NUNCHAKU_OP_TABLE")) std::fputs(s.c_str(), stdout);
+}
+
+const char* norm_name(NormKind k) { return k == NormKind::Rms ? "rms" : k == NormKind::RmsOnePlus ? "rms(1+w)" : "layer"; }
+
+void set_batch(Rig& r, const std::vector<int32_t>& slot, const std::vector<int64_t>& pos) {
+  std::vector<int32_t> id(slot.size());
+  for (size_t i = 0; i < id.size(); ++i) id[i] = int32_t((i * 37 + 5) % size_t(r.d.vocab));
+  r.tokens(id, slot, pos);
+}
+
+}  // namespace
+
+TEST_CASE("cuda ops: the op table (op x dtype x shape against the CPU backend, NMSE bound)", "[cuda][ops]") {
+  if (!have_gpu()) return;
+  std::mt19937 rng(21);
+  std::vector<Row> table;
+  Rig r;
+  const int64_t T = 5;
+  set_batch(r, {0, 0, 1, 2, 3}, {0, 1, 0, 0, 0});
+  for (DType t : kWeightTypes)
+    for (float scale : {1.0f, 5.656854f}) {
+      TwinMatrix m(t, r.d.vocab, r.d.hidden, rng);
+      row(table, r, "embed", fmt::format("{} x{}", dtype_name(t), scale), Buf::X, T, kExact,
+          [&](Backend& b, bool g) { b.embed(g ? m.gpu : m.cpu, scale); });
+    }
+  for (NormKind k : {NormKind::Rms, NormKind::RmsOnePlus, NormKind::Layer})
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+      TwinVec w(t, r.d.hidden, rng), bias(t, r.d.hidden, rng), wh(t, r.d.head_dim, rng);
+      const std::string ty = fmt::format("{} w {}", norm_name(k), dtype_name(t));
+      auto n = [&](bool g, const TwinVec& v) { return Norm{g ? v.gpu : v.cpu, k, k == NormKind::Layer ? (g ? bias.gpu : bias.cpu) : VecRef{}}; };
+      r.write(Buf::X, randn(size_t(T * r.d.hidden), rng, 3.0f));
+      r.write(Buf::Tmp, randn(size_t(T * r.d.hidden), rng));
+      r.write(Buf::Q, randn(size_t(T * r.d.q_dim()), rng));
+      row(table, r, "norm", ty, Buf::XN, T, kElementwise, [&](Backend& b, bool g) { b.norm(Buf::X, Buf::XN, n(g, w)); });
+      row(table, r, "norm per head", ty, Buf::Q, T, kElementwise, [&](Backend& b, bool g) { b.norm(Buf::Q, Buf::Q, n(g, wh)); });
+      row(table, r, "add_norm (fused)", ty, Buf::XN, T, kElementwise,
+          [&](Backend& b, bool g) { b.add_norm(Buf::X, Buf::Tmp, Buf::XN, n(g, w)); });
+      CHECK(nmse(r, Buf::X, T) <= kElementwise);
+      const std::vector<int64_t> rows = {4, 1, 3};
+      row(table, r, "select_rows", ty, Buf::Sel, 3, kElementwise, [&](Backend& b, bool g) { b.select_rows(rows, n(g, w)); });
+    }
+  for (Activation a : {Activation::Silu, Activation::GeluTanh}) {
+    r.write(Buf::Gate, randn(size_t(T * r.d.inter), rng, 4.0f));
+    r.write(Buf::Up, randn(size_t(T * r.d.inter), rng));
+    row(table, r, "act_mul", std::string(activation_name(a)), Buf::Gate, T, kElementwise,
+        [&](Backend& b, bool) { b.act_mul(Buf::Gate, Buf::Up, a); });
+  }
+  r.write(Buf::X, randn(size_t(T * r.d.hidden), rng, 3.0f));
+  r.write(Buf::Tmp, randn(size_t(T * r.d.hidden), rng));
+  row(table, r, "add", "f32", Buf::X, T, kElementwise, [&](Backend& b, bool) { b.add(Buf::X, Buf::Tmp); });
+  row(table, r, "scale", "f32 x0.37", Buf::X, T, kElementwise, [&](Backend& b, bool) { b.scale(Buf::X, 0.37f); });
+  row(table, r, "softcap", "f32 cap 2.5", Buf::X, T, kElementwise, [&](Backend& b, bool) { b.softcap(Buf::X, 2.5f); });
+  {
+    TwinMatrix head(DType::Q8_0, r.d.vocab, r.d.hidden, rng);
+    TwinVec w(DType::F32, r.d.hidden, rng);
+    row(table, r, "head + softcap", "q8_0 cap 30", Buf::Logits, 3, kSums, [&](Backend& b, bool g) {
+      const std::vector<int64_t> rows = {0, 2, 4};
+      b.select_rows(rows, Norm{g ? w.gpu : w.cpu});
+      b.head(g ? head.gpu : head.cpu, 3);
+      b.softcap(Buf::Logits, 30.0f);
+    });
+  }
+  for (DType t : kWeightTypes)
+    for (int64_t B : {1, 3, 20}) {
+      std::vector<int32_t> slot(size_t(B), 0);
+      std::vector<int64_t> pos(static_cast<size_t>(B));
+      for (int64_t i = 0; i < B; ++i) pos[size_t(i)] = i;
+      set_batch(r, slot, pos);
+      TwinMatrix gate(t, r.d.inter, r.d.hidden, rng), up(t, r.d.inter, r.d.hidden, rng);
+      r.write(Buf::XN, randn(size_t(B * r.d.hidden), rng));
+      row(table, r, fmt::format("matmul T={}", B), std::string(dtype_name(t)), Buf::Gate, B, kSums, [&](Backend& b, bool g) {
+        const MatmulJob j[1] = {{g ? &gate.gpu : &gate.cpu, Buf::Gate, {}}};
+        b.matmul(j, Buf::XN);
+      });
+      for (Activation a : {Activation::Silu, Activation::GeluTanh})
+        row(table, r, fmt::format("matmul_act T={}", B), fmt::format("{} {}", dtype_name(t), activation_name(a)), Buf::Gate, B,
+            kSums, [&](Backend& b, bool g) {
+              b.matmul_act({g ? &gate.gpu : &gate.cpu, Buf::Gate, {}}, {g ? &up.gpu : &up.cpu, Buf::Up, {}}, Buf::XN, a);
+            });
+    }
+  print(table);
+}
+
+TEST_CASE("cuda ops: rope (tables, partial rotary), KV ring and attention (window, softcap, sinks) against the CPU",
+          "[cuda][ops]") {
+  if (!have_gpu()) return;
+  std::mt19937 rng(22);
+  std::vector<Row> table;
+  for (DType kv : {DType::F32, DType::F16})
+    for (RopeStyle style : {RopeStyle::NeoX, RopeStyle::Interleaved})
+      for (int64_t rot : {int64_t(0), int64_t(32)}) {
+        // Layer 1 slides over 4 positions: its cache is a ring of 4 + 32 - 1 = 35 of the 64.
+        Rig r(kv, style, 0, 8, {0, 4}, rot);
+        REQUIRE(r.mem.kv_positions == std::vector<int64_t>{64, 35});
+        const std::string ty = fmt::format("kv {} {} rot {}", dtype_name(kv), style == RopeStyle::NeoX ? "neox" : "inter",
+                                           rot ? rot : r.d.head_dim);
+        TwinVec qn(DType::BF16, r.d.head_dim, rng), kn(DType::F32, r.d.head_dim, rng), sinks(DType::F32, r.d.heads, rng);
+        // Slot 1: positions 0..29, then 30..45 (past the ring: indices wrap), then 46 beside
+        // slot 0's first token.
+        struct Step {
+          std::vector<int32_t> slot;
+          std::vector<int64_t> pos;
+        };
+        std::vector<Step> steps(3);
+        for (int64_t p = 0; p < 30; ++p) steps[0].slot.push_back(1), steps[0].pos.push_back(p);
+        for (int64_t p = 30; p < 46; ++p) steps[1].slot.push_back(1), steps[1].pos.push_back(p);
+        steps[2] = {{1, 0}, {46, 0}};
+        for (size_t s = 0; s < steps.size(); ++s) {
+          const int64_t T = int64_t(steps[s].slot.size());
+          set_batch(r, steps[s].slot, steps[s].pos);
+          for (int table_ix : {0, 1}) {
+            r.write(Buf::Q, randn(size_t(T * r.d.q_dim()), rng));
+            row(table, r, fmt::format("rope table {} step {}", table_ix, s), ty, Buf::Q, T, kElementwise,
+                [&](Backend& b, bool) { b.rope(Buf::Q, table_ix); });
+          }
+          for (int64_t layer : {0, 1}) {
+            r.write(Buf::Q, randn(size_t(T * r.d.q_dim()), rng));
+            r.write(Buf::K, randn(size_t(T * r.d.kv_dim()), rng));
+            r.write(Buf::V, randn(size_t(T * r.d.kv_dim()), rng));
+            const NormKind k = layer ? NormKind::RmsOnePlus : NormKind::Rms;
+            row(table, r, fmt::format("rope_and_cache L{} step {}", layer, s), ty + " qk " + norm_name(k), Buf::K, T,
+                kElementwise, [&](Backend& b, bool g) {
+                  b.rope_and_cache(layer, {g ? qn.gpu : qn.cpu, k}, {g ? kn.gpu : kn.cpu, k}, int(layer));
+                });
+            CHECK(nmse(r, Buf::Q, T) <= kElementwise);
+            const int64_t window = layer ? 4 : 0;
+            for (float cap : {0.0f, 1.5f})
+              for (bool sink : {false, true})
+                row(table, r, fmt::format("attention L{} step {}", layer, s),
+                    fmt::format("{} w{} cap {} sink {}", ty, window, cap, sink), Buf::Att, T, kSums,
+                    [&](Backend& b, bool g) {
+                      b.attention(layer, {window, 0.3f, cap, sink ? (g ? sinks.gpu : sinks.cpu) : VecRef{}});
+                    });
+          }
+          // The primitives the fused op stands for: store_kv after rope, into the ring.
+          r.write(Buf::K, randn(size_t(T * r.d.kv_dim()), rng));
+          r.write(Buf::V, randn(size_t(T * r.d.kv_dim()), rng));
+          row(table, r, fmt::format("store_kv + attention L1 step {}", s), ty, Buf::Att, T, kSums, [&](Backend& b, bool) {
+            b.rope(Buf::K, 1);
+            b.store_kv(1);
+            b.attention(1, {4, 0, 0, {}});
+          });
+        }
+      }
+  print(table);
+}
+
+
 TEST_CASE("cuda backend: without a device (or without CUDA) it refuses with engine.no_cuda", "[cuda]") {
   std::string why;
   if (cuda::engine_available(&why)) {
@@ -237,8 +443,8 @@ TEST_CASE("cuda backend: embedding, norms, residual adds, SiLU and row selection
   for (DType t : kWeightTypes) {  // Q4_1/Q5_1/Q4_K/Q5_K: a*b+c that nvcc must not fuse
     INFO("embedding " << dtype_name(t) << ", table " << r.d.vocab << " x " << r.d.hidden);
     TwinMatrix table(t, r.d.vocab, r.d.hidden, rng);
-    r.cpu->embed(table.cpu);
-    r.gpu->embed(table.gpu);
+    r.cpu->embed(table.cpu, 1.0f);
+    r.gpu->embed(table.gpu, 1.0f);
     CHECK(r.diff(Buf::X, 5) == 0.0);
   }
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
@@ -246,25 +452,25 @@ TEST_CASE("cuda backend: embedding, norms, residual adds, SiLU and row selection
     TwinVec w(t, r.d.hidden, rng);
     r.write(Buf::X, randn(size_t(5 * r.d.hidden), rng, 3.0f));
     r.write(Buf::Tmp, randn(size_t(5 * r.d.hidden), rng));
-    r.cpu->rmsnorm(Buf::X, Buf::XN, w.cpu);
-    r.gpu->rmsnorm(Buf::X, Buf::XN, w.gpu);
+    r.cpu->norm(Buf::X, Buf::XN, {w.cpu});
+    r.gpu->norm(Buf::X, Buf::XN, {w.gpu});
     CHECK(r.diff(Buf::XN, 5) < 1e-6);
-    r.cpu->add_rmsnorm(Buf::X, Buf::Tmp, Buf::XN, w.cpu);
-    r.gpu->add_rmsnorm(Buf::X, Buf::Tmp, Buf::XN, w.gpu);
+    r.cpu->add_norm(Buf::X, Buf::Tmp, Buf::XN, {w.cpu});
+    r.gpu->add_norm(Buf::X, Buf::Tmp, Buf::XN, {w.gpu});
     CHECK(r.diff(Buf::X, 5) < 1e-6);
     CHECK(r.diff(Buf::XN, 5) < 1e-6);
     r.cpu->add(Buf::X, Buf::Tmp);
     r.gpu->add(Buf::X, Buf::Tmp);
     CHECK(r.diff(Buf::X, 5) < 1e-6);
     const std::vector<int64_t> rows = {4, 1, 3};
-    r.cpu->select_rows(rows, w.cpu);
-    r.gpu->select_rows(rows, w.gpu);
+    r.cpu->select_rows(rows, {w.cpu});
+    r.gpu->select_rows(rows, {w.gpu});
     CHECK(r.diff(Buf::Sel, 3) < 1e-6);
   }
   r.write(Buf::Gate, randn(size_t(5 * r.d.inter), rng, 4.0f));
   r.write(Buf::Up, randn(size_t(5 * r.d.inter), rng));
-  r.cpu->silu_mul(Buf::Gate, Buf::Up);
-  r.gpu->silu_mul(Buf::Gate, Buf::Up);
+  r.cpu->act_mul(Buf::Gate, Buf::Up, Activation::Silu);
+  r.gpu->act_mul(Buf::Gate, Buf::Up, Activation::Silu);
   CHECK(r.diff(Buf::Gate, 5) < 1e-6);
 }
 
@@ -368,12 +574,12 @@ TEST_CASE("cuda backend: RoPE, KV cache writes and attention (GQA, window, f16 c
             r.write(Buf::Q, randn(size_t(T * r.d.q_dim()), rng));
             r.write(Buf::K, randn(size_t(T * r.d.kv_dim()), rng));
             r.write(Buf::V, randn(size_t(T * r.d.kv_dim()), rng));
-            r.cpu->rope_and_cache(1, qc, kc);
-            r.gpu->rope_and_cache(1, qg, kg);
+            r.cpu->rope_and_cache(1, {qc}, {kc}, 0);
+            r.gpu->rope_and_cache(1, {qg}, {kg}, 0);
             CHECK(r.diff(Buf::Q, T) < 1e-6);
             CHECK(r.diff(Buf::K, T) < 1e-6);
-            r.cpu->attention(1, window);
-            r.gpu->attention(1, window);
+            r.cpu->attention(1, {window, 0, 0, {}});
+            r.gpu->attention(1, {window, 0, 0, {}});
             CHECK(r.diff(Buf::Att, T) < 1e-4);
           }
         }

@@ -270,8 +270,8 @@ TEST_CASE("attention kernels: scores and weighted sums over cache rows equal flo
   });
 }
 
-TEST_CASE("cpu backend: fused matmul_silu / matmul_add equal the plain ops they replace, bit for bit", "[engine]") {
-  // Reference: Backend's default fused ops (matmul, then silu_mul / add), run on the same
+TEST_CASE("cpu backend: fused matmul_act / matmul_add equal the plain ops they replace, bit for bit", "[engine]") {
+  // Reference: Backend's default fused ops (matmul, then act_mul / add), run on the same
   // CPU backend; the override computes, adds biases and applies SiLU / the residual inside
   // the tasks. Batch 1 (decode tiles), 5 (small batch) and 20 (GEMM); with and without bias.
   EngineDims d{256, 4, 2, 64, 320, 64, 1};
@@ -309,11 +309,15 @@ TEST_CASE("cpu backend: fused matmul_silu / matmul_add equal the plain ops they 
       const auto xn = rand(T * d.hidden), h = rand(T * d.inter), x = rand(T * d.hidden);
 
       be->write(Buf::XN, xn);
-      be->Backend::matmul_silu(jg, ju, Buf::XN);
-      const auto want_gate = be->read(Buf::Gate, T);
-      be->write(Buf::XN, xn);
-      be->matmul_silu(jg, ju, Buf::XN);
-      CHECK(be->read(Buf::Gate, T) == want_gate);
+      for (Activation act : {Activation::Silu, Activation::GeluTanh}) {
+        INFO(activation_name(act));
+        be->write(Buf::XN, xn);
+        be->Backend::matmul_act(jg, ju, Buf::XN, act);
+        const auto want_gate = be->read(Buf::Gate, T);
+        be->write(Buf::XN, xn);
+        be->matmul_act(jg, ju, Buf::XN, act);
+        CHECK(be->read(Buf::Gate, T) == want_gate);
+      }
 
       be->write(Buf::Gate, h);
       be->write(Buf::X, x);
@@ -325,4 +329,89 @@ TEST_CASE("cpu backend: fused matmul_silu / matmul_add equal the plain ops they 
       CHECK(be->read(Buf::X, T) == want_x);
     }
   }
+}
+
+TEST_CASE("cpu backend: fused rope_and_cache / add_norm equal the primitives they compose, bit for bit", "[engine]") {
+  // Reference: Backend's default compositions (norm per head, rope, store_kv; add, norm) on
+  // the same backend; then attention over what each wrote must agree to the bit. Every norm
+  // kind, both rotary tables, a partial rotary, and a sliding layer whose ring wraps.
+  EngineDims d{64, 4, 2, 16, 128, 32, 2};
+  ModelSpec spec = test::spec_with_dims(d, 32);
+  spec.architecture = "gemma3", spec.layer_windows = {0, 3}, spec.rope_local_theta = 1e6;
+  const EngineConfig c{.max_batch = 1, .max_context = 32, .max_tokens = 6, .logit_rows = 1, .threads = 2};
+  const EngineMemory mem = engine_memory(spec, c);
+  REQUIRE(mem.kv_positions == std::vector<int64_t>{32, 8});
+  std::vector<float> f0, f1;
+  for (int i = 0; i < 6; ++i) f0.push_back(std::pow(1e4f, -i / 6.0f)), f1.push_back(std::pow(1e6f, -i / 6.0f));
+  Lcg g{11};
+  auto rand = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& f : v) f = g.uniform();
+    return v;
+  };
+  const auto qn = rand(d.head_dim), kn = rand(d.head_dim), wn = rand(d.hidden), bn = rand(d.hidden);
+  auto fused = make_cpu_backend(2), plain = make_cpu_backend(2);
+  for (auto* be : {fused.get(), plain.get()}) be->allocate({d, mem, 1e-6f, RopeStyle::NeoX, f0, f1, 12});
+  for (int64_t start : {0, 6, 12}) {  // positions 12..17 wrap layer 1's ring of 8
+    std::vector<int32_t> id(6, 0), slot(6, 0);
+    std::vector<int64_t> pos(6);
+    for (int64_t t = 0; t < 6; ++t) pos[size_t(t)] = start + t;
+    const auto q = rand(6 * d.q_dim()), k = rand(6 * d.kv_dim()), v = rand(6 * d.kv_dim()), x = rand(6 * d.hidden),
+               delta = rand(6 * d.hidden);
+    for (int64_t layer : {0, 1}) {
+      for (NormKind kind : {NormKind::Rms, NormKind::RmsOnePlus, NormKind::Layer}) {
+        INFO("positions from " << start << ", layer " << layer << ", norm " << norm_kind_name(kind));
+        const Norm nq{{qn.data(), DType::F32, d.head_dim}, kind}, nk{{kn.data(), DType::F32, d.head_dim}, kind};
+        const Norm nh{{wn.data(), DType::F32, d.hidden}, kind, {bn.data(), DType::F32, d.hidden}};
+        const Attention att{layer ? 3 : 0, 0.25f, 2.0f, {}};
+        for (auto* be : {fused.get(), plain.get()}) {
+          be->set_tokens({id, slot, pos});
+          be->write(Buf::Q, q);
+          be->write(Buf::K, k);
+          be->write(Buf::V, v);
+          be->write(Buf::X, x);
+          be->write(Buf::Tmp, delta);
+        }
+        fused->rope_and_cache(layer, nq, nk, int(layer));
+        plain->Backend::rope_and_cache(layer, nq, nk, int(layer));
+        CHECK(fused->read(Buf::Q, 6) == plain->read(Buf::Q, 6));
+        CHECK(fused->read(Buf::K, 6) == plain->read(Buf::K, 6));
+        fused->attention(layer, att);
+        plain->attention(layer, att);
+        CHECK(fused->read(Buf::Att, 6) == plain->read(Buf::Att, 6));
+        fused->add_norm(Buf::X, Buf::Tmp, Buf::XN, nh);
+        plain->Backend::add_norm(Buf::X, Buf::Tmp, Buf::XN, nh);
+        CHECK(fused->read(Buf::XN, 6) == plain->read(Buf::XN, 6));
+        CHECK(fused->read(Buf::X, 6) == plain->read(Buf::X, 6));
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu kernels: gelu-tanh, softcap, layer norm and a softmax with a sink against hand-computed values", "[engine]") {
+  // gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), torch.nn.functional.gelu(
+  // approximate="tanh") in float64: 1 -> 0.8411919906, -2 -> -0.0454023059, 0.5 -> 0.3457140.
+  float g[] = {1.0f, -2.0f, 0.5f};
+  const float u[] = {1.0f, 1.0f, 2.0f};
+  gelu_tanh_mul(g, u, 3);
+  CHECK(g[0] == Approx(0.8411919906).epsilon(1e-6));
+  CHECK(g[1] == Approx(-0.0454023059).epsilon(1e-5));
+  CHECK(g[2] == Approx(2 * 0.3457140).epsilon(1e-5));
+  float s[] = {3.0f, -30.0f};
+  softcap_inplace(s, 2, 2.5f);  // 2.5 tanh(1.2) = 2.0841365..., 2.5 tanh(-12) = -2.4999999...
+  CHECK(s[0] == Approx(2.0841365).epsilon(1e-6));
+  CHECK(s[1] == Approx(-2.5).epsilon(1e-6));
+  // layer norm of {1, 2, 3, 6}: mean 3, variance 3.5; (x - 3) / sqrt(3.5) * w + b.
+  const float x[] = {1, 2, 3, 6}, w[] = {1, 2, 1, 1}, b[] = {0, 0, 1, 0};
+  float out[4];
+  layernorm(x, w, b, 0.0f, 4, out);
+  CHECK(out[0] == Approx(-2 / std::sqrt(3.5)));
+  CHECK(out[1] == Approx(-2 / std::sqrt(3.5)));
+  CHECK(out[2] == Approx(1.0));
+  CHECK(out[3] == Approx(3 / std::sqrt(3.5)));
+  // softmax of {0, ln 2} with a sink logit 0: weights 1/4 and 2/4 (the sink takes 1/4).
+  float p[] = {0.0f, std::log(2.0f)};
+  softmax_with_sink(p, 2, 0.0f);
+  CHECK(p[0] == Approx(0.25));
+  CHECK(p[1] == Approx(0.5));
 }

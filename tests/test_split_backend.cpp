@@ -151,18 +151,21 @@ class HostBlind final : public Backend {
   void allocate(const BackendSetup& s) override { in->allocate(s); }
   uint64_t allocated_bytes() const override { return in->allocated_bytes(); }
   void set_tokens(const BatchTokens& t) override { in->set_tokens(t); }
-  void embed(const WeightMatrix& table) override {
+  bool supports(Op op, DType t) const override { return in->supports(op, t); }
+  void embed(const WeightMatrix& table, float scale) override {
     ++embeds;
-    in->embed(table);
+    in->embed(table, scale);
   }
-  void rmsnorm(Buf a, Buf b, const VecRef& w) override { in->rmsnorm(a, b, w); }
+  void norm(Buf a, Buf b, const Norm& n) override { in->norm(a, b, n); }
   void matmul(std::span<const MatmulJob> j, Buf x) override { in->matmul(j, x); }
-  void rope_and_cache(int64_t l, const VecRef& q, const VecRef& k) override { in->rope_and_cache(l, q, k); }
-  void attention(int64_t l, int64_t w) override { in->attention(l, w); }
-  void add_rmsnorm(Buf x, Buf d, Buf o, const VecRef& w) override { in->add_rmsnorm(x, d, o, w); }
+  void act_mul(Buf g, Buf u, Activation a) override { in->act_mul(g, u, a); }
+  void scale(Buf b, float s) override { in->scale(b, s); }
+  void softcap(Buf b, float c) override { in->softcap(b, c); }
+  void rope(Buf b, int t) override { in->rope(b, t); }
+  void store_kv(int64_t l) override { in->store_kv(l); }
+  void attention(int64_t l, const Attention& a) override { in->attention(l, a); }
   void add(Buf x, Buf d) override { in->add(x, d); }
-  void silu_mul(Buf g, Buf u) override { in->silu_mul(g, u); }
-  void select_rows(std::span<const int64_t> r, const VecRef& w) override { in->select_rows(r, w); }
+  void select_rows(std::span<const int64_t> r, const Norm& n) override { in->select_rows(r, n); }
   void head(const WeightMatrix& w, int64_t r) override { in->head(w, r); }
   std::span<const float> logits(int64_t r) override { return in->logits(r); }
   void write(Buf b, std::span<const float> v) override {

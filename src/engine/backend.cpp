@@ -13,4 +13,19 @@ int64_t buf_width(const EngineDims& d, Buf b) {
   }
 }
 
+std::string_view op_name(Op op) {
+  switch (op) {
+    case Op::Embed: return "embed";
+    case Op::Matmul: return "matmul";
+    case Op::Norm: return "norm";
+    case Op::ActMul: return "act_mul";
+    case Op::Scale: return "scale";
+    case Op::Softcap: return "softcap";
+    case Op::Add: return "add";
+    case Op::Rope: return "rope";
+    case Op::Attention: return "attention";
+  }
+  return "?";
+}
+
 }  // namespace nunchaku::engine

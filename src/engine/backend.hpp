@@ -20,6 +20,7 @@
 #include "engine/kernels.hpp"
 #include "io/placement.hpp"
 #include "memory/engine_memory.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku::engine {
 
@@ -52,10 +53,14 @@ enum class RopeStyle { NeoX, Interleaved };
 // The shape of the run state and what the ops need to know of the model.
 struct BackendSetup {
   EngineDims dims;
-  EngineMemory memory;      // sizes of everything allocate() makes (config resolved)
-  float eps = 1e-5f;        // RMSNorm epsilon
+  EngineMemory memory;      // sizes of everything allocate() makes (config resolved); KV
+                            // positions per layer in memory.kv_positions
+  float eps = 1e-5f;        // norm epsilon
   RopeStyle rope = RopeStyle::NeoX;
-  std::span<const float> inv_freq;  // [head_dim / 2]
+  std::span<const float> inv_freq;  // rotary table 0: [rot_dims / 2]
+  std::span<const float> inv_freq_local;  // table 1 (gemma3's sliding layers), empty if none
+  int64_t rot_dims = 0;     // rotated values at the start of each head; 0 = head_dim
+  float rope_mscale = 1.0f; // table 0's cos and sin times this (longrope's attention factor)
 };
 
 // The tokens of one forward pass: token t has id[t], cache slot slot[t], position pos[t].
@@ -65,6 +70,26 @@ struct BatchTokens {
   std::span<const int64_t> pos;
 };
 
+// A norm and its weights: every run of w.n values of a row is normalized (w.n = hidden for
+// the block norms, head_dim for q/k norms). `bias` for NormKind::Layer (optional).
+struct Norm {
+  VecRef w;
+  NormKind kind = NormKind::Rms;
+  VecRef bias;
+};
+
+// One layer's attention: causal GQA of Q against the layer's cache.
+struct Attention {
+  int64_t window = 0;   // positions attended (0 = all); a sliding layer's cache is a ring
+  float scale = 0;      // scores = scale * q.k (the recipe's, 1/sqrt(head_dim) for llama)
+  float softcap = 0;    // scores = cap * tanh(scores / cap) before the softmax; 0 = none
+  VecRef sinks;         // per head: a logit that joins each softmax's denominator only
+};
+
+// The primitives (Backend::supports). Fused ops are compositions of them.
+enum class Op : uint8_t { Embed, Matmul, Norm, ActMul, Scale, Softcap, Add, Rope, Attention };
+std::string_view op_name(Op op);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -73,6 +98,10 @@ class Backend {
   virtual bool can_read(Device weights) const = 0;  // weights the kernels can read in place
   virtual int threads() const = 0;            // host threads (sizes the attention scratch)
   virtual void* native_stream() const { return nullptr; }  // CUDA: the compute stream (cudaStream_t)
+  // Whether op `op` runs with data of type `t`: weights (Embed, Matmul), norm/bias vectors
+  // (Norm), the KV cache (Attention), activations (the rest: F32). The Transformer asks
+  // before it builds, so an unsupported model is refused with the op named, not mid-run.
+  virtual bool supports(Op op, DType t) const = 0;
 
   // What allocate() will make for a model of `spec` under `cfg` (the defaults resolved):
   // engine_memory() for one backend; a split backend (backend_split.hpp) sizes each part
@@ -83,46 +112,64 @@ class Backend {
   // Bytes allocate() made, counted at each allocation (tests compare with engine_memory).
   virtual uint64_t allocated_bytes() const = 0;
 
-  // ---- the ops of a forward pass, in the order the Transformer calls them ----
+  // ---- primitives, in the order the Transformer calls them ----
+  // Rows: T (the batch's tokens) for per-token buffers; Sel and Logits: the rows of the last
+  // select_rows().
   virtual void set_tokens(const BatchTokens& tokens) = 0;           // T = tokens.id.size()
   // The ops that follow, up to the next begin_layer() or select_rows(), are layer `layer`'s
   // (a split backend runs them on the part that holds that layer).
   virtual void begin_layer(int64_t /*layer*/) {}
-  virtual void embed(const WeightMatrix& table) = 0;                // X[t] = table[id[t]]
-  virtual void rmsnorm(Buf in, Buf out, const VecRef& w) = 0;      // per token, hidden wide
+  virtual void embed(const WeightMatrix& table, float scale) = 0;  // X[t] = table[id[t]] * scale
+  virtual void norm(Buf in, Buf out, const Norm& n) = 0;           // per row (in may be out)
   // All jobs read the same input; one dispatch for q/k/v (or gate/up) together.
   virtual void matmul(std::span<const MatmulJob> jobs, Buf in) = 0;
-  // Per token: q/k norms per head (when given), RoPE at the token's position, then K and V
-  // written to layer `layer`'s cache at (slot, pos).
-  virtual void rope_and_cache(int64_t layer, const VecRef& q_norm, const VecRef& k_norm) = 0;
-  // Causal GQA of Q against layer `layer`'s cache (window 0 = full), into Att.
-  virtual void attention(int64_t layer, int64_t window) = 0;
+  virtual void act_mul(Buf gate, Buf up, Activation act) = 0;      // gate = act(gate) * up
+  virtual void scale(Buf b, float s) = 0;                          // b *= s
+  virtual void softcap(Buf b, float cap) = 0;                      // b = cap * tanh(b / cap)
+  virtual void add(Buf x, Buf delta) = 0;                          // x += delta
+  // Q or K (b) rotated per head at each token's position with rotary table `table`.
+  virtual void rope(Buf b, int table) = 0;
+  // K and V of each token into layer `layer`'s cache at (slot, pos).
+  virtual void store_kv(int64_t layer) = 0;
+  // Q against layer `layer`'s cache (positions up to each token's own), into Att.
+  virtual void attention(int64_t layer, const Attention& a) = 0;
   // A hint: the next matmul reads `jobs`' weights (the views stay valid until it has run).
   // A backend may start fetching them during the ops in between: the CPU backend's threads
   // warm the first part of their shares of the rows into L2 while decode's attention runs.
   virtual void prefetch(std::span<const MatmulJob> /*jobs*/) {}
-  virtual void add_rmsnorm(Buf x, Buf delta, Buf out, const VecRef& w) = 0;  // x += delta; out = norm(x)
-  virtual void add(Buf x, Buf delta) = 0;                                    // x += delta
-  virtual void silu_mul(Buf gate, Buf up) = 0;                               // gate = silu(gate) * up
-  // ---- fused ops: the same arithmetic as the ops they replace, in fewer passes ----
-  // (Defaults compose the ops above; a backend overrides them to save a synchronisation.)
-  // gate.out = silu(gate . in) * (up . in), as matmul({gate, up}) then silu_mul.
-  virtual void matmul_silu(const MatmulJob& gate, const MatmulJob& up, Buf in) {
+  // Sel[r] = norm(X[rows[r]]) for the tokens that need logits.
+  virtual void select_rows(std::span<const int64_t> rows, const Norm& n) = 0;
+  // Head over the first `rows` Sel rows into Logits.
+  virtual void head(const WeightMatrix& w, int64_t rows) = 0;
+  // Logits of the first `rows` rows, [rows][vocab], readable on the host until the next op.
+  virtual std::span<const float> logits(int64_t rows) = 0;
+
+  // ---- fused ops: the same arithmetic as the primitives they replace, in fewer passes ----
+  // (Defaults compose the primitives; a backend overrides them to save a synchronisation.)
+  // Per token: q/k norms per head (when given), rope, then K and V into the cache.
+  virtual void rope_and_cache(int64_t layer, const Norm& q_norm, const Norm& k_norm, int table) {
+    if (q_norm.w) norm(Buf::Q, Buf::Q, q_norm);
+    if (k_norm.w) norm(Buf::K, Buf::K, k_norm);
+    rope(Buf::Q, table);
+    rope(Buf::K, table);
+    store_kv(layer);
+  }
+  // x += delta; out = norm(x).
+  virtual void add_norm(Buf x, Buf delta, Buf out, const Norm& n) {
+    add(x, delta);
+    norm(x, out, n);
+  }
+  // gate.out = act(gate . in) * (up . in), as matmul({gate, up}) then act_mul.
+  virtual void matmul_act(const MatmulJob& gate, const MatmulJob& up, Buf in, Activation act) {
     const MatmulJob jobs[2] = {gate, up};
     matmul(jobs, in);
-    silu_mul(gate.out, up.out);
+    act_mul(gate.out, up.out, act);
   }
   // x += job . in (job.out as scratch), as matmul({job}) then add(x, job.out).
   virtual void matmul_add(const MatmulJob& job, Buf in, Buf x) {
     matmul({&job, 1}, in);
     add(x, job.out);
   }
-  // Sel[r] = norm(X[rows[r]]) for the tokens that need logits.
-  virtual void select_rows(std::span<const int64_t> rows, const VecRef& w) = 0;
-  // Head over the first `rows` Sel rows into Logits.
-  virtual void head(const WeightMatrix& w, int64_t rows) = 0;
-  // Logits of the first `rows` rows, [rows][vocab], readable on the host until the next op.
-  virtual std::span<const float> logits(int64_t rows) = 0;
 
   // The first rows of a buffer to or from the host, row-major, `width(b)` floats per row:
   // tests and diagnostics, the split backend's moves of X between parts, and an embedding

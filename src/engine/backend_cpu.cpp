@@ -23,6 +23,8 @@
 namespace nunchaku::engine {
 namespace {
 
+// The widest head a ring that wraps mixes in two parts (the second into a stack buffer).
+constexpr int64_t kMaxWrapHeadDim = 512;
 // Most weight rows in one decode task (prefill tasks match the GEMM's 64-row blocks).
 constexpr int64_t kDecodeRows = 256;
 constexpr int64_t kDecodeBatchChunk = 32;  // activation rows per decode / small-batch task
@@ -66,26 +68,41 @@ class CpuBackend final : public Backend {
     std::copy(t.pos.begin(), t.pos.end(), pos_.get());
   }
 
-  void embed(const WeightMatrix& table) override {
+  bool supports(Op op, DType t) const override {
+    switch (op) {
+      case Op::Embed: case Op::Matmul: return matmul_supports(t);
+      case Op::Norm: return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+      case Op::Attention: return t == DType::F32 || t == DType::F16;  // the KV cache
+      default: return t == DType::F32;
+    }
+  }
+
+  void embed(const WeightMatrix& table, float scale) override {
     Buffer& x = buf(Buf::X);
-    pool_.run(T_, [&](int64_t t, int) { dequant_row(table, id_[t], x.row(t)); });
+    pool_.run(T_, [&](int64_t t, int) {
+      dequant_row(table, id_[t], x.row(t));
+      if (scale != 1.0f)
+        for (int64_t i = 0; i < table.cols; ++i) x.row(t)[i] *= scale;
+    });
   }
 
-  void rmsnorm(Buf in, Buf out, const VecRef& w) override {
-    const float* wf = widen(w, 0);
+  void norm(Buf in, Buf out, const Norm& n) override {
+    const float* wf = norm_weight(n, 0);
+    const float* bf = n.kind == NormKind::Layer ? widen(n.bias, 1) : nullptr;
     Buffer &a = buf(in), &b = buf(out);
-    pool_.run(T_, [&](int64_t t, int) { engine::rmsnorm(a.row(t), wf, eps_, dims_.hidden, b.row(t)); });
+    pool_.run(rows_of(in), [&](int64_t t, int) { norm_row(a.row(t), wf, bf, n, a.width, b.row(t)); });
   }
 
-  void add_rmsnorm(Buf x, Buf delta, Buf out, const VecRef& w) override {
-    const float* wf = widen(w, 0);
+  void add_norm(Buf x, Buf delta, Buf out, const Norm& n) override {
+    const float* wf = norm_weight(n, 0);
+    const float* bf = n.kind == NormKind::Layer ? widen(n.bias, 1) : nullptr;
     Buffer &a = buf(x), &d = buf(delta), &b = buf(out);
     const int64_t H = dims_.hidden;
     pool_.run(T_, [&](int64_t t, int) {
       float* xr = a.row(t);
       const float* dr = d.row(t);
       for (int64_t i = 0; i < H; ++i) xr[i] += dr[i];
-      engine::rmsnorm(xr, wf, eps_, H, b.row(t));
+      norm_row(xr, wf, bf, n, H, b.row(t));
     });
   }
 
@@ -99,15 +116,38 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void silu_mul(Buf gate, Buf up) override {
+  void act_mul(Buf gate, Buf up, Activation act) override {
     Buffer &g = buf(gate), &u = buf(up);
-    pool_.run(T_, [&](int64_t t, int) { engine::silu_mul(g.row(t), u.row(t), dims_.inter); });
+    pool_.run(T_, [&](int64_t t, int) { act_mul_row(act, g.row(t), u.row(t), dims_.inter); });
+  }
+
+  void scale(Buf b, float s) override {
+    Buffer& a = buf(b);
+    pool_.run(rows_of(b), [&](int64_t t, int) {
+      for (int64_t i = 0; i < a.width; ++i) a.row(t)[i] *= s;
+    });
+  }
+
+  void softcap(Buf b, float cap) override {
+    Buffer& a = buf(b);
+    pool_.run(rows_of(b), [&](int64_t t, int) { softcap_inplace(a.row(t), a.width, cap); });
+  }
+
+  void rope(Buf b, int table) override {
+    Buffer& a = buf(b);
+    const int64_t heads = a.width / dims_.head_dim;
+    pool_.run(T_, [&](int64_t t, int) { rope_row(a.row(t), heads, pos_[t], table); });
+  }
+
+  void store_kv(int64_t layer) override {
+    Buffer &K = buf(Buf::K), &V = buf(Buf::V);
+    pool_.run(T_, [&](int64_t t, int) { store_row(layer, t, K.row(t), V.row(t)); });
   }
 
   void matmul(std::span<const MatmulJob> jobs, Buf in) override { matmul_rows_of(jobs, buf(in), T_); }
-  void matmul_silu(const MatmulJob& gate, const MatmulJob& up, Buf in) override {
+  void matmul_act(const MatmulJob& gate, const MatmulJob& up, Buf in, Activation act) override {
     const MatmulJob jobs[2] = {gate, up};
-    matmul_rows_of(jobs, buf(in), T_, Fuse::Silu);
+    matmul_rows_of(jobs, buf(in), T_, act == Activation::Silu ? Fuse::Silu : Fuse::GeluTanh);
   }
   void matmul_add(const MatmulJob& job, Buf in, Buf x) override { matmul_rows_of({&job, 1}, buf(in), T_, Fuse::Add, x); }
   void head(const WeightMatrix& w, int64_t rows) override {
@@ -115,14 +155,16 @@ class CpuBackend final : public Backend {
     matmul_rows_of({&j, 1}, buf(Buf::Sel), rows);
   }
 
-  void rope_and_cache(int64_t layer, const VecRef& q_norm, const VecRef& k_norm) override;
-  void attention(int64_t layer, int64_t window) override;
+  void rope_and_cache(int64_t layer, const Norm& q_norm, const Norm& k_norm, int table) override;
+  void attention(int64_t layer, const Attention& a) override;
   void prefetch(std::span<const MatmulJob> jobs) override;
 
-  void select_rows(std::span<const int64_t> rows, const VecRef& w) override {
-    const float* wf = widen(w, 0);
+  void select_rows(std::span<const int64_t> rows, const Norm& n) override {
+    const float* wf = norm_weight(n, 0);
+    const float* bf = n.kind == NormKind::Layer ? widen(n.bias, 1) : nullptr;
     Buffer &x = buf(Buf::X), &sel = buf(Buf::Sel);
-    for (size_t r = 0; r < rows.size(); ++r) engine::rmsnorm(x.row(rows[r]), wf, eps_, dims_.hidden, sel.row(int64_t(r)));
+    R_ = int64_t(rows.size());
+    for (size_t r = 0; r < rows.size(); ++r) norm_row(x.row(rows[r]), wf, bf, n, dims_.hidden, sel.row(int64_t(r)));
   }
 
   std::span<const float> logits(int64_t rows) override {
@@ -139,7 +181,23 @@ class CpuBackend final : public Backend {
 
  private:
   Buffer& buf(Buf b) { return bufs_[size_t(b)]; }
-  enum class Fuse { None, Silu, Add };
+  int64_t rows_of(Buf b) const { return b >= Buf::Sel ? R_ : T_; }
+  enum class Fuse { None, Silu, GeluTanh, Add };
+  static void act_mul_row(Activation act, float* g, const float* u, int64_t n) {
+    if (act == Activation::Silu) engine::silu_mul(g, u, n);
+    else engine::gelu_tanh_mul(g, u, n);
+  }
+  // The norm's weights as fp32 in vector slot `slot` (1 + w for RmsOnePlus).
+  const float* norm_weight(const Norm& n, int slot);
+  // Every run of n.w.n values of a row of `width` normalized.
+  void norm_row(const float* x, const float* w, const float* b, const Norm& n, int64_t width, float* out) const {
+    const int64_t g = n.w.n;
+    for (int64_t o = 0; o < width; o += g) {
+      if (n.kind == NormKind::Layer) layernorm(x + o, w, b, eps_, g, out + o);
+      else engine::rmsnorm(x + o, w, eps_, g, out + o);
+    }
+  }
+  void store_row(int64_t layer, int64_t t, const float* k, const float* v);
   // How matmul_rows_of splits a matmul: row_tasks tasks of rows_per rows (of total_rows,
   // the jobs' rows in order; Silu: of each job) times chunks of `batch` activation rows.
   struct RowSplit {
@@ -151,11 +209,13 @@ class CpuBackend final : public Backend {
                       Buf resid = Buf::X);
   // `w` as fp32: the stored floats when F32, else widened into vector slot `slot`.
   const float* widen(const VecRef& w, int slot);
-  void rope_row(float* v, int64_t heads, int64_t pos) const;
-  uint8_t* cache(int64_t layer, int kv) const { return kv_.get() + kv_layer_bytes_ * size_t(2 * layer + kv); }
-  // Byte offset within one layer's k (or v) of (slot, kv head, position)'s head_dim values.
-  size_t kv_row_offset(int64_t slot, int64_t kv_head, int64_t pos) const {
-    const size_t row = (size_t(slot) * size_t(dims_.kv_heads) + size_t(kv_head)) * size_t(cfg_.max_context) + size_t(pos);
+  void rope_row(float* v, int64_t heads, int64_t pos, int table) const;
+  uint8_t* cache(int64_t layer, int kv) const {
+    return kv_.get() + kv_layer_off_[size_t(layer)] + kv_layer_bytes_[size_t(layer)] * size_t(kv);
+  }
+  // Byte offset within layer `layer`'s k (or v) of (slot, kv head, ring index)'s head_dim values.
+  size_t kv_row_offset(int64_t layer, int64_t slot, int64_t kv_head, int64_t idx) const {
+    const size_t row = (size_t(slot) * size_t(dims_.kv_heads) + size_t(kv_head)) * size_t(kv_pos_[size_t(layer)]) + size_t(idx);
     return row * size_t(dims_.head_dim) * (cfg_.kv_dtype == DType::F16 ? 2 : 4);
   }
   template <class T>
@@ -169,16 +229,20 @@ class CpuBackend final : public Backend {
   EngineConfig cfg_;
   float eps_ = 1e-5f;
   RopeStyle rope_ = RopeStyle::NeoX;
-  std::vector<float> inv_freq_;
+  std::vector<float> inv_freq_[2];  // rotary tables: 0, and 1 (gemma3's sliding layers)
+  int64_t rot_ = 0;                 // rotated values per head
+  float mscale_ = 1.0f;             // table 0's cos/sin factor
   Buffer bufs_[size_t(Buf::Logits) + 1];
   Array<int32_t> id_, slot_;
   Array<int64_t> pos_;
-  int64_t T_ = 0;
-  // [layers][2 (k,v)][max_batch][kv_heads][max_context][head_dim]: a head's positions are
-  // one contiguous run, which attention streams through (positions strided by kv_dim, the
-  // rows of a decode step's attention came from DRAM a few hundred bytes at a time).
+  int64_t T_ = 0, R_ = 0;
+  // [layers][2 (k,v)][max_batch][kv_heads][positions of the layer][head_dim]: a head's
+  // positions are one contiguous run, which attention streams through (positions strided by
+  // kv_dim, the rows of a decode step's attention came from DRAM a few hundred bytes at a
+  // time). A sliding layer holds a ring (position p at p mod its positions).
   Array<uint8_t> kv_;
-  size_t kv_layer_bytes_ = 0;      // one of k or v for one layer
+  std::vector<int64_t> kv_pos_;        // per layer: positions per slot
+  std::vector<size_t> kv_layer_bytes_, kv_layer_off_;  // per layer: one of k or v; offset of its k
   Array<float> scores_;  // [threads][max_context], attention scratch
   // prefetch(): per thread, the byte ranges of the next matmul's weights it warms during
   // attention (at most kWarmBytes: a share of L2 beside attention's own reads), and how
@@ -208,9 +272,22 @@ void CpuBackend::allocate(const BackendSetup& s) {
   cfg_ = s.memory.config;
   eps_ = s.eps;
   rope_ = s.rope;
-  inv_freq_.assign(s.inv_freq.begin(), s.inv_freq.end());
+  inv_freq_[0].assign(s.inv_freq.begin(), s.inv_freq.end());
+  inv_freq_[1].assign(s.inv_freq_local.begin(), s.inv_freq_local.end());
+  if (inv_freq_[1].empty()) inv_freq_[1] = inv_freq_[0];
+  rot_ = s.rot_dims > 0 ? s.rot_dims : dims_.head_dim;
+  mscale_ = s.rope_mscale;
   const size_t esize = cfg_.kv_dtype == DType::F16 ? 2 : 4;
-  kv_layer_bytes_ = size_t(cfg_.max_batch) * size_t(cfg_.max_context) * size_t(dims_.kv_dim()) * esize;
+  kv_pos_ = s.memory.kv_positions;
+  kv_pos_.resize(size_t(dims_.layers), cfg_.max_context);
+  kv_layer_bytes_.clear();
+  kv_layer_off_.clear();
+  size_t kv_total = 0;
+  for (int64_t p : kv_pos_) {
+    kv_layer_bytes_.push_back(size_t(cfg_.max_batch) * size_t(p) * size_t(dims_.kv_dim()) * esize);
+    kv_layer_off_.push_back(kv_total);
+    kv_total += 2 * kv_layer_bytes_.back();
+  }
   auto oom = [&](const std::string& why) {
     return Error("engine.out_of_memory",
                  fmt::format("cannot allocate the run state: KV cache {} bytes ({} x {} x {}, {}) "
@@ -234,7 +311,7 @@ void CpuBackend::allocate(const BackendSetup& s) {
     id_ = alloc<int32_t>(size_t(T));
     slot_ = alloc<int32_t>(size_t(T));
     pos_ = alloc<int64_t>(size_t(T));
-    kv_ = alloc<uint8_t>(kv_layer_bytes_ * 2 * size_t(dims_.layers));  // pages are touched as positions fill
+    kv_ = alloc<uint8_t>(kv_total);  // pages are touched as positions fill
     scores_ = alloc<float>(size_t(pool_.size()) * size_t(cfg_.max_context));
     widest_ = dims_.widest_vector();
     vecs_ = alloc<float>(size_t(kVecSlots) * size_t(widest_));
@@ -258,6 +335,14 @@ const float* CpuBackend::widen(const VecRef& w, int slot) {
   for (int64_t i = 0; i < w.n; ++i)
     out[i] = w.dtype == DType::F16 ? blocks::half_to_float(blocks::load_u16(p + 2 * i))
                                    : blocks::bf16_to_float(blocks::load_u16(p + 2 * i));
+  return out;
+}
+
+const float* CpuBackend::norm_weight(const Norm& n, int slot) {
+  if (n.kind != NormKind::RmsOnePlus) return widen(n.w, slot);
+  const float* w = widen(n.w, slot);
+  float* out = vecs_.get() + size_t(slot) * size_t(widest_);
+  for (int64_t i = 0; i < n.w.n; ++i) out[i] = 1.0f + w[i];  // in place when widened
   return out;
 }
 
@@ -327,7 +412,7 @@ void CpuBackend::matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& i
   // then gate = silu(gate) * up on them. Fuse::Add: resid += out on the task's rows.
   // Biases are added by the task that computed the rows, after their products (y = W.x,
   // then y += b: the arithmetic of separate ops, one synchronisation).
-  const bool silu = fuse == Fuse::Silu;
+  const bool silu = fuse == Fuse::Silu || fuse == Fuse::GeluTanh;  // gate and up rows together
   const RowSplit sp = split_rows(jobs, B, silu);
   const int64_t kBatch = sp.batch, total_rows = sp.total_rows, rows_per = sp.rows_per, row_tasks = sp.row_tasks;
   const int64_t bchunks = (B + kBatch - 1) / kBatch;
@@ -381,16 +466,19 @@ void CpuBackend::matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& i
     }
     if (silu && r0 < r1)
       for (int64_t t = b0; t < b0 + nb; ++t)
-        engine::silu_mul(bufs_[size_t(jobs[0].out)].row(t) + r0, bufs_[size_t(jobs[1].out)].row(t) + r0, r1 - r0);
+        act_mul_row(fuse == Fuse::Silu ? Activation::Silu : Activation::GeluTanh, bufs_[size_t(jobs[0].out)].row(t) + r0,
+                    bufs_[size_t(jobs[1].out)].row(t) + r0, r1 - r0);
   });
 }
 
-void CpuBackend::rope_row(float* v, int64_t heads, int64_t pos) const {
-  const int64_t hd = dims_.head_dim, half = hd / 2;
+void CpuBackend::rope_row(float* v, int64_t heads, int64_t pos, int table) const {
+  const int64_t hd = dims_.head_dim, half = rot_ / 2;
   const bool neox = rope_ == RopeStyle::NeoX;
+  const std::vector<float>& inv_freq = inv_freq_[table ? 1 : 0];
   for (int64_t i = 0; i < half; ++i) {
-    float angle = float(pos) * inv_freq_[size_t(i)];
+    float angle = float(pos) * inv_freq[size_t(i)];
     float c = float(std::cos(double(angle))), s = float(std::sin(double(angle)));
+    if (table == 0 && mscale_ != 1.0f) c *= mscale_, s *= mscale_;
     for (int64_t h = 0; h < heads; ++h) {
       float* x = v + h * hd;
       int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
@@ -401,58 +489,73 @@ void CpuBackend::rope_row(float* v, int64_t heads, int64_t pos) const {
   }
 }
 
-void CpuBackend::rope_and_cache(int64_t layer, const VecRef& q_norm, const VecRef& k_norm) {
-  const float* qn = widen(q_norm, 0);
-  const float* kn = widen(k_norm, 1);
-  const int64_t hd = dims_.head_dim;
-  const bool f16 = cfg_.kv_dtype == DType::F16;
+void CpuBackend::store_row(int64_t layer, int64_t t, const float* k, const float* v) {
+  const int64_t hd = dims_.head_dim, idx = pos_[t] % kv_pos_[size_t(layer)];
   uint8_t* kcache = cache(layer, 0);
   uint8_t* vcache = cache(layer, 1);
+  for (int64_t h = 0; h < dims_.kv_heads; ++h) {
+    const size_t off = kv_row_offset(layer, slot_[t], h, idx);
+    if (cfg_.kv_dtype == DType::F16) {
+      store_f16(k + h * hd, reinterpret_cast<uint16_t*>(kcache + off), hd);
+      store_f16(v + h * hd, reinterpret_cast<uint16_t*>(vcache + off), hd);
+    } else {
+      std::memcpy(kcache + off, k + h * hd, size_t(hd) * 4);
+      std::memcpy(vcache + off, v + h * hd, size_t(hd) * 4);
+    }
+  }
+}
+
+void CpuBackend::rope_and_cache(int64_t layer, const Norm& q_norm, const Norm& k_norm, int table) {
+  const float* qn = q_norm.w ? norm_weight(q_norm, 0) : nullptr;
+  const float* kn = k_norm.w ? norm_weight(k_norm, 1) : nullptr;
   Buffer &Q = buf(Buf::Q), &K = buf(Buf::K), &V = buf(Buf::V);
   pool_.run(T_, [&](int64_t t, int) {
     float* q = Q.row(t);
     float* k = K.row(t);
-    const float* v = V.row(t);
-    if (qn) for (int64_t h = 0; h < dims_.heads; ++h) engine::rmsnorm(q + h * hd, qn, eps_, hd, q + h * hd);
-    if (kn) for (int64_t h = 0; h < dims_.kv_heads; ++h) engine::rmsnorm(k + h * hd, kn, eps_, hd, k + h * hd);
-    rope_row(q, dims_.heads, pos_[t]);
-    rope_row(k, dims_.kv_heads, pos_[t]);
-    for (int64_t h = 0; h < dims_.kv_heads; ++h) {
-      const size_t off = kv_row_offset(slot_[t], h, pos_[t]);
-      if (f16) {
-        store_f16(k + h * hd, reinterpret_cast<uint16_t*>(kcache + off), hd);
-        store_f16(v + h * hd, reinterpret_cast<uint16_t*>(vcache + off), hd);
-      } else {
-        std::memcpy(kcache + off, k + h * hd, size_t(hd) * 4);
-        std::memcpy(vcache + off, v + h * hd, size_t(hd) * 4);
-      }
-    }
+    if (qn) norm_row(q, qn, nullptr, q_norm, Q.width, q);
+    if (kn) norm_row(k, kn, nullptr, k_norm, K.width, k);
+    rope_row(q, dims_.heads, pos_[t], table);
+    rope_row(k, dims_.kv_heads, pos_[t], table);
+    store_row(layer, t, k, V.row(t));
   });
 }
 
-void CpuBackend::attention(int64_t layer, int64_t window) {
-  const int64_t heads = dims_.heads, hd = dims_.head_dim;
+// The cache rows a token attends to are positions [lo, pos], at ring indices from lo mod
+// the layer's positions: one contiguous run, or two when the ring wraps.
+void CpuBackend::attention(int64_t layer, const Attention& a) {
+  const int64_t heads = dims_.heads, hd = dims_.head_dim, ring = kv_pos_[size_t(layer)];
   const int64_t group = heads / dims_.kv_heads;
   const bool f16 = cfg_.kv_dtype == DType::F16;
-  const float scale = 1.0f / std::sqrt(float(hd));
+  const float scale = a.scale > 0 ? a.scale : 1.0f / std::sqrt(float(hd));
+  const float* sinks = widen(a.sinks, 2);
   const uint8_t* kc = cache(layer, 0);
   const uint8_t* vc = cache(layer, 1);
   const Buffer &Q = buf(Buf::Q), &out = buf(Buf::Att);
+  if (hd > kMaxWrapHeadDim && ring < cfg_.max_context)
+    throw Error("engine.bad_spec", fmt::format("head_dim {} above the {} a sliding-window layer supports", hd, kMaxWrapHeadDim));
   // The warm-up of prefetch(), spread over each thread's share of the tasks.
   const int64_t per_thread = (T_ * heads + pool_.size() - 1) / pool_.size();
   const size_t warm_per_task = (kWarmBytes / size_t(per_thread) + 63) / 64 * 64;
   pool_.run(T_ * heads, [&](int64_t task, int thread) {
     const int64_t t = task / heads, h = task % heads, g = h / group;
     const int64_t pos = pos_[t];
-    const int64_t lo = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+    const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
     const float* q = Q.row(t) + h * hd;
     float* o = out.row(t) + h * hd;
     float* sc = scores_.get() + size_t(thread) * size_t(cfg_.max_context);
-    const size_t first = kv_row_offset(slot_[t], g, lo);  // this kv head's first attended position
-    const int64_t n = pos - lo + 1;
-    attn_scores(q, kc + first, f16, hd, n, hd, scale, sc);
-    softmax_inplace(sc, n);
-    attn_mix(sc, vc + first, f16, hd, n, hd, o);
+    const int64_t n = pos - lo + 1, first = lo % ring, n1 = std::min(n, ring - first), n2 = n - n1;
+    const size_t at = kv_row_offset(layer, slot_[t], g, first), wrap = kv_row_offset(layer, slot_[t], g, 0);
+    attn_scores(q, kc + at, f16, hd, n1, hd, scale, sc);
+    if (n2) attn_scores(q, kc + wrap, f16, hd, n2, hd, scale, sc + n1);
+    if (a.softcap > 0) softcap_inplace(sc, n, a.softcap);
+    if (sinks) softmax_with_sink(sc, n, sinks[h]);
+    else softmax_inplace(sc, n);
+    attn_mix(sc, vc + at, f16, hd, n1, hd, o);
+    if (n2) {
+      alignas(64) float rest[kMaxWrapHeadDim];
+      attn_mix(sc + n1, vc + wrap, f16, hd, n2, hd, rest);
+      for (int64_t e = 0; e < hd; ++e) o[e] += rest[e];
+    }
     warm_step(thread, warm_per_task);
   });
   for (auto& w : warm_) w = {};

@@ -19,6 +19,14 @@
 namespace nunchaku::engine {
 namespace {
 
+bool has_wtype(DType t) {
+  switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0: case DType::Q4_1:
+    case DType::Q5_0: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return true;
+    default: return false;
+  }
+}
+
 cuda::WType wtype(DType t) {
   switch (t) {
     case DType::F32: return cuda::WType::F32;
@@ -38,6 +46,11 @@ cuda::WType wtype(DType t) {
 
 cuda::DMatrix dmatrix(const WeightMatrix& w) { return {w.data, wtype(w.dtype), w.rows, w.cols, w.row_bytes}; }
 cuda::DVec dvec(const VecRef& v) { return v ? cuda::DVec{v.data, wtype(v.dtype), v.n} : cuda::DVec{}; }
+cuda::DNorm dnorm(const Norm& n) {
+  const cuda::NormType k = n.kind == NormKind::Rms ? cuda::NormType::Rms
+                           : n.kind == NormKind::RmsOnePlus ? cuda::NormType::RmsOnePlus : cuda::NormType::Layer;
+  return {dvec(n.w), dvec(n.bias), k};
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -82,38 +95,58 @@ class CudaBackend final : public Backend {
     ok(ctx_.upload(slot_, t.slot.data(), t.slot.size_bytes(), &err_), "upload token slots");
     ok(ctx_.upload(pos_, t.pos.data(), t.pos.size_bytes(), &err_), "upload token positions");
   }
-  void embed(const WeightMatrix& table) override {
-    ok(cuda::embed(ctx_, dmatrix(table), id_, T_, buf(Buf::X), &err_), "embed");
+  bool supports(Op op, DType t) const override {
+    switch (op) {
+      case Op::Embed: case Op::Matmul: return has_wtype(t);
+      case Op::Norm: return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+      case Op::Attention: return t == DType::F32 || t == DType::F16;  // the KV cache
+      default: return t == DType::F32;
+    }
   }
-  void rmsnorm(Buf in, Buf out, const VecRef& w) override {
-    ok(cuda::rmsnorm(ctx_, buf(in), buf(out), T_, dims_.hidden, dvec(w), eps_, &err_), "rmsnorm");
+  void embed(const WeightMatrix& table, float scale) override {
+    ok(cuda::embed(ctx_, dmatrix(table), id_, T_, scale, buf(Buf::X), &err_), "embed");
+  }
+  void norm(Buf in, Buf out, const Norm& n) override {
+    ok(cuda::norm(ctx_, buf(in), nullptr, nullptr, buf(out), rows_of(in), width(in), dnorm(n), eps_, &err_), "norm");
+  }
+  void add_norm(Buf x, Buf delta, Buf out, const Norm& n) override {
+    ok(cuda::norm(ctx_, buf(x), buf(delta), nullptr, buf(out), T_, dims_.hidden, dnorm(n), eps_, &err_), "add_norm");
   }
   void matmul(std::span<const MatmulJob> jobs, Buf in) override {
     for (const MatmulJob& j : jobs)
       ok(cuda::matmul(ctx_, dmatrix(*j.w), buf(in), width(in), T_, buf(j.out), width(j.out), dvec(j.bias), &err_),
          j.w->name.c_str());
   }
-  void rope_and_cache(int64_t layer, const VecRef& qn, const VecRef& kn) override {
-    ok(cuda::rope_and_cache(ctx_, shape_, buf(Buf::Q), buf(Buf::K), buf(Buf::V), T_, slot_, pos_, inv_freq_, dvec(qn),
-                            dvec(kn), eps_, cache(layer, 0), cache(layer, 1), &err_),
+  void rope(Buf b, int table) override {
+    ok(cuda::rope(ctx_, table_shape(shape_, table), buf(b), width(b) / dims_.head_dim, T_, pos_, inv_freq_[table ? 1 : 0], &err_), "rope");
+  }
+  void store_kv(int64_t layer) override {
+    ok(cuda::store_kv(ctx_, layer_shape(layer), buf(Buf::K), buf(Buf::V), T_, slot_, pos_, cache(layer, 0), cache(layer, 1),
+                      &err_),
+       "store_kv");
+  }
+  void rope_and_cache(int64_t layer, const Norm& qn, const Norm& kn, int table) override {
+    ok(cuda::rope_and_cache(ctx_, table_shape(layer_shape(layer), table), buf(Buf::Q), buf(Buf::K), buf(Buf::V), T_, slot_, pos_,
+                            inv_freq_[table ? 1 : 0], qn.w ? dnorm(qn) : cuda::DNorm{}, kn.w ? dnorm(kn) : cuda::DNorm{},
+                            eps_, cache(layer, 0), cache(layer, 1), &err_),
        "rope_and_cache");
   }
-  void attention(int64_t layer, int64_t window) override {
-    ok(cuda::attention(ctx_, shape_, buf(Buf::Q), T_, slot_, pos_, window, cache(layer, 0), cache(layer, 1),
+  void attention(int64_t layer, const Attention& a) override {
+    const cuda::AttnOpts o{a.window, a.scale, a.softcap, dvec(a.sinks)};
+    ok(cuda::attention(ctx_, layer_shape(layer), buf(Buf::Q), T_, slot_, pos_, o, cache(layer, 0), cache(layer, 1),
                        buf(Buf::Att), &err_),
        "attention");
   }
-  void add_rmsnorm(Buf x, Buf delta, Buf out, const VecRef& w) override {
-    ok(cuda::add_rmsnorm(ctx_, buf(x), buf(delta), buf(out), T_, dims_.hidden, dvec(w), eps_, &err_), "add_rmsnorm");
-  }
   void add(Buf x, Buf delta) override { ok(cuda::add(ctx_, buf(x), buf(delta), T_ * dims_.hidden, &err_), "add"); }
-  void silu_mul(Buf gate, Buf up) override {
-    ok(cuda::silu_mul(ctx_, buf(gate), buf(up), T_ * dims_.inter, &err_), "silu_mul");
+  void act_mul(Buf gate, Buf up, Activation act) override {
+    ok(cuda::act_mul(ctx_, buf(gate), buf(up), T_ * dims_.inter, act == Activation::Silu ? 0 : 1, &err_), "act_mul");
   }
-  void select_rows(std::span<const int64_t> rows, const VecRef& w) override {
+  void scale(Buf b, float s) override { ok(cuda::scale(ctx_, buf(b), rows_of(b) * width(b), s, &err_), "scale"); }
+  void softcap(Buf b, float cap) override { ok(cuda::softcap(ctx_, buf(b), rows_of(b) * width(b), cap, &err_), "softcap"); }
+  void select_rows(std::span<const int64_t> rows, const Norm& n) override {
+    R_ = int64_t(rows.size());
     ok(ctx_.upload(sel_rows_, rows.data(), rows.size_bytes(), &err_), "upload logit rows");
-    ok(cuda::select_rmsnorm(ctx_, buf(Buf::X), sel_rows_, int64_t(rows.size()), buf(Buf::Sel), dims_.hidden, dvec(w),
-                            eps_, &err_),
+    ok(cuda::norm(ctx_, buf(Buf::X), nullptr, sel_rows_, buf(Buf::Sel), R_, dims_.hidden, dnorm(n), eps_, &err_),
        "select_rows");
   }
   void head(const WeightMatrix& w, int64_t rows) override {
@@ -137,8 +170,18 @@ class CudaBackend final : public Backend {
  private:
   float* buf(Buf b) const { return bufs_[size_t(b)]; }
   int64_t width(Buf b) const { return widths_[size_t(b)]; }
+  int64_t rows_of(Buf b) const { return b >= Buf::Sel ? R_ : T_; }
   void* cache(int64_t layer, int kv) const {
-    return static_cast<uint8_t*>(kv_) + kv_layer_bytes_ * size_t(2 * layer + kv);
+    return static_cast<uint8_t*>(kv_) + kv_layer_off_[size_t(layer)] + kv_layer_bytes_[size_t(layer)] * size_t(kv);
+  }
+  cuda::AttnShape table_shape(cuda::AttnShape s, int table) const {
+    s.mscale = table ? 1.0f : mscale_;
+    return s;
+  }
+  cuda::AttnShape layer_shape(int64_t layer) const {
+    cuda::AttnShape s = shape_;
+    s.positions = kv_pos_[size_t(layer)];
+    return s;
   }
   void ok(bool good, const char* op) {
     if (good) return;
@@ -165,13 +208,15 @@ class CudaBackend final : public Backend {
   int64_t widths_[size_t(Buf::Logits) + 1] = {};
   int32_t *id_ = nullptr, *slot_ = nullptr;
   int64_t *pos_ = nullptr, *sel_rows_ = nullptr;
-  float* inv_freq_ = nullptr;
-  void* kv_ = nullptr;  // [layers][2 (k,v)][max_batch][max_context][kv_dim]
-  size_t kv_layer_bytes_ = 0;
+  float* inv_freq_[2] = {};  // rotary tables 0 and 1 (1 = 0 when the model has one)
+  void* kv_ = nullptr;  // per layer, k then v: [max_batch][positions of the layer][kv_dim]
+  std::vector<int64_t> kv_pos_;
+  std::vector<size_t> kv_layer_bytes_, kv_layer_off_;
   float* host_logits_ = nullptr;
   uint64_t host_bytes_ = 0;
   std::vector<void*> device_;
-  int64_t T_ = 0;
+  int64_t T_ = 0, R_ = 0;
+  float mscale_ = 1.0f;  // rotary table 0's cos/sin factor
 };
 
 Error CudaBackend::oom(const BackendSetup& s, uint64_t wanted) const {
@@ -194,9 +239,11 @@ void CudaBackend::allocate(const BackendSetup& s) {
   eps_ = s.eps;
   const EngineConfig& cfg = s.memory.config;
   shape_ = {dims_.heads, dims_.kv_heads, dims_.head_dim, cfg.max_context, cfg.kv_dtype == DType::F16,
-            s.rope == RopeStyle::NeoX};
+            s.rope == RopeStyle::NeoX, s.rot_dims > 0 ? s.rot_dims : dims_.head_dim};
+  mscale_ = s.rope_mscale;
+  const uint64_t freq_bytes = cuda_rope_bytes(dims_.head_dim, !s.inv_freq_local.empty());
   // The panel: what engine_memory charged as scratch, less the workspace and frequencies.
-  const uint64_t panel = s.memory.scratch - cuda::kCublasWorkspaceBytes - uint64_t(dims_.head_dim / 2) * 4;
+  const uint64_t panel = s.memory.scratch - cuda::kCublasWorkspaceBytes - freq_bytes;
   if (!ctx_.alloc_panel(panel, &err_)) throw oom(s, panel);
   const int64_t T = cfg.max_tokens, R = cfg.logit_rows;
   for (size_t b = 0; b < std::size(bufs_); ++b) {
@@ -208,10 +255,24 @@ void CudaBackend::allocate(const BackendSetup& s) {
   slot_ = device_alloc<int32_t>(uint64_t(T), s);
   pos_ = device_alloc<int64_t>(uint64_t(T), s);
   sel_rows_ = device_alloc<int64_t>(uint64_t(R), s);
-  kv_layer_bytes_ = size_t(cfg.max_batch) * size_t(cfg.max_context) * size_t(dims_.kv_dim()) * (shape_.f16_cache ? 2 : 4);
-  kv_ = device_alloc<uint8_t>(uint64_t(kv_layer_bytes_) * 2 * uint64_t(dims_.layers), s);
-  inv_freq_ = device_alloc<float>(uint64_t(dims_.head_dim / 2), s);
-  ok(ctx_.upload(inv_freq_, s.inv_freq.data(), s.inv_freq.size_bytes(), &err_), "upload rotary frequencies");
+  kv_pos_ = s.memory.kv_positions;
+  kv_pos_.resize(size_t(dims_.layers), cfg.max_context);
+  size_t kv_total = 0;
+  for (int64_t p : kv_pos_) {
+    kv_layer_bytes_.push_back(size_t(cfg.max_batch) * size_t(p) * size_t(dims_.kv_dim()) * (shape_.f16_cache ? 2 : 4));
+    kv_layer_off_.push_back(kv_total);
+    kv_total += 2 * kv_layer_bytes_.back();
+  }
+  kv_ = device_alloc<uint8_t>(uint64_t(kv_total), s);
+  // Both tables at head_dim / 2 floats (what engine_memory charges); a partial rotary uses the first rot / 2.
+  const int64_t tables = s.inv_freq_local.empty() ? 1 : 2;
+  float* freqs = device_alloc<float>(freq_bytes / 4, s);
+  for (int64_t i = 0; i < tables; ++i) {
+    inv_freq_[i] = freqs + i * (dims_.head_dim / 2);
+    const auto& src = i ? s.inv_freq_local : s.inv_freq;
+    ok(ctx_.upload(inv_freq_[i], src.data(), src.size_bytes(), &err_), "upload rotary frequencies");
+  }
+  if (tables == 1) inv_freq_[1] = inv_freq_[0];
   host_logits_ = static_cast<float*>(ctx_.alloc_host(uint64_t(R * dims_.vocab) * 4, &err_));
   if (!host_logits_) throw oom(s, uint64_t(R * dims_.vocab) * 4);
   host_bytes_ = uint64_t(R * dims_.vocab) * 4;

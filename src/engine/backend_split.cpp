@@ -44,6 +44,9 @@ class SplitBackend final : public Backend {
     return s;
   }
   Device device() const override { return head().device(); }
+  bool supports(Op op, DType t) const override {
+    return std::all_of(parts_.begin(), parts_.end(), [&](const auto& b) { return b->supports(op, t); });
+  }
   bool can_read(Device d) const override {
     return std::any_of(parts_.begin(), parts_.end(), [&](const auto& b) { return b->can_read(d); });
   }
@@ -108,29 +111,35 @@ class SplitBackend final : public Backend {
     tokens_ = int64_t(t.id.size());
     cur_ = how_.embed_part;
   }
-  void embed(const WeightMatrix& table) override {
+  void embed(const WeightMatrix& table, float scale) override {
     cur_ = how_.embed_part;
-    part().embed(table);
+    part().embed(table, scale);
   }
   void begin_layer(int64_t layer) override {
     move_to(how_.layer_part.at(size_t(layer)));
     part().begin_layer(local(layer));
   }
-  void rmsnorm(Buf in, Buf out, const VecRef& w) override { part().rmsnorm(in, out, w); }
+  void norm(Buf in, Buf out, const Norm& n) override { part().norm(in, out, n); }
   void matmul(std::span<const MatmulJob> jobs, Buf in) override { part().matmul(jobs, in); }
-  void rope_and_cache(int64_t layer, const VecRef& qn, const VecRef& kn) override {
-    part().rope_and_cache(local(layer), qn, kn);
-  }
-  void attention(int64_t layer, int64_t window) override { part().attention(local(layer), window); }
-  void prefetch(std::span<const MatmulJob> jobs) override { part().prefetch(jobs); }
-  void add_rmsnorm(Buf x, Buf delta, Buf out, const VecRef& w) override { part().add_rmsnorm(x, delta, out, w); }
+  void act_mul(Buf gate, Buf up, Activation act) override { part().act_mul(gate, up, act); }
+  void scale(Buf b, float s) override { target(b).scale(b, s); }
+  void softcap(Buf b, float cap) override { target(b).softcap(b, cap); }
   void add(Buf x, Buf delta) override { part().add(x, delta); }
-  void silu_mul(Buf gate, Buf up) override { part().silu_mul(gate, up); }
-  void matmul_silu(const MatmulJob& gate, const MatmulJob& up, Buf in) override { part().matmul_silu(gate, up, in); }
+  void rope(Buf b, int table) override { part().rope(b, table); }
+  void store_kv(int64_t layer) override { part().store_kv(local(layer)); }
+  void attention(int64_t layer, const Attention& a) override { part().attention(local(layer), a); }
+  void prefetch(std::span<const MatmulJob> jobs) override { part().prefetch(jobs); }
+  void rope_and_cache(int64_t layer, const Norm& qn, const Norm& kn, int table) override {
+    part().rope_and_cache(local(layer), qn, kn, table);
+  }
+  void add_norm(Buf x, Buf delta, Buf out, const Norm& n) override { part().add_norm(x, delta, out, n); }
+  void matmul_act(const MatmulJob& gate, const MatmulJob& up, Buf in, Activation act) override {
+    part().matmul_act(gate, up, in, act);
+  }
   void matmul_add(const MatmulJob& job, Buf in, Buf x) override { part().matmul_add(job, in, x); }
-  void select_rows(std::span<const int64_t> rows, const VecRef& w) override {
+  void select_rows(std::span<const int64_t> rows, const Norm& n) override {
     move_to(how_.head_part);
-    part().select_rows(rows, w);
+    part().select_rows(rows, n);
   }
   void head(const WeightMatrix& w, int64_t rows) override { parts_[size_t(how_.head_part)]->head(w, rows); }
   std::span<const float> logits(int64_t rows) override { return parts_[size_t(how_.head_part)]->logits(rows); }
@@ -139,6 +148,8 @@ class SplitBackend final : public Backend {
 
  private:
   Backend& part() const { return *parts_[size_t(cur_)]; }
+  // Sel and Logits live on the head's part; the per-token buffers where the pass is.
+  Backend& target(Buf b) const { return b >= Buf::Sel ? *parts_[size_t(how_.head_part)] : part(); }
   const Backend& head() const { return *parts_[size_t(how_.head_part)]; }
   int64_t local(int64_t layer) const { return local_.at(size_t(layer)); }
   // The residual stream of this pass's tokens to part p (through the host).

@@ -37,13 +37,10 @@ int64_t numel(const TensorView& t) {
 
 }  // namespace
 
-void check_supported(const ModelSpec& spec) {
-  const std::string& arch = spec.architecture;
-  if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "qwen3")
-    throw engine_error("engine.unsupported_architecture", "architecture '" + arch + "' is not supported by the engine", "",
-                       "supported: llama, mistral, qwen2, qwen3");
-  if (spec.num_experts > 0)
-    throw engine_error("engine.unsupported_architecture", "mixture-of-experts models are not supported yet");
+void check_supported(const ModelSpec& spec, const BlockRecipe& recipe) {
+  if (!recipe.unsupported.empty())
+    throw engine_error("engine.unsupported_architecture", recipe.unsupported, "",
+                       "supported: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3");
   const EngineDims d = engine_dims(spec);
   if (d.hidden <= 0 || d.heads <= 0 || d.head_dim <= 0 || d.head_dim % 2 || d.kv_heads <= 0 || d.heads % d.kv_heads ||
       d.layers <= 0)
@@ -60,6 +57,7 @@ size_t find_role(const ModelLayout& layout, Role r) {
 
 ModelBinding bind_modules(const ModelLayout& layout) {
   ModelBinding b;
+  const BlockRecipe recipe = layout.spec ? recipe_for(*layout.spec) : BlockRecipe{};
   auto at_of = [&](size_t m, Role r) -> int16_t {
     const auto& roles = layout.modules[m].roles;
     for (size_t i = 0; i < roles.size(); ++i)
@@ -95,7 +93,10 @@ ModelBinding bind_modules(const ModelLayout& layout) {
   }
   for (size_t l = 0; l < b.layers.size(); ++l) {
     if (!seen[l]) throw engine_error("engine.missing_tensor", fmt::format("layer {} has no tensors", l));
-    for (Role r : {Role::AttnNorm, Role::Q, Role::K, Role::V, Role::O, Role::FfnNorm, Role::Gate, Role::Up, Role::Down})
+    std::vector<Role> need = {Role::AttnNorm, Role::O, Role::FfnNorm, Role::Down};
+    for (Role r : recipe.fused_qkv ? std::vector{Role::QKV} : std::vector{Role::Q, Role::K, Role::V}) need.push_back(r);
+    for (Role r : recipe.fused_gate_up ? std::vector{Role::GateUp} : std::vector{Role::Gate, Role::Up}) need.push_back(r);
+    for (Role r : need)
       if (b.layers[l].at[size_t(r)] < 0)
         throw engine_error("engine.missing_tensor",
                            fmt::format("layer {} ({}) has no {} tensor", l, layout.modules[b.layers[l].module].name,
@@ -111,10 +112,11 @@ WeightMatrix matrix(const TensorView& t, int64_t rows, int64_t cols, const Backe
     throw engine_error("engine.bad_shape",
                        fmt::format("shape [{}] where the model needs [{}, {}]", fmt::join(t.shape, ", "), rows, cols),
                        t.name);
-  if (!matmul_supports(t.dtype))
+  if (backend ? !backend->supports(Op::Matmul, t.dtype) : !matmul_supports(t.dtype))
     throw engine_error("engine.unsupported_dtype",
-                       "dtype " + std::string(dtype_name(t.dtype)) + " is not supported by the CPU kernels", t.name,
-                       "supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K");
+                       fmt::format("dtype {} is not supported by the {} kernels", dtype_name(t.dtype),
+                                   backend ? backend->device().str() : "cpu"),
+                       t.name, "supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K");
   auto rb = dtype_nbytes(t.dtype, uint64_t(cols));
   if (!rb || *rb * uint64_t(rows) != t.nbytes)
     throw engine_error("engine.bad_shape", "row length is not a whole number of blocks", t.name);

@@ -11,6 +11,7 @@
 #include "engine/backend.hpp"
 #include "engine/weights.hpp"
 #include "model/model.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku::engine {
 
@@ -27,8 +28,9 @@ struct ModelBinding {
 };
 
 // Throws engine.unsupported_architecture / engine.bad_spec for what the engine cannot run.
-void check_supported(const ModelSpec& spec);
-// Throws engine.missing_tensor naming the module and role when a required one is absent.
+void check_supported(const ModelSpec& spec, const BlockRecipe& recipe);
+// Throws engine.missing_tensor naming the module and role when one the family's recipe
+// (recipe_for(*layout.spec)) needs is absent.
 ModelBinding bind_modules(const ModelLayout& layout);
 // The first module holding a tensor of role `r`, SIZE_MAX if none.
 size_t find_role(const ModelLayout& layout, Role r);

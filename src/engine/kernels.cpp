@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "cuda/device_math.hpp"
 #include "engine/kernels_fast_bf16.hpp"
 #include "engine/kernels_impl.hpp"
 #include "engine/kernels_q8.hpp"
@@ -320,6 +321,36 @@ void rmsnorm(const float* x, const float* weight, float eps, int64_t n, float* o
   for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
   float inv = float(1.0 / std::sqrt(ss / double(n) + double(eps)));
   for (int64_t i = 0; i < n; ++i) out[i] = weight[i] * (x[i] * inv);
+}
+
+void layernorm(const float* x, const float* weight, const float* bias, float eps, int64_t n, float* out) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const double mean = sum / double(n);
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += (double(x[i]) - mean) * (double(x[i]) - mean);
+  const float inv = float(1.0 / std::sqrt(ss / double(n) + double(eps))), m = float(mean);
+  for (int64_t i = 0; i < n; ++i) out[i] = weight[i] * ((x[i] - m) * inv) + (bias ? bias[i] : 0.0f);
+}
+
+void softmax_with_sink(float* x, int64_t n, float sink) {
+  float mx = sink;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = std::exp(double(sink - mx));
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  float inv = float(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = cuda::gelu_tanh_times(gate[i], up[i]);
+}
+
+void softcap_inplace(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cuda::softcap_of(x[i], cap);
 }
 
 void softmax_inplace(float* x, int64_t n) {

@@ -66,7 +66,13 @@ void prefetch_l2(const void* p, size_t bytes);
 
 // Row-wise ops (small next to the matmuls; scalar, the compiler vectorizes them).
 void rmsnorm(const float* x, const float* weight, float eps, int64_t n, float* out);
+// out = (x - mean) / sqrt(var + eps) * weight (+ bias when given); mean and variance in double.
+void layernorm(const float* x, const float* weight, const float* bias, float eps, int64_t n, float* out);
 void softmax_inplace(float* x, int64_t n);
-void silu_mul(float* gate, const float* up, int64_t n);  // gate = silu(gate) * up
+// softmax over x[0..n) and one more logit `sink` that takes part in the denominator only.
+void softmax_with_sink(float* x, int64_t n, float sink);
+void silu_mul(float* gate, const float* up, int64_t n);       // gate = silu(gate) * up
+void gelu_tanh_mul(float* gate, const float* up, int64_t n);  // gate = gelu_tanh(gate) * up
+void softcap_inplace(float* x, int64_t n, float cap);         // x = cap * tanh(x / cap)
 
 }  // namespace nunchaku::engine

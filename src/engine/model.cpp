@@ -10,6 +10,7 @@
 #include "core/units.hpp"
 #include "engine/bind.hpp"
 #include "engine/rope.hpp"
+#include "model/arch_table.hpp"
 #include "core/file.hpp"
 
 namespace nunchaku::engine {
@@ -33,13 +34,16 @@ Transformer::Transformer(const ModelLayout& layout, WeightProvider& weights, Bac
     : weights_(weights), backend_(backend), opts_(opts) {
   if (!layout.spec) throw Error("engine.bad_spec", "the model's dimensions are unknown");
   spec_ = *layout.spec;
-  check_supported(spec_);
+  recipe_ = recipe_for(spec_);
+  check_supported(spec_, recipe_);
   if (weights.modules() != layout.modules.size())
     throw Error("engine.bad_weights", "the weight provider does not match the model's modules");
-  bind(layout);
-  compute_rope(layout);
   if (opts_.kv_dtype != DType::F32 && opts_.kv_dtype != DType::F16)
     throw Error("engine.bad_option", "KV cache dtype must be F32 or F16");
+  if (!backend_.supports(Op::Attention, opts_.kv_dtype))
+    throw Error("engine.bad_option", fmt::format("the {} backend cannot hold a {} KV cache", backend_.device().str(),
+                                                 dtype_name(opts_.kv_dtype)));
+  bind(layout);
 
   // The run state, sized by the accounting estimate/plan use (dimensions as the weights have them).
   ModelSpec sized = spec_;
@@ -49,7 +53,9 @@ Transformer::Transformer(const ModelLayout& layout, WeightProvider& weights, Bac
   config.panel_cols = panel_cols();
   memory_ = backend_.plan_state(sized, config);
   cfg_ = memory_.config;
-  BackendSetup setup{dims_, memory_, eps_, rope_style_, inv_freq_};
+  compute_rope(layout);  // longrope picks its factors by the context the run holds
+  BackendSetup setup{dims_, memory_, eps_, rope_style_, inv_freq_, inv_freq_local_, recipe_.ropes[0].dims,
+                     recipe_.ropes[0].mscale};
   backend_.allocate(setup);
   const size_t T = size_t(cfg_.max_tokens);
   slot_len_.assign(size_t(cfg_.max_batch), 0);
@@ -70,10 +76,11 @@ void Transformer::bind(const ModelLayout& layout) {
   head_ = {b.head, b.head_at, {}};
   const TensorView& emb = weights_.info(b.embed)[size_t(b.embed_at)];
   dims_.vocab = emb.shape.empty() ? 0 : emb.shape[0];
+  const Role gate_role = recipe_.fused_gate_up ? Role::GateUp : Role::Gate;
   const TensorView* gate0 = nullptr;
-  if (!b.layers.empty() && b.layers[0].at[size_t(Role::Gate)] >= 0)
-    gate0 = &weights_.info(b.layers[0].module)[size_t(b.layers[0].at[size_t(Role::Gate)])];
-  dims_.inter = gate0 && gate0->shape.size() == 2 ? gate0->shape[0] : spec_.intermediate_size;
+  if (!b.layers.empty() && b.layers[0].at[size_t(gate_role)] >= 0)
+    gate0 = &weights_.info(b.layers[0].module)[size_t(b.layers[0].at[size_t(gate_role)])];
+  dims_.inter = gate0 && gate0->shape.size() == 2 ? gate0->shape[0] / (recipe_.fused_gate_up ? 2 : 1) : spec_.intermediate_size;
   dims_.layers = int64_t(b.layers.size());
 
   // An untied embedding in host memory the backend cannot read (a GPU run whose plan left it
@@ -84,29 +91,13 @@ void Transformer::bind(const ModelLayout& layout) {
   head_.w = head_.module == SIZE_MAX ? embed_.w : matrix(weights_.info(head_.module)[size_t(head_.at)], dims_.vocab, dims_.hidden, &backend_);
   check_vector(weights_.info(final_norm_.module)[size_t(final_norm_.at)], dims_.hidden, backend_);
 
-  const int64_t H = dims_.hidden, q_dim = dims_.q_dim(), kv_dim = dims_.kv_dim(), I = dims_.inter;
   for (size_t l = 0; l < b.layers.size(); ++l) {
     Layer L;
     L.module = b.layers[l].module;
     L.at = b.layers[l].at;
-    auto info = weights_.info(L.module);
-    auto mat = [&](Role r, int64_t rows, int64_t cols) { return matrix(info[size_t(L.at[size_t(r)])], rows, cols, &backend_); };
-    L.q = mat(Role::Q, q_dim, H);
-    L.k = mat(Role::K, kv_dim, H);
-    L.v = mat(Role::V, kv_dim, H);
-    L.o = mat(Role::O, H, q_dim);
-    L.gate = mat(Role::Gate, I, H);
-    L.up = mat(Role::Up, I, H);
-    L.down = mat(Role::Down, H, I);
-    const std::pair<Role, int64_t> vecs[] = {{Role::AttnNorm, H},   {Role::FfnNorm, H},  {Role::QBias, q_dim},
-                                             {Role::KBias, kv_dim}, {Role::VBias, kv_dim}, {Role::OBias, H},
-                                             {Role::QNorm, dims_.head_dim}, {Role::KNorm, dims_.head_dim},
-                                             {Role::GateBias, I},   {Role::UpBias, I},     {Role::DownBias, H}};
-    for (auto [r, n] : vecs)
-      if (L.at[size_t(r)] >= 0) check_vector(info[size_t(L.at[size_t(r)])], n, backend_);
-    if (spec_.architecture == "qwen3" && (L.at[size_t(Role::QNorm)] < 0 || L.at[size_t(Role::KNorm)] < 0))
-      throw Error("engine.missing_tensor", "qwen3 layer without q/k norm weights", {.tensor = layout.modules[L.module].name});
-    L.window = l < spec_.layer_windows.size() ? spec_.layer_windows[l] : spec_.sliding_window;
+    L.window = recipe_.layers[l].window;
+    L.rope = recipe_.layers[l].rope;
+    bind_layer(L, weights_.info(L.module), layout.modules[L.module].name);
     layers_.push_back(std::move(L));
   }
 
@@ -117,11 +108,55 @@ void Transformer::bind(const ModelLayout& layout) {
   else if (head_.module == SIZE_MAX) order_.push_back(embed_.module);  // tied head: the embedding again
 }
 
+// The layer's matrices (row ranges of the fused ones) and the checks of its vectors.
+void Transformer::bind_layer(Layer& L, std::span<const TensorView> info, const std::string& module) {
+  const int64_t H = dims_.hidden, q_dim = dims_.q_dim(), kv_dim = dims_.kv_dim(), I = dims_.inter;
+  auto part = [&](Part& p, Role r, int64_t rows, int64_t cols, int64_t row0 = 0, int64_t total = 0) {
+    p.at = L.at[size_t(r)];
+    p.row0 = row0;
+    p.w = matrix(info[size_t(p.at)], total ? total : rows, cols, &backend_);
+    p.w.rows = rows;  // a row range of the tensor
+  };
+  if (recipe_.fused_qkv) {
+    const int64_t all = q_dim + 2 * kv_dim;
+    part(L.q, Role::QKV, q_dim, H, 0, all);
+    part(L.k, Role::QKV, kv_dim, H, q_dim, all);
+    part(L.v, Role::QKV, kv_dim, H, q_dim + kv_dim, all);
+  } else {
+    part(L.q, Role::Q, q_dim, H);
+    part(L.k, Role::K, kv_dim, H);
+    part(L.v, Role::V, kv_dim, H);
+  }
+  part(L.o, Role::O, H, q_dim);
+  if (recipe_.fused_gate_up) {
+    part(L.gate, Role::GateUp, I, H, 0, 2 * I);
+    part(L.up, Role::GateUp, I, H, I, 2 * I);
+  } else {
+    part(L.gate, Role::Gate, I, H);
+    part(L.up, Role::Up, I, H);
+  }
+  part(L.down, Role::Down, H, I);
+  const std::pair<Role, int64_t> vecs[] = {{Role::AttnNorm, H},   {Role::FfnNorm, H},  {Role::QBias, q_dim},
+                                           {Role::KBias, kv_dim}, {Role::VBias, kv_dim}, {Role::OBias, H},
+                                           {Role::QNorm, dims_.head_dim}, {Role::KNorm, dims_.head_dim},
+                                           {Role::GateBias, I},   {Role::UpBias, I},     {Role::DownBias, H},
+                                           {Role::PostAttnNorm, H}, {Role::PostFfnNorm, H}};
+  for (auto [r, n] : vecs)
+    if (L.at[size_t(r)] >= 0) check_vector(info[size_t(L.at[size_t(r)])], n, backend_);
+  const std::pair<bool, Role> needed[] = {{recipe_.qk_norm, Role::QNorm}, {recipe_.qk_norm, Role::KNorm},
+                                          {recipe_.post_attn_norm, Role::PostAttnNorm},
+                                          {recipe_.post_ffn_norm, Role::PostFfnNorm}};
+  for (auto [want, r] : needed)
+    if (want && L.at[size_t(r)] < 0)
+      throw Error("engine.missing_tensor", fmt::format("{} layer without its {} weights", spec_.architecture, role_name(r)),
+                  {.tensor = module});
+}
+
 int64_t Transformer::panel_cols() const {
   int64_t cols = 0;
   auto widen = [&](const WeightMatrix& w) { cols = cpu_gemm_uses_panel(w.dtype) ? std::max(cols, w.cols) : cols; };
   for (const Layer& L : layers_)
-    for (const WeightMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) widen(*w);
+    for (const Part* p : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) widen(p->w);
   widen(head_.w);
   return cols;
 }
@@ -136,7 +171,9 @@ void Transformer::compute_rope(const ModelLayout& layout) {
     divisors = read_vector(views[at], dims_.head_dim / 2);
     weights_.release(m);
   }
-  inv_freq_ = rope_inv_freq(spec_, dims_.head_dim, divisors);
+  inv_freq_ = rope_inv_freq(recipe_.ropes[0], dims_.head_dim, divisors, cfg_.max_context);
+  inv_freq_local_.clear();
+  if (recipe_.ropes.size() > 1) inv_freq_local_ = rope_inv_freq(recipe_.ropes[1], dims_.head_dim, {}, cfg_.max_context);
 }
 
 // X[t] = embedding row id[t], dequantized on the host (exactly, as every backend's embed
@@ -145,6 +182,8 @@ void Transformer::embed_here(int64_t T) {
   const size_t H = size_t(dims_.hidden);
   host_x_.resize(size_t(T) * H);  // grows to max_tokens x hidden once
   for (int64_t t = 0; t < T; ++t) dequant_row(embed_.w, tok_id_[size_t(t)], host_x_.data() + size_t(t) * H);
+  if (recipe_.embed_scale != 1.0f)
+    for (float& v : host_x_) v *= recipe_.embed_scale;  // as the backends' embed(table, scale)
   backend_.write(Buf::X, {host_x_.data(), size_t(T) * H});
 }
 
@@ -154,9 +193,10 @@ uint64_t Transformer::state_bytes() const {
 }
 
 std::string Transformer::describe() const {
-  return fmt::format("{}, {}, hidden {}, heads {}/{} x {}, ffn {}, vocab {}, weights {}, rope {}, kv {}, {}, {}",
+  return fmt::format("{}, {}, hidden {}, heads {}/{} x {}, ffn {} ({}), norm {}, vocab {}, weights {}, rope {}, kv {}, {}, {}",
                      spec_.architecture, plural(layers_.size(), "layer"), dims_.hidden, dims_.heads, dims_.kv_heads, dims_.head_dim,
-                     dims_.inter, dims_.vocab, dtype_name(layers_.empty() ? embed_.w.dtype : layers_[0].q.dtype),
+                     dims_.inter, activation_name(recipe_.act), norm_kind_name(recipe_.norm), dims_.vocab,
+                     dtype_name(layers_.empty() ? embed_.w.dtype : layers_[0].q.w.dtype),
                      rope_style_ == RopeStyle::NeoX ? "neox" : "interleaved", dtype_name(cfg_.kv_dtype),
                      weights_.describe(), backend_.describe());
 }
@@ -205,25 +245,44 @@ std::span<const TensorView> Transformer::acquire(size_t step) {
   return weights_.acquire(order_[step]);
 }
 
+Norm Transformer::norm_of(std::span<const TensorView> w, const Layer& L, Role r) const {
+  return {vector_ref(w, L.at[size_t(r)]), recipe_.norm, {}};
+}
+
+// The attention half of the block, up to the residual stream's update and the MLP's input
+// norm in XN.
+void Transformer::run_attention(Layer& L, int64_t l, std::span<const TensorView> w) {
+  auto vec = [&](Role r) { return vector_ref(w, L.at[size_t(r)]); };
+  Backend& be = backend_;
+  be.norm(Buf::X, Buf::XN, norm_of(w, L, Role::AttnNorm));
+  const MatmulJob qkv[3] = {{&L.q.w, Buf::Q, vec(Role::QBias)}, {&L.k.w, Buf::K, vec(Role::KBias)}, {&L.v.w, Buf::V, vec(Role::VBias)}};
+  be.matmul(qkv, Buf::XN);
+  be.rope_and_cache(l, norm_of(w, L, Role::QNorm), norm_of(w, L, Role::KNorm), L.rope);
+  const MatmulJob o[1] = {{&L.o.w, Buf::Tmp, vec(Role::OBias)}};
+  be.prefetch(o);
+  be.attention(l, {L.window, recipe_.attn_scale, recipe_.attn_softcap, {}});
+  be.matmul(o, Buf::Att);
+  if (recipe_.post_attn_norm) be.norm(Buf::Tmp, Buf::Tmp, norm_of(w, L, Role::PostAttnNorm));
+  be.add_norm(Buf::X, Buf::Tmp, Buf::XN, norm_of(w, L, Role::FfnNorm));
+}
+
 void Transformer::run_layer(Layer& L, int64_t l) {
   auto w = acquire(size_t(l) + 1);
   auto vec = [&](Role r) { return vector_ref(w, L.at[size_t(r)]); };
-  for (auto [m, r] : {std::pair{&L.q, Role::Q}, {&L.k, Role::K}, {&L.v, Role::V}, {&L.o, Role::O},
-                      {&L.gate, Role::Gate}, {&L.up, Role::Up}, {&L.down, Role::Down}})
-    m->data = static_cast<const uint8_t*>(w[size_t(L.at[size_t(r)])].data);
+  for (Part* p : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down})
+    p->w.data = static_cast<const uint8_t*>(w[size_t(p->at)].data) + size_t(p->row0) * p->w.row_bytes;
   Backend& be = backend_;
   be.begin_layer(l);
-  be.rmsnorm(Buf::X, Buf::XN, vec(Role::AttnNorm));
-  const MatmulJob qkv[3] = {{&L.q, Buf::Q, vec(Role::QBias)}, {&L.k, Buf::K, vec(Role::KBias)}, {&L.v, Buf::V, vec(Role::VBias)}};
-  be.matmul(qkv, Buf::XN);
-  be.rope_and_cache(l, vec(Role::QNorm), vec(Role::KNorm));
-  const MatmulJob o[1] = {{&L.o, Buf::Tmp, vec(Role::OBias)}};
-  be.prefetch(o);
-  be.attention(l, L.window);
-  be.matmul(o, Buf::Att);
-  be.add_rmsnorm(Buf::X, Buf::Tmp, Buf::XN, vec(Role::FfnNorm));
-  be.matmul_silu({&L.gate, Buf::Gate, vec(Role::GateBias)}, {&L.up, Buf::Up, vec(Role::UpBias)}, Buf::XN);
-  be.matmul_add({&L.down, Buf::Tmp, vec(Role::DownBias)}, Buf::Gate, Buf::X);
+  run_attention(L, l, w);
+  be.matmul_act({&L.gate.w, Buf::Gate, vec(Role::GateBias)}, {&L.up.w, Buf::Up, vec(Role::UpBias)}, Buf::XN, recipe_.act);
+  const MatmulJob down{&L.down.w, Buf::Tmp, vec(Role::DownBias)};
+  if (recipe_.post_ffn_norm) {
+    be.matmul({&down, 1}, Buf::Gate);
+    be.norm(Buf::Tmp, Buf::Tmp, norm_of(w, L, Role::PostFfnNorm));
+    be.add(Buf::X, Buf::Tmp);
+  } else {
+    be.matmul_add(down, Buf::Gate, Buf::X);
+  }
   weights_.release(L.module);
 }
 
@@ -241,13 +300,13 @@ std::span<const float> Transformer::forward(std::span<const SeqChunk> chunks) {
     auto w = acquire(step++);
     embed_.w.data = static_cast<const uint8_t*>(w[size_t(embed_.at)].data);
     if (embed_on_host_) embed_here(T);
-    else be.embed(embed_.w);
+    else be.embed(embed_.w, recipe_.embed_scale);
     weights_.release(embed_.module);
   }
   for (size_t l = 0; l < layers_.size(); ++l, ++step) run_layer(layers_[l], int64_t(l));
   {
     auto w = acquire(step++);
-    be.select_rows({sel_rows_.data(), size_t(R)}, vector_ref(w, final_norm_.at));
+    be.select_rows({sel_rows_.data(), size_t(R)}, Norm{vector_ref(w, final_norm_.at), recipe_.norm, {}});
     if (head_.module == final_norm_.module) {
       head_.w.data = static_cast<const uint8_t*>(w[size_t(head_.at)].data);
       be.head(head_.w, R);
@@ -261,6 +320,7 @@ std::span<const float> Transformer::forward(std::span<const SeqChunk> chunks) {
     be.head(head_.w, R);
     weights_.release(tied ? embed_.module : head_.module);
   }
+  if (recipe_.final_softcap > 0) be.softcap(Buf::Logits, recipe_.final_softcap);
   // A weight file that shrank under its mapping faulted some reads (zeros were read
   // instead): exit 2 naming file and offset, never logits computed from garbage.
   check_mapped_reads();

@@ -1,5 +1,6 @@
-// The decoder-only transformer (llama, mistral, qwen2, qwen3) over a WeightProvider and a
-// Backend:
+// The decoder-only transformer over a WeightProvider and a Backend, one block recipe
+// (model/recipe.hpp: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3) interpreted
+// op by op:
 //
 //   Transformer(layout, provider, backend)   forward(): for each module in order
 //     provider.prefetch(next ones); views = provider.acquire(m)
@@ -24,6 +25,7 @@
 #include "engine/weights.hpp"
 #include "memory/engine_memory.hpp"
 #include "model/model.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku::engine {
 
@@ -74,6 +76,7 @@ class Transformer {
   int64_t max_tokens() const { return cfg_.max_tokens; }
   int64_t logit_rows() const { return cfg_.logit_rows; }
   RopeStyle rope_style() const { return rope_style_; }
+  const BlockRecipe& recipe() const { return recipe_; }
   const Backend& backend() const { return backend_; }
   const WeightProvider& weights() const { return weights_; }
   // What the run state takes, as allocated (backend buffers + per-slot bookkeeping) and as
@@ -84,11 +87,19 @@ class Transformer {
 
  private:
   using Slots = std::array<int16_t, kRoleCount>;  // role -> index among the module's tensors, -1 absent
+  // A matrix of the layer: its tensor's index among the module's and its first row there
+  // (q, k, v of a fused qkv and gate, up of a fused gate_up are row ranges of one tensor).
+  struct Part {
+    WeightMatrix w;  // data bound at acquire
+    int16_t at = -1;
+    int64_t row0 = 0;
+  };
   struct Layer {
     size_t module = 0;
     Slots at{};
-    WeightMatrix q, k, v, o, gate, up, down;  // data bound at acquire
+    Part q, k, v, o, gate, up, down;
     int64_t window = 0;
+    int rope = 0;  // rotary table
   };
   struct Bound {  // a module outside the stack with the one matrix or vector it holds
     size_t module = SIZE_MAX;
@@ -99,11 +110,15 @@ class Transformer {
   void compute_rope(const ModelLayout& layout);
   int64_t panel_cols() const;  // EngineConfig::panel_cols of the bound weights
   int64_t validate(std::span<const SeqChunk> chunks);
+  void bind_layer(Layer& L, std::span<const TensorView> info, const std::string& module);
   void run_layer(Layer& L, int64_t l);
+  void run_attention(Layer& L, int64_t l, std::span<const TensorView> w);
+  Norm norm_of(std::span<const TensorView> w, const Layer& L, Role r) const;
   std::span<const TensorView> acquire(size_t step);
   void embed_here(int64_t T);
 
   ModelSpec spec_;
+  BlockRecipe recipe_;
   WeightProvider& weights_;
   Backend& backend_;
   EngineOptions opts_;
@@ -114,7 +129,7 @@ class Transformer {
   float eps_ = 1e-5f;
   Bound embed_, final_norm_, head_;
   std::vector<Layer> layers_;
-  std::vector<float> inv_freq_;  // [head_dim/2], scaling applied
+  std::vector<float> inv_freq_, inv_freq_local_;  // [rot/2] per rotary table, scaling applied
   std::vector<size_t> order_;    // modules in the order one forward acquires them
   std::vector<int64_t> slot_len_;  // [max_batch] positions written per slot
   std::vector<int32_t> tok_id_, tok_slot_;  // host copies of the batch, handed to the backend

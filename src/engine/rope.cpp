@@ -4,6 +4,8 @@
 #include <numbers>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "core/error.hpp"
 
 namespace nunchaku::engine {
@@ -39,6 +41,22 @@ void apply_llama3(const nlohmann::json& rs, std::vector<float>& inv_freq) {
   }
 }
 
+// Phi-3's longrope: inv_freq[i] = 1 / (factor[i] * theta^(2i/dims)), the short factors for a
+// run within the pre-training context, else the long ones (transformers' choice per sequence
+// length; the engine's is per run). Its attention factor is the recipe's (attn_scale).
+void apply_longrope(const nlohmann::json& rs, int64_t max_context, float theta, int64_t dims, std::vector<float>& inv_freq) {
+  const double orig = json_number(rs, "original_max_position_embeddings", 0);
+  const char* key = orig > 0 && double(max_context) > orig ? "long_factor" : "short_factor";
+  auto it = rs.find(key);
+  if (it == rs.end() || !it->is_array() || it->size() != inv_freq.size())
+    throw Error("engine.unsupported_rope", fmt::format("longrope scaling without {} {} values", inv_freq.size(), key));
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    if (!(*it)[i].is_number()) throw Error("engine.unsupported_rope", fmt::format("longrope {} holds a non-number", key));
+    const float ext = (*it)[i].get<float>();
+    inv_freq[i] = 1.0f / (ext * std::pow(theta, float(2 * i) / float(dims)));
+  }
+}
+
 }  // namespace
 
 RopeStyle default_rope_style(const ModelSpec& spec, Naming naming) {
@@ -46,19 +64,24 @@ RopeStyle default_rope_style(const ModelSpec& spec, Naming naming) {
   return permuted ? RopeStyle::Interleaved : RopeStyle::NeoX;
 }
 
-std::vector<float> rope_inv_freq(const ModelSpec& spec, int64_t head_dim, std::span<const float> divisors) {
-  const float theta = float(spec.rope_theta > 0 ? spec.rope_theta : 10000.0);
-  std::vector<float> inv_freq(size_t(head_dim / 2));
-  for (int64_t i = 0; i < head_dim / 2; ++i) inv_freq[size_t(i)] = 1.0f / std::pow(theta, float(2 * i) / float(head_dim));
-  const std::string rtype = rope_type_of(spec.rope_scaling);
+std::vector<float> rope_inv_freq(const RopeRecipe& rope, int64_t head_dim, std::span<const float> divisors,
+                                 int64_t max_context) {
+  const float theta = float(rope.theta > 0 ? rope.theta : 10000.0);
+  const int64_t dims = rope.dims > 0 ? rope.dims : head_dim;
+  std::vector<float> inv_freq(size_t(dims / 2));
+  for (int64_t i = 0; i < dims / 2; ++i) inv_freq[size_t(i)] = 1.0f / std::pow(theta, float(2 * i) / float(dims));
+  const nlohmann::json& rs = rope.scaling;
+  const std::string rtype = rope_type_of(rs);
   if (rtype == "llama3") {
-    apply_llama3(spec.rope_scaling, inv_freq);
+    apply_llama3(rs, inv_freq);
   } else if (rtype == "linear") {
-    float factor = float(json_number(spec.rope_scaling, "factor", 1));
+    float factor = float(json_number(rs, "factor", 1));
     for (float& f : inv_freq) f /= factor;
+  } else if (rtype == "longrope" || rtype == "su") {
+    apply_longrope(rs, max_context, theta, dims, inv_freq);
   } else if (rtype != "default" && rtype != "none") {
     throw Error("engine.unsupported_rope", "rope scaling '" + rtype + "' is not supported",
-                {.hint = "supported: none, linear, llama3"});
+                {.hint = "supported: none, linear, llama3, longrope"});
   }
   for (size_t i = 0; i < divisors.size() && i < inv_freq.size(); ++i) inv_freq[i] /= divisors[i];
   return inv_freq;

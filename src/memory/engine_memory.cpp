@@ -7,6 +7,7 @@
 #include "cuda/engine_ops.hpp"
 #include "io/module_reads.hpp"
 #include "memory/cpu_kernel_buffers.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku {
 
@@ -93,7 +94,12 @@ EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
   const uint64_t per_token = uint64_t(3 * d.hidden + 2 * d.q_dim() + 2 * d.kv_dim() + 2 * d.inter) * 4;
   m.activations = sat_add(sat_add(sat_prod(T, per_token), sat_prod(T, 4 + 8 + 4)), engine_host_tables(c));
   const uint64_t esize = c.kv_dtype == DType::F16 ? 2 : 4;
-  m.kv_cache = sat_prod(uint64_t(d.layers), 2, uint64_t(c.max_batch), uint64_t(c.max_context), uint64_t(d.kv_dim()), esize);
+  const BlockRecipe recipe = recipe_for(spec);
+  m.kv_positions.clear();
+  for (const LayerRecipe& l : recipe.layers) {
+    m.kv_positions.push_back(kv_positions(l, c.max_context, c.max_tokens));
+    m.kv_cache = sat_add(m.kv_cache, sat_prod(2, uint64_t(c.max_batch), uint64_t(m.kv_positions.back()), uint64_t(d.kv_dim()), esize));
+  }
   m.logits = sat_prod(R, uint64_t(d.hidden + d.vocab), 4);
   const int64_t widest = d.widest_vector();
   m.scratch = sat_add(sat_prod(uint64_t(c.threads), uint64_t(c.max_context), 4), sat_prod(uint64_t(kVecSlots), uint64_t(widest), 4));
@@ -105,7 +111,7 @@ EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
     const uint64_t widest_matrix = sat_prod(uint64_t(std::max({d.vocab, d.inter, d.q_dim(), d.hidden})),
                                             uint64_t(d.widest_matmul_input()), 4);
     m.scratch = sat_add(sat_add(std::min<uint64_t>(widest_matrix, cuda::kPanelBytes), cuda::kCublasWorkspaceBytes),
-                        uint64_t(d.head_dim / 2) * 4);
+                        cuda_rope_bytes(d.head_dim, recipe.ropes.size() > 1));
     m.activations = sat_add(m.activations, sat_prod(R, 8));
     m.host_logits = sat_prod(R, uint64_t(d.vocab), 4);
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "format/checkpoint.hpp"
 #include "format/dtype.hpp"
@@ -51,7 +52,10 @@ EngineDims engine_dims(const ModelSpec& spec);
 struct EngineMemory {
   EngineConfig config;        // with the defaults resolved
   uint64_t activations = 0;   // per-token work buffers for max_tokens tokens (fp32) + token tables
-  uint64_t kv_cache = 0;      // layers x 2 x max_batch x max_context x kv_dim x sizeof(kv_dtype)
+  uint64_t kv_cache = 0;      // sum over layers of 2 x max_batch x kv_positions[l] x kv_dim x sizeof(kv_dtype)
+  // Positions per slot each layer's cache holds (model/recipe.hpp kv_positions): max_context,
+  // or a ring for a sliding-window layer.
+  std::vector<int64_t> kv_positions;
   uint64_t logits = 0;        // logit_rows x (hidden + vocab) fp32: selected rows and their logits
   uint64_t scratch = 0;       // attention scores (threads x max_context) and kVecSlots weight
                               // vectors as fp32 (max of hidden, q_dim, kv_dim, intermediate);
@@ -106,6 +110,12 @@ int64_t panel_cols_of(const Checkpoint& ck, const ModelLayout& layout);
 
 // EngineMemory::thread_buffers of a CPU run; `c` with its defaults resolved.
 uint64_t cpu_thread_buffers(const EngineConfig& c);
+
+// The CUDA backend's rotary tables on the device: one (or two: gemma3's sliding layers) of
+// head_dim / 2 floats.
+inline uint64_t cuda_rope_bytes(int64_t head_dim, bool two_tables) {
+  return uint64_t(two_tables ? 2 : 1) * uint64_t(head_dim / 2) * 4;
+}
 
 // Resolves the defaults of `cfg` against the spec and sizes every buffer.
 EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg);

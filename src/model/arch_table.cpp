@@ -37,9 +37,19 @@ constexpr R kQkNormHF[] = {  // qwen3
     {"self_attn.q_norm.weight", "HD", kReq, Role::QNorm},
     {"self_attn.k_norm.weight", "HD", kReq, Role::KNorm},
 };
-constexpr R kSandwichNormHF[] = {  // gemma2
-    {"pre_feedforward_layernorm.weight", "H"},
-    {"post_feedforward_layernorm.weight", "H"},
+// gemma2/3: input_layernorm before attention, post_attention_layernorm on its output (not
+// the MLP's input norm as in llama), pre_/post_feedforward_layernorm around the MLP.
+constexpr R kGemma2AttnHF[] = {
+    {"input_layernorm.weight", "H", kReq, Role::AttnNorm},
+    {"self_attn.q_proj.weight", "Q H", kReq, Role::Q},
+    {"self_attn.k_proj.weight", "KV H", kReq, Role::K},
+    {"self_attn.v_proj.weight", "KV H", kReq, Role::V},
+    {"self_attn.o_proj.weight", "H Q", kReq, Role::O},
+    {"post_attention_layernorm.weight", "H", kReq, Role::PostAttnNorm},
+};
+constexpr R kSandwichNormHF[] = {
+    {"pre_feedforward_layernorm.weight", "H", kReq, Role::FfnNorm},
+    {"post_feedforward_layernorm.weight", "H", kReq, Role::PostFfnNorm},
 };
 constexpr R kMlpHF[] = {
     {"mlp.gate_proj.weight", "I H", kReq, Role::Gate},
@@ -61,12 +71,12 @@ constexpr R kMoeFusedHF[] = {  // transformers 5 (MixtralExperts, fused per laye
     {"mlp.experts.down_proj", "E H I"},
 };
 constexpr R kPhi3LayerHF[] = {
-    {"input_layernorm.weight", "H"},
-    {"self_attn.qkv_proj.weight", "QKV H"},
-    {"self_attn.o_proj.weight", "H Q"},
-    {"post_attention_layernorm.weight", "H"},
-    {"mlp.gate_up_proj.weight", "2I H"},
-    {"mlp.down_proj.weight", "H I"},
+    {"input_layernorm.weight", "H", kReq, Role::AttnNorm},
+    {"self_attn.qkv_proj.weight", "QKV H", kReq, Role::QKV},
+    {"self_attn.o_proj.weight", "H Q", kReq, Role::O},
+    {"post_attention_layernorm.weight", "H", kReq, Role::FfnNorm},
+    {"mlp.gate_up_proj.weight", "2I H", kReq, Role::GateUp},
+    {"mlp.down_proj.weight", "H I", kReq, Role::Down},
 };
 // GPT-2 uses Conv1D: weights are stored (in, out), the transpose of nn.Linear.
 constexpr R kGpt2LayerHF[] = {
@@ -133,8 +143,8 @@ constexpr R kQkNormGGUF[] = {
 };
 // gemma2: attn_norm / post_attention_norm around attention, ffn_norm / post_ffw_norm around the MLP.
 constexpr R kSandwichNormGGUF[] = {
-    {"post_attention_norm.weight", "H"},
-    {"post_ffw_norm.weight", "H"},
+    {"post_attention_norm.weight", "H", kReq, Role::PostAttnNorm},
+    {"post_ffw_norm.weight", "H", kReq, Role::PostFfnNorm},
 };
 constexpr R kMlpGGUF[] = {
     {"ffn_gate.weight", "I H", kReq, Role::Gate},
@@ -154,12 +164,12 @@ constexpr R kMoeSplitGGUF[] = {  // per-expert tensors (early Mixtral GGUFs)
     {"ffn_down.#.weight", "H I"},
 };
 constexpr R kPhi3LayerGGUF[] = {
-    {"attn_norm.weight", "H"},
-    {"attn_qkv.weight", "QKV H"},
-    {"attn_output.weight", "H Q"},
-    {"ffn_norm.weight", "H"},
-    {"ffn_up.weight", "2I H"},  // gate and up fused, as in HF gate_up_proj
-    {"ffn_down.weight", "H I"},
+    {"attn_norm.weight", "H", kReq, Role::AttnNorm},
+    {"attn_qkv.weight", "QKV H", kReq, Role::QKV},
+    {"attn_output.weight", "H Q", kReq, Role::O},
+    {"ffn_norm.weight", "H", kReq, Role::FfnNorm},
+    {"ffn_up.weight", "2I H", kReq, Role::GateUp},  // gate and up fused, as in HF gate_up_proj
+    {"ffn_down.weight", "H I", kReq, Role::Down},
 };
 constexpr R kGpt2LayerGGUF[] = {  // the converter transposes Conv1D into Linear order
     {"attn_norm.weight", "H"},
@@ -183,9 +193,9 @@ constexpr GlobalModule kLlamaGlobalsGGUF[] = {
     {ModuleKind::Other, "rope_freqs", true, true, kRopeFreqs},  // llama-3 rope scaling factors
 };
 constexpr GlobalModule kPhi3GlobalsGGUF[] = {
-    {ModuleKind::Embedding, "token_embd", true, false, kWeightVH},
-    {ModuleKind::FinalNorm, "output_norm", true, false, kWeightH},
-    {ModuleKind::Head, "output", true, true, kWeightVH},
+    {ModuleKind::Embedding, "token_embd", true, false, kEmbedVH},
+    {ModuleKind::FinalNorm, "output_norm", true, false, kFinalNormH},
+    {ModuleKind::Head, "output", true, true, kHeadVH},
     {ModuleKind::Other, "rope_factors_long", true, true, kAnyWeight},  // longrope
     {ModuleKind::Other, "rope_factors_short", true, true, kAnyWeight},
 };
@@ -201,6 +211,7 @@ constexpr GlobalModule kGpt2GlobalsGGUF[] = {
 constexpr Rules kAttnHFAlt[] = {kAttnHF};
 constexpr Rules kAttnBiasHFAlt[] = {kAttnBiasHF};
 constexpr Rules kQkNormHFAlt[] = {kQkNormHF};
+constexpr Rules kGemma2AttnHFAlt[] = {kGemma2AttnHF};
 constexpr Rules kSandwichHFAlt[] = {kSandwichNormHF};
 constexpr Rules kMlpHFAlt[] = {kMlpHF};
 constexpr Rules kMoeHFAlt[] = {kMoeMixtralHF, kMoeFusedHF};
@@ -218,7 +229,8 @@ constexpr Rules kGpt2GGUFAlt[] = {kGpt2LayerGGUF};
 constexpr LayerSlot kLlamaHF[] = {{kAttnHFAlt}, {kMlpHFAlt}};
 constexpr LayerSlot kQwen2HF[] = {{kAttnHFAlt}, {kAttnBiasHFAlt}, {kMlpHFAlt}};
 constexpr LayerSlot kQwen3HF[] = {{kAttnHFAlt}, {kQkNormHFAlt}, {kMlpHFAlt}};
-constexpr LayerSlot kGemma2HF[] = {{kAttnHFAlt}, {kSandwichHFAlt}, {kMlpHFAlt}};
+constexpr LayerSlot kGemma2HF[] = {{kGemma2AttnHFAlt}, {kSandwichHFAlt}, {kMlpHFAlt}};
+constexpr LayerSlot kGemma3HF[] = {{kGemma2AttnHFAlt}, {kQkNormHFAlt}, {kSandwichHFAlt}, {kMlpHFAlt}};
 constexpr LayerSlot kMixtralHF[] = {{kAttnHFAlt}, {kMoeHFAlt}};
 constexpr LayerSlot kPhi3HF[] = {{kPhi3HFAlt}};
 constexpr LayerSlot kGpt2HF[] = {{kGpt2HFAlt}};
@@ -226,6 +238,7 @@ constexpr LayerSlot kLlamaGGUF[] = {{kAttnGGUFAlt}, {kMlpGGUFAlt}};
 constexpr LayerSlot kQwen2GGUF[] = {{kAttnGGUFAlt}, {kAttnBiasGGUFAlt}, {kMlpGGUFAlt}};
 constexpr LayerSlot kQwen3GGUF[] = {{kAttnGGUFAlt}, {kQkNormGGUFAlt}, {kMlpGGUFAlt}};
 constexpr LayerSlot kGemma2GGUF[] = {{kAttnGGUFAlt}, {kSandwichGGUFAlt}, {kMlpGGUFAlt}};
+constexpr LayerSlot kGemma3GGUF[] = {{kAttnGGUFAlt}, {kQkNormGGUFAlt}, {kSandwichGGUFAlt}, {kMlpGGUFAlt}};
 constexpr LayerSlot kMixtralGGUF[] = {{kAttnGGUFAlt}, {kMoeGGUFAlt}};
 constexpr LayerSlot kPhi3GGUF[] = {{kPhi3GGUFAlt}};
 constexpr LayerSlot kGpt2GGUF[] = {{kGpt2GGUFAlt}};
@@ -241,6 +254,7 @@ constexpr ArchEntry kTable[] = {
     {"qwen3", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kQwen3HF},
     {"gemma", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kLlamaHF},
     {"gemma2", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kGemma2HF},
+    {"gemma3", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kGemma3HF},
     {"phi3", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kPhi3HF},
     {"mixtral", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kMixtralHF},
     {"gpt2", Naming::HF, kGpt2Roots, "h.", kGpt2GlobalsHF, kGpt2HF},
@@ -250,6 +264,7 @@ constexpr ArchEntry kTable[] = {
     {"qwen3", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kQwen3GGUF},
     {"gemma", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kLlamaGGUF},
     {"gemma2", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kGemma2GGUF},
+    {"gemma3", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kGemma3GGUF},
     {"phi3", Naming::GGUF, kGGUFRoots, "blk.", kPhi3GlobalsGGUF, kPhi3GGUF},
     {"mixtral", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kMixtralGGUF},
     {"gpt2", Naming::GGUF, kGGUFRoots, "blk.", kGpt2GlobalsGGUF, kGpt2GGUF},
@@ -263,7 +278,7 @@ struct Alias {
 constexpr Alias kAliases[] = {
     {"llama", "llama"},     {"mistral", "mistral"}, {"qwen2", "qwen2"},   {"qwen3", "qwen3"},
     {"gemma", "gemma"},     {"gemma2", "gemma2"},   {"phi3", "phi3"},     {"gpt2", "gpt2"},
-    {"mixtral", "mixtral"},
+    {"mixtral", "mixtral"}, {"gemma3", "gemma3"},   {"gemma3_text", "gemma3"},
     // class names: LlamaForCausalLM → "llama", GPT2LMHeadModel → "gpt2"
 };
 
@@ -281,7 +296,8 @@ std::string_view role_name(Role r) {
   static constexpr std::string_view kNames[kRoleCount] = {
       "none",   "embed",  "final_norm", "head",    "rope_freqs", "attn_norm", "q",        "k",
       "v",      "o",      "q_bias",     "k_bias",  "v_bias",     "o_bias",    "q_norm",   "k_norm",
-      "ffn_norm", "gate", "up",         "down",    "gate_bias",  "up_bias",   "down_bias"};
+      "ffn_norm", "gate", "up",         "down",    "gate_bias",  "up_bias",   "down_bias",
+      "post_attn_norm", "post_ffn_norm", "qkv", "gate_up"};
   return kNames[size_t(r)];
 }
 

@@ -119,7 +119,7 @@ void all_windowed(ModelSpec& s) {
 
 bool family_uses_rope(std::string_view family) { return is_known_family(family) && family != "gpt2"; }
 bool family_ties_by_default(std::string_view family) {
-  return family == "gemma" || family == "gemma2" || family == "gpt2";
+  return family == "gemma" || family == "gemma2" || family == "gemma3" || family == "gpt2";
 }
 
 }  // namespace
@@ -164,9 +164,26 @@ ModelSpec spec_from_hf_config(const json& config) {
   s.dtype = f.string({"torch_dtype", "dtype"}).value_or("");
   s.norm_eps = f.number({"rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_epsilon"}).value_or(0);
 
-  // transformers 5 folds rope_theta and the scaling into "rope_parameters".
+  // transformers 5 folds rope_theta and the scaling into "rope_parameters"; gemma3 keeps one
+  // set per layer type (full_attention: rope_theta / rope_scaling here; sliding_attention:
+  // rope_local_theta).
   const json* rope_params = f.find({"rope_parameters"});
   if (rope_params && !rope_params->is_object()) f.bad("rope_parameters", *rope_params, "must be an object");
+  if (rope_params && rope_params->contains("full_attention")) {
+    const json& local = rope_params->value("sliding_attention", json::object());
+    if (!local.is_object()) f.bad("rope_parameters", *rope_params, "must hold objects per layer type");
+    s.rope_local_theta = Fields("config.bad_field", "config.json", local).number({"rope_theta"}).value_or(0);
+    rope_params = &rope_params->at("full_attention");
+    if (!rope_params->is_object()) f.bad("rope_parameters", *rope_params, "must hold objects per layer type");
+  }
+  if (!s.rope_local_theta) s.rope_local_theta = f.number({"rope_local_base_freq"}).value_or(0);
+  s.hidden_act = f.string({"hidden_activation", "hidden_act"}).value_or("");
+  s.attn_logit_softcap = f.number({"attn_logit_softcapping"}).value_or(0);
+  s.final_logit_softcap = f.number({"final_logit_softcapping"}).value_or(0);
+  s.query_pre_attn_scalar = f.number({"query_pre_attn_scalar"}).value_or(0);
+  s.partial_rotary_factor = f.number({"partial_rotary_factor"}).value_or(0);
+  if (rope_params && !s.partial_rotary_factor)
+    s.partial_rotary_factor = Fields("config.bad_field", "config.json", *rope_params).number({"partial_rotary_factor"}).value_or(0);
   std::optional<double> theta = f.number({"rope_theta"});
   if (!theta && rope_params) theta = Fields("config.bad_field", "config.json", *rope_params).number({"rope_theta"});
   s.rope_theta = theta.value_or(family_uses_rope(fam) ? 10000.0 : 0.0);
@@ -177,6 +194,9 @@ ModelSpec spec_from_hf_config(const json& config) {
     auto type = rope_params->find("rope_type");
     if (type != rope_params->end() && type->is_string() && *type != "default") s.rope_scaling = *rope_params;
   }
+  // longrope (phi3) reads the pre-training context; transformers < 5 keeps it at the top level.
+  if (s.rope_scaling.is_object() && !s.rope_scaling.contains("original_max_position_embeddings"))
+    if (auto orig = f.integer({"original_max_position_embeddings"})) s.rope_scaling["original_max_position_embeddings"] = *orig;
 
   s.num_experts = f.integer({"num_local_experts", "num_experts", "n_routed_experts"}).value_or(0);
   s.num_experts_per_tok = f.integer({"num_experts_per_tok", "num_experts_per_token", "moe_top_k"}).value_or(0);
@@ -306,6 +326,12 @@ std::optional<ModelSpec> spec_from_gguf(const json& md) {
 
   s.kv_lora_rank = integer("attention.kv_lora_rank").value_or(0);
   if (s.kv_lora_rank > 0) s.qk_rope_head_dim = integer("rope.dimension_count").value_or(0);
+  // The block details llama.cpp reads (llama-model.cpp's hparams of these families).
+  s.attn_logit_softcap = f.number({key("attn_logit_softcapping")}).value_or(0);
+  s.final_logit_softcap = f.number({key("final_logit_softcapping")}).value_or(0);
+  s.rope_local_theta = f.number({key("rope.freq_base_swa")}).value_or(fam == "gemma3" ? 10000.0 : 0.0);
+  if (auto rot = integer("rope.dimension_count"); rot && s.kv_lora_rank == 0 && s.head_dim > 0 && *rot < s.head_dim)
+    s.partial_rotary_factor = double(*rot) / double(s.head_dim);
 
   s.sliding_window = integer("attention.sliding_window").value_or(0);
   if (s.sliding_window > 0 && s.num_layers > 0) {

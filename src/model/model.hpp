@@ -45,6 +45,14 @@ struct ModelSpec {
   // MLA (DeepSeek-V2/3, MiniCPM3): cache holds kv_lora_rank + qk_rope_head_dim per token per layer.
   int64_t kv_lora_rank = 0;
   int64_t qk_rope_head_dim = 0;
+  // What the engine's block recipe (model/recipe.hpp) reads beyond the dimensions; 0 / ""
+  // = absent. hidden_act: "silu", "gelu_pytorch_tanh", ... (hidden_activation for gemma).
+  std::string hidden_act;
+  double attn_logit_softcap = 0;     // gemma2: scores = cap * tanh(scores / cap)
+  double final_logit_softcap = 0;    // gemma2: logits likewise
+  double query_pre_attn_scalar = 0;  // gemma2/3: attention scale = 1/sqrt(this)
+  double rope_local_theta = 0;       // gemma3: rope base of the sliding-window layers
+  double partial_rotary_factor = 0;  // phi-4-mini: rotary on this fraction of head_dim
 
   nlohmann::json to_json() const;
 };
@@ -59,8 +67,10 @@ enum class Role : uint8_t {
   Embed, FinalNorm, Head, RopeFreqs,
   AttnNorm, Q, K, V, O, QBias, KBias, VBias, OBias, QNorm, KNorm,
   FfnNorm, Gate, Up, Down, GateBias, UpBias, DownBias,
+  PostAttnNorm, PostFfnNorm,  // gemma2/3: norms of the attention and MLP outputs
+  QKV, GateUp,                // phi3: q|k|v and gate|up as one matrix each
 };
-constexpr size_t kRoleCount = size_t(Role::DownBias) + 1;
+constexpr size_t kRoleCount = size_t(Role::GateUp) + 1;
 struct Module {
   std::string name;              // prefix as the framework names it: "model.layers.3", "blk.3", "lm_head"
   ModuleKind kind = ModuleKind::Other;

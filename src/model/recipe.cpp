@@ -1,0 +1,105 @@
+#include "model/recipe.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace nunchaku {
+namespace {
+
+bool is_gemma(const std::string& f) { return f == "gemma" || f == "gemma2" || f == "gemma3"; }
+
+std::string rope_type(const nlohmann::json& rs) {
+  if (!rs.is_object()) return "default";
+  for (const char* k : {"rope_type", "type"})
+    if (auto it = rs.find(k); it != rs.end() && it->is_string()) return it->get<std::string>();
+  return "default";
+}
+
+double number_or(const nlohmann::json& j, const char* key, double fallback) {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+// longrope's attention factor (transformers' _compute_longrope_parameters): cos and sin are
+// scaled by it, so the rotated values of q and k are (the others are not: partial rotary).
+double longrope_attention_factor(const ModelSpec& s) {
+  const double orig = number_or(s.rope_scaling, "original_max_position_embeddings", 0);
+  double factor = number_or(s.rope_scaling, "factor", 0);
+  if (factor <= 0 && orig > 0 && s.max_context > 0) factor = double(s.max_context) / orig;
+  const double given = number_or(s.rope_scaling, "attention_factor", 0);
+  if (given > 0) return given;
+  return factor > 1.0 && orig > 1 ? std::sqrt(1 + std::log(factor) / std::log(orig)) : 1.0;
+}
+
+Activation activation_of(const ModelSpec& s, BlockRecipe& r) {
+  const std::string& a = s.hidden_act;
+  // transformers runs every gemma with the tanh GELU, whatever hidden_act says (Gemma 1 configs
+  // on the Hub say "gelu"); only hidden_activation overrides it.
+  if (is_gemma(s.architecture)) return Activation::GeluTanh;
+  if (a.empty() || a == "silu" || a == "swish") return Activation::Silu;
+  if (a == "gelu_pytorch_tanh" || a == "gelu_tanh" || a == "gelu_new") return Activation::GeluTanh;
+  r.unsupported = "activation '" + a + "' is not supported by the engine (supported: silu, gelu_pytorch_tanh)";
+  return Activation::Silu;
+}
+
+}  // namespace
+
+std::string_view norm_kind_name(NormKind k) {
+  switch (k) {
+    case NormKind::Rms: return "rms";
+    case NormKind::RmsOnePlus: return "rms(1+w)";
+    case NormKind::Layer: return "layer";
+  }
+  return "?";
+}
+
+std::string_view activation_name(Activation a) { return a == Activation::Silu ? "silu" : "gelu-tanh"; }
+
+int64_t kv_positions(const LayerRecipe& l, int64_t max_context, int64_t max_tokens) {
+  if (l.window <= 0) return max_context;
+  return std::min(max_context, l.window + std::max<int64_t>(1, max_tokens) - 1);
+}
+
+BlockRecipe recipe_for(const ModelSpec& s) {
+  BlockRecipe r;
+  const std::string& fam = s.architecture;
+  const bool gguf = s.source == "gguf";
+  const int64_t heads = s.num_heads, hd = s.head_dim > 0 ? s.head_dim : (heads > 0 ? s.hidden_size / heads : 0);
+  static const char* const kRuns[] = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3"};
+  if (std::find(std::begin(kRuns), std::end(kRuns), fam) == std::end(kRuns))
+    r.unsupported = "architecture '" + fam + "' is not supported by the engine";
+  else if (s.num_experts > 0)
+    r.unsupported = "mixture-of-experts models are not supported yet";
+
+  r.act = activation_of(s, r);
+  r.tied_head = s.tie_word_embeddings;
+  r.qk_norm = fam == "qwen3" || fam == "gemma3";
+  r.fused_qkv = r.fused_gate_up = fam == "phi3";
+  if (is_gemma(fam)) {
+    r.norm = gguf ? NormKind::Rms : NormKind::RmsOnePlus;  // convert_hf_to_gguf stores 1 + w
+    r.embed_scale = float(std::sqrt(double(s.hidden_size)));
+    r.post_attn_norm = r.post_ffn_norm = fam != "gemma";
+  }
+  r.attn_softcap = float(s.attn_logit_softcap);
+  r.final_softcap = float(s.final_logit_softcap);
+  r.attn_scale = s.query_pre_attn_scalar > 0 ? float(1.0 / std::sqrt(s.query_pre_attn_scalar)) : 1.0f / std::sqrt(float(hd));
+
+  int64_t dims = s.partial_rotary_factor > 0 && s.partial_rotary_factor < 1 ? int64_t(double(hd) * s.partial_rotary_factor) : hd;
+  dims -= dims % 2;
+  const bool longrope = rope_type(s.rope_scaling) == "longrope" || rope_type(s.rope_scaling) == "su";
+  r.ropes.push_back({s.rope_theta > 0 ? s.rope_theta : 10000.0, s.rope_scaling, dims,
+                     longrope ? float(longrope_attention_factor(s)) : 1.0f});
+  const bool local_rope = fam == "gemma3" && s.rope_local_theta > 0;
+  if (local_rope) r.ropes.push_back({s.rope_local_theta, nullptr, dims});
+
+  r.layers.resize(size_t(std::max<int64_t>(0, s.num_layers)));
+  for (size_t l = 0; l < r.layers.size(); ++l) {
+    LayerRecipe& L = r.layers[l];
+    L.window = s.layer_windows.size() == r.layers.size() ? s.layer_windows[l] : s.sliding_window;
+    L.rope = local_rope && L.window > 0 ? 1 : 0;
+  }
+  return r;
+}
+
+}  // namespace nunchaku

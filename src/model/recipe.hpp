@@ -1,0 +1,71 @@
+// The layer as a recipe: what one decoder block of a family computes, beyond its dimensions
+// (which norm, which activation, which extra norms and caps, which rotary table per layer,
+// how wide each layer's attention window is). The engine's Transformer interprets it op by
+// op (engine/model.cpp run_layer), and engine_memory() sizes the run state from it, so the
+// estimate of a nunchaku run and the run itself read one description.
+//
+// recipe_for() is the one place these values are decided per family, from ModelSpec fields
+// (config.json / GGUF metadata); the architecture records will hold them later.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/model.hpp"
+
+namespace nunchaku {
+
+// y = x / rms(x) * w (Rms); * (1 + w) (RmsOnePlus: Gemma's stored weights, HF naming; GGUF
+// files hold 1 + w already); (x - mean) / std * w + b (Layer).
+enum class NormKind : uint8_t { Rms, RmsOnePlus, Layer };
+// gate = act(gate) * up: SiLU (llama, phi3) or GELU with the tanh approximation (gemma).
+enum class Activation : uint8_t { Silu, GeluTanh };
+
+// One rotary table (engine/rope.cpp makes its inverse frequencies).
+struct RopeRecipe {
+  double theta = 10000.0;
+  nlohmann::json scaling;  // null, or {"rope_type"|"type": linear | llama3 | longrope, ...}
+  int64_t dims = 0;        // rotated values at the start of each head (even, <= head_dim)
+  float mscale = 1;        // cos and sin times this (longrope's attention factor)
+};
+
+struct LayerRecipe {
+  int64_t window = 0;  // attention window in positions (0 = full attention)
+  int rope = 0;        // index into BlockRecipe::ropes
+};
+
+struct BlockRecipe {
+  NormKind norm = NormKind::Rms;          // every norm: block, final, and q/k per head
+  Activation act = Activation::Silu;
+  bool post_attn_norm = false;            // norm of the attention output before the residual add
+  bool post_ffn_norm = false;             // norm of the MLP output before the residual add
+  bool qk_norm = false;                   // per-head norms of q and k before rope (required)
+  bool fused_qkv = false;                 // q|k|v stacked in one matrix (rows), phi3
+  bool fused_gate_up = false;             // gate|up stacked in one matrix (rows), phi3
+  float attn_scale = 0;                   // scores = attn_scale * q.k (query_pre_attn_scalar^-1/2 or head_dim^-1/2)
+  float attn_softcap = 0;                 // scores = cap * tanh(scores / cap); 0 = none
+  float final_softcap = 0;                // logits likewise
+  float embed_scale = 1;                  // X = embedding row * embed_scale
+  bool tied_head = false;                 // the head is the embedding unless the file has one
+  std::vector<RopeRecipe> ropes;          // [0] full-attention layers; [1] gemma3's sliding layers
+  std::vector<LayerRecipe> layers;        // one per layer
+  std::string unsupported;                // why the engine cannot run this family ("" = it can)
+};
+
+// Never throws: a family the engine does not run gets a llama-like recipe (so estimates of it
+// still size a KV cache per layer) with `unsupported` set.
+BlockRecipe recipe_for(const ModelSpec& spec);
+
+// KV positions per sequence slot that layer `l`'s cache holds: max_context, or for a sliding
+// layer a ring of window + max_tokens - 1 slots (position p at p mod ring). One forward pass
+// writes up to max_tokens positions before any of them attends, and its first token still
+// needs the window - 1 positions before it.
+int64_t kv_positions(const LayerRecipe& l, int64_t max_context, int64_t max_tokens);
+
+std::string_view norm_kind_name(NormKind k);     // "rms", "rms(1+w)", "layer"
+std::string_view activation_name(Activation a);  // "silu", "gelu-tanh"
+
+}  // namespace nunchaku
