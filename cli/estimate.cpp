@@ -6,6 +6,8 @@
 #include <memory>
 #include <optional>
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
@@ -37,6 +39,21 @@ void print_field(std::string_view label, const std::string& text) {
   fmt::print("{:<11}{}\n", label, wrap(text, output_width(), 11));
 }
 
+// "; layers: 40 sliding (window 1024), 8 full" when layers differ in what they cache.
+std::string layer_pattern(const ModelSpec& s) {
+  if (s.layer_attn.empty()) return "";
+  std::map<std::pair<AttnKind, int64_t>, int64_t> count;
+  for (size_t i = 0; i < s.layer_attn.size(); ++i)
+    ++count[{s.layer_attn[i], i < s.layer_windows.size() ? s.layer_windows[i] : 0}];
+  if (count.size() == 1 && count.begin()->first.first == AttnKind::Full) return "";
+  std::vector<std::string> parts;
+  for (const auto& [k, n] : count)
+    parts.push_back(k.second > 0 ? fmt::format("{} {} ({} {})", n, attn_kind_name(k.first),
+                                               k.first == AttnKind::Chunked ? "chunk" : "window", k.second)
+                                 : fmt::format("{} {}", n, attn_kind_name(k.first)));
+  return fmt::format("; layers: {}", fmt::join(parts, ", "));
+}
+
 void print_table(const Estimate& e, bool explain) {
   const auto& s = e.spec;
   const auto& w = e.workload;
@@ -45,7 +62,9 @@ void print_table(const Estimate& e, bool explain) {
     print_field("model:", fmt::format("{} ({}), {}, hidden {}, {} ({} KV) × {}, vocab {}, {} params",
                                       s.architecture.empty() ? "unknown" : s.architecture, s.source.empty() ? "unknown" : s.source,
                                       plural(uint64_t(s.num_layers), "layer"), s.hidden_size, plural(uint64_t(s.num_heads), "head"), s.num_kv_heads, s.head_dim, s.vocab_size,
-                                      format_count(e.parameters)));
+                                      format_count(e.parameters)) +
+                                  (e.active_parameters != e.parameters ? fmt::format(" ({} active per token)", format_count(e.active_parameters)) : "") +
+                                  (s.wrapper.empty() ? "" : fmt::format(", language model of a {} checkpoint", s.wrapper)));
   else
     print_field("model:", fmt::format("unknown (no config.json or GGUF metadata), {}, {} params",
                                       plural(e.modules.size(), "module"), format_count(e.parameters)));
@@ -62,7 +81,8 @@ void print_table(const Estimate& e, bool explain) {
   else if (w.gpus > 1)
     wl += fmt::format(", split over {} GPUs", w.gpus);
   print_field("workload:", wl);
-  if (described) fmt::print("KV cache:  {} per token (all layers, batch 1)\n", format_bytes(e.kv_bytes_per_token));
+  if (described) fmt::print("KV cache:  {} per token (all layers, batch 1){}\n", format_bytes(e.kv_bytes_per_token), layer_pattern(s));
+  for (const auto& g : e.guessed) fmt::print("guessed:   {}\n", g);
   fmt::print("\n");
   // Formulas behind --explain (always in the JSON), each under its row.
   auto row = [&](const std::string& name, uint64_t bytes, const std::string& formula) {

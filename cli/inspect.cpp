@@ -180,6 +180,13 @@ void print_text(const Checkpoint& ck, const ModelLayout& layout, const InspectOp
   if (!o.filter.empty()) fmt::print("filter       {}\n", printable(o.filter));
   fmt::print("tensors      {}\n", n);
   fmt::print("parameters   {} ({})\n", with_commas(params), format_count(params));
+  if (o.filter.empty() && layout.spec && (layout.num_parameters != params || layout.num_active_parameters != params))
+    fmt::print("model        {} ({}) logical parameters{}\n", with_commas(layout.num_parameters),
+               format_count(layout.num_parameters),
+               layout.num_active_parameters != layout.num_parameters
+                   ? fmt::format(", {} ({}) active per token", with_commas(layout.num_active_parameters),
+                                 format_count(layout.num_active_parameters))
+                   : "");
   fmt::print("tensor bytes {} ({})\n", with_commas(bytes), format_bytes(bytes));
   for (const auto& [name, d] : totals)
     fmt::print("  {:<9} {:>6} tensor{:<1} {:>10} params {:>12}\n", printable(name), d.tensors, d.tensors == 1 ? "" : "s",

@@ -17,7 +17,7 @@ endfunction()
 
 function(nunchaku_check_includes layer deps)
   nunchaku_allowed_layers(${layer} allowed)
-  file(GLOB files ${CMAKE_SOURCE_DIR}/src/${layer}/*.cpp ${CMAKE_SOURCE_DIR}/src/${layer}/*.hpp)
+  file(GLOB_RECURSE files ${CMAKE_SOURCE_DIR}/src/${layer}/*.cpp ${CMAKE_SOURCE_DIR}/src/${layer}/*.hpp)
   foreach(f IN LISTS files)
     file(STRINGS ${f} lines REGEX "^#include \"[a-z_]+/")
     foreach(line IN LISTS lines)

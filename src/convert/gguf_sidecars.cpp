@@ -10,6 +10,7 @@
 #include "core/source.hpp"
 #include "format/gguf.hpp"
 #include "io/atomic_output.hpp"
+#include "model/arch/record.hpp"
 #include "tokenizer/gguf_vocab.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -19,16 +20,10 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-// The transformers class of each family the architecture table has.
+// The transformers class of the family, from its record (nullptr without one).
 const char* hf_class(const std::string& family) {
-  static const std::pair<const char*, const char*> kClasses[] = {
-      {"llama", "LlamaForCausalLM"},   {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"},
-      {"qwen3", "Qwen3ForCausalLM"},   {"gemma", "GemmaForCausalLM"},     {"gemma2", "Gemma2ForCausalLM"},
-      {"phi3", "Phi3ForCausalLM"},     {"mixtral", "MixtralForCausalLM"}, {"gpt2", "GPT2LMHeadModel"},
-  };
-  for (const auto& [f, c] : kClasses)
-    if (family == f) return c;
-  return nullptr;
+  const ArchRecord* r = find_record(family);
+  return r && !r->hf_class.empty() ? r->hf_class.data() : nullptr;
 }
 
 void write_json(const StagedOutput& out, const std::string& name, const ojson& j) {

@@ -5,16 +5,23 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "model/arch/record.hpp"
 #include "model/arch_table.hpp"
 
 namespace nunchaku::convert {
 
 namespace {
 
-bool engine_family(const std::string& f) { return f == "llama" || f == "mistral" || f == "qwen2" || f == "qwen3"; }
+bool engine_family(const std::string& f) {
+  const ArchRecord* r = find_record(f);
+  return r && r->engine_runs;
+}
 
-// convert_hf_to_gguf's LlamaModel.permute applies to llama and mistral only.
-bool permutes_qk(const std::string& f) { return f == "llama" || f == "mistral"; }
+// convert_hf_to_gguf's LlamaModel.permute (the record's permutes_qk: llama and mistral).
+bool permutes_qk(const std::string& f) {
+  const ArchRecord* r = find_record(f);
+  return r && r->permutes_qk;
+}
 
 std::string rope_type(const ModelSpec& s) {
   if (!s.rope_scaling.is_object()) return "";

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "cuda/loader.hpp"
 #include "engine/quant_blocks.hpp"
+#include "model/arch/record.hpp"
 #include "model/arch_table.hpp"
 
 namespace nunchaku::engine {

@@ -12,6 +12,8 @@
 #include "memory/engine_memory.hpp"
 #include "memory/estimate_detail.hpp"
 #include "memory/quant.hpp"
+#include "model/arch/record.hpp"
+#include "model/storage.hpp"
 #include "core/units.hpp"
 
 namespace nunchaku {
@@ -24,53 +26,6 @@ constexpr uint64_t kMiB = 1ULL << 20;
 constexpr int64_t kDefaultContext = 4096;
 constexpr int64_t kMaxTokens = 1LL << 31;
 constexpr int64_t kMaxBatch = 1LL << 24;
-
-// Modules when describe_model produced none: layer = first all-digit path component.
-std::vector<Module> fallback_modules(const Checkpoint& ck) {
-  std::vector<Module> mods;
-  std::map<std::string, size_t> index;
-  auto add = [&](const std::string& name, ModuleKind kind, int64_t layer, size_t ti) {
-    auto it = index.find(name);
-    if (it == index.end()) {
-      it = index.emplace(name, mods.size()).first;
-      mods.push_back(Module{name, kind, layer, {}, 0, 0});
-    }
-    Module& m = mods[it->second];
-    m.tensors.push_back(ti);
-    m.bytes += ck.tensors[ti].nbytes;
-    m.parameters += ck.tensors[ti].numel();
-  };
-  for (size_t i = 0; i < ck.tensors.size(); ++i) {
-    const std::string& n = ck.tensors[i].name;
-    size_t start = 0;
-    bool placed = false;
-    while (start < n.size()) {
-      size_t dot = n.find('.', start);
-      if (dot == std::string::npos) break;
-      std::string_view part(n.data() + start, dot - start);
-      if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
-        add(n.substr(0, dot), ModuleKind::Layer, std::stoll(std::string(part.substr(0, 9))), i);
-        placed = true;
-        break;
-      }
-      start = dot + 1;
-    }
-    if (placed) continue;
-    switch (tensor_role(ck.tensors[i], false)) {
-      case TensorRole::Embedding: add("embedding", ModuleKind::Embedding, -1, i); break;
-      case TensorRole::Head: add("head", ModuleKind::Head, -1, i); break;
-      default:
-        add(n.find("norm") != std::string::npos ? "final_norm" : "other",
-            n.find("norm") != std::string::npos ? ModuleKind::FinalNorm : ModuleKind::Other, -1, i);
-    }
-  }
-  std::stable_sort(mods.begin(), mods.end(), [](const Module& a, const Module& b) {
-    auto rank = [](const Module& m) { return m.kind == ModuleKind::Embedding ? 0 : m.kind == ModuleKind::Layer ? 1 : m.kind == ModuleKind::FinalNorm ? 2 : m.kind == ModuleKind::Head ? 3 : 4; };
-    if (rank(a) != rank(b)) return rank(a) < rank(b);
-    return a.layer < b.layer;
-  });
-  return mods;
-}
 
 void require(bool ok, const char* code, const std::string& msg, const std::string& hint = "") {
   if (!ok) throw Error(code, msg, {.hint = hint});
@@ -179,20 +134,35 @@ std::vector<std::string> overhead_names() {
   return {"cuda_context", "cublas_workspace", "allocator_slack", "cuda_graphs", "cpu_runtime", "glibc_heap"};
 }
 
-uint64_t kv_layer_bytes(const ModelSpec& s, int64_t layer, int64_t tokens, int64_t batch, DType kv) {
+uint64_t kv_layer_bytes(const ModelSpec& s, int64_t layer, int64_t tokens, int64_t batch, DType kv, const KvCells& cells) {
+  AttnKind kind = s.attn_kind(layer);
   int64_t window = 0;
-  if (!s.layer_windows.empty()) {
-    if (layer >= 0 && layer < static_cast<int64_t>(s.layer_windows.size())) window = s.layer_windows[layer];
-  } else {
-    window = s.sliding_window;
-  }
-  const uint64_t held = static_cast<uint64_t>(window > 0 ? std::min(window, tokens) : tokens);
+  if (layer >= 0 && layer < static_cast<int64_t>(s.layer_windows.size())) window = s.layer_windows[static_cast<size_t>(layer)];
+  else if (s.layer_windows.empty() && s.layer_attn.empty()) window = s.sliding_window;
+  // Specs built by hand (or by older readers) may state windows without kinds.
+  if (window > 0 && (kind == AttnKind::Full || kind == AttnKind::Mla) && s.layer_attn.empty()) kind = AttnKind::Sliding;
   const uint64_t e = elem_bytes(kv);
-  if (s.kv_lora_rank > 0) return mul({static_cast<uint64_t>(s.kv_lora_rank + s.qk_rope_head_dim), held, static_cast<uint64_t>(batch), e});
+  if (kind == AttnKind::None) return 0;
+  if (kind == AttnKind::Recurrent)  // a constant state per sequence, whatever the context
+    return mul({static_cast<uint64_t>(std::max<int64_t>(s.recurrent_state_elems, 0)), static_cast<uint64_t>(batch), e});
+  uint64_t held = static_cast<uint64_t>(tokens);
+  if ((kind == AttnKind::Sliding || kind == AttnKind::Chunked) && window > 0) {
+    uint64_t w = static_cast<uint64_t>(window) + static_cast<uint64_t>(std::max<int64_t>(cells.window_extra, 0));
+    if (cells.window_pad > 1) w = (w + cells.window_pad - 1) / cells.window_pad * cells.window_pad;
+    held = std::min(held, w);
+  }
+  if (kind == AttnKind::Mla && s.kv_lora_rank > 0 && !cells.mla_expanded)
+    return mul({static_cast<uint64_t>(s.kv_lora_rank + s.qk_rope_head_dim), held, static_cast<uint64_t>(batch), e});
   int64_t kvh = s.num_kv_heads > 0 ? s.num_kv_heads : s.num_heads;
   if (!s.layer_kv_heads.empty() && layer >= 0 && layer < static_cast<int64_t>(s.layer_kv_heads.size()))
-    kvh = s.layer_kv_heads[layer];
+    kvh = s.layer_kv_heads[static_cast<size_t>(layer)];
   const int64_t hd = s.head_dim > 0 ? s.head_dim : (s.num_heads > 0 ? s.hidden_size / s.num_heads : 0);
+  if (kind == AttnKind::Mla && cells.mla_expanded) {
+    // transformers' DeepSeek attention caches the expanded K (heads × qk head dim) and V
+    // (heads × v_head_dim, taken as qk head dim minus the rope part).
+    const uint64_t v = static_cast<uint64_t>(std::max<int64_t>(hd - s.qk_rope_head_dim, 0));
+    return mul({static_cast<uint64_t>(kvh), static_cast<uint64_t>(hd) + v, held, static_cast<uint64_t>(batch), e});
+  }
   return mul({2, static_cast<uint64_t>(kvh), static_cast<uint64_t>(hd), held, static_cast<uint64_t>(batch), e});
 }
 
@@ -202,11 +172,32 @@ uint64_t kv_cache_bytes(const ModelSpec& s, int64_t tokens, int64_t batch, DType
   return total;
 }
 
+uint64_t kv_cache_bytes_per_token(const ModelSpec& s, DType kv) {
+  uint64_t total = 0;
+  for (int64_t l = 0; l < s.num_layers; ++l) {
+    const AttnKind k = s.attn_kind(l);
+    if (k == AttnKind::Recurrent || k == AttnKind::None) continue;
+    ModelSpec one = s;  // as if the layer held every token
+    one.layer_windows.clear();
+    one.sliding_window = 0;
+    if (!one.layer_attn.empty()) one.layer_attn[static_cast<size_t>(l)] = k == AttnKind::Mla ? AttnKind::Mla : AttnKind::Full;
+    total = add(total, kv_layer_bytes(one, l, 1, 1, kv));
+  }
+  return total;
+}
+
 Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workload& win) {
   if (!layout.spec) return estimate_weights_only(ck, layout, win);  // any module tree: weights + overheads
+  if (const ArchRecord* r = find_record(layout.spec->architecture); r && r->diffusion) {
+    // A diffusion transformer: weights and the runtime's fixed costs, the rest named as guessed.
+    Estimate e = estimate_weights_only(ck, layout, win);
+    e.spec = *layout.spec;
+    e.guessed = layout.spec->guessed;
+    return e;
+  }
   Estimate e;
   e.modules.clear();
-  const std::vector<Module> mods = layout.modules.empty() ? fallback_modules(ck) : layout.modules;
+  const std::vector<Module>& mods = layout.modules;
   e.spec = resolve_spec(layout, mods);
   const ModelSpec& s = e.spec;
   e.workload = resolve_workload(win, s, ck, &e.context_defaulted);
@@ -215,10 +206,22 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   const bool lora = w.mode == Mode::LoRA || w.mode == Mode::QLoRA;
 
   const DType stored = dominant_dtype(ck);
+  // Quantized Hub stores (FP8 with scales, MXFP4, GPTQ/AWQ, bitsandbytes) compute and cache
+  // in the 16-bit dtype the config names (bf16 when it names none), not in the store's type.
+  const bool fp8 = stored == DType::F8_E4M3 || stored == DType::F8_E5M2 || stored == DType::F8_E4M3FNUZ ||
+                   stored == DType::F8_E5M2FNUZ;
+  const bool packed_store = !s.quant_method.empty() || fp8;
+  DType config_float = dtype_from_torch(s.dtype).value_or(DType::BF16);
+  if (dtype_info(config_float).kind != DTypeKind::Float || elem_bytes(config_float) < 2) config_float = DType::BF16;
   e.weight_dtype = w.dtype.value_or(stored);
+  // vLLM's dtype "auto" serves fp32 checkpoints in bf16 (vllm/config/model.py, _resolve_auto_dtype:
+  // float32 is downcast to the platform's preferred dtype, bf16 on CUDA GPUs that have it).
+  if (!w.dtype && *w.runtime == Runtime::Vllm && stored == DType::F32) e.weight_dtype = DType::BF16;
   // Activations: --dtype, else the stored float type; quantized GGUF computes in F32 (ggml),
   // fp32 checkpoints in F32.
-  e.compute_dtype = dtype_info(e.weight_dtype).kind == DTypeKind::Float ? e.weight_dtype : DType::F32;
+  e.compute_dtype = packed_store && !w.dtype ? config_float
+                    : dtype_info(e.weight_dtype).kind == DTypeKind::Float ? e.weight_dtype
+                                                                          : DType::F32;
   e.runtime = *w.runtime;
   e.target = w.target;
   e.kv_dtype = w.kv_dtype.value_or(ck.format == Format::GGUF || e.runtime == Runtime::LlamaCpp ? DType::F16 : e.compute_dtype);
@@ -243,15 +246,21 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
 
   std::vector<TrainTensor> trainable;
   const uint64_t e_w = elem_bytes(e.weight_dtype);
+  const std::vector<uint64_t> logical = logical_parameters(ck, 4);
   for (size_t mi = 0; mi < mods.size(); ++mi) {
     const Module& m = mods[mi];
+    if (m.component == "mtp") {  // multi-token-prediction layers: loaded by no runtime by default
+      e.notes.push_back(fmt::format("{}: {} parameters of multi-token-prediction layers not charged (no runtime loads them "
+                                    "unless speculative decoding asks)", m.name, format_count(m.parameters)));
+      continue;
+    }
     ModuleCost mc{m.name, m.kind, m.layer, 0, 0, 0, 0, 0};
     std::map<std::string, uint64_t> leaf;  // leaf module prefix → parameters (DeepSpeed's "layer")
     for (size_t ti : m.tensors) {
       if (ti >= ck.tensors.size()) continue;
       const TensorInfo& t = ck.tensors[ti];
       if (std::find(aliased.begin(), aliased.end(), t.name) != aliased.end()) continue;
-      const uint64_t numel = t.numel();
+      const uint64_t numel = logical[ti];
       mc.parameters += numel;
       leaf[t.name.substr(0, t.name.rfind('.'))] += numel;
       const bool convert = w.dtype.has_value() && is_weight_like(t.dtype);
@@ -259,7 +268,8 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
       const TensorRole role = tensor_role(t, m.kind == ModuleKind::Layer);
       mc.weight_bytes = add(mc.weight_bytes, quantized_tensor(w.quant, t, role, m.layer, qc, kept).bytes);
       const uint64_t in = t.shape.empty() ? 1 : static_cast<uint64_t>(std::max<int64_t>(t.shape.back(), 1));
-      if (w.mode == Mode::Train && is_weight_like(t.dtype)) {
+      const bool weight = is_weight_like(t.dtype) || (numel > 0 && numel != t.numel());  // packed stores are weights
+      if (w.mode == Mode::Train && weight) {
         trainable.push_back({mi, numel / in, in, numel, false});
       } else if (lora && role == TensorRole::Linear && is_lora_target(t, w.lora_targets)) {
         const uint64_t out = numel / in, r = static_cast<uint64_t>(w.lora_rank);
@@ -268,16 +278,22 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
       }
     }
     for (auto [_, p] : leaf) e.largest_layer_parameters = std::max(e.largest_layer_parameters, p);
-    if (m.kind == ModuleKind::Layer && m.layer >= 0 && !training)  // training keeps no KV cache
+    if (m.kind == ModuleKind::Layer && m.layer >= 0 && m.component.empty() && !training)  // training keeps no KV cache
       mc.kv_bytes = kv_layer_bytes(s, m.layer, w.context, w.batch, e.kv_dtype);
     mc.stream_bytes = stream_slot_bytes(ck, m);
     e.parameters += mc.parameters;
     e.modules.push_back(std::move(mc));
   }
-  ModelSpec unwindowed = s;  // per token as if every layer held every token
-  unwindowed.layer_windows.clear();
-  unwindowed.sliding_window = 0;
-  e.kv_bytes_per_token = kv_cache_bytes(unwindowed, 1, 1, e.kv_dtype);
+  e.kv_bytes_per_token = kv_cache_bytes_per_token(s, e.kv_dtype);
+  e.active_parameters = layout.num_active_parameters > 0 && layout.num_active_parameters <= e.parameters ? layout.num_active_parameters
+                                                                                                           : e.parameters;
+  e.guessed = s.guessed;
+  for (const auto& m : mods)
+    if (m.component == "vision_tower" || m.component == "projector" || m.component == "audio") {
+      e.notes.push_back(fmt::format("{} ({}): {} parameters charged as weights; no KV cache{}", m.name, m.component,
+                                    format_count(m.parameters),
+                                    s.image_tokens > 0 ? fmt::format("; each image takes {} context tokens", s.image_tokens) : ""));
+    }
 
   uint64_t weights = 0;
   for (const auto& mc : e.modules) weights = add(weights, mc.weight_bytes);
@@ -320,6 +336,10 @@ Verdict verdict(const Estimate& e, uint64_t vram) {
   v.margin = v.fits ? v.budget - e.per_gpu_total : e.per_gpu_total - v.budget;
   const std::string of = v.budget == vram ? "" : fmt::format(" (of the {} {} uses)", format_bytes(v.budget), runtime_name(e.runtime));
   v.text = v.fits ? fmt::format("fits, {} headroom{}", format_bytes(v.margin), of) : fmt::format("OOM by {}{}", format_bytes(v.margin), of);
+  // A fit that rests on guessed terms (no record for the family, a part not modelled) is
+  // not a verdict to rely on: say so in the verdict itself.
+  if (v.fits && !e.guessed.empty())
+    v.text += fmt::format(" (unconfirmed: {} guessed, see the 'guessed' lines)", plural(e.guessed.size(), "term"));
   return v;
 }
 

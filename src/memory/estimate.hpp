@@ -62,7 +62,9 @@ struct Estimate {
   DType compute_dtype = DType::F16;  // activations
   DType kv_dtype = DType::F16;
   bool mixed_precision = false;  // training with 16-bit weights: fp32 master copy
-  uint64_t parameters = 0;       // all tensors' elements
+  uint64_t parameters = 0;       // logical parameters of what the runtime loads (quantized stores unpacked, no MTP)
+  uint64_t active_parameters = 0;  // per token: routed experts counted top_k / experts (= parameters when dense)
+  std::vector<std::string> guessed;  // terms taken from generic rules (unknown family, unmodelled parts)
   uint64_t trainable_parameters = 0;
   uint64_t largest_layer_parameters = 0;  // largest leaf module (DeepSpeed's ZeRO-3 term)
   uint64_t kv_bytes_per_token = 0;        // all layers, one sequence, ignoring windows
@@ -97,7 +99,19 @@ std::vector<Runtime> runtimes_for(Mode m);
 // KV cache bytes of one layer for `tokens` per sequence × `batch` sequences:
 // 2 × n_kv_heads × head_dim × min(window, tokens) × batch × bytes, or for MLA
 // (kv_lora_rank + qk_rope_head_dim) × tokens × batch × bytes.
-uint64_t kv_layer_bytes(const ModelSpec& spec, int64_t layer, int64_t tokens, int64_t batch, DType kv_dtype);
+// How a runtime sizes a cached layer: sliding/chunked layers hold window + window_extra
+// cells rounded up to window_pad (llama.cpp: + n_ubatch, padded to 256); MLA layers hold the
+// latent, or the expanded K and V where the runtime decompresses them (transformers).
+struct KvCells {
+  int64_t window_extra = 0;
+  uint64_t window_pad = 1;
+  bool mla_expanded = false;
+};
+// KV cache (or recurrent state) of decoder layer `layer` for `tokens` positions per sequence.
+uint64_t kv_layer_bytes(const ModelSpec& spec, int64_t layer, int64_t tokens, int64_t batch, DType kv_dtype,
+                        const KvCells& cells = {});
+// Per position, every attention layer holding every token (recurrent state excluded).
+uint64_t kv_cache_bytes_per_token(const ModelSpec& spec, DType kv_dtype);
 uint64_t kv_cache_bytes(const ModelSpec& spec, int64_t tokens, int64_t batch, DType kv_dtype);
 
 // Default sizes of the named overheads (cuda_context, cublas_workspace). allocator_slack

@@ -308,6 +308,8 @@ nlohmann::json to_json(const Estimate& e) {
                    {"zero", w.zero},                   {"offload", offload_name(w.offload)},
                    {"mixed_precision", e.mixed_precision}};
   j["num_parameters"] = e.parameters;
+  j["num_active_parameters"] = e.active_parameters;
+  j["guessed"] = e.guessed;
   j["num_trainable_parameters"] = e.trainable_parameters;
   j["largest_layer_num_parameters"] = e.largest_layer_parameters;
   j["kv_cache_bytes_per_token"] = e.kv_bytes_per_token;

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "model/arch/record.hpp"
 
 namespace nunchaku {
 
@@ -45,9 +46,9 @@ uint64_t accel_bytes(const TensorInfo& t, std::optional<DType> dtype) {
 }  // namespace
 
 bool has_hf_rotary_module(const ModelLayout& layout) {
-  if (!layout.spec || layout.spec->source != "config.json") return false;
-  static const std::set<std::string> fams = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "gemma", "gemma2", "phi3"};
-  if (!fams.count(layout.spec->architecture)) return false;
+  if (!layout.spec || layout.spec->source != "config.json" || !layout.spec->wrapper.empty()) return false;
+  const ArchRecord* r = find_record(layout.spec->architecture);
+  if (!r || !r->hf_rotary_module) return false;
   return std::any_of(layout.modules.begin(), layout.modules.end(), [](const Module& m) { return m.name.starts_with("model.layers."); });
 }
 
@@ -65,7 +66,7 @@ TorchTree torch_tree(const Checkpoint& ck, const ModelLayout& layout, std::optio
   }
   std::set<std::string> layer_names;
   for (const auto& m : layout.modules)
-    if (m.kind == ModuleKind::Layer) layer_names.insert(m.name);
+    if (m.kind == ModuleKind::Layer) layer_names.insert(layout.spec ? transformers_name(*layout.spec, m.name) : m.name);
 
   auto place = [&](const std::string& name, uint64_t bytes) {
     size_t node = 0;
@@ -93,11 +94,11 @@ TorchTree torch_tree(const Checkpoint& ck, const ModelLayout& layout, std::optio
     });
     for (size_t ti : ts) {
       const TensorInfo& t = ck.tensors[ti];
-      place(t.name, aliases.count(t.name) ? 0 : accel_bytes(t, dtype));
+      place(layout.spec ? transformers_name(*layout.spec, t.name) : t.name, aliases.count(t.name) ? 0 : accel_bytes(t, dtype));
     }
   }
   for (const auto& a : aliases)
-    if (!ck.find(a)) place(a, 0);
+    if (!ck.find(a)) place(layout.spec ? transformers_name(*layout.spec, a) : a, 0);
   if (has_hf_rotary_module(layout) && layout.spec->head_dim > 0) {
     const size_t model = tree.child(0, "model");
     const size_t rot = tree.child(model, "rotary_emb");

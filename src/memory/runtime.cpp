@@ -64,9 +64,9 @@ constexpr uint64_t kLlamaCtxPad = 256;         // llama.cpp pads n_ctx to 256
 uint64_t round_up(uint64_t v, uint64_t m) { return v == 0 ? 0 : (v + m - 1) / m * m; }
 uint64_t round_2mib(uint64_t v) { return round_up(v, 2 * kMiB); }
 
-void set_layer_kv(Estimate& e, int64_t tokens, int64_t batch) {
+void set_layer_kv(Estimate& e, int64_t tokens, int64_t batch, const KvCells& cells = {}) {
   for (auto& m : e.modules)
-    if (m.kind == ModuleKind::Layer && m.layer >= 0) m.kv_bytes = kv_layer_bytes(e.spec, m.layer, tokens, batch, e.kv_dtype);
+    if (m.kind == ModuleKind::Layer && m.layer >= 0) m.kv_bytes = kv_layer_bytes(e.spec, m.layer, tokens, batch, e.kv_dtype, cells);
 }
 
 uint64_t sum_kv(const Estimate& e) {
@@ -156,7 +156,8 @@ uint64_t add_transformers(Estimate& e) {
   const Workload& w = e.workload;
   const ModelSpec& s = e.spec;
   const bool scores = w.attention == Attention::Eager;
-  set_layer_kv(e, w.context, w.batch);
+  // MLA: transformers' DeepSeek attention caches the decompressed K and V (modeling_deepseek_v3.py).
+  set_layer_kv(e, w.context, w.batch, {.mla_expanded = true});
   const uint64_t kv = sum_kv(e), n = gpus(e);
   e.gpu.push_back({"kv_cache", kv / n,
                    fmt::format("DynamicCache at the end: 2 × Σ_layers kv({}) × d({}) × {} tokens × batch({}) × {} B ({}){}", s.num_kv_heads,
@@ -220,7 +221,9 @@ uint64_t add_llamacpp(Estimate& e) {
   const ModelSpec& s = e.spec;
   const uint64_t n_ctx = round_up(mul({uint64_t(w.batch), uint64_t(w.context)}), kLlamaCtxPad);
   // -np batch slots: n_ctx cells in all, one stream of n_ctx / batch cells per sequence.
-  set_layer_kv(e, static_cast<int64_t>(n_ctx), 1);
+  // Sliding/chunked layers: llama_kv_cache_iswa keeps min(n_ctx, n_swa + n_ubatch) cells padded
+  // to 256 (llama-kv-cache-iswa.cpp, swa_full off as llama-cli/llama-server default).
+  set_layer_kv(e, static_cast<int64_t>(n_ctx), 1, {.window_extra = int64_t(kLlamaUbatch), .window_pad = 256});
   const uint64_t n = gpus(e);
   e.gpu.push_back({"kv_cache", sum_kv(e) / n,
                    fmt::format("n_ctx = batch({}) × context({}) padded to {} = {} cells × 2 × Σ_layers kv × d × {} B ({}){}", w.batch,

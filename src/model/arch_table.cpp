@@ -141,7 +141,7 @@ constexpr R kQkNormGGUF[] = {
     {"attn_q_norm.weight", "HD", kReq, Role::QNorm},
     {"attn_k_norm.weight", "HD", kReq, Role::KNorm},
 };
-// gemma2: attn_norm / post_attention_norm around attention, ffn_norm / post_ffw_norm around the MLP.
+// gemma2/3: attn_norm / post_attention_norm around attention, ffn_norm / post_ffw_norm around the MLP.
 constexpr R kSandwichNormGGUF[] = {
     {"post_attention_norm.weight", "H", kReq, Role::PostAttnNorm},
     {"post_ffw_norm.weight", "H", kReq, Role::PostFfnNorm},
@@ -244,6 +244,8 @@ constexpr LayerSlot kPhi3GGUF[] = {{kPhi3GGUFAlt}};
 constexpr LayerSlot kGpt2GGUF[] = {{kGpt2GGUFAlt}};
 
 constexpr std::string_view kModelRoots[] = {"model.", ""};
+// Multimodal wrappers: transformers 5 modules, then the Hub's older checkpoint names.
+constexpr std::string_view kWrappedRoots[] = {"model.language_model.", "language_model.model.", "model.", ""};
 constexpr std::string_view kGpt2Roots[] = {"transformer.", ""};
 constexpr std::string_view kGGUFRoots[] = {""};
 
@@ -254,7 +256,7 @@ constexpr ArchEntry kTable[] = {
     {"qwen3", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kQwen3HF},
     {"gemma", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kLlamaHF},
     {"gemma2", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kGemma2HF},
-    {"gemma3", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kGemma3HF},
+    {"gemma3", Naming::HF, kWrappedRoots, "layers.", kLlamaGlobalsHF, kGemma3HF},
     {"phi3", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kPhi3HF},
     {"mixtral", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kMixtralHF},
     {"gpt2", Naming::HF, kGpt2Roots, "h.", kGpt2GlobalsHF, kGpt2HF},
@@ -450,7 +452,8 @@ std::optional<LayerPath> layer_path(std::string_view name) {
     size_t dot = name.find('.', start);
     if (dot == std::string_view::npos) break;
     std::string_view word = name.substr(start, dot - start);
-    if (word == "layers" || word == "h" || word == "blocks" || word == "blk" || word == "layer") {
+    if (word == "layers" || word == "block" || word == "h" || word == "blocks" || word == "blk" || word == "layer" ||
+        word == "transformer_blocks" || word == "single_transformer_blocks") {
       size_t end = dot + 1;
       int64_t v = 0;
       while (end < name.size() && name[end] >= '0' && name[end] <= '9' && end - dot <= 9) {

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "model/arch/record.hpp"
 #include "model/arch_table.hpp"
 #include "model/model.hpp"
 
@@ -17,109 +18,19 @@ using nlohmann::json;
 
 namespace {
 
-// Limits far above any real model, low enough that a per-layer vector or a product of two
-// dims can never be huge or overflow int64.
-constexpr int64_t kMaxLayers = 1 << 16;
-constexpr int64_t kMaxDim = int64_t{1} << 31;
-
-// Typed lookups over one or two JSON objects (text_config first, then the top level),
-// throwing `code` naming `where` and the key on a value of the wrong type or range.
-class Fields {
- public:
-  Fields(std::string code, std::string where, const json& primary, const json* fallback = nullptr)
-      : code_(std::move(code)), where_(std::move(where)), primary_(primary), fallback_(fallback) {}
-
-  // First present, non-null value among `keys`.
-  const json* find(std::initializer_list<std::string_view> keys, std::string* found = nullptr) const {
-    for (const json* obj : {&primary_, fallback_}) {
-      if (!obj || !obj->is_object()) continue;
-      for (auto k : keys) {
-        auto it = obj->find(std::string(k));
-        if (it != obj->end() && !it->is_null()) {
-          if (found) *found = std::string(k);
-          return &*it;
-        }
-      }
-    }
-    return nullptr;
-  }
-
-  std::optional<int64_t> integer(std::initializer_list<std::string_view> keys, int64_t max = kMaxDim) const {
-    std::string key;
-    const json* v = find(keys, &key);
-    if (!v) return std::nullopt;
-    return to_int(*v, key, max);
-  }
-
-  int64_t to_int(const json& v, const std::string& key, int64_t max = kMaxDim) const {
-    double d = 0;
-    if (v.is_number_unsigned()) {
-      uint64_t u = v.get<uint64_t>();
-      if (u > static_cast<uint64_t>(max)) bad(key, v, fmt::format("out of range (0..{})", max));
-      return static_cast<int64_t>(u);
-    }
-    if (v.is_number_integer()) {
-      int64_t i = v.get<int64_t>();
-      if (i < 0 || i > max) bad(key, v, fmt::format("out of range (0..{})", max));
-      return i;
-    }
-    if (v.is_number_float()) d = v.get<double>();
-    else bad(key, v, "must be a non-negative integer");
-    if (!(d >= 0 && d <= static_cast<double>(max)) || d != std::floor(d))
-      bad(key, v, "must be a non-negative integer");
-    return static_cast<int64_t>(d);
-  }
-
-  std::optional<double> number(std::initializer_list<std::string_view> keys) const {
-    std::string key;
-    const json* v = find(keys, &key);
-    if (!v) return std::nullopt;
-    if (!v->is_number() || !std::isfinite(v->get<double>())) bad(key, *v, "must be a finite number");
-    return v->get<double>();
-  }
-
-  std::optional<bool> boolean(std::initializer_list<std::string_view> keys) const {
-    std::string key;
-    const json* v = find(keys, &key);
-    if (!v) return std::nullopt;
-    if (!v->is_boolean()) bad(key, *v, "must be true or false");
-    return v->get<bool>();
-  }
-
-  std::optional<std::string> string(std::initializer_list<std::string_view> keys) const {
-    std::string key;
-    const json* v = find(keys, &key);
-    if (!v) return std::nullopt;
-    if (!v->is_string()) bad(key, *v, "must be a string");
-    return v->get<std::string>();
-  }
-
-  [[noreturn]] void bad(const std::string& key, const json& v, const std::string& why) const {
-    std::string shown = v.dump();
-    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
-    throw Error(code_, fmt::format("{}: field '{}' {} (found {})", where_, key, why, shown));
-  }
-
- private:
-  std::string code_, where_;
-  const json& primary_;
-  const json* fallback_;
-};
-
 void fill_windows(ModelSpec& s, const std::vector<bool>& sliding) {
+  s.layer_attn.assign(sliding.size(), AttnKind::Full);
   s.layer_windows.assign(sliding.size(), 0);
   for (size_t i = 0; i < sliding.size(); ++i)
-    if (sliding[i]) s.layer_windows[i] = s.sliding_window;
+    if (sliding[i]) s.layer_attn[i] = AttnKind::Sliding, s.layer_windows[i] = s.sliding_window;
 }
 
-// Every layer windowed (mistral, phi3): layer_windows all equal to the window.
-void all_windowed(ModelSpec& s) {
-  if (s.sliding_window > 0 && s.num_layers > 0) s.layer_windows.assign(static_cast<size_t>(s.num_layers), s.sliding_window);
-}
-
-bool family_uses_rope(std::string_view family) { return is_known_family(family) && family != "gpt2"; }
-bool family_ties_by_default(std::string_view family) {
-  return family == "gemma" || family == "gemma2" || family == "gemma3" || family == "gpt2";
+// The quantized store a config declares (quantization_config.quant_method), "" for none.
+std::string quant_method(const json& config) {
+  auto q = config.find("quantization_config");
+  if (q == config.end() || !q->is_object()) return "";
+  auto m = q->find("quant_method");
+  return m != q->end() && m->is_string() ? m->get<std::string>() : "";
 }
 
 }  // namespace
@@ -131,11 +42,11 @@ ModelSpec spec_from_hf_config(const json& config) {
   const json* text = &config;
   if (auto it = config.find("text_config"); it != config.end() && !it->is_null()) {
     if (!it->is_object())
-      Fields("config.bad_field", "config.json", config).bad("text_config", *it, "must be an object");
+      ConfigFields("config.bad_field", "config.json", config).bad("text_config", *it, "must be an object");
     text = &*it;
   }
-  Fields f("config.bad_field", "config.json", *text, text == &config ? nullptr : &config);
-  Fields top("config.bad_field", "config.json", config);
+  ConfigFields f("config.bad_field", "config.json", *text, text == &config ? nullptr : &config);
+  ConfigFields top("config.bad_field", "config.json", config);
 
   ModelSpec s;
   s.source = "config.json";
@@ -143,24 +54,35 @@ ModelSpec spec_from_hf_config(const json& config) {
     if (!a->is_array() || (!a->empty() && !(*a)[0].is_string()))
       top.bad("architectures", *a, "must be a list of class names");
     if (!a->empty()) s.hf_class = (*a)[0].get<std::string>();
+  } else if (auto cls = top.string({"_class_name"})) {  // diffusers component configs
+    s.hf_class = *cls;
   }
-  std::string model_type = f.string({"model_type"}).value_or("");
-  s.architecture = canonical_family(model_type);
-  if (s.architecture.empty()) s.architecture = canonical_family(s.hf_class);
-  if (s.architecture.empty()) s.architecture = !model_type.empty() ? model_type : (!s.hf_class.empty() ? s.hf_class : "unknown");
-  const std::string& fam = s.architecture;
+  // The wrapper is named by the top level; the language model by text_config's model_type,
+  // else the wrapper's text family (qwen2_vl's flat config), else the top level itself.
+  const std::string top_type = top.string({"model_type"}).value_or("");
+  const std::string text_type =
+      text == &config ? top_type : ConfigFields("config.bad_field", "config.json", *text).string({"model_type"}).value_or("");
+  const ArchRecord* wrap = wrapper_record_for(top_type);
+  if (!wrap && top_type.empty()) wrap = wrapper_record_for(s.hf_class);
+  const ArchRecord* rec = text == &config && wrap ? nullptr : text_record_for(text_type);
+  if (!rec && wrap) rec = find_record(wrap->text_family);
+  if (!rec && text_type.empty()) rec = text_record_for(s.hf_class);
+  if (wrap) s.wrapper = std::string(wrap->family);
+  s.architecture = rec ? std::string(rec->family)
+                       : !text_type.empty() ? text_type : (!s.hf_class.empty() ? s.hf_class : "unknown");
 
+  // Generic keys; 0 where absent (the record's class defaults and derivations follow).
   s.hidden_size = f.integer({"hidden_size", "n_embd", "d_model"}).value_or(0);
-  s.num_layers = f.integer({"num_hidden_layers", "n_layer", "num_layers"}, kMaxLayers).value_or(0);
+  s.num_layers = f.integer({"num_hidden_layers", "n_layer", "num_layers"}, kMaxConfigLayers).value_or(0);
   s.num_heads = f.integer({"num_attention_heads", "n_head"}).value_or(0);
-  s.num_kv_heads = f.integer({"num_key_value_heads", "n_head_kv", "num_kv_heads"}).value_or(s.num_heads);
-  s.head_dim = f.integer({"head_dim"}).value_or(s.num_heads > 0 ? s.hidden_size / s.num_heads : 0);
-  s.intermediate_size = f.integer({"intermediate_size", "n_inner", "ffn_dim"})
-                            .value_or(fam == "gpt2" ? 4 * s.hidden_size : 0);
+  const std::optional<int64_t> kv_heads = f.integer({"num_key_value_heads", "n_head_kv", "num_kv_heads"});
+  s.num_kv_heads = kv_heads.value_or(0);
+  s.head_dim = f.integer({"head_dim"}).value_or(0);
+  s.intermediate_size = f.integer({"intermediate_size", "n_inner", "ffn_dim"}).value_or(0);
   s.vocab_size = f.integer({"vocab_size"}).value_or(0);
   s.max_context = f.integer({"max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length",
                              "seq_length"}).value_or(0);
-  s.tie_word_embeddings = f.boolean({"tie_word_embeddings"}).value_or(family_ties_by_default(fam));
+  s.tie_word_embeddings = f.boolean({"tie_word_embeddings"}).value_or(rec && rec->ties_by_default);
   s.dtype = f.string({"torch_dtype", "dtype"}).value_or("");
   s.norm_eps = f.number({"rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_epsilon"}).value_or(0);
 
@@ -172,7 +94,7 @@ ModelSpec spec_from_hf_config(const json& config) {
   if (rope_params && rope_params->contains("full_attention")) {
     const json& local = rope_params->value("sliding_attention", json::object());
     if (!local.is_object()) f.bad("rope_parameters", *rope_params, "must hold objects per layer type");
-    s.rope_local_theta = Fields("config.bad_field", "config.json", local).number({"rope_theta"}).value_or(0);
+    s.rope_local_theta = ConfigFields("config.bad_field", "config.json", local).number({"rope_theta"}).value_or(0);
     rope_params = &rope_params->at("full_attention");
     if (!rope_params->is_object()) f.bad("rope_parameters", *rope_params, "must hold objects per layer type");
   }
@@ -183,10 +105,10 @@ ModelSpec spec_from_hf_config(const json& config) {
   s.query_pre_attn_scalar = f.number({"query_pre_attn_scalar"}).value_or(0);
   s.partial_rotary_factor = f.number({"partial_rotary_factor"}).value_or(0);
   if (rope_params && !s.partial_rotary_factor)
-    s.partial_rotary_factor = Fields("config.bad_field", "config.json", *rope_params).number({"partial_rotary_factor"}).value_or(0);
+    s.partial_rotary_factor = ConfigFields("config.bad_field", "config.json", *rope_params).number({"partial_rotary_factor"}).value_or(0);
   std::optional<double> theta = f.number({"rope_theta"});
-  if (!theta && rope_params) theta = Fields("config.bad_field", "config.json", *rope_params).number({"rope_theta"});
-  s.rope_theta = theta.value_or(family_uses_rope(fam) ? 10000.0 : 0.0);
+  if (!theta && rope_params) theta = ConfigFields("config.bad_field", "config.json", *rope_params).number({"rope_theta"});
+  s.rope_theta = theta.value_or(0);
   if (const json* rs = f.find({"rope_scaling"})) {
     if (!rs->is_object()) f.bad("rope_scaling", *rs, "must be an object or null");
     s.rope_scaling = *rs;
@@ -202,32 +124,22 @@ ModelSpec spec_from_hf_config(const json& config) {
   s.num_experts_per_tok = f.integer({"num_experts_per_tok", "num_experts_per_token", "moe_top_k"}).value_or(0);
   s.kv_lora_rank = f.integer({"kv_lora_rank"}).value_or(0);
   s.qk_rope_head_dim = f.integer({"qk_rope_head_dim"}).value_or(0);
+  s.sliding_window = f.integer({"sliding_window"}).value_or(0);
+  s.quant_method = quant_method(config);
 
-  // Sliding-window attention: which layers use it differs by family.
-  bool window_enabled = f.boolean({"use_sliding_window"}).value_or(fam != "qwen2" && fam != "qwen3");
-  s.sliding_window = window_enabled ? f.integer({"sliding_window"}).value_or(0) : 0;
-  if (s.sliding_window > 0 && s.num_layers > 0) {
-    const size_t n = static_cast<size_t>(s.num_layers);
-    std::vector<bool> sliding(n, false);
-    if (const json* lt = f.find({"layer_types"})) {
-      if (!lt->is_array() || lt->size() != n)
-        f.bad("layer_types", *lt, fmt::format("must be a list of {} layer types", n));
-      for (size_t i = 0; i < n; ++i) {
-        if (!(*lt)[i].is_string()) f.bad("layer_types", *lt, "must hold strings");
-        sliding[i] = (*lt)[i] == "sliding_attention";
-      }
-      fill_windows(s, sliding);
-    } else if (fam == "gemma2") {
-      for (size_t i = 0; i < n; ++i) sliding[i] = i % 2 == 0;  // even layers local, odd global
-      fill_windows(s, sliding);
-    } else if (fam == "qwen2" || fam == "qwen3") {
-      int64_t first = f.integer({"max_window_layers"}, kMaxLayers).value_or(0);
-      for (size_t i = 0; i < n; ++i) sliding[i] = static_cast<int64_t>(i) >= first;
-      fill_windows(s, sliding);
-    } else {
-      all_windowed(s);
-    }
+  if (rec && rec->hf_config) rec->hf_config(f, s);  // class defaults, layer pattern
+  if (wrap && wrap->hf_config) wrap->hf_config(top, s);
+  if (s.num_kv_heads == 0) s.num_kv_heads = s.num_heads;
+  if (kv_heads && *kv_heads == 0) s.num_kv_heads = 0;  // stated 0: refused by describe_model's checks
+  if (s.head_dim == 0 && s.num_heads > 0) s.head_dim = s.hidden_size / s.num_heads;
+  if (s.rope_theta == 0 && rec && rec->rope) s.rope_theta = 10000.0;
+  if (s.layer_attn.empty() && s.num_layers > 0 && s.num_layers <= kMaxConfigLayers) {
+    // Generic rules: layer_types when written, else a window on every layer.
+    if (!pattern_from_layer_types(f, s, s.sliding_window) && s.sliding_window > 0 && !rec) pattern_all(s, AttnKind::Sliding, s.sliding_window);
   }
+  if (!rec)
+    s.guessed.push_back(fmt::format("family '{}' has no architecture record: dimensions from the generic config keys, "
+                                    "attention {}", s.architecture, s.layer_attn.empty() ? "full on every layer" : "from layer_types"));
   return s;
 }
 
@@ -249,7 +161,7 @@ std::string ftype_name(int64_t t) {
 
 // A per-layer GGUF value: a scalar (same for every layer) or an array of block_count
 // numbers. Returns the largest value and fills `per_layer` when an array differs by layer.
-int64_t per_layer_value(const Fields& f, const json& md, const std::string& key, int64_t layers,
+int64_t per_layer_value(const ConfigFields& f, const json& md, const std::string& key, int64_t layers,
                         std::vector<int64_t>* per_layer) {
   auto it = md.find(key);
   if (it == md.end() || it->is_null()) return 0;
@@ -272,12 +184,12 @@ std::optional<ModelSpec> spec_from_gguf(const json& md) {
   if (!md.is_object()) return std::nullopt;
   auto ait = md.find("general.architecture");
   if (ait == md.end()) return std::nullopt;
-  Fields f("model.bad_gguf_field", "GGUF metadata", md);
+  ConfigFields f("model.bad_gguf_field", "GGUF metadata", md);
   if (!ait->is_string() || ait->get<std::string>().empty())
     f.bad("general.architecture", *ait, "must be a non-empty string");
   const std::string arch = ait->get<std::string>();
   auto key = [&](std::string_view k) { return arch + "." + std::string(k); };
-  auto integer = [&](std::string_view k, int64_t max = kMaxDim) {
+  auto integer = [&](std::string_view k, int64_t max = kMaxConfigDim) {
     std::string full = key(k);
     return f.integer({full}, max);
   };
@@ -285,7 +197,7 @@ std::optional<ModelSpec> spec_from_gguf(const json& md) {
   ModelSpec s;
   s.source = "gguf";
   s.hidden_size = integer("embedding_length").value_or(0);
-  s.num_layers = integer("block_count", kMaxLayers).value_or(0);
+  s.num_layers = integer("block_count", kMaxConfigLayers).value_or(0);
   s.num_heads = per_layer_value(f, md, key("attention.head_count"), s.num_layers, nullptr);
   if (md.contains(key("attention.head_count_kv")))
     s.num_kv_heads = per_layer_value(f, md, key("attention.head_count_kv"), s.num_layers, &s.layer_kv_heads);
@@ -309,14 +221,13 @@ std::optional<ModelSpec> spec_from_gguf(const json& md) {
   s.norm_eps = f.number({key("attention.layer_norm_rms_epsilon"), key("attention.layer_norm_epsilon")}).value_or(0);
 
   // Mixtral is written as general.architecture "llama" with experts.
-  s.architecture = canonical_family(arch);
-  if (s.architecture.empty()) s.architecture = arch;
-  if (s.architecture == "llama" && s.num_experts > 0) s.architecture = "mixtral";
-  const std::string& fam = s.architecture;
-  s.tie_word_embeddings = family_ties_by_default(fam);  // describe_model decides from the tensors
+  const ArchRecord* rec = text_record_for(arch);
+  if (rec && rec->family == "llama" && s.num_experts > 0) rec = find_record("mixtral");
+  s.architecture = rec ? std::string(rec->family) : arch;
+  s.tie_word_embeddings = rec && rec->ties_by_default;  // describe_model decides from the tensors
 
   bool has_rope = md.contains(key("rope.dimension_count")) || md.contains(key("rope.freq_base"));
-  s.rope_theta = f.number({key("rope.freq_base")}).value_or(has_rope || family_uses_rope(fam) ? 10000.0 : 0.0);
+  s.rope_theta = f.number({key("rope.freq_base")}).value_or(has_rope || (rec && rec->rope) ? 10000.0 : 0.0);
   if (auto type = f.string({key("rope.scaling.type")}); type && *type != "none") {
     json rs = {{"type", *type}};
     if (auto fac = f.number({key("rope.scaling.factor")})) rs["factor"] = *fac;
@@ -329,34 +240,36 @@ std::optional<ModelSpec> spec_from_gguf(const json& md) {
   // The block details llama.cpp reads (llama-model.cpp's hparams of these families).
   s.attn_logit_softcap = f.number({key("attn_logit_softcapping")}).value_or(0);
   s.final_logit_softcap = f.number({key("final_logit_softcapping")}).value_or(0);
-  s.rope_local_theta = f.number({key("rope.freq_base_swa")}).value_or(fam == "gemma3" ? 10000.0 : 0.0);
+  s.rope_local_theta = f.number({key("rope.freq_base_swa")}).value_or(s.architecture == "gemma3" ? 10000.0 : 0.0);
   if (auto rot = integer("rope.dimension_count"); rot && s.kv_lora_rank == 0 && s.head_dim > 0 && *rot < s.head_dim)
     s.partial_rotary_factor = double(*rot) / double(s.head_dim);
 
+  // Layer pattern: the file's own per-layer array or period, else llama.cpp's default for the
+  // architecture (the record's gguf hook), else the window on every layer.
   s.sliding_window = integer("attention.sliding_window").value_or(0);
-  if (s.sliding_window > 0 && s.num_layers > 0) {
+  const std::string pk = key("attention.sliding_window_pattern");
+  auto pat = md.find(pk);
+  const bool sized = s.num_layers > 0 && s.num_layers <= kMaxConfigLayers;
+  if (sized && s.sliding_window > 0 && pat != md.end() && pat->is_array()) {  // one bool per layer: true = sliding
     const size_t n = static_cast<size_t>(s.num_layers);
+    if (pat->size() != n) f.bad(pk, *pat, fmt::format("must hold one value per layer ({})", n));
     std::vector<bool> sliding(n, false);
-    const std::string pk = key("attention.sliding_window_pattern");
-    auto pat = md.find(pk);
-    if (pat != md.end() && pat->is_array()) {  // one bool per layer: true = sliding
-      if (pat->size() != n) f.bad(pk, *pat, fmt::format("must hold one value per layer ({})", n));
-      for (size_t i = 0; i < n; ++i) {
-        if (!(*pat)[i].is_boolean()) f.bad(pk, *pat, "must hold booleans");
-        sliding[i] = (*pat)[i].get<bool>();
-      }
-      fill_windows(s, sliding);
-    } else if (pat != md.end()) {  // every Nth layer is global (gemma3: N = 6)
-      int64_t every = f.to_int(*pat, pk, kMaxLayers);
-      for (size_t i = 0; i < n; ++i) sliding[i] = every <= 0 || (static_cast<int64_t>(i) + 1) % every != 0;
-      fill_windows(s, sliding);
-    } else if (fam == "gemma2") {
-      for (size_t i = 0; i < n; ++i) sliding[i] = i % 2 == 0;
-      fill_windows(s, sliding);
-    } else {
-      all_windowed(s);
+    for (size_t i = 0; i < n; ++i) {
+      if (!(*pat)[i].is_boolean()) f.bad(pk, *pat, "must hold booleans");
+      sliding[i] = (*pat)[i].get<bool>();
     }
+    fill_windows(s, sliding);
+  } else if (sized && s.sliding_window > 0 && pat != md.end()) {  // every Nth layer is global (gemma3: N = 6)
+    pattern_every_nth_full(s, f.to_int(*pat, pk, kMaxConfigLayers));
+  } else if (sized && rec && rec->gguf) {
+    rec->gguf(f, arch, s);
+  } else if (sized && s.sliding_window > 0) {
+    pattern_all(s, AttnKind::Sliding, s.sliding_window);
   }
+  if (sized && s.kv_lora_rank > 0 && s.layer_attn.empty()) pattern_all(s, AttnKind::Mla, 0);
+  if (!rec)
+    s.guessed.push_back(fmt::format("GGUF architecture '{}' has no architecture record: generic keys, attention full on "
+                                    "every layer unless a window is written", arch));
 
   if (auto ft = md.find("general.file_type"); ft != md.end() && ft->is_number_integer())
     s.dtype = ftype_name(ft->get<int64_t>());

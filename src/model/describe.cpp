@@ -13,8 +13,10 @@
 #include <fmt/ranges.h>
 
 #include "core/error.hpp"
+#include "model/arch/record.hpp"
 #include "model/arch_table.hpp"
 #include "model/model.hpp"
+#include "model/storage.hpp"
 #include "core/units.hpp"
 
 namespace nunchaku {
@@ -25,6 +27,8 @@ nlohmann::json ModelSpec::to_json() const {
   // Unknown or not applicable is null (docs/json.md), not "" or 0.
   auto text = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
   auto positive = [](int64_t v) { return v > 0 ? json(v) : json(nullptr); };
+  json attention = json::array();
+  for (AttnKind k : layer_attn) attention.push_back(attn_kind_name(k));
   return json{{"architecture", architecture},
               {"hf_class", text(hf_class)},
               {"source", source},
@@ -47,7 +51,15 @@ nlohmann::json ModelSpec::to_json() const {
               {"layer_windows", layer_windows},
               {"layer_kv_heads", layer_kv_heads},
               {"kv_lora_rank", positive(kv_lora_rank)},
-              {"qk_rope_head_dim", positive(qk_rope_head_dim)}};
+              {"qk_rope_head_dim", positive(qk_rope_head_dim)},
+              {"layer_attention", attention},
+              {"recurrent_state_elements", positive(recurrent_state_elems)},
+              {"num_shared_experts", num_shared_experts},
+              {"wrapper", text(wrapper)},
+              {"num_image_tokens", positive(image_tokens)},
+              {"num_mtp_layers", mtp_layers},
+              {"quant_method", text(quant_method)},
+              {"guessed", guessed}};
 }
 
 std::string_view module_kind_name(ModuleKind k) {
@@ -92,7 +104,49 @@ struct Slot {
   int64_t layer = -1;
   std::string rest;   // name relative to the module ("self_attn.q_proj.weight")
   int global = -1;    // index into entry.globals for table-matched global modules
+  std::string component;  // record component ("vision_tower", ...), "" = the language model
 };
+
+// The record components of this checkpoint's wrapper and text family, plus the generic
+// multimodal prefixes for families without a record (their vision layers are never decoder
+// layers).
+struct Parts {
+  std::vector<ArchComponent> list;
+  // The slot of a tensor inside a component, if it is in one.
+  bool place(std::string_view n, Slot& s) const {
+    for (const auto& c : list)
+      if (n.starts_with(c.prefix)) {
+        s = {std::string(c.prefix.substr(0, c.prefix.size() - 1)), ModuleKind::Other, -1,
+             std::string(n.substr(c.prefix.size())), -1, std::string(c.name)};
+        return true;
+      }
+    return false;
+  }
+};
+
+constexpr ArchComponent kGenericParts[] = {
+    {"model.vision_tower.", "vision_tower"}, {"vision_tower.", "vision_tower"}, {"model.visual.", "vision_tower"},
+    {"visual.", "vision_tower"},             {"model.vision_model.", "vision_tower"}, {"vision_model.", "vision_tower"},
+    {"vision_encoder.", "vision_tower"},     {"model.multi_modal_projector.", "projector"},
+    {"multi_modal_projector.", "projector"}, {"mm_projector.", "projector"}, {"model.mm_projector.", "projector"},
+    {"audio_tower.", "audio"},               {"model.audio_tower.", "audio"}};
+
+Parts parts_for(const std::optional<ModelSpec>& spec) {
+  Parts p;
+  if (!spec) return p;
+  const ArchRecord* wrap = spec->wrapper.empty() ? nullptr : wrapper_record_for(spec->wrapper);
+  const ArchRecord* text = find_record(spec->architecture);
+  for (const ArchRecord* r : {wrap, text})
+    if (r) p.list.insert(p.list.end(), r->components.begin(), r->components.end());
+  if (!wrap && !text) p.list.assign(std::begin(kGenericParts), std::end(kGenericParts));
+  return p;
+}
+
+// Non-layer modules of a language model under a wrapper's legacy root sit beside it:
+// "language_model.model." holds the stack, "language_model.lm_head" the head.
+std::string outside_prefix(std::string_view root) {
+  return root == "language_model.model." ? "language_model." : "";
+}
 
 struct Grouping {
   const ArchEntry* entry = nullptr;  // nullptr = fallback
@@ -101,13 +155,18 @@ struct Grouping {
   size_t others = 0;
 };
 
-Grouping group_with(const Checkpoint& ck, const ArchEntry& e, std::string_view root) {
+Grouping group_with(const Checkpoint& ck, const ArchEntry& e, std::string_view root, const Parts& parts) {
   Grouping g{&e, std::string(root), {}, 0};
   const std::string stack = g.root + std::string(e.layers);
+  const std::string outside = outside_prefix(root);
   g.slots.reserve(ck.tensors.size());
   for (const auto& t : ck.tensors) {
     Slot s;
     std::string_view n = t.name;
+    if (parts.place(n, s)) {
+      g.slots.push_back(std::move(s));
+      continue;
+    }
     if (n.starts_with(stack)) {
       size_t i = stack.size(), j = i;
       int64_t v = 0;
@@ -119,7 +178,7 @@ Grouping group_with(const Checkpoint& ck, const ArchEntry& e, std::string_view r
     if (s.kind != ModuleKind::Layer) {
       for (size_t k = 0; k < e.globals.size(); ++k) {
         const auto& gm = e.globals[k];
-        std::string name = (gm.under_root ? g.root : std::string()) + std::string(gm.name);
+        std::string name = (gm.under_root ? g.root : outside) + std::string(gm.name);
         if (n.size() > name.size() && n.starts_with(name) && n[name.size()] == '.') {
           s = {name, gm.kind, -1, std::string(n.substr(name.size() + 1)), static_cast<int>(k)};
           break;
@@ -135,11 +194,13 @@ Grouping group_with(const Checkpoint& ck, const ArchEntry& e, std::string_view r
   return g;
 }
 
-Grouping group_fallback(const Checkpoint& ck) {
+Grouping group_fallback(const Checkpoint& ck, const Parts& parts) {
   Grouping g;
   for (const auto& t : ck.tensors) {
     Slot s;
-    if (auto lp = layer_path(t.name)) {
+    if (parts.place(t.name, s)) {
+      // a component of the record: placed, not an unknown tensor
+    } else if (auto lp = layer_path(t.name)) {
       s = {lp->module, ModuleKind::Layer, lp->index, t.name.substr(lp->module.size() + 1)};
     } else {
       s.module = module_of(t.name);
@@ -153,13 +214,13 @@ Grouping group_fallback(const Checkpoint& ck) {
 
 // The table entry (and root) of the spec's family that leaves the fewest tensors
 // unplaced; the fallback when that does no better (unknown family, wrapped checkpoints).
-Grouping choose_grouping(const Checkpoint& ck, const std::string& family) {
-  Grouping best = group_fallback(ck);
+Grouping choose_grouping(const Checkpoint& ck, const std::string& family, const Parts& parts) {
+  Grouping best = group_fallback(ck, parts);
   std::optional<Grouping> table;
   for (const auto& e : arch_table()) {
     if (e.family != family) continue;
     for (auto root : e.roots) {
-      Grouping g = group_with(ck, e, root);
+      Grouping g = group_with(ck, e, root, parts);
       if (g.others == ck.tensors.size()) continue;
       if (!table || g.others < table->others) table = std::move(g);
     }
@@ -269,6 +330,8 @@ void check_against_table(const Checkpoint& ck, const Grouping& g, const ModelSpe
             f.add(fmt::format("{}{}: {} experts, {} says {}", generic, r.name, experts.size(), spec.source,
                               spec.num_experts), m.name);
         }
+    } else if (!m.component.empty()) {
+      // a record component (vision tower, projector, ...): not checked against the text table
     } else if (g.slots[m.tensors.front()].global >= 0) {
       const auto& gm = e.globals[static_cast<size_t>(g.slots[m.tensors.front()].global)];
       seen_global[static_cast<size_t>(g.slots[m.tensors.front()].global)] = true;
@@ -285,7 +348,7 @@ void check_against_table(const Checkpoint& ck, const Grouping& g, const ModelSpe
   }
   for (size_t k = 0; k < e.globals.size(); ++k) {
     const auto& gm = e.globals[k];
-    std::string name = (gm.under_root ? g.root : std::string()) + std::string(gm.name);
+    std::string name = (gm.under_root ? g.root : outside_prefix(g.root)) + std::string(gm.name);
     if (seen_global[k]) continue;
     if (gm.kind == ModuleKind::Head && !spec.tie_word_embeddings)
       f.add(fmt::format("{}: missing although tie_word_embeddings is false", name), name);
@@ -436,6 +499,44 @@ class SpecCheck {
   std::string arch_;
 };
 
+// quantization_config's packed width (GPTQ/AWQ "bits", compressed-tensors "num_bits"), 4 unstated.
+int quant_bits(const std::optional<json>& config) {
+  if (!config || !config->is_object()) return 4;
+  auto q = config->find("quantization_config");
+  if (q == config->end() || !q->is_object()) return 4;
+  for (const char* k : {"bits", "w_bit"})
+    if (auto b = q->find(k); b != q->end() && b->is_number_integer() && b->get<int64_t>() > 0 && b->get<int64_t>() <= 32)
+      return static_cast<int>(b->get<int64_t>());
+  return 4;
+}
+
+// Layers past the decoder stack that a record names as multi-token-prediction layers
+// (DeepSeek-V3's layer 61) become the "mtp" component: loaded by no runtime by default.
+void mark_mtp(const ModelSpec& spec, std::vector<Module>& modules) {
+  if (spec.mtp_layers <= 0 || spec.num_layers <= 0) return;
+  for (auto& m : modules)
+    if (m.kind == ModuleKind::Layer && m.component.empty() && m.layer >= spec.num_layers)
+      m.kind = ModuleKind::Other, m.component = "mtp";
+}
+
+// Parameter totals of the layout: what a runtime loads (no MTP) and what one token uses
+// (routed experts counted top_k / experts).
+void count_parameters(const Checkpoint& ck, const std::vector<uint64_t>& logical, ModelLayout& out) {
+  uint64_t routed = 0;
+  for (const auto& m : out.modules) {
+    if (m.component == "mtp") continue;
+    out.num_parameters += m.parameters;
+    for (size_t ti : m.tensors)
+      if (is_routed_expert(ck.tensors[ti].name)) routed += logical[ti];
+  }
+  for (const auto& t : ck.tensors) out.num_stored_elements += t.numel();
+  const int64_t e = out.spec ? out.spec->num_experts : 0, k = out.spec ? out.spec->num_experts_per_tok : 0;
+  out.num_active_parameters = out.num_parameters;
+  if (e > 0 && k > 0 && k <= e)
+    out.num_active_parameters = out.num_parameters - routed +
+                                static_cast<uint64_t>(static_cast<unsigned __int128>(routed) * uint64_t(k) / uint64_t(e));
+}
+
 }  // namespace
 
 ModelLayout describe_model(const Checkpoint& ck) {
@@ -463,7 +564,9 @@ ModelLayout describe_model(const Checkpoint& ck) {
     throw e.with_defaults({.file = first_file});
   }
 
-  Grouping g = out.spec ? choose_grouping(ck, out.spec->architecture) : group_fallback(ck);
+  const Parts parts = parts_for(out.spec);
+  Grouping g = out.spec ? choose_grouping(ck, out.spec->architecture, parts) : group_fallback(ck, parts);
+  const std::vector<uint64_t> logical = logical_parameters(ck, quant_bits(config));
 
   // Modules in the order a loader walks them: embeddings, layers (per stack, by index),
   // final norm, head, then anything else in file order.
@@ -475,7 +578,7 @@ ModelLayout describe_model(const Checkpoint& ck) {
     const Slot& s = g.slots[i];
     auto [it, fresh] = by_name.try_emplace(s.module, out.modules.size());
     if (fresh) {
-      out.modules.push_back(Module{s.module, s.kind, s.layer, {}, 0, 0});
+      out.modules.push_back(Module{s.module, s.kind, s.layer, {}, 0, 0, s.component});
       secondary.push_back(s.kind == ModuleKind::Layer ? s.layer
                           : s.global >= 0             ? s.global
                           : s.kind == ModuleKind::Embedding && !is_token_embedding(s.module) ? 1
@@ -488,7 +591,7 @@ ModelLayout describe_model(const Checkpoint& ck) {
     Module& m = out.modules[it->second];
     m.tensors.push_back(i);
     m.bytes += ck.tensors[i].nbytes;
-    m.parameters += ck.tensors[i].numel();
+    m.parameters += logical[i];
   }
   auto key = [&](const Module& m, size_t pos) {
     size_t stack = m.kind == ModuleKind::Layer ? stack_order[m.name.substr(0, m.name.rfind('.'))] : 0;
@@ -499,6 +602,7 @@ ModelLayout describe_model(const Checkpoint& ck) {
   std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   out.modules.clear();
   for (auto& [k, m] : keyed) out.modules.push_back(std::move(m));
+  if (out.spec) mark_mtp(*out.spec, out.modules);
 
   // Embedding and head tensors, for tie detection and filling gaps in the spec.
   const TensorInfo* embed = nullptr;
@@ -523,7 +627,7 @@ ModelLayout describe_model(const Checkpoint& ck) {
     f.flush(out.warnings);
     int64_t layers = 0;
     for (const auto& m : out.modules)
-      if (m.kind == ModuleKind::Layer) layers = std::max(layers, m.layer + 1);
+      if (m.kind == ModuleKind::Layer && m.component.empty()) layers = std::max(layers, m.layer + 1);
     if (spec.source != "inferred")
       SpecCheck(ck, spec, config ? &*config : nullptr, spec.source == "gguf" ? first_file : ck.config_path,
                 out.warnings)
@@ -542,7 +646,7 @@ ModelLayout describe_model(const Checkpoint& ck) {
     std::string head;
     if (g.entry) {
       for (const auto& gm : g.entry->globals)
-        if (gm.kind == ModuleKind::Head) head = (gm.under_root ? g.root : "") + std::string(gm.name) + ".weight";
+        if (gm.kind == ModuleKind::Head) head = (gm.under_root ? g.root : outside_prefix(g.root)) + std::string(gm.name) + ".weight";
     } else {
       head = embed->name.starts_with("token_embd") ? "output.weight" : "lm_head.weight";
     }
@@ -561,6 +665,7 @@ ModelLayout describe_model(const Checkpoint& ck) {
     if (!fresh) out.tied.push_back(t.name + "=" + ck.tensors[it->second].name);
   }
   assign_roles(ck, out);
+  count_parameters(ck, logical, out);
   return out;
 }
 

@@ -15,6 +15,14 @@
 
 namespace nunchaku {
 
+// What a decoder layer keeps per sequence: a KV cache over every position (Full), over the
+// last `window` positions (Sliding) or the current chunk of `window` positions (Chunked, as
+// Llama 4's local layers), a compressed latent (Mla: kv_lora_rank + qk_rope_head_dim per
+// position), a constant recurrent state (linear attention / SSM layers of hybrids), or
+// nothing (encoder layers).
+enum class AttnKind : uint8_t { Full, Sliding, Chunked, Mla, Recurrent, None };
+std::string_view attn_kind_name(AttnKind k);  // "full", "sliding", "chunked", "mla", "recurrent", "none"
+
 struct ModelSpec {
   std::string architecture;      // canonical family: "llama", "mistral", "qwen2", "qwen3", "gemma",
                                  // "gemma2", "phi3", "gpt2", "mixtral", or the raw name if unknown
@@ -53,6 +61,24 @@ struct ModelSpec {
   double query_pre_attn_scalar = 0;  // gemma2/3: attention scale = 1/sqrt(this)
   double rope_local_theta = 0;       // gemma3: rope base of the sliding-window layers
   double partial_rotary_factor = 0;  // phi-4-mini: rotary on this fraction of head_dim
+  // Per decoder layer (size num_layers), from the family's record: config layer_types, the
+  // family's pattern (gemma3 5 sliding : 1 full, llama4 3 chunked : 1 full, jamba 1 attention
+  // in 8, ...) or llama.cpp's per-architecture defaults. Empty = every layer Full (Mla when
+  // kv_lora_rank > 0). layer_windows holds the window or chunk size of Sliding/Chunked layers.
+  std::vector<AttnKind> layer_attn;
+  int64_t recurrent_state_elems = 0;  // per Recurrent layer per sequence (conv + SSM state)
+  int64_t num_shared_experts = 0;
+  // Multimodal wrapper family ("llava", "gemma3", "mistral3", "qwen2_vl", "llama4"); "" for a
+  // plain language model. `architecture` is then the language model's family.
+  std::string wrapper;
+  int64_t image_tokens = 0;      // context tokens one image takes (wrapper's rule), 0 unknown
+  int64_t mtp_layers = 0;        // multi-token-prediction layers stored after the stack (not loaded)
+  std::string quant_method;      // config quantization_config.quant_method ("fp8", "mxfp4", ...)
+  // Terms taken from generic rules rather than the family's record (unknown families, a
+  // pattern the config does not state): named in estimate's text and JSON.
+  std::vector<std::string> guessed;
+
+  AttnKind attn_kind(int64_t layer) const;  // Full/Mla when layer_attn is empty or out of range
 
   nlohmann::json to_json() const;
 };
@@ -77,7 +103,11 @@ struct Module {
   int64_t layer = -1;            // layer index for kind == Layer
   std::vector<size_t> tensors;   // indices into Checkpoint::tensors
   uint64_t bytes = 0;
-  uint64_t parameters = 0;
+  uint64_t parameters = 0;       // logical: quantized stores counted by the values they hold
+  // Part of the model this module belongs to: "" for the language model, else the record's
+  // component name ("vision_tower", "projector", "audio", "mtp", "encoder"). Only language-model
+  // layers are decoder layers with a KV cache.
+  std::string component;
   std::vector<Role> roles;       // parallel to tensors: what each is to the engine (arch table)
 };
 
@@ -94,6 +124,9 @@ struct ModelLayout {
   // Findings where the checkpoint disagrees with its spec or the architecture's tensor
   // table (missing/unexpected tensors, shapes the config does not imply, layer count).
   std::vector<std::string> warnings;
+  uint64_t num_parameters = 0;         // logical parameters of the modules a runtime loads (no MTP)
+  uint64_t num_active_parameters = 0;  // per token: routed experts counted top_k / experts
+  uint64_t num_stored_elements = 0;    // Σ numel as stored (packed bytes, scales included)
 };
 
 // config.json (HF) → ModelSpec. Throws Error("config.*") on malformed JSON.

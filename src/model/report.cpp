@@ -53,6 +53,10 @@ nlohmann::json inspect_json(const Checkpoint& ck, const ModelLayout& layout, con
   j["filter"] = filter.empty() ? json(nullptr) : json(filter);
   j["num_tensors"] = count;
   j["num_parameters"] = params;
+  // The model's parameters as the runtimes see them: quantized stores by the values they
+  // hold, scales and MTP layers left out; per token with routed experts at top_k / experts.
+  j["num_model_parameters"] = layout.num_parameters;
+  j["num_active_parameters"] = layout.num_active_parameters;
   j["weight_bytes"] = bytes;
   json dt = json::object();
   for (const auto& [name, d] : dtype_totals(ck, filter))
@@ -67,7 +71,8 @@ nlohmann::json inspect_json(const Checkpoint& ck, const ModelLayout& layout, con
                        {"layer", m.kind == ModuleKind::Layer ? json(m.layer) : json(nullptr)},
                        {"num_tensors", m.tensors.size()},
                        {"num_parameters", m.parameters},
-                       {"weight_bytes", m.bytes}});
+                       {"weight_bytes", m.bytes},
+                       {"component", m.component.empty() ? json(nullptr) : json(m.component)}});
   j["modules"] = modules;
   j["tied"] = layout.tied;
   json warnings = ck.warnings;

@@ -1,0 +1,20 @@
+// gemma2: Gemma2ForCausalLM. Layers alternate sliding (even, window 4096) and global (odd),
+// as Gemma2Config builds layer_types; llama.cpp's default pattern is the same (2).
+#include "model/arch/record.hpp"
+
+namespace nunchaku::arch {
+namespace {
+constexpr std::string_view kNames[] = {"gemma2"};
+void hf(const ConfigFields& f, ModelSpec& s) {
+  apply_defaults(f, s, {.hidden = 2304, .intermediate = 9216, .layers = 26, .heads = 8, .kv_heads = 4, .head_dim = 256,
+                        .vocab = 256000, .context = 8192, .rope_theta = 10000, .norm_eps = 1e-6,
+                        .sliding_window = 4096});
+  if (!pattern_from_layer_types(f, s, s.sliding_window) && s.sliding_window > 0) pattern_alternate(s);
+}
+void gguf(const ConfigFields&, const std::string&, ModelSpec& s) {
+  if (s.sliding_window > 0) pattern_alternate(s);
+}
+}  // namespace
+extern const ArchRecord kGemma2{.family = "gemma2", .names = kNames, .hf_class = "Gemma2ForCausalLM",
+                         .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .gguf = gguf};
+}  // namespace nunchaku::arch

@@ -1,0 +1,23 @@
+// gemma3 (text): Gemma3ForCausalLM / the language model of Gemma3ForConditionalGeneration.
+// Gemma3TextConfig's defaults fill the Hub's sparse text_config: head_dim 256, rope_theta 1e6
+// (local layers 1e4), 131072 positions, sliding_window_pattern 6 (5 sliding : 1 full).
+// llama.cpp hard-codes the same pattern (set_swa_pattern(6)) and writes no pattern key.
+#include "model/arch/record.hpp"
+
+namespace nunchaku::arch {
+namespace {
+constexpr std::string_view kNames[] = {"gemma3_text", "gemma3"};
+void hf(const ConfigFields& f, ModelSpec& s) {
+  apply_defaults(f, s, {.hidden = 2304, .intermediate = 9216, .layers = 26, .heads = 8, .kv_heads = 4, .head_dim = 256,
+                        .vocab = 262208, .context = 131072, .rope_theta = 1e6, .norm_eps = 1e-6,
+                        .sliding_window = 4096});
+  if (pattern_from_layer_types(f, s, s.sliding_window) || s.sliding_window <= 0) return;
+  pattern_every_nth_full(s, f.integer({"sliding_window_pattern"}, kMaxConfigLayers).value_or(6));
+}
+void gguf(const ConfigFields&, const std::string&, ModelSpec& s) {
+  if (s.sliding_window > 0) pattern_every_nth_full(s, 6);
+}
+}  // namespace
+extern const ArchRecord kGemma3{.family = "gemma3", .names = kNames, .hf_class = "Gemma3ForCausalLM",
+                         .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .gguf = gguf};
+}  // namespace nunchaku::arch

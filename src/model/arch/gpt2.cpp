@@ -1,0 +1,14 @@
+// gpt2: GPT2LMHeadModel: learned positions (no rope), Conv1D weights, tied head, n_inner = 4H.
+#include "model/arch/record.hpp"
+
+namespace nunchaku::arch {
+namespace {
+constexpr std::string_view kNames[] = {"gpt2"};
+void hf(const ConfigFields& f, ModelSpec& s) {
+  apply_defaults(f, s, {.hidden = 768, .layers = 12, .heads = 12, .vocab = 50257, .context = 1024, .norm_eps = 1e-5});
+  if (s.intermediate_size == 0) s.intermediate_size = 4 * s.hidden_size;
+}
+}  // namespace
+extern const ArchRecord kGpt2{.family = "gpt2", .names = kNames, .hf_class = "GPT2LMHeadModel", .rope = false,
+                       .ties_by_default = true, .hf_config = hf};
+}  // namespace nunchaku::arch

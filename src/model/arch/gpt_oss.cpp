@@ -1,0 +1,21 @@
+// gpt_oss: GptOssForCausalLM (gpt-oss-20b/120b, GGUF "gpt-oss"). Layers alternate sliding
+// (window 128) and full attention, each with learned attention sinks; experts ship as MXFP4
+// (*_blocks / *_scales, counted by the values they hold). llama.cpp: set_swa_pattern(2).
+#include "model/arch/record.hpp"
+
+namespace nunchaku::arch {
+namespace {
+constexpr std::string_view kNames[] = {"gpt_oss", "gptoss", "gpt-oss"};
+void hf(const ConfigFields& f, ModelSpec& s) {
+  apply_defaults(f, s, {.hidden = 2880, .intermediate = 2880, .layers = 36, .heads = 64, .kv_heads = 8, .head_dim = 64,
+                        .vocab = 201088, .context = 131072, .rope_theta = 150000, .norm_eps = 1e-5, .experts = 128,
+                        .experts_per_tok = 4, .sliding_window = 128});
+  if (!pattern_from_layer_types(f, s, s.sliding_window) && s.sliding_window > 0) pattern_alternate(s);
+}
+void gguf(const ConfigFields&, const std::string&, ModelSpec& s) {
+  if (s.sliding_window > 0) pattern_alternate(s);
+}
+}  // namespace
+extern const ArchRecord kGptOss{.family = "gpt_oss", .names = kNames, .hf_class = "GptOssForCausalLM",
+                         .hf_rotary_module = true, .hf_config = hf, .gguf = gguf};
+}  // namespace nunchaku::arch

@@ -1,0 +1,15 @@
+// llama: LlamaForCausalLM (transformers LlamaConfig), GGUF "llama". LLaVA's text_config
+// names only what differs from LlamaConfig, so the class defaults matter.
+#include "model/arch/record.hpp"
+
+namespace nunchaku::arch {
+namespace {
+constexpr std::string_view kNames[] = {"llama", "codellama", "vicuna"};
+void hf(const ConfigFields& f, ModelSpec& s) {
+  apply_defaults(f, s, {.hidden = 4096, .intermediate = 11008, .layers = 32, .heads = 32, .vocab = 32000,
+                        .context = 2048, .rope_theta = 10000, .norm_eps = 1e-6});
+}
+}  // namespace
+extern const ArchRecord kLlama{.family = "llama", .names = kNames, .hf_class = "LlamaForCausalLM", .engine_runs = true,
+                        .permutes_qk = true, .hf_rotary_module = true, .hf_config = hf};
+}  // namespace nunchaku::arch

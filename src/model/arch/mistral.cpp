@@ -1,0 +1,18 @@
+// mistral: MistralForCausalLM (MistralConfig: sliding_window 4096 unless the config says
+// null, on every layer). GGUF files say "llama"; the spec reports them as llama.
+#include "model/arch/record.hpp"
+
+namespace nunchaku::arch {
+namespace {
+constexpr std::string_view kNames[] = {"mistral"};
+void hf(const ConfigFields& f, ModelSpec& s) {
+  apply_defaults(f, s, {.hidden = 4096, .intermediate = 14336, .layers = 32, .heads = 32, .kv_heads = 8,
+                        .vocab = 32000, .context = 131072, .rope_theta = 10000, .norm_eps = 1e-6,
+                        .sliding_window = 4096});
+  if (!pattern_from_layer_types(f, s, s.sliding_window) && s.sliding_window > 0)
+    pattern_all(s, AttnKind::Sliding, s.sliding_window);
+}
+}  // namespace
+extern const ArchRecord kMistral{.family = "mistral", .names = kNames, .hf_class = "MistralForCausalLM",
+                          .engine_runs = true, .permutes_qk = true, .hf_rotary_module = true, .hf_config = hf};
+}  // namespace nunchaku::arch

@@ -1,0 +1,17 @@
+// mixtral: MixtralForCausalLM (sparse MoE on every layer); GGUF "llama" with expert_count.
+#include "model/arch/record.hpp"
+
+namespace nunchaku::arch {
+namespace {
+constexpr std::string_view kNames[] = {"mixtral"};
+void hf(const ConfigFields& f, ModelSpec& s) {
+  apply_defaults(f, s, {.hidden = 4096, .intermediate = 14336, .layers = 32, .heads = 32, .kv_heads = 8,
+                        .vocab = 32000, .context = 131072, .rope_theta = 1e6, .norm_eps = 1e-5, .experts = 8,
+                        .experts_per_tok = 2});
+  if (!pattern_from_layer_types(f, s, s.sliding_window) && s.sliding_window > 0)
+    pattern_all(s, AttnKind::Sliding, s.sliding_window);
+}
+}  // namespace
+extern const ArchRecord kMixtral{.family = "mixtral", .names = kNames, .hf_class = "MixtralForCausalLM",
+                          .hf_rotary_module = true, .hf_config = hf};
+}  // namespace nunchaku::arch

@@ -1,0 +1,15 @@
+// olmo2: Olmo2ForCausalLM (OLMo 2): norms after attention and MLP, q/k RMSNorm over the
+// whole projection.
+#include "model/arch/record.hpp"
+
+namespace nunchaku::arch {
+namespace {
+constexpr std::string_view kNames[] = {"olmo2"};
+void hf(const ConfigFields& f, ModelSpec& s) {
+  apply_defaults(f, s, {.hidden = 4096, .intermediate = 11008, .layers = 32, .heads = 32, .vocab = 50304,
+                        .context = 2048, .rope_theta = 10000, .norm_eps = 1e-5});
+}
+}  // namespace
+extern const ArchRecord kOlmo2{.family = "olmo2", .names = kNames, .hf_class = "Olmo2ForCausalLM", .hf_rotary_module = true,
+                        .hf_config = hf};
+}  // namespace nunchaku::arch

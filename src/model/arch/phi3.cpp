@@ -1,0 +1,17 @@
+// phi3: Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4): fused qkv_proj and gate_up_proj; a window
+// (phi-3-mini 2047) applies to every layer.
+#include "model/arch/record.hpp"
+
+namespace nunchaku::arch {
+namespace {
+constexpr std::string_view kNames[] = {"phi3", "phi4"};
+void hf(const ConfigFields& f, ModelSpec& s) {
+  apply_defaults(f, s, {.hidden = 3072, .intermediate = 8192, .layers = 32, .heads = 32, .vocab = 32064,
+                        .context = 4096, .rope_theta = 10000, .norm_eps = 1e-5});
+  if (!pattern_from_layer_types(f, s, s.sliding_window) && s.sliding_window > 0)
+    pattern_all(s, AttnKind::Sliding, s.sliding_window);
+}
+}  // namespace
+extern const ArchRecord kPhi3{.family = "phi3", .names = kNames, .hf_class = "Phi3ForCausalLM", .hf_rotary_module = true,
+                       .hf_config = hf};
+}  // namespace nunchaku::arch

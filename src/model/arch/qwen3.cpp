@@ -1,0 +1,15 @@
+// qwen3: Qwen3ForCausalLM (q/k RMSNorm over head_dim, explicit head_dim 128).
+#include "model/arch/record.hpp"
+
+namespace nunchaku::arch {
+namespace {
+constexpr std::string_view kNames[] = {"qwen3"};
+void hf(const ConfigFields& f, ModelSpec& s) {
+  apply_defaults(f, s, {.hidden = 4096, .intermediate = 22016, .layers = 32, .heads = 32, .kv_heads = 32,
+                        .head_dim = 128, .vocab = 151936, .context = 32768, .rope_theta = 10000, .norm_eps = 1e-6});
+  pattern_qwen(f, s);
+}
+}  // namespace
+extern const ArchRecord kQwen3{.family = "qwen3", .names = kNames, .hf_class = "Qwen3ForCausalLM", .engine_runs = true,
+                        .hf_rotary_module = true, .hf_config = hf};
+}  // namespace nunchaku::arch
