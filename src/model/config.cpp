@@ -240,7 +240,7 @@ std::optional<ModelSpec> spec_from_gguf(const json& md) {
   // The block details llama.cpp reads (llama-model.cpp's hparams of these families).
   s.attn_logit_softcap = f.number({key("attn_logit_softcapping")}).value_or(0);
   s.final_logit_softcap = f.number({key("final_logit_softcapping")}).value_or(0);
-  s.rope_local_theta = f.number({key("rope.freq_base_swa")}).value_or(s.architecture == "gemma3" ? 10000.0 : 0.0);
+  s.rope_local_theta = f.number({key("rope.freq_base_swa")}).value_or(0);  // gemma3's default: its record
   if (auto rot = integer("rope.dimension_count"); rot && s.kv_lora_rank == 0 && s.head_dim > 0 && *rot < s.head_dim)
     s.partial_rotary_factor = double(*rot) / double(s.head_dim);
 
@@ -261,9 +261,10 @@ std::optional<ModelSpec> spec_from_gguf(const json& md) {
     fill_windows(s, sliding);
   } else if (sized && s.sliding_window > 0 && pat != md.end()) {  // every Nth layer is global (gemma3: N = 6)
     pattern_every_nth_full(s, f.to_int(*pat, pk, kMaxConfigLayers));
-  } else if (sized && rec && rec->gguf) {
-    rec->gguf(f, arch, s);
-  } else if (sized && s.sliding_window > 0) {
+  }
+  // The record's llama.cpp defaults (a pattern only where the file stated none).
+  if (sized && rec && rec->gguf) rec->gguf(f, arch, s);
+  if (sized && s.sliding_window > 0 && s.layer_attn.empty()) {
     pattern_all(s, AttnKind::Sliding, s.sliding_window);
   }
   if (sized && s.kv_lora_rank > 0 && s.layer_attn.empty()) pattern_all(s, AttnKind::Mla, 0);

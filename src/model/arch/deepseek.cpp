@@ -30,7 +30,7 @@ void hf(const ConfigFields& f, ModelSpec& s) {
 void gguf(const ConfigFields& f, const std::string& arch, ModelSpec& s) {
   s.num_shared_experts = f.integer({arch + ".expert_shared_count"}).value_or(0);
   s.mtp_layers = f.integer({arch + ".nextn_predict_layers"}, kMaxConfigLayers).value_or(0);
-  if (s.kv_lora_rank > 0) pattern_all(s, AttnKind::Mla, 0);
+  if (s.kv_lora_rank > 0 && s.layer_attn.empty()) pattern_all(s, AttnKind::Mla, 0);
 }
 }  // namespace
 extern const ArchRecord kDeepseek{.family = "deepseek", .names = kNames, .hf_class = "DeepseekV3ForCausalLM",

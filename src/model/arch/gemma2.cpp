@@ -12,7 +12,7 @@ void hf(const ConfigFields& f, ModelSpec& s) {
   if (!pattern_from_layer_types(f, s, s.sliding_window) && s.sliding_window > 0) pattern_alternate(s);
 }
 void gguf(const ConfigFields&, const std::string&, ModelSpec& s) {
-  if (s.sliding_window > 0) pattern_alternate(s);
+  if (s.sliding_window > 0 && s.layer_attn.empty()) pattern_alternate(s);
 }
 }  // namespace
 extern const ArchRecord kGemma2{.family = "gemma2", .names = kNames, .hf_class = "Gemma2ForCausalLM",

@@ -15,7 +15,8 @@ void hf(const ConfigFields& f, ModelSpec& s) {
   pattern_every_nth_full(s, f.integer({"sliding_window_pattern"}, kMaxConfigLayers).value_or(6));
 }
 void gguf(const ConfigFields&, const std::string&, ModelSpec& s) {
-  if (s.sliding_window > 0) pattern_every_nth_full(s, 6);
+  if (s.rope_local_theta == 0) s.rope_local_theta = 10000.0;  // llama.cpp: freq_base_swa default
+  if (s.sliding_window > 0 && s.layer_attn.empty()) pattern_every_nth_full(s, 6);
 }
 }  // namespace
 extern const ArchRecord kGemma3{.family = "gemma3", .names = kNames, .hf_class = "Gemma3ForCausalLM",

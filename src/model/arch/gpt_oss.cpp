@@ -13,7 +13,7 @@ void hf(const ConfigFields& f, ModelSpec& s) {
   if (!pattern_from_layer_types(f, s, s.sliding_window) && s.sliding_window > 0) pattern_alternate(s);
 }
 void gguf(const ConfigFields&, const std::string&, ModelSpec& s) {
-  if (s.sliding_window > 0) pattern_alternate(s);
+  if (s.sliding_window > 0 && s.layer_attn.empty()) pattern_alternate(s);
 }
 }  // namespace
 extern const ArchRecord kGptOss{.family = "gpt_oss", .names = kNames, .hf_class = "GptOssForCausalLM",

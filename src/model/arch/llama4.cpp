@@ -25,6 +25,7 @@ void hf(const ConfigFields& f, ModelSpec& s) {
   }
 }
 void gguf(const ConfigFields& f, const std::string& arch, ModelSpec& s) {
+  if (!s.layer_attn.empty()) return;  // the file stated its pattern
   // llama-model.cpp: a stated sliding_window of 0 turns chunking off.
   if (f.has({arch + ".attention.sliding_window"}) && s.sliding_window == 0) return;
   const int64_t chunk = s.sliding_window > 0 ? s.sliding_window : 8192;
