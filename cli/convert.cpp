@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/model_source.hpp"
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/json_doc.hpp"
@@ -19,7 +20,7 @@ namespace nunchaku::cli {
 namespace {
 
 struct CliOptions {
-  std::string in, out, dtype, shard_size, shard_by, shard_order, format, names, buffer = "256M";
+  std::string in, file, out, dtype, shard_size, shard_by, shard_order, format, names, buffer = "256M";
   bool verify = false, json = false, quiet = false;
 };
 
@@ -104,7 +105,8 @@ void add_convert(CLI::App& app, Action& action) {
       "  nunchaku convert model/ out/ --shard-size 2GB\n"
       "  nunchaku convert model/ model-bf16/ --dtype bf16 --verify\n"
       "  nunchaku convert model/ model-q8_0.gguf --dtype q8_0");
-  cmd->add_option("IN", o->in, "Checkpoint file or directory (anything inspect opens)")->required();
+  cmd->add_option("IN", o->in, "Checkpoint file or directory (anything inspect opens), or a Hub id in the local HF cache")->required();
+  add_file_option(cmd, o->file);
   cmd->add_option("OUT", o->out, "Output directory (safetensors) or .gguf file; must not exist")->required();
   cmd->add_option("--dtype", o->dtype, "Cast float tensors: bf16, fp16, fp32 (q8_0 for GGUF output)")->group(kConversion);
   cmd->add_option("--shard-size", o->shard_size, "Max bytes per safetensors shard, as transformers (default 5GB)")->group(kConversion);
@@ -119,7 +121,10 @@ void add_convert(CLI::App& app, Action& action) {
   cmd->add_flag("--json", o->json, "Print the summary as one JSON object")->group(kOutput);
   cmd->add_flag("-q,--quiet", o->quiet, "No summary, no progress")->group(kOutput);
   finish_help(cmd);
-  cmd->callback([o, &action] { action = [o] { return run_convert(*o); }; });
+  cmd->callback([o, &action] { action = [o] {
+    o->in = local_model_path(o->in, o->file, false);
+    return run_convert(*o);
+  }; });
 }
 
 }  // namespace nunchaku::cli

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/model_source.hpp"
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/json_doc.hpp"
@@ -26,7 +27,7 @@ namespace nunchaku::cli {
 namespace {
 
 struct EstimateOptions {
-  std::string path, vram;
+  std::string path, file, vram;
   WorkloadOptions w;
   double margin = 0.05;
   bool json = false, explain = false;
@@ -155,7 +156,7 @@ int run(const EstimateOptions& o) {
   auto vram = parse_vram(o.vram);
   match_gpus(vram, o.w.gpus);
   Workload w = to_workload(o.w, vram.size());
-  Checkpoint ck = open_checkpoint(o.path);
+  Checkpoint ck = open_model(o.path, o.file);
   ModelLayout layout = describe_model(ck);
   std::vector<Workload> ws;
   if (is_all_runtimes(o.w) && layout.spec)
@@ -221,7 +222,8 @@ void add_estimate(CLI::App& app, Action& action) {
       "  nunchaku estimate model/ --vram 16G --context 8192 --batch 4\n"
       "  nunchaku estimate model/ --runtime all --vram 24G\n"
       "  nunchaku estimate model/ --mode qlora --vram 24G --json");
-  cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
+  cmd->add_option("PATH", o->path, "Checkpoint file or directory, or a Hub id (org/name[@rev][:QUANT])")->required();
+  add_file_option(cmd, o->file);
   add_workload_options(cmd, o->w);
   cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)")->group(kHardware);
   cmd->add_option("--margin", o->margin, "Suggestions keep this fraction of the budget free")->capture_default_str()->group(kOutput);

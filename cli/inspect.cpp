@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/model_source.hpp"
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/progress.hpp"
@@ -21,7 +22,7 @@ namespace nunchaku::cli {
 namespace {
 
 struct InspectOptions {
-  std::string path;
+  std::string path, file;
   bool json = false;
   bool tensors = false;
   bool verify = false;
@@ -223,7 +224,8 @@ nlohmann::json verify_json(const Checkpoint& ck, const VerifyReport& r) {
 }
 
 int run_inspect(const InspectOptions& o) {
-  Checkpoint ck = open_checkpoint(o.path);
+  // --verify reads every byte: local files only; else headers, from the Hub if need be.
+  Checkpoint ck = o.verify ? open_checkpoint(local_model_path(o.path, o.file, false)) : open_model(o.path, o.file);
   ModelLayout layout = describe_model(ck);
   std::optional<VerifyReport> vr;
   if (o.verify) {
@@ -265,7 +267,8 @@ void add_inspect(CLI::App& app, Action& action) {
       "  nunchaku inspect model.gguf --tensors --filter 'blk.0.*'\n"
       "  nunchaku inspect model.gguf --metadata\n"
       "  nunchaku inspect model/ --json | jq .parameter_count");
-  cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
+  cmd->add_option("PATH", o->path, "Checkpoint file or directory, or a Hub id (org/name[@rev][:QUANT])")->required();
+  add_file_option(cmd, o->file);
   cmd->add_flag("--json", o->json, "Print one JSON document (schema: docs/inspect-json.md)")->group(kOutput);
   cmd->add_flag("--tensors", o->tensors, "List every tensor by file: name, dtype, shape, size, offset (exact bytes in --json)")->group(kOutput);
   cmd->add_flag("--metadata", o->metadata,

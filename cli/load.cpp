@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/model_source.hpp"
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/json_doc.hpp"
@@ -25,7 +26,7 @@ namespace nunchaku::cli {
 namespace {
 
 struct LoadCliOptions {
-  std::string path, plan, device, vram, cpu_ram, dtype;
+  std::string path, file, plan, device, vram, cpu_ram, dtype;
   std::string staging_size = "64M";
   int staging_buffers = 4;
   int threads = 0;
@@ -236,7 +237,8 @@ void add_load(CLI::App& app, Action& action) {
       "Examples:\n"
       "  nunchaku load model/ --device cpu --verify\n"
       "  nunchaku load model/ --plan plan.json --dtype fp16 --json");
-  cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
+  cmd->add_option("PATH", o->path, "Checkpoint file or directory, or a Hub id in the local HF cache")->required();
+  add_file_option(cmd, o->file);
   cmd->add_option("--plan", o->plan, "Placement plan JSON (nunchaku plan --format json)")->group(kPlacement);
   cmd->add_option("--device", o->device, "Put every module on one device: cpu, cuda, cuda:N")->group(kPlacement);
   cmd->add_option("--vram", o->vram, "GPU budget(s) to plan for (e.g. 16G or 16G,24G)")->group(kPlacement);
@@ -252,7 +254,10 @@ void add_load(CLI::App& app, Action& action) {
   cmd->add_flag("--measure-h2d", o->measure_h2d, "Also measure the pinned host-to-device peak (1 GiB x 5) before loading")->group(kOutput);
   cmd->add_flag("--json", o->json, "Print the report as one JSON document")->group(kOutput);
   finish_help(cmd);
-  cmd->callback([o, &action] { action = [o] { return run_load(*o); }; });
+  cmd->callback([o, &action] { action = [o] {
+    o->path = local_model_path(o->path, o->file, false);
+    return run_load(*o);
+  }; });
 }
 
 }  // namespace nunchaku::cli

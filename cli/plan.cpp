@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/model_source.hpp"
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/json_doc.hpp"
@@ -26,7 +27,7 @@ namespace nunchaku::cli {
 namespace {
 
 struct PlanCliOptions {
-  std::string path, vram, cpu_ram, strategy = "balanced", compat, format = "table", output, offload_exec = "cpu";
+  std::string path, file, vram, cpu_ram, strategy = "balanced", compat, format = "table", output, offload_exec = "cpu";
   bool disk = false, min_vram = false, json = false;
   WorkloadOptions w;
 };
@@ -115,7 +116,7 @@ int run_plan(const PlanCliOptions& o) {
       throw Error("usage.runtime", fmt::format("--format {} plans for {}, not --runtime {}", format, runtime_name(*exported), runtime_name(*w.runtime)));
     w.runtime = exported;
   }
-  Checkpoint ck = open_checkpoint(o.path);
+  Checkpoint ck = open_model(o.path, o.file);
   note_input_path(o.path);  // -o must not name the checkpoint or a file beside it
   for (const auto& f : ck.files) note_input_path(f.path);
   if (!o.output.empty()) check_not_input(o.output);  // refused before any work
@@ -228,7 +229,8 @@ void add_plan(CLI::App& app, Action& action) {
       "  nunchaku plan model/ --vram 24G,24G --format accelerate -o device_map.json\n"
       "  nunchaku plan model/ --vram 8G --format llama.cpp\n"
       "  nunchaku plan model/ --min-vram --gpus 2");
-  cmd->add_option("PATH", o->path, "Checkpoint file or directory")->required();
+  cmd->add_option("PATH", o->path, "Checkpoint file or directory, or a Hub id (org/name[@rev][:QUANT])")->required();
+  add_file_option(cmd, o->file);
   cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)")->group(kHardware);
   cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory budget (default: the host's available memory)")->group(kHardware);
   cmd->add_flag("--disk", o->disk, "Allow modules to stay on disk (read-only mmap, read on use)")->group(kHardware);

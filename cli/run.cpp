@@ -26,6 +26,7 @@
 #include "batch/prompt.hpp"
 #include "batch/requests.hpp"
 #include "batch/results.hpp"
+#include "cli/model_source.hpp"
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/json_doc.hpp"
@@ -56,7 +57,7 @@ namespace nunchaku::cli {
 namespace {
 
 struct RunCliOptions {
-  std::string path, input = "-", output, input_format = "auto", plan, device = "cpu", vram, cpu_ram, kv_dtype = "f32";
+  std::string path, file, input = "-", output, input_format = "auto", plan, device = "cpu", vram, cpu_ram, kv_dtype = "f32";
   PromptOptions prompt;  // chat template, BOS, special-token text, --system: as tokenize shows them
   std::string offload = "stream";  // how disk modules are read: stream (bounded pool) | mmap
   std::string stats;                // --stats FILE: the run's summary as JSON
@@ -520,7 +521,8 @@ void add_run(CLI::App& app, Action& action) {
       "Examples:\n"
       "  printf 'Once upon a time\\n' | nunchaku run model/ --max-tokens 64\n"
       "  nunchaku run model.gguf -i prompts.jsonl -o out.jsonl --batch-size 16 --temperature 0.7 --seed 1");
-  cmd->add_option("PATH", o->path, "Model directory (config.json, safetensors, tokenizer.json) or .gguf file")->required();
+  cmd->add_option("PATH", o->path, "Model directory (config.json, safetensors, tokenizer.json) or .gguf file, or a Hub id in the local HF cache")->required();
+  add_file_option(cmd, o->file);
   cmd->add_option("-i,--input", o->input, "Requests file ('-' = stdin)")->capture_default_str()->group(kInput);
   cmd->add_option("-o,--output", o->output, "Write JSONL here (default stdout)")->group(kOutput);
   cmd->add_option("--input-format", o->input_format, "auto | lines | jsonl")->capture_default_str()->group(kInput);
@@ -571,7 +573,10 @@ void add_run(CLI::App& app, Action& action) {
                   "Write the run's summary as JSON to this file (tokens, tok/s, streamed bytes per step, GPU memory "
                   "predicted and measured)")->group(kOutput);
   finish_help(cmd);
-  cmd->callback([o, &action] { action = [o] { return run_batch(*o); }; });
+  cmd->callback([o, &action] { action = [o] {
+    o->path = local_model_path(o->path, o->file, true);
+    return run_batch(*o);
+  }; });
 }
 
 }  // namespace nunchaku::cli

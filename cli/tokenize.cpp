@@ -17,6 +17,7 @@
 #include "batch/prompt.hpp"
 #include "batch/requests.hpp"
 #include "batch/results.hpp"
+#include "cli/model_source.hpp"
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/prompt_options.hpp"
@@ -32,7 +33,7 @@ namespace {
 constexpr size_t kMaxLineBytes = size_t(64) << 20;
 
 struct TokenizeOptions {
-  std::string path, text, prompt, input = "-", input_format = "auto";
+  std::string path, file, text, prompt, input = "-", input_format = "auto";
   PromptOptions prompt_opts{.raw = true};
   bool chat = false, json = false, ids_only = false, quiet = false;
   bool has_text = false;  // PROMPT or --prompt given (even empty)
@@ -176,7 +177,8 @@ void add_tokenize(CLI::App& app, Action& action) {
       "  nunchaku tokenize model.gguf 'Hello world'\n"
       "  nunchaku tokenize model/ --chat --system 'Be brief.' 'What is 2+2?'\n"
       "  nunchaku tokenize model/ --json -i prompts.jsonl");
-  cmd->add_option("MODEL", o->path, "Model directory (tokenizer.json; the weights are not needed) or .gguf file")->required();
+  cmd->add_option("MODEL", o->path, "Model directory (tokenizer.json; the weights are not needed) or .gguf file, or a Hub id in the local HF cache")->required();
+  add_file_option(cmd, o->file);
   auto* text = cmd->add_option("PROMPT", o->text, "Text to tokenize (else --prompt, else -i/stdin)");
   auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Text to tokenize (as PROMPT)")->group(kInput);
   text->excludes(prompt);
@@ -190,7 +192,10 @@ void add_tokenize(CLI::App& app, Action& action) {
   finish_help(cmd);
   cmd->callback([o, text, prompt, &action] {
     o->has_text = text->count() > 0 || prompt->count() > 0;
-    action = [o] { return tokenize(*o); };
+    action = [o] {
+      o->path = local_model_path(o->path, o->file, true, false);
+      return tokenize(*o);
+    };
   });
 }
 

@@ -4,6 +4,7 @@
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config libcli11-dev libfmt-dev libspdlog-dev
       nlohmann-json3-dev catch2 libpcre2-dev
+      libcurl4-openssl-dev  # src/hub: reads from the Hugging Face Hub (optional for the build)
       fish)  # fish: the completion test runs `fish -n` and fish's own completion on our script
 [[ "${1:-}" == "--fuzz" ]] && PKGS+=(clang libclang-rt-dev)
 missing=()

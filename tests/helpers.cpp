@@ -30,9 +30,7 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-void write_sparse_llama(const std::string& dir, const std::string& config) {
-  const nlohmann::json c = read_json(config);
-  write_file(dir + "/config.json", c.dump(2));
+std::vector<std::pair<std::string, std::vector<int64_t>>> llama_tensors(const nlohmann::json& c) {
   const int64_t h = c["hidden_size"], layers = c["num_hidden_layers"], heads = c["num_attention_heads"];
   const int64_t kv = c.value("num_key_value_heads", heads), inter = c["intermediate_size"], vocab = c["vocab_size"];
   const int64_t kv_dim = h / heads * kv;
@@ -49,23 +47,32 @@ void write_sparse_llama(const std::string& dir, const std::string& config) {
   }
   ts.push_back({"model.norm.weight", {h}});
   ts.push_back({"lm_head.weight", {vocab, h}});
+  return ts;
+}
+
+void write_sparse_safetensors(const std::string& path, const nlohmann::json& header, uint64_t data_bytes) {
+  std::string text = header.dump();
+  while (text.size() % 8) text += ' ';
+  std::string head(8, '\0');
+  for (int i = 0; i < 8; ++i) head[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  write_file(path, head + text);
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(8 + text.size() + data_bytes)) != 0) throw std::runtime_error("cannot extend " + path);
+  ::close(fd);
+}
+
+void write_sparse_llama(const std::string& dir, const std::string& config) {
+  const nlohmann::json c = read_json(config);
+  write_file(dir + "/config.json", c.dump(2));
   nlohmann::json hdr = nlohmann::json::object();
   uint64_t off = 0;
-  for (const auto& [name, shape] : ts) {
+  for (const auto& [name, shape] : llama_tensors(c)) {
     uint64_t n = 2;
     for (auto d : shape) n *= static_cast<uint64_t>(d);
     hdr[name] = {{"dtype", "F16"}, {"shape", shape}, {"data_offsets", {off, off + n}}};
     off += n;
   }
-  std::string text = hdr.dump();
-  while (text.size() % 8) text += ' ';
-  std::string head(8, '\0');
-  for (int i = 0; i < 8; ++i) head[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
-  const std::string path = dir + "/model.safetensors";
-  write_file(path, head + text);
-  const int fd = ::open(path.c_str(), O_WRONLY);
-  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(8 + text.size() + off)) != 0) throw std::runtime_error("cannot extend " + path);
-  ::close(fd);
+  write_sparse_safetensors(dir + "/model.safetensors", hdr, off);
 }
 
 std::string testdata(const std::string& rel) { return std::string(NUNCHAKU_SOURCE_DIR) + "/testdata/" + rel; }

@@ -37,6 +37,11 @@ void write_file(const std::string& path, const std::string& text);
 // copied into `dir`, and one F16 model.safetensors with every tensor of that config, its
 // data region a file hole (header written, then ftruncate).
 void write_sparse_llama(const std::string& dir, const std::string& config);
+// The tensors (name, shape) of a Llama-shaped model with that config.json.
+std::vector<std::pair<std::string, std::vector<int64_t>>> llama_tensors(const nlohmann::json& config);
+// A safetensors file with `header` (data_offsets already set) whose data region of
+// `data_bytes` is a file hole.
+void write_sparse_safetensors(const std::string& path, const nlohmann::json& header, uint64_t data_bytes);
 
 // Columns a line takes on a terminal: UTF-8 code points (every character nunchaku prints
 // is one column wide), and the widest line of a text.

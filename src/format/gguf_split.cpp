@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "format/readers.hpp"
+#include "format/source_readers.hpp"
 #include "core/units.hpp"
 
 namespace nunchaku {
@@ -58,19 +59,25 @@ void check_part(const Checkpoint& part, const std::string& path, uint32_t no, ui
                 {.file = path, .hint = "the parts were renamed or come from different splits"});
 }
 
-Checkpoint read_part(const std::string& path, uint32_t no, uint32_t count, const std::string& asked) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (!fs::exists(st))
-    throw Error("gguf.split_missing_part",
-                "part " + std::to_string(no) + " of " + std::to_string(count) + " of the split GGUF is missing",
-                {.file = asked, .hint = "expected " + path + "; download every part into the same folder"});
-  if (!fs::is_regular_file(st))
-    throw Error("gguf.split_missing_part",
-                "part " + std::to_string(no) + " of " + std::to_string(count) + " is not a regular file",
-                {.file = path});
-  FileSource src(path);
-  return read_gguf(src);
+Checkpoint read_part(const std::string& path, uint32_t no, uint32_t count, const std::string& asked, const SourceOpener& open) {
+  const auto missing = [&] {
+    return Error("gguf.split_missing_part",
+                 "part " + std::to_string(no) + " of " + std::to_string(count) + " of the split GGUF is missing",
+                 {.file = asked, .hint = "expected " + path + "; download every part into the same folder"});
+  };
+  if (!open) {  // the local file system
+    std::error_code ec;
+    const fs::file_status st = fs::status(path, ec);
+    if (!fs::exists(st)) throw missing();
+    if (!fs::is_regular_file(st))
+      throw Error("gguf.split_missing_part",
+                  "part " + std::to_string(no) + " of " + std::to_string(count) + " is not a regular file",
+                  {.file = path});
+    return read_gguf(FileSource(path));
+  }
+  const auto src = open(path);
+  if (!src) throw missing();
+  return read_gguf(*src);
 }
 
 }  // namespace
@@ -96,10 +103,17 @@ std::string gguf_split_path(const std::string& prefix, uint32_t no, uint32_t cou
   return prefix + tail;
 }
 
-Checkpoint read_gguf_parts(const std::string& path) {
+Checkpoint read_gguf_parts(const std::string& path) { return read_gguf_parts(path, nullptr); }
+
+// `open` empty: the local file system, with its own errors for a part that is not a file.
+Checkpoint read_gguf_parts(const std::string& path, const SourceOpener& open) {
   Checkpoint given = [&] {
-    FileSource src(path);
-    return read_gguf(src);
+    if (open) {
+      const auto src = open(path);
+      if (!src) throw Error("gguf.missing", "file does not exist", {.file = path});
+      return read_gguf(*src);
+    }
+    return read_gguf(FileSource(path));
   }();
   const auto name = parse_gguf_split_name(path);
   const auto meta_count = meta_uint(given, "split.count");
@@ -119,7 +133,7 @@ Checkpoint read_gguf_parts(const std::string& path) {
   std::unordered_map<std::string, uint32_t> owner;  // tensor name -> part number
   for (uint32_t no = 1; no <= name->count; ++no) {
     const std::string part_path = gguf_split_path(name->prefix, no, name->count);
-    Checkpoint part = no == name->no ? std::move(given) : read_part(part_path, no, name->count, path);
+    Checkpoint part = no == name->no ? std::move(given) : read_part(part_path, no, name->count, path, open);
     if (no != name->no) check_part(part, part_path, no, name->count);
     for (const auto& t : part.tensors) {
       auto [it, fresh] = owner.emplace(t.name, no);

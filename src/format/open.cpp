@@ -12,6 +12,7 @@
 #include "core/units.hpp"
 #include "core/file.hpp"
 #include "format/readers.hpp"
+#include "format/source_readers.hpp"
 #include "core/source.hpp"
 
 namespace nunchaku {
@@ -191,10 +192,12 @@ std::string tensor_at(const std::string& file, uint64_t offset) {
 
 }  // namespace
 
-SniffedFormat sniff_format(const std::string& path) {
-  File f = File::open_read_only(path);
+SniffedFormat sniff_format(const std::string& path) { return sniff_source(FileSource(path)); }
+
+SniffedFormat sniff_source(const Source& src) {
   uint8_t b[512] = {};
-  size_t n = f.read_some_at(0, b, sizeof b);
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(src.size(), sizeof b));
+  src.read_at(0, b, n);
   if (n >= 4 && std::memcmp(b, "GGUF", 4) == 0) return SniffedFormat::GGUF;
   if (n >= 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4) return SniffedFormat::PyTorchZip;
   if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5) return SniffedFormat::PyTorchLegacy;
@@ -203,6 +206,12 @@ SniffedFormat sniff_format(const std::string& path) {
   // A safetensors header may start with whitespace before '{'.
   if (n >= 9 && (b[8] == ' ' || b[8] == '\n')) return SniffedFormat::Safetensors;
   return SniffedFormat::Unknown;
+}
+
+std::unique_ptr<Source> open_local_source(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return nullptr;
+  return std::make_unique<FileSource>(path);
 }
 
 Checkpoint open_checkpoint(const std::string& path) {

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "format/open.hpp"
 #include "format/readers.hpp"
+#include "format/source_readers.hpp"
 #include "format/safetensors_json.hpp"
 #include "core/source.hpp"
 #include "core/units.hpp"
@@ -26,9 +27,9 @@ namespace {
 constexpr uint64_t kMaxIndexBytes = 100'000'000;
 constexpr int kMaxIndexDepth = 32;
 
-Checkpoint read_shard(const std::string& path) {
-  FileSource src(path);
-  switch (sniff_format(path)) {
+Checkpoint read_shard(const Source& src) {
+  const std::string& path = src.path();
+  switch (sniff_source(src)) {
     case SniffedFormat::Safetensors: return read_safetensors(src);
     case SniffedFormat::PyTorchZip:
     case SniffedFormat::PyTorchLegacy:
@@ -44,11 +45,13 @@ Checkpoint read_shard(const std::string& path) {
 }
 
 // Reads every file and fails on a tensor name found in two of them.
-Checkpoint read_and_merge(const std::vector<std::string>& files) {
+Checkpoint read_and_merge(const std::vector<std::string>& files, const SourceOpener& open) {
   Checkpoint ck;
   std::unordered_map<std::string, uint32_t> owner;  // tensor name -> file index
   for (size_t i = 0; i < files.size(); ++i) {
-    Checkpoint part = read_shard(files[i]);
+    const auto src = open(files[i]);
+    if (!src) throw Error("shards.missing", "shard file does not exist", {.file = files[i]});
+    Checkpoint part = read_shard(*src);
     for (const auto& t : part.tensors) {
       auto [it, fresh] = owner.emplace(t.name, static_cast<uint32_t>(i));
       if (!fresh)
@@ -61,8 +64,8 @@ Checkpoint read_and_merge(const std::vector<std::string>& files) {
   return ck;
 }
 
-json read_index_json(const std::string& path) {
-  FileSource src(path);
+json read_index_json(const Source& src) {
+  const std::string& path = src.path();
   if (src.size() > kMaxIndexBytes)
     throw Error("index.too_large", "index file has " + std::to_string(src.size()) + " bytes, over the " +
                     std::to_string(kMaxIndexBytes) + "-byte limit",
@@ -120,8 +123,11 @@ void append_shard(Checkpoint& into, Checkpoint&& part, bool first) {
   for (auto& w : part.warnings) into.warnings.push_back(std::move(w));
 }
 
-Checkpoint read_index(const std::string& index_path) {
-  const json doc = read_index_json(index_path);
+namespace {
+
+// The index JSON, checked: an object with a non-empty weight_map of plain file names.
+// Returns the shards in name order (model-00001-of-00003 ... sort as written): name -> path.
+std::map<std::string, std::string> index_shards(const json& doc, const std::string& index_path) {
   if (!doc.is_object())
     throw Error("index.not_object", std::string("index JSON is a ") + doc.type_name() + ", not an object",
                 {.file = index_path});
@@ -132,7 +138,6 @@ Checkpoint read_index(const std::string& index_path) {
   if (wm->empty()) throw Error("index.empty", "\"weight_map\" lists no tensors", {.file = index_path});
 
   const fs::path dir = fs::path(index_path).parent_path();
-  // Shards in name order (model-00001-of-00003 ... sort as written).
   std::map<std::string, std::string> shard_paths;  // shard name -> path
   for (const auto& [name, shard] : wm->items()) {
     if (!shard.is_string())
@@ -144,6 +149,11 @@ Checkpoint read_index(const std::string& index_path) {
                   {.file = index_path, .tensor = name});
     shard_paths.emplace(s, (dir / s).string());
   }
+  return shard_paths;
+}
+
+// Every shard of the index on the local file system, or the error naming why not.
+std::vector<std::string> local_shards(const std::map<std::string, std::string>& shard_paths, const std::string& index_path) {
   std::vector<std::string> files;
   for (const auto& [shard, path] : shard_paths) {
     std::error_code ec;
@@ -164,8 +174,15 @@ Checkpoint read_index(const std::string& index_path) {
                   {.file = index_path, .hint = "expected the shard's bytes at " + path});
     files.push_back(path);
   }
+  return files;
+}
 
-  Checkpoint ck = read_and_merge(files);
+// The checkpoint the index describes: its shards merged, every weight_map entry checked
+// against the shard that holds it, unlisted tensors and an off total_size warned about.
+Checkpoint index_checkpoint(const json& doc, const std::string& index_path, const std::map<std::string, std::string>& shard_paths,
+                            const std::vector<std::string>& files, const SourceOpener& open) {
+  const json& wm = doc["weight_map"];
+  Checkpoint ck = read_and_merge(files, open);
   ck.path = index_path;
 
   std::unordered_map<std::string, uint32_t> where;  // tensor -> file index
@@ -174,7 +191,7 @@ Checkpoint read_index(const std::string& index_path) {
   std::unordered_map<std::string, uint32_t> file_of;  // shard path -> file index
   for (uint32_t i = 0; i < files.size(); ++i) file_of.emplace(files[i], i);
 
-  for (const auto& [name, shard] : wm->items()) {
+  for (const auto& [name, shard] : wm.items()) {
     const std::string& path = shard_paths.at(shard.get_ref<const std::string&>());
     auto it = where.find(name);
     if (it == where.end() || it->second != file_of.at(path)) {
@@ -189,7 +206,7 @@ Checkpoint read_index(const std::string& index_path) {
   std::vector<size_t> unlisted(files.size(), 0);
   std::vector<std::string> first_unlisted(files.size());
   for (const auto& t : ck.tensors)
-    if (!wm->contains(t.name) && unlisted[t.file]++ == 0) first_unlisted[t.file] = t.name;
+    if (!wm.contains(t.name) && unlisted[t.file]++ == 0) first_unlisted[t.file] = t.name;
   for (size_t i = 0; i < files.size(); ++i)
     if (unlisted[i])
       ck.warnings.push_back(files[i] + ": " + plural(unlisted[i], "tensor") + " not listed in " + index_path +
@@ -217,9 +234,27 @@ Checkpoint read_index(const std::string& index_path) {
   return ck;
 }
 
+}  // namespace
+
+Checkpoint read_index(const std::string& index_path) {
+  const json doc = read_index_json(FileSource(index_path));
+  const auto shard_paths = index_shards(doc, index_path);
+  return index_checkpoint(doc, index_path, shard_paths, local_shards(shard_paths, index_path), open_local_source);
+}
+
+Checkpoint read_index(const std::string& index_path, const SourceOpener& open) {
+  const auto index = open(index_path);
+  if (!index) throw Error("index.missing", "index file does not exist", {.file = index_path});
+  const json doc = read_index_json(*index);
+  const auto shard_paths = index_shards(doc, index_path);
+  std::vector<std::string> files;
+  for (const auto& [shard, path] : shard_paths) files.push_back(path);
+  return index_checkpoint(doc, index_path, shard_paths, files, open);
+}
+
 Checkpoint merge_shards(const std::string& display_path, const std::vector<std::string>& files) {
   if (files.empty()) throw Error("shards.none", "no shard files to read", {.file = display_path});
-  Checkpoint ck = read_and_merge(files);
+  Checkpoint ck = read_and_merge(files, open_local_source);
   ck.path = display_path;
   return ck;
 }
