@@ -81,6 +81,7 @@ HttpClient::~HttpClient() {
   if (impl_ && impl_->curl) curl_easy_cleanup(impl_->curl);
 }
 
+bool built_with_curl() { return true; }
 bool HttpClient::available() const { return true; }
 
 HttpResponse HttpClient::get(const std::string& first_url, std::optional<std::pair<uint64_t, uint64_t>> range, uint64_t max_body) {
@@ -153,6 +154,7 @@ struct HttpClient::Impl {};
 
 HttpClient::HttpClient(const HubEnv& env, HttpCounters& counters) : env_(env), counters_(counters) {}
 HttpClient::~HttpClient() = default;
+bool built_with_curl() { return false; }
 bool HttpClient::available() const { return false; }
 
 HttpResponse HttpClient::get(const std::string& url, std::optional<std::pair<uint64_t, uint64_t>>, uint64_t) {

@@ -31,6 +31,9 @@ struct HttpCounters {
   std::atomic<uint64_t> bytes{0};     // bytes received: bodies and headers
 };
 
+// false when nunchaku was built without libcurl (every remote read is then an error).
+bool built_with_curl();
+
 class HttpClient {
  public:
   HttpClient(const HubEnv& env, HttpCounters& counters);

@@ -49,6 +49,18 @@ std::optional<std::string> take_id(std::string_view s, std::string_view stops, s
   return std::string(s.substr(0, end));
 }
 
+// "@revision" at the front of `rest`, up to `stop` (kept in `rest`); false when it is empty.
+bool take_revision(std::string_view& rest, char stop, bool decode, RepoRef& r) {
+  if (!starts_with(rest, "@")) return true;
+  const size_t end = rest.find(stop);
+  const std::string_view rev = rest.substr(1, end == std::string_view::npos ? std::string_view::npos : end - 1);
+  r.revision = decode ? percent_decode(rev) : std::string(rev);
+  if (r.revision.empty()) return false;
+  r.revision_given = true;
+  rest = end == std::string_view::npos ? std::string_view() : rest.substr(end);
+  return true;
+}
+
 // org/name[@revision][:QUANT]: the revision may hold '/' (refs/pr/1), not ':'.
 std::optional<RepoRef> parse_plain(std::string_view s) {
   RepoRef r;
@@ -56,13 +68,7 @@ std::optional<RepoRef> parse_plain(std::string_view s) {
   auto id = take_id(s, "@:", rest);
   if (!id) return std::nullopt;
   r.id = *id;
-  if (starts_with(rest, "@")) {
-    const size_t colon = rest.find(':');
-    r.revision = std::string(rest.substr(1, colon == std::string_view::npos ? std::string_view::npos : colon - 1));
-    if (r.revision.empty()) return std::nullopt;
-    r.revision_given = true;
-    rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon);
-  }
+  if (!take_revision(rest, ':', false, r)) return std::nullopt;
   if (starts_with(rest, ":")) {
     if (!valid_quant(rest.substr(1))) return std::nullopt;
     r.quant = std::string(rest.substr(1));
@@ -79,13 +85,7 @@ std::optional<RepoRef> parse_hf(std::string_view s) {
   auto id = take_id(s, "@/", rest);
   if (!id) return std::nullopt;
   r.id = *id;
-  if (starts_with(rest, "@")) {
-    const size_t slash = rest.find('/');
-    r.revision = percent_decode(rest.substr(1, slash == std::string_view::npos ? std::string_view::npos : slash - 1));
-    if (r.revision.empty()) return std::nullopt;
-    r.revision_given = true;
-    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
-  }
+  if (!take_revision(rest, '/', true, r)) return std::nullopt;
   if (starts_with(rest, "/") && rest.size() > 1) {
     r.file = percent_decode(rest.substr(1));
     if (!valid_repo_path(r.file)) return std::nullopt;
