@@ -1,6 +1,7 @@
 #include "cli/model_source.hpp"
 
 #include "cli/help.hpp"
+#include "cli/progress.hpp"
 #include "core/log.hpp"
 #include "format/open.hpp"
 #include "hub/resolve.hpp"
@@ -14,7 +15,11 @@ void add_file_option(CLI::App* cmd, std::string& file) {
 }
 
 Checkpoint open_model(const std::string& path, const std::string& file) {
-  auto r = hub::resolve_model(path, file, {}, hub::hub_env());
+  hub::HubEnv env = hub::hub_env();
+  Progress progress("reading headers");  // drawn only on a terminal
+  env.on_header = [&](size_t done, size_t total) { progress.count(fmt::format("{} of {} weight files", done, total)); };
+  auto r = hub::resolve_model(path, file, {}, env);
+  progress.clear();
   if (r.remote) {
     log::info("{}: {} HTTP requests, {} bytes{}", path, r.stats.requests, r.stats.bytes,
               r.stats.header_cache ? " (headers from the header cache)" : "");

@@ -2,6 +2,8 @@
 // huggingface_hub reads (same names, same defaults), read once per command.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <string>
 
 namespace nunchaku::hub {
@@ -20,6 +22,9 @@ struct HubEnv {
   // transfer may go without receiving a byte before it is given up.
   double timeout_s = 10;
   int parallel = 8;          // requests at once (shard headers)
+  // Called as each weight file's header arrives (done of total; one call at a time, from
+  // any fetching thread): the CLI's progress line. Not from the environment.
+  std::function<void(size_t done, size_t total)> on_header;
 };
 
 HubEnv hub_env();

@@ -359,8 +359,12 @@ Checkpoint remote_checkpoint(const RepoRef& ref, const HubEnv& env, RemoteStats&
     m.weights.push_back(*it);
   }
   std::vector<std::string> headers(m.weights.size());
+  std::mutex progress;
+  size_t done = 0;
   parallel_fetch(m.weights.size(), env.parallel, env, counted.counters, [&](HttpClient& http, size_t i) {
     headers[i] = fetch_header(http, ref, env, listing.sha, m.weights[i], w.gguf);
+    std::lock_guard lock(progress);
+    if (env.on_header) env.on_header(++done, m.weights.size());
   });
   for (size_t i = 0; i < m.weights.size(); ++i) files["headers/" + m.weights[i].path] = headers[i];
   write_cache(dir, ref, listing.sha, m, files, env);
