@@ -234,7 +234,7 @@ TEST_CASE("Hub remote: network failures and timeouts are errors, not hangs", "[h
 
 TEST_CASE("Hub remote: run and load by id name the missing files and the hf download line", "[hub][remote]") {
   SKIP_WITHOUT_CURL();
-  HubServer server({repo("org/spm", test::testdata("run/llama-spm"))});
+  HubServer server({repo("org/spm", test::testdata("run/llama-spm")), repo("org/notok", test::testdata("models/llama"))});
   Client client(server);
   auto r = test::run_cli({"run", "org/spm"}, "hi\n");
   CHECK(r.exit_code == 2);
@@ -243,4 +243,7 @@ TEST_CASE("Hub remote: run and load by id name the missing files and the hf down
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("hf download org/spm --include model.safetensors --include config.json"));
   CHECK(server.stats().bytes_sent < 100'000);  // the listing, not the weights
+  r = test::run_cli({"tokenize", "org/notok", "hi"});  // no fetch would help: the repo has no tokenizer
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("org/notok has no tokenizer.json"));
 }

@@ -83,6 +83,9 @@ std::vector<std::string> missing_from_listing(const RepoRef& ref, const RepoList
   std::vector<std::string> names;
   for (const auto& f : listing.files) names.push_back(f.path);
   const WeightFiles w = choose_weights(names, ref, ref.page_url(env.endpoint));
+  if (need.tokenizer && !w.gguf && !has(names, "tokenizer.json"))  // downloading would not help
+    throw Error("hub.no_tokenizer", ref.display() + " has no tokenizer.json, which nunchaku's tokenizer reads",
+                {.file = ref.page_url(env.endpoint), .hint = "use a repo that ships tokenizer.json, or a GGUF with its vocabulary"});
   std::vector<std::string> want = need.weights || w.gguf ? w.files : std::vector<std::string>{};
   if (w.index && (need.weights || w.gguf))
     for (const auto& s : remote_index_shards(ref, listing, w.entry, env, stats)) want.push_back(s);
