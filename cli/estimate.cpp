@@ -64,7 +64,9 @@ void print_table(const Estimate& e, bool explain) {
                                       s.architecture.empty() ? "unknown" : s.architecture, s.source.empty() ? "unknown" : s.source,
                                       plural(uint64_t(s.num_layers), "layer"), s.hidden_size, plural(uint64_t(s.num_heads), "head"), s.num_kv_heads, s.head_dim, s.vocab_size,
                                       format_count(e.parameters)) +
-                                  (e.active_parameters != e.parameters ? fmt::format(" ({} active per token)", format_count(e.active_parameters)) : "") +
+                                  (e.active_parameters != e.parameters ? fmt::format(" ({} active per token, {} of weights read per decoded token)",
+                                                                                     format_count(e.active_parameters), format_bytes(e.weight_bytes_per_token))
+                                                                       : "") +
                                   (s.wrapper.empty() ? "" : fmt::format(", language model of a {} checkpoint", s.wrapper)));
   else
     print_field("model:", fmt::format("unknown (no config.json or GGUF metadata), {}, {} params",

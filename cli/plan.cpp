@@ -41,7 +41,20 @@ std::string render_fixes(const DevicePlan& p, const std::vector<PlanFix>& fixes)
   return out;
 }
 
+// Ascending layer indices as runs: "0-17, 20".
+std::string format_ranges(const std::vector<int64_t>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + (j > i ? fmt::format("{}-{}", v[i], v[j]) : fmt::format("{}", v[i]));
+    i = j + 1;
+  }
+  return out;
+}
+
 std::string dev_layers(const DeviceCharge& d) {
+  if (d.layers == 0 && d.expert_layers > 0) return fmt::format("{} exps", d.expert_layers);
   if (d.layers == 0) return d.modules.empty() ? "-" : fmt::format("{} module{}", d.modules.size(), d.modules.size() == 1 ? "" : "s");
   return fmt::format("{}-{} ({})", d.first_layer, d.last_layer, d.layers);
 }
@@ -100,6 +113,7 @@ int run_plan(const PlanCliOptions& o) {
   r.strategy = o.compat == "accelerate" ? Strategy::Accelerate : parse_strategy(o.strategy);
   r.offload_exec = o.offload_exec == "gpu" ? OffloadExec::Gpu : OffloadExec::Cpu;
   r.allow_disk = o.disk;
+  r.split_experts = true;  // MoE: routed experts leave the GPUs before attention does
   r.cpu_ram = o.cpu_ram.empty() ? free_bytes_on(Device{Device::Kind::Cpu, 0}) : parse_size_or_throw(o.cpu_ram, "--cpu-ram");
   if (o.cpu_ram.empty()) notes.push_back(fmt::format("--cpu-ram defaulted to the host's available memory, {}", format_bytes(r.cpu_ram)));
 
@@ -138,6 +152,10 @@ int run_plan(const PlanCliOptions& o) {
   AccelerateMap amap;
   DevicePlan p = r.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e, r, &amap) : make_plan(e, r);
   p.notes.insert(p.notes.begin(), notes.begin(), notes.end());
+  if (const auto cpu = cpu_expert_layers(p, e); !cpu.empty())
+    p.notes.push_back(fmt::format("routed experts of {} off the GPUs (attention, norms, router and shared experts of every "
+                                  "GPU layer stay on it): layers {}",
+                                  plural(cpu.size(), "layer"), format_ranges(cpu)));
   if (minv) p.notes.push_back(fmt::format("min VRAM per GPU for everything on {}: {} ({} B)", plural(std::max<size_t>(1, r.vram.size()), "GPU"),
                                           format_bytes(*minv), *minv));
   else if (o.min_vram) p.notes.push_back("min VRAM: no budget holds every module on the GPUs");

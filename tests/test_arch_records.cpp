@@ -14,6 +14,7 @@
 #include "format/open.hpp"
 #include "memory/estimate.hpp"
 #include "model/model.hpp"
+#include "tests/arch_fixture.hpp"
 #include "tests/helpers.hpp"
 
 namespace fs = std::filesystem;
@@ -21,45 +22,6 @@ using nlohmann::json;
 using namespace nunchaku;
 
 namespace {
-
-uint64_t dtype_size(const std::string& d) {
-  if (d == "F32" || d == "I32") return 4;
-  if (d == "F16" || d == "BF16") return 2;
-  return 1;  // U8, F8_E4M3
-}
-
-// config.json and one sparse model.safetensors (data region a file hole) from tensors.json;
-// "#" in a name expands to experts 0..E-1.
-void write_fixture(const fs::path& src, const std::string& dir) {
-  const json cfg = test::read_json((src / "config.json").string());
-  test::write_file(dir + "/config.json", cfg.dump(1));
-  const json list = test::read_json((src / "tensors.json").string());
-  const json& text = cfg.contains("text_config") ? cfg["text_config"] : cfg;
-  const int64_t experts = text.value("n_routed_experts", text.value("num_local_experts", text.value("num_experts", 0)));
-  json hdr = json::object();
-  uint64_t off = 0;
-  auto add = [&](const std::string& name, const std::string& dtype, const json& shape) {
-    uint64_t n = dtype_size(dtype);
-    for (const auto& d : shape) n *= d.get<uint64_t>();
-    hdr[name] = {{"dtype", dtype}, {"shape", shape}, {"data_offsets", {off, off + n}}};
-    off += n;
-  };
-  for (const auto& t : list) {
-    const std::string name = t[0];
-    if (auto h = name.find('#'); h != std::string::npos) {
-      for (int64_t e = 0; e < experts; ++e) add(name.substr(0, h) + std::to_string(e) + name.substr(h + 1), t[1], t[2]);
-    } else {
-      add(name, t[1], t[2]);
-    }
-  }
-  std::string body = hdr.dump();
-  while (body.size() % 8) body += ' ';
-  std::string head(8, '\0');
-  for (int i = 0; i < 8; ++i) head[i] = static_cast<char>((body.size() >> (8 * i)) & 0xff);
-  const std::string path = dir + "/model.safetensors";
-  test::write_file(path, head + body);
-  REQUIRE(truncate(path.c_str(), static_cast<off_t>(8 + body.size() + off)) == 0);
-}
 
 std::vector<fs::path> fixtures() {
   std::vector<fs::path> out;
@@ -78,7 +40,7 @@ TEST_CASE("architecture records: parameters, active parameters and layers equal 
     const json exp = test::read_json((src / "expected.json").string());
     INFO("fixture " << src.filename().string());
     test::TempDir tmp;
-    write_fixture(src, tmp.path.string());
+    test::write_arch_fixture(src, tmp.path.string());
     const Checkpoint ck = open_checkpoint(tmp.path.string());
     const ModelLayout layout = describe_model(ck);
     REQUIRE(layout.spec);
@@ -117,7 +79,7 @@ TEST_CASE("architecture records: multimodal wrappers keep vision layers out of t
   for (const char* name : {"gemma3-12b", "llava-1.5-7b", "mistral3-24b", "qwen2-vl-7b", "qwen2.5-vl-7b", "llama4-scout"}) {
     INFO(name);
     test::TempDir tmp;
-    write_fixture(fs::path(test::testdata("arch")) / name, tmp.path.string());
+    test::write_arch_fixture(fs::path(test::testdata("arch")) / name, tmp.path.string());
     const Checkpoint ck = open_checkpoint(tmp.path.string());
     const ModelLayout layout = describe_model(ck);
     REQUIRE(layout.spec);
@@ -143,7 +105,7 @@ TEST_CASE("architecture records: multimodal wrappers keep vision layers out of t
 
 TEST_CASE("architecture records: sparse Hub configs get their class defaults", "[arch]") {
   test::TempDir tmp;
-  write_fixture(fs::path(test::testdata("arch")) / "gemma3-12b", tmp.path.string());
+  test::write_arch_fixture(fs::path(test::testdata("arch")) / "gemma3-12b", tmp.path.string());
   const ModelLayout layout = describe_model(open_checkpoint(tmp.path.string()));
   REQUIRE(layout.spec);
   const ModelSpec& s = *layout.spec;
@@ -160,7 +122,7 @@ TEST_CASE("architecture records: quantized stores count logical parameters and c
   for (const char* name : {"gpt-oss-20b-mxfp4", "deepseek-v3-fp8"}) {
     INFO(name);
     test::TempDir tmp;
-    write_fixture(fs::path(test::testdata("arch")) / name, tmp.path.string());
+    test::write_arch_fixture(fs::path(test::testdata("arch")) / name, tmp.path.string());
     const Checkpoint ck = open_checkpoint(tmp.path.string());
     const ModelLayout layout = describe_model(ck);
     Workload w;
@@ -230,7 +192,7 @@ TEST_CASE("architecture records: GGUF layer patterns are llama.cpp's defaults an
 
 TEST_CASE("architecture records: an unknown family is estimated loudly, never a plain 'fits'", "[arch]") {
   test::TempDir tmp;
-  write_fixture(fs::path(test::testdata("arch")) / "llama3-8b", tmp.path.string());
+  test::write_arch_fixture(fs::path(test::testdata("arch")) / "llama3-8b", tmp.path.string());
   json cfg = test::read_json(tmp.file("config.json"));
   cfg["model_type"] = "brand_new_lm";
   cfg["architectures"] = {"BrandNewLMForCausalLM"};

@@ -266,7 +266,13 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
       const bool convert = w.dtype.has_value() && is_weight_like(t.dtype);
       const uint64_t kept = convert ? mul({numel, e_w}) : t.nbytes;
       const TensorRole role = tensor_role(t, m.kind == ModuleKind::Layer);
-      mc.weight_bytes = add(mc.weight_bytes, quantized_tensor(w.quant, t, role, m.layer, qc, kept).bytes);
+      const uint64_t tb = quantized_tensor(w.quant, t, role, m.layer, qc, kept).bytes;
+      mc.weight_bytes = add(mc.weight_bytes, tb);
+      if (m.kind == ModuleKind::Layer && is_routed_expert(t.name)) {
+        mc.expert_bytes = add(mc.expert_bytes, tb);
+        if (auto at = t.name.find(".experts."); at != std::string::npos && mc.expert_module.empty())
+          mc.expert_module = t.name.substr(0, at + 8);
+      }
       const uint64_t in = t.shape.empty() ? 1 : static_cast<uint64_t>(std::max<int64_t>(t.shape.back(), 1));
       const bool weight = is_weight_like(t.dtype) || (numel > 0 && numel != t.numel());  // packed stores are weights
       if (w.mode == Mode::Train && weight) {
@@ -295,8 +301,14 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
                                     s.image_tokens > 0 ? fmt::format("; each image takes {} context tokens", s.image_tokens) : ""));
     }
 
-  uint64_t weights = 0;
-  for (const auto& mc : e.modules) weights = add(weights, mc.weight_bytes);
+  uint64_t weights = 0, experts = 0;
+  for (const auto& mc : e.modules) weights = add(weights, mc.weight_bytes), experts = add(experts, mc.expert_bytes);
+  e.weight_bytes_per_token = weights - experts;
+  if (s.num_experts > 0 && s.num_experts_per_tok > 0 && s.num_experts_per_tok <= s.num_experts)
+    e.weight_bytes_per_token += static_cast<uint64_t>(static_cast<unsigned __int128>(experts) * uint64_t(s.num_experts_per_tok) /
+                                                      uint64_t(s.num_experts));
+  else
+    e.weight_bytes_per_token += experts;
   const uint64_t n = static_cast<uint64_t>(w.gpus);
   uint64_t slack = 0;
 

@@ -45,6 +45,11 @@ struct ModuleCost {
                                  // unpartitioned (ZeRO-0) and on the GPU (no offload)
   uint64_t stream_bytes = 0;     // nunchaku's streaming slot for it (stream_slot_bytes, the file
                                  // layout as stored); 0 when no checkpoint was given
+  // Routed experts inside this layer (part of weight_bytes): a plan may keep them on another
+  // device than the rest of the layer (llama.cpp --n-cpu-moe). expert_module is the
+  // framework's module that holds them ("model.layers.3.mlp.experts"; "" for GGUF names).
+  uint64_t expert_bytes = 0;
+  std::string expert_module;
 };
 
 struct Estimate {
@@ -64,6 +69,8 @@ struct Estimate {
   bool mixed_precision = false;  // training with 16-bit weights: fp32 master copy
   uint64_t parameters = 0;       // logical parameters of what the runtime loads (quantized stores unpacked, no MTP)
   uint64_t active_parameters = 0;  // per token: routed experts counted top_k / experts (= parameters when dense)
+  // Weight bytes one decoded token reads (batch 1): every non-expert byte, routed experts × top_k / experts.
+  uint64_t weight_bytes_per_token = 0;
   std::vector<std::string> guessed;  // terms taken from generic rules (unknown family, unmodelled parts)
   uint64_t trainable_parameters = 0;
   uint64_t largest_layer_parameters = 0;  // largest leaf module (DeepSpeed's ZeRO-3 term)

@@ -309,6 +309,7 @@ nlohmann::json to_json(const Estimate& e) {
                    {"mixed_precision", e.mixed_precision}};
   j["num_parameters"] = e.parameters;
   j["num_active_parameters"] = e.active_parameters;
+  j["weight_bytes_per_token"] = e.weight_bytes_per_token;
   j["guessed"] = e.guessed;
   j["num_trainable_parameters"] = e.trainable_parameters;
   j["largest_layer_num_parameters"] = e.largest_layer_parameters;

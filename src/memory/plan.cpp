@@ -104,17 +104,22 @@ size_t DevicePlan::gpu_layers() const {
   return n;
 }
 
-DevicePlan charge_plan(const Estimate& e, const PlanRequest& r, const std::vector<Device>& where) {
+DevicePlan charge_plan(const Estimate& e, const PlanRequest& r, const std::vector<Device>& where,
+                       const std::vector<Device>& experts) {
   const Roles roles = roles_of(e);
   DevicePlan p;
   p.strategy = r.strategy;
   p.offload_exec = r.offload_exec;
   p.module_device = where;
+  p.expert_device = experts;
+  // Routed experts kept apart from their layer: stored (and, off the GPUs, run) where they are.
+  auto apart = [&](size_t i) { return i < experts.size() && e.modules[i].expert_bytes > 0 && experts[i] != where[i]; };
   const size_t K = r.vram.size();
   for (size_t k = 0; k < K; ++k) p.devices.push_back({Device{Device::Kind::Cuda, static_cast<int>(k)}, r.vram[k]});
   p.devices.push_back({Device{Device::Kind::Cpu, 0}, r.cpu_ram});
   const size_t cpu = K;
-  bool disk_used = std::any_of(where.begin(), where.end(), [](const Device& d) { return d.kind == Device::Kind::Disk; });
+  auto on_disk = [](const Device& d) { return d.kind == Device::Kind::Disk; };
+  bool disk_used = std::any_of(where.begin(), where.end(), on_disk) || std::any_of(experts.begin(), experts.end(), on_disk);
   if (disk_used) p.devices.push_back({Device{Device::Kind::Disk, 0}, kUnlimited});
   const size_t disk = K + 1;
 
@@ -135,10 +140,16 @@ DevicePlan charge_plan(const Estimate& e, const PlanRequest& r, const std::vecto
   for (size_t i = 0; i < e.modules.size() && i < where.size(); ++i) {
     const ModuleCost& m = e.modules[i];
     const size_t s = slot_of(where[i]), x = exec_of(where[i]);
+    const uint64_t kept_apart = apart(i) ? m.expert_bytes : 0;
+    if (kept_apart) {
+      const size_t es = slot_of(experts[i]);
+      if (es != SIZE_MAX) p.devices[es].weights += kept_apart, p.devices[es].expert_layers++;
+      if (!is_gpu(experts[i]) && is_gpu(where[i]) && !stream) exec_layers[cpu]++;  // the CPU runs those experts
+    }
     if (s != SIZE_MAX) {
       auto& d = p.devices[s];
       d.modules.push_back(i);
-      d.weights += m.weight_bytes;
+      d.weights += m.weight_bytes - kept_apart;
       if (is_layer(m)) {
         d.layers++;
         if (d.first_layer < 0 || m.layer < d.first_layer) d.first_layer = m.layer;
@@ -319,10 +330,78 @@ struct Planner {
 
 }  // namespace
 
+namespace {
+
+bool has_routed_experts(const Estimate& e) {
+  return std::any_of(e.modules.begin(), e.modules.end(), [](const ModuleCost& m) { return m.expert_bytes > 0; });
+}
+
+bool all_on_gpus(const DevicePlan& p) {
+  return std::all_of(p.module_device.begin(), p.module_device.end(), is_gpu);
+}
+
+// Tensor-granular MoE plan: every layer's attention, norms, router and shared experts (and
+// the embedding and head as the layer-granular planner places them) first, with the routed
+// experts on the CPU; then experts back onto their layer's GPU, last layer first, while that
+// GPU has room. The experts that stay off the GPUs go to the disk, first layers first, while
+// the CPU is short (--disk).
+DevicePlan split_expert_plan(const Estimate& e, const PlanRequest& r) {
+  Estimate rest = e;  // the layers without their routed experts
+  for (auto& m : rest.modules) m.weight_bytes -= m.expert_bytes;
+  PlanRequest rr = r;
+  rr.split_experts = false;
+  const Planner pl(rest, rr);
+  const size_t prefix = pl.max_prefix();
+  std::vector<Device> seq;
+  pl.greedy(prefix, r.vram, &seq);
+  if (r.strategy == Strategy::Balanced && prefix > 0) seq = pl.balance(prefix);
+  for (size_t j = prefix; j < pl.n; ++j) seq[j] = Device{Device::Kind::Cpu, 0};
+  const std::vector<Device> where = pl.expand(seq);
+  std::vector<Device> experts(e.modules.size(), Device{Device::Kind::Cpu, 0});
+  for (size_t i = 0; i < e.modules.size(); ++i)
+    if (e.modules[i].expert_bytes == 0 || !is_gpu(where[i])) experts[i] = where[i];
+  const size_t K = r.vram.size();
+  std::vector<bool> full(K, false);
+  for (size_t i = e.modules.size(); i-- > 0;) {
+    if (e.modules[i].expert_bytes == 0 || !is_gpu(where[i]) || experts[i] == where[i]) continue;
+    const size_t k = static_cast<size_t>(where[i].index);
+    if (k >= K || full[k]) continue;
+    experts[i] = where[i];
+    if (!charge_plan(e, r, where, experts).devices[k].fits()) experts[i] = Device{Device::Kind::Cpu, 0}, full[k] = true;
+  }
+  if (r.allow_disk)
+    for (size_t i = 0; i < e.modules.size(); ++i) {
+      if (e.modules[i].expert_bytes == 0 || experts[i].kind != Device::Kind::Cpu) continue;
+      if (charge_plan(e, r, where, experts).devices[K].fits()) break;
+      experts[i] = Device{Device::Kind::Disk, 0};
+    }
+  DevicePlan p = charge_plan(e, r, where, experts);
+  if (experts == where) p.expert_device.clear();
+  return p;
+}
+
+}  // namespace
+
+std::vector<int64_t> cpu_expert_layers(const DevicePlan& p, const Estimate& e) {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < p.expert_device.size() && i < e.modules.size(); ++i)
+    if (e.modules[i].expert_bytes > 0 && e.modules[i].kind == ModuleKind::Layer && !is_gpu(p.expert_device[i]))
+      out.push_back(e.modules[i].layer);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 DevicePlan make_plan(const Estimate& e, const PlanRequest& r) {
   if (r.strategy == Strategy::Accelerate)
     throw Error("plan.internal", "the accelerate strategy needs the checkpoint: call plan_accelerate()", {}, Exit::Internal);
   DevicePlan p = Planner(e, r).plan();
+  // MoE: when whole layers would leave the GPUs, keep every layer's attention there and move
+  // routed experts instead (as llama.cpp's --n-cpu-moe / -ot exps=CPU).
+  if (r.split_experts && !r.vram.empty() && r.offload_exec == OffloadExec::Cpu && e.workload.mode == Mode::Infer &&
+      !(p.fits && all_on_gpus(p)) && has_routed_experts(e)) {
+    DevicePlan s = split_expert_plan(e, r);
+    if (s.fits || !p.fits) p = std::move(s);
+  }
   p.strategy = r.strategy;
   log::info("plan ({}): {}{}", strategy_name(r.strategy), p.fits ? "fits" : "does not fit",
             p.fits ? std::string() : ": " + p.shortfall);
@@ -382,12 +461,16 @@ nlohmann::json to_json(const DevicePlan& p, const Estimate& e) {
   using nlohmann::json;
   json map = json::object(), devs = json::array();
   for (size_t i = 0; i < e.modules.size() && i < p.module_device.size(); ++i) map[e.modules[i].name] = p.module_device[i].str();
+  json experts = json::object();
+  for (size_t i = 0; i < e.modules.size() && i < p.expert_device.size(); ++i)
+    if (e.modules[i].expert_bytes > 0 && p.expert_device[i] != p.module_device[i]) experts[e.modules[i].name] = p.expert_device[i].str();
   for (const auto& d : p.devices) {
     const bool unlimited = d.budget == kUnlimited;
     devs.push_back({{"device", d.device.str()},
                     {"budget_bytes", unlimited ? json(nullptr) : json(d.budget)},
                     {"num_modules", d.modules.size()},
                     {"num_layers", d.layers},
+                    {"num_expert_layers", d.expert_layers},
                     {"layer_range", d.layers ? json{d.first_layer, d.last_layer} : json(nullptr)},
                     {"weight_bytes", d.weights},
                     {"kv_cache_bytes", d.kv_cache},
@@ -404,6 +487,7 @@ nlohmann::json to_json(const DevicePlan& p, const Estimate& e) {
           {"strategy", strategy_name(p.strategy)},
           {"offload_exec", p.offload_exec == OffloadExec::Cpu ? "cpu" : "gpu"},
           {"device_map", map},
+          {"expert_map", experts},
           {"devices", devs},
           {"notes", p.notes}};
 }

@@ -12,7 +12,8 @@
 // layers run on the CPU, as llama.cpp and `nunchaku run` do) the KV cache, activations
 // and logits of every layer it or the disk holds. Disk modules are read-only mmap views.
 //
-// Decoder layers are never split (modules are the unit); a head tied to the embedding
+// Decoder layers are never split (modules are the unit) except that an MoE layer's routed
+// experts may live apart from the rest (PlanRequest::split_experts); a head tied to the embedding
 // stays with the embedding.
 #pragma once
 
@@ -40,6 +41,10 @@ struct PlanRequest {
   bool allow_disk = false;           // modules may stay on disk (mmap, read on use)
   Strategy strategy = Strategy::Balanced;
   OffloadExec offload_exec = OffloadExec::Cpu;
+  // MoE: a layer's routed experts may live apart from the rest of the layer (attention,
+  // norms, router, shared experts stay on the GPU; experts fill what is left, last layers
+  // first, as llama.cpp's --n-cpu-moe keeps the first N layers' experts on the CPU).
+  bool split_experts = false;
 };
 
 // What one device holds and pays. Bytes; budget UINT64_MAX = unlimited (disk).
@@ -48,6 +53,7 @@ struct DeviceCharge {
   uint64_t budget = 0;
   std::vector<size_t> modules;       // indices into Estimate::modules
   size_t layers = 0;                 // decoder layers held
+  size_t expert_layers = 0;          // layers whose routed experts it holds apart from the layer
   int64_t first_layer = -1, last_layer = -1;
   uint64_t weights = 0, kv_cache = 0, train_states = 0, activations = 0, logits = 0;
   uint64_t overheads = 0;            // cuda_context + cublas_workspace + allocator_slack (GPUs in use)
@@ -60,6 +66,9 @@ struct DevicePlan {
   Strategy strategy = Strategy::Balanced;
   OffloadExec offload_exec = OffloadExec::Cpu;
   std::vector<Device> module_device;   // parallel to Estimate::modules
+  // Where each module's routed experts are (parallel to Estimate::modules); empty when every
+  // layer's experts are where the layer is.
+  std::vector<Device> expert_device;
   std::vector<DeviceCharge> devices;   // cuda:0.., cpu, disk (disk only when it holds something)
   bool fits = false;                   // every device within budget, every module placed
   std::string shortfall;               // what is short when !fits ("cpu: needs 70.2 GiB, has 64.0 GiB")
@@ -82,7 +91,10 @@ Placement plan_placement(const Estimate& e, std::vector<uint64_t> vram, uint64_t
 DevicePlan make_plan(const Estimate& e, const PlanRequest& r);
 
 // The charges of an arbitrary assignment (used by every strategy and by tests).
-DevicePlan charge_plan(const Estimate& e, const PlanRequest& r, const std::vector<Device>& module_device);
+DevicePlan charge_plan(const Estimate& e, const PlanRequest& r, const std::vector<Device>& module_device,
+                       const std::vector<Device>& expert_device = {});
+// Layers whose routed experts the plan keeps off the GPUs (ascending); empty for a dense model.
+std::vector<int64_t> cpu_expert_layers(const DevicePlan& p, const Estimate& e);
 
 // The smallest budget per GPU (the same on each of `gpus` devices) that holds every module
 // on the GPUs with the balanced strategy; nullopt when even 2^63 bytes would not.

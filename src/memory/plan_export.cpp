@@ -56,6 +56,36 @@ int64_t export_context(const ModelSpec& spec, int64_t context, Runtime r, std::v
   return spec.max_context;
 }
 
+namespace {
+
+// Routed experts kept off the GPUs, in llama.cpp's terms: --cpu-moe (all), --n-cpu-moe N (the
+// first N layers' experts: exact when the plan's CPU experts are every expert layer below N),
+// else -ot with the layers named (llama.cpp applies the first pattern that matches a tensor).
+// Its own --fit is turned off so it does not move tensors of the plan.
+void moe_args(const DevicePlan& p, const Estimate& e, LlamaCppArgs& a) {
+  const std::vector<int64_t> cpu = cpu_expert_layers(p, e);
+  if (cpu.empty()) return;
+  std::vector<int64_t> expert_layers;
+  for (const auto& m : e.modules)
+    if (m.kind == ModuleKind::Layer && m.expert_bytes > 0) expert_layers.push_back(m.layer);
+  std::sort(expert_layers.begin(), expert_layers.end());
+  const int64_t n = cpu.back() + 1;
+  const size_t below = static_cast<size_t>(std::count_if(expert_layers.begin(), expert_layers.end(), [&](int64_t l) { return l < n; }));
+  if (cpu.size() == expert_layers.size()) {
+    a.command += " --cpu-moe";
+    a.cpu_moe_layers = -1;
+  } else if (below == cpu.size()) {
+    a.command += fmt::format(" --n-cpu-moe {}", n);
+    a.cpu_moe_layers = static_cast<int>(n);
+  } else {
+    a.command += fmt::format(" -ot \"blk\\.({})\\.ffn_(up|down|gate)_(ch|)exps=CPU\"", fmt::join(cpu, "|"));
+  }
+  a.command += " -fit off";
+  a.notes.push_back("-fit off keeps llama.cpp's own fitting from moving tensors of this plan");
+}
+
+}  // namespace
+
 LlamaCppArgs llama_cpp_args(const DevicePlan& p, const Estimate& e) {
   LlamaCppArgs a;
   size_t layers = 0;
@@ -89,6 +119,7 @@ LlamaCppArgs llama_cpp_args(const DevicePlan& p, const Estimate& e) {
   // llama.cpp's -c is the cache of all -np slots together.
   if (ctx > 0) a.command += fmt::format(" -c {}", ctx * std::max<int64_t>(1, e.workload.batch));
   if (e.workload.batch > 1) a.command += fmt::format(" -np {}", e.workload.batch);
+  moe_args(p, e, a);
   return a;
 }
 

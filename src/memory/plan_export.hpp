@@ -28,6 +28,7 @@ int64_t export_context(const ModelSpec& spec, int64_t context, Runtime r, std::v
 struct LlamaCppArgs {
   int n_gpu_layers = 0;              // -ngl: decoder layers on GPUs, +1 when the output layer is too
   std::vector<size_t> tensor_split;  // layers per GPU (--tensor-split), empty for one GPU
+  int cpu_moe_layers = 0;            // --n-cpu-moe N (-1: --cpu-moe; 0: none or -ot)
   std::string command;               // "-ngl 33 --tensor-split 16,17"
   std::vector<std::string> notes;
 };

@@ -45,8 +45,18 @@ std::string plan_verdict(const DevicePlan& p, size_t num_layers) {
   if (gpu == 0)
     return fmt::format("runs on the CPU{}: no {} fits in {} of VRAM", disk ? fmt::format(" and disk ({} on disk)", disk) : "", unit,
                        format_bytes(smallest));
-  if (cpu == 0 && disk == 0) return fmt::format("fits on the GPU{}: all {}", gpus == 1 ? "" : "s", plural(total, std::string(unit)));
-  return fmt::format("fits with offload: {} of {} {}s on GPUs, {} on the CPU{}", gpu, total, unit, cpu, rest);
+  size_t expert_cpu = 0, expert_disk = 0;
+  for (const auto& d : p.devices)
+    if (d.device.kind == Device::Kind::Cpu) expert_cpu += d.expert_layers;
+    else if (d.device.kind == Device::Kind::Disk) expert_disk += d.expert_layers;
+  const std::string experts =
+      expert_cpu + expert_disk == 0 ? ""
+      : fmt::format("; routed experts of {} on the CPU{}", plural(expert_cpu + expert_disk, "layer"),
+                    expert_disk ? fmt::format(" ({} of them on disk)", expert_disk) : "");
+  if (cpu == 0 && disk == 0)
+    return fmt::format("fits {}: all {}{}", experts.empty() ? (gpus == 1 ? "on the GPU" : "on the GPUs") : "with offload",
+                       plural(total, std::string(unit)) + (experts.empty() ? "" : gpus == 1 ? " on the GPU" : " on the GPUs"), experts);
+  return fmt::format("fits with offload: {} of {} {}s on GPUs, {} on the CPU{}{}", gpu, total, unit, cpu, rest, experts);
 }
 
 namespace {
