@@ -159,6 +159,11 @@ int run_plan(const PlanCliOptions& o) {
   if (minv) p.notes.push_back(fmt::format("min VRAM per GPU for everything on {}: {} ({} B)", plural(std::max<size_t>(1, r.vram.size()), "GPU"),
                                           format_bytes(*minv), *minv));
   else if (o.min_vram) p.notes.push_back("min VRAM: no budget holds every module on the GPUs");
+  if (o.min_vram && w.mode == Mode::Infer)
+    if (auto m = min_vram_without_experts(e, w.gpus))
+      p.notes.push_back(fmt::format("min VRAM per GPU with the routed experts in host memory (every layer's attention, router and "
+                                    "shared experts, and the KV cache, on the GPUs): {} ({} B)",
+                                    format_bytes(*m), *m));
 
   std::vector<PlanFix> fixes;
   if (!p.fits && format != "deepspeed") {

@@ -2,6 +2,7 @@
 // experts on the CPU, exported in llama.cpp's own terms (--n-cpu-moe, --cpu-moe, -ot).
 // Expectations are hand-computed from the published Qwen3-30B-A3B config (testdata/arch):
 // each layer's routed experts are 128 × (gate, up, down) of 768 × 2048 in bf16.
+#include <fstream>
 #include <regex>
 #include <set>
 #include <string>
@@ -121,4 +122,53 @@ TEST_CASE("MoE plan: a dense model keeps whole layers (no expert map)", "[plan][
   CHECK(p["expert_map"].empty());
   CHECK(device(p, "cpu")["num_layers"].get<int>() > 0);
   CHECK(device(p, "cpu")["num_expert_layers"] == 0);
+}
+
+TEST_CASE("MoE plan: the accelerate map covers every tensor once, experts apart by their own key", "[plan][moe]") {
+  test::TempDir tmp;
+  const std::string dir = qwen3_moe(tmp);
+  auto r = test::run_cli({"plan", dir, "--vram", "40G", "--context", "4096", "--cpu-ram", "200G", "--format", "accelerate"});
+  REQUIRE(r.exit_code == 0);
+  const json map = json::parse(r.out);
+  // The tensor names as the fixture's safetensors header holds them.
+  std::ifstream f(dir + "/model.safetensors", std::ios::binary);
+  uint64_t n = 0;
+  f.read(reinterpret_cast<char*>(&n), 8);
+  std::string hdr(n, '\0');
+  f.read(hdr.data(), static_cast<std::streamsize>(n));
+  size_t experts_on_cpu = 0;
+  const json header = json::parse(hdr);
+  for (const auto& [name, _] : header.items()) {
+    if (name == "__metadata__") continue;
+    // transformers' expand_device_map: a key covers a parameter equal to it or below it.
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : map.items())
+      if (name == k || name.rfind(k + ".", 0) == 0) keys.push_back(k);
+    INFO(name);
+    REQUIRE(keys.size() == 1);
+    const bool expert = name.find(".mlp.experts.") != std::string::npos;
+    if (map[keys[0]] == "cpu") {
+      CHECK(expert);
+      experts_on_cpu += 1;
+    }
+  }
+  CHECK(experts_on_cpu > 0);
+}
+
+TEST_CASE("MoE plan: --min-vram names the budget for attention on the GPU and every expert on the CPU", "[plan][moe]") {
+  test::TempDir tmp;
+  const std::string dir = qwen3_moe(tmp);
+  auto r = test::run_cli({"plan", dir, "--min-vram", "--runtime", "llama.cpp", "--context", "4096", "--cpu-ram", "200G"});
+  std::smatch m;
+  const std::string all = r.out + r.err;
+  REQUIRE(std::regex_search(all, m, std::regex("routed experts in host memory[^:]*: [^(]*\\((\\d+) B\\)")));
+  const uint64_t b = std::stoull(m[1]);
+  auto at = [&](uint64_t v) {
+    return test::run_cli({"plan", dir, "--vram", std::to_string(v) + "B", "--context", "4096", "--cpu-ram", "200G", "--format", "llama.cpp"});
+  };
+  const auto fit = at(b);
+  CHECK(fit.exit_code == 0);
+  CHECK(fit.out == "-ngl 49 -c 4096 --cpu-moe -fit off\n");
+  const auto below = at(b - 1);  // one byte less: some layer's attention leaves the GPU
+  CHECK(below.out.find("-ngl 49") == std::string::npos);
 }

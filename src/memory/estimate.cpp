@@ -186,6 +186,31 @@ uint64_t kv_cache_bytes_per_token(const ModelSpec& s, DType kv) {
   return total;
 }
 
+namespace {
+
+// Device-map keys for every tensor of layer `m` outside `experts`: the shortest prefix of each
+// tensor's name below the layer that is not an ancestor of the experts module.
+std::vector<std::string> sibling_modules(const Checkpoint& ck, const Module& m, const std::string& experts) {
+  std::vector<std::string> out;
+  const std::string base = m.name + ".";
+  for (size_t ti : m.tensors) {
+    if (ti >= ck.tensors.size()) continue;
+    const std::string& n = ck.tensors[ti].name;
+    if (n.rfind(base, 0) != 0 || n.rfind(experts + ".", 0) == 0) continue;
+    size_t end = base.size();
+    std::string key;
+    do {
+      end = n.find('.', end + 1);
+      key = n.substr(0, end);
+    } while (end != std::string::npos && experts.rfind(key + ".", 0) == 0);
+    if (std::find(out.begin(), out.end(), key) == out.end()) out.push_back(key);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
 Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workload& win) {
   if (!layout.spec) return estimate_weights_only(ck, layout, win);  // any module tree: weights + overheads
   if (const ArchRecord* r = find_record(layout.spec->architecture); r && r->diffusion) {
@@ -284,6 +309,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
       }
     }
     for (auto [_, p] : leaf) e.largest_layer_parameters = std::max(e.largest_layer_parameters, p);
+    if (!mc.expert_module.empty()) mc.sibling_modules = sibling_modules(ck, m, mc.expert_module);
     if (m.kind == ModuleKind::Layer && m.layer >= 0 && m.component.empty() && !training)  // training keeps no KV cache
       mc.kv_bytes = kv_layer_bytes(s, m.layer, w.context, w.batch, e.kv_dtype);
     mc.stream_bytes = stream_slot_bytes(ck, m);

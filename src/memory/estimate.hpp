@@ -50,6 +50,10 @@ struct ModuleCost {
   // framework's module that holds them ("model.layers.3.mlp.experts"; "" for GGUF names).
   uint64_t expert_bytes = 0;
   std::string expert_module;
+  // The layer's other parts as device_map keys that do not contain expert_module
+  // ("model.layers.3.self_attn", "model.layers.3.mlp.gate", ...): accelerate cannot place a
+  // module on one device and one of its submodules on another.
+  std::vector<std::string> sibling_modules;
 };
 
 struct Estimate {

@@ -457,6 +457,13 @@ std::optional<uint64_t> min_vram(const Estimate& e, int gpus, OffloadExec exec) 
   return hi;
 }
 
+std::optional<uint64_t> min_vram_without_experts(const Estimate& e, int gpus) {
+  if (!has_routed_experts(e)) return std::nullopt;
+  Estimate rest = e;
+  for (auto& m : rest.modules) m.weight_bytes -= m.expert_bytes;
+  return min_vram(rest, gpus, OffloadExec::Cpu);
+}
+
 nlohmann::json to_json(const DevicePlan& p, const Estimate& e) {
   using nlohmann::json;
   json map = json::object(), devs = json::array();

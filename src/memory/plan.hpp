@@ -100,6 +100,11 @@ std::vector<int64_t> cpu_expert_layers(const DevicePlan& p, const Estimate& e);
 // on the GPUs with the balanced strategy; nullopt when even 2^63 bytes would not.
 std::optional<uint64_t> min_vram(const Estimate& e, int gpus, OffloadExec exec = OffloadExec::Cpu);
 
+// MoE: the smallest budget per GPU that holds every module except the routed experts (which
+// then live in host memory): attention, norms, router, shared experts, KV cache, embedding and
+// head, with the runtime's overheads. nullopt for a dense model.
+std::optional<uint64_t> min_vram_without_experts(const Estimate& e, int gpus);
+
 nlohmann::json to_json(const DevicePlan& p, const Estimate& e);
 
 }  // namespace nunchaku

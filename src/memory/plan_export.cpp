@@ -34,6 +34,15 @@ nlohmann::json accelerate_device_map(const DevicePlan& p, const Estimate& e, con
     if (!j.contains(alias_mod) && j.contains(target_mod)) j[alias_mod] = j[target_mod];
   }
   if (has_hf_rotary_module(layout) && first_layer && !j.contains("model.rotary_emb")) j["model.rotary_emb"] = device_value(*first_layer);
+  // Routed experts apart from their layer: the layer's other parts and its experts module
+  // (transformers 5 fuses a layer's experts into one) as keys of their own.
+  for (size_t i = 0; i < e.modules.size() && i < p.expert_device.size(); ++i) {
+    const ModuleCost& m = e.modules[i];
+    if (m.expert_module.empty() || p.expert_device[i] == p.module_device[i]) continue;
+    j.erase(m.name);
+    for (const auto& k : m.sibling_modules) j[k] = device_value(p.module_device[i]);
+    j[m.expert_module] = device_value(p.expert_device[i]);
+  }
   return j;
 }
 
