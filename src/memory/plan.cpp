@@ -336,6 +336,13 @@ bool has_routed_experts(const Estimate& e) {
   return std::any_of(e.modules.begin(), e.modules.end(), [](const ModuleCost& m) { return m.expert_bytes > 0; });
 }
 
+// The estimate with every layer's routed experts taken out of its weights.
+Estimate without_routed_experts(const Estimate& e) {
+  Estimate rest = e;
+  for (auto& m : rest.modules) m.weight_bytes -= m.expert_bytes;
+  return rest;
+}
+
 bool all_on_gpus(const DevicePlan& p) {
   return std::all_of(p.module_device.begin(), p.module_device.end(), is_gpu);
 }
@@ -346,8 +353,7 @@ bool all_on_gpus(const DevicePlan& p) {
 // GPU has room. The experts that stay off the GPUs go to the disk, first layers first, while
 // the CPU is short (--disk).
 DevicePlan split_expert_plan(const Estimate& e, const PlanRequest& r) {
-  Estimate rest = e;  // the layers without their routed experts
-  for (auto& m : rest.modules) m.weight_bytes -= m.expert_bytes;
+  const Estimate rest = without_routed_experts(e);
   PlanRequest rr = r;
   rr.split_experts = false;
   const Planner pl(rest, rr);
@@ -459,9 +465,7 @@ std::optional<uint64_t> min_vram(const Estimate& e, int gpus, OffloadExec exec) 
 
 std::optional<uint64_t> min_vram_without_experts(const Estimate& e, int gpus) {
   if (!has_routed_experts(e)) return std::nullopt;
-  Estimate rest = e;
-  for (auto& m : rest.modules) m.weight_bytes -= m.expert_bytes;
-  return min_vram(rest, gpus, OffloadExec::Cpu);
+  return min_vram(without_routed_experts(e), gpus, OffloadExec::Cpu);
 }
 
 nlohmann::json to_json(const DevicePlan& p, const Estimate& e) {
