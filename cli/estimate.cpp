@@ -18,6 +18,8 @@
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
 #include "format/open.hpp"
+#include "io/atomic_output.hpp"
+#include "memory/memory_pictures.hpp"
 #include "memory/estimate.hpp"
 #include "memory/quant.hpp"
 #include "core/units.hpp"
@@ -27,7 +29,7 @@ namespace nunchaku::cli {
 namespace {
 
 struct EstimateOptions {
-  std::string path, file, vram;
+  std::string path, file, vram, svg;  // svg: --svg FILE
   WorkloadOptions w;
   double margin = 0.05;
   bool json = false, explain = false;
@@ -159,6 +161,9 @@ int run(const EstimateOptions& o) {
   match_gpus(vram, o.w.gpus);
   Workload w = to_workload(o.w, vram.size());
   Checkpoint ck = open_model(o.path, o.file);
+  note_input_path(o.path);  // --svg must not name the checkpoint or a file beside it
+  for (const auto& f : ck.files) note_input_path(f.path);
+  if (!o.svg.empty()) check_not_input(o.svg);
   ModelLayout layout = describe_model(ck);
   std::vector<Workload> ws;
   if (is_all_runtimes(o.w) && layout.spec)
@@ -180,6 +185,10 @@ int run(const EstimateOptions& o) {
     }
   }
   warn(es.front());
+  if (!o.svg.empty()) {
+    write_file_atomically(o.svg, bar_chart_svg(estimate_chart(es, vs)));
+    fmt::print(stderr, "wrote {} (svg)\n", o.svg);
+  }
   // --runtime all: exit 0 when at least one runtime fits.
   const bool ok = std::any_of(vs.begin(), vs.end(), [](const auto& v) { return !v || v->fits; });
   if (o.json) {
@@ -230,6 +239,8 @@ void add_estimate(CLI::App& app, Action& action) {
   cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)")->group(kHardware);
   cmd->add_option("--margin", o->margin, "Suggestions keep this fraction of the budget free")->capture_default_str()->group(kOutput);
   cmd->add_flag("--json", o->json, "Print JSON (formulas included)")->group(kOutput);
+  cmd->add_option("--svg", o->svg, "Also draw the estimate as an SVG picture (a stacked bar per device against the budget) to FILE")
+      ->group(kOutput);
   cmd->add_flag("--explain", o->explain, "Show how each component is computed (its formula)")->group(kOutput);
   finish_help(cmd);
   cmd->callback([o, &action] { action = [o] { return run(*o); }; });

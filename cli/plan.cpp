@@ -17,6 +17,7 @@
 #include "format/open.hpp"
 #include "io/atomic_output.hpp"
 #include "io/weight_store.hpp"
+#include "memory/memory_pictures.hpp"
 #include "memory/plan.hpp"
 #include "memory/plan_accelerate.hpp"
 #include "memory/plan_export.hpp"
@@ -28,6 +29,7 @@ namespace {
 
 struct PlanCliOptions {
   std::string path, file, vram, cpu_ram, strategy = "balanced", compat, format = "table", output, offload_exec = "cpu";
+  std::string svg;  // --svg FILE
   bool disk = false, min_vram = false, json = false;
   WorkloadOptions w;
 };
@@ -134,6 +136,7 @@ int run_plan(const PlanCliOptions& o) {
   note_input_path(o.path);  // -o must not name the checkpoint or a file beside it
   for (const auto& f : ck.files) note_input_path(f.path);
   if (!o.output.empty()) check_not_input(o.output);  // refused before any work
+  if (!o.svg.empty()) check_not_input(o.svg);
   ModelLayout layout = describe_model(ck);
   // A llama.cpp / vLLM export runs at most the model's context: plan for what it runs.
   if (exported && (*exported == Runtime::LlamaCpp || *exported == Runtime::Vllm) && layout.spec && w.context > 0)
@@ -217,6 +220,10 @@ int run_plan(const PlanCliOptions& o) {
                         : "does NOT fit: " + p.shortfall;
   }
 
+  if (!o.svg.empty()) {
+    write_file_atomically(o.svg, bar_chart_svg(plan_chart(p, e, plan_verdict(p, static_cast<size_t>(e.spec.num_layers)))));
+    fmt::print(stderr, "wrote {} (svg)\n", o.svg);
+  }
   if (!o.output.empty()) {
     // The file gets the chosen format; stdout the table (or, for the table itself, where it went).
     write_file_atomically(o.output, text);
@@ -264,6 +271,8 @@ void add_plan(CLI::App& app, Action& action) {
   cmd->add_option("--format", o->format, "table | json | accelerate | llama.cpp | vllm | deepspeed")->capture_default_str()->group(kOutput);
   cmd->add_flag("--json", o->json, "Same as --format json")->group(kOutput);
   cmd->add_option("-o,--output", o->output, "Write the --format output to FILE (an export's table goes to stdout)")->group(kOutput);
+  cmd->add_option("--svg", o->svg, "Also draw the plan as an SVG picture (a stacked bar per device: which layers, KV, reserves, budget) to FILE")
+      ->group(kOutput);
   cmd->add_flag("--min-vram", o->min_vram, "Also find the smallest memory per GPU that holds everything on the GPUs")->group(kPlanning);
   add_workload_options(cmd, o->w);
   finish_help(cmd);
