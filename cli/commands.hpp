@@ -17,6 +17,7 @@ void add_plan(CLI::App& app, Action& action);
 void add_run(CLI::App& app, Action& action);
 void add_tokenize(CLI::App& app, Action& action);
 void add_convert(CLI::App& app, Action& action);
+void add_trace(CLI::App& app, Action& action);
 // Last: it lists the commands added before it.
 void add_completion(CLI::App& app, Action& action);
 

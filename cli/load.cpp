@@ -10,11 +10,13 @@
 #include "cli/help.hpp"
 #include "cli/json_doc.hpp"
 #include "cli/progress.hpp"
+#include "cli/trace_session.hpp"
 #include "cli/workload_options.hpp"
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
 #include "cuda/loader.hpp"
 #include "format/open.hpp"
+#include "io/atomic_output.hpp"
 #include "io/loader.hpp"
 #include "memory/estimate.hpp"
 #include "memory/plan.hpp"
@@ -27,6 +29,7 @@ namespace {
 
 struct LoadCliOptions {
   std::string path, file, plan, device, vram, cpu_ram, dtype;
+  std::string trace;  // --trace FILE
   std::string staging_size = "64M";
   int staging_buffers = 4;
   int threads = 0;
@@ -155,12 +158,32 @@ void print_text(const Checkpoint& ck, const LoadResult& r, bool verify) {
   for (const auto& n : p.notes) put("note: " + n);
 }
 
+// --trace: the load's predictions beside the samples (docs/pictures.md).
+void predict_load(TraceSession& tr, const LoadReport& p) {
+  tr.predict(kHostRssCounter, tr.start_rss() + p.host_peak_bytes);
+  // Mapped CPU modules (no --copy) are not read: the kernel maps the page cache's pages.
+  tr.predict(kFileReadCounter, p.total_bytes - std::min(p.bytes_mapped, p.total_bytes));
+  // The plan's module blocks (allocated in one piece per module, as planned).
+  if (auto it = p.allocated.find("pinned"); it != p.allocated.end()) tr.predict(kPinnedCounter, it->second);
+  if (auto it = p.allocated.find("device"); it != p.allocated.end()) tr.predict(kDeviceAllocCounter, it->second);
+  for (const auto& [d, g] : p.gpu) tr.predict(cuda_memory_counter(d.index), g.predicted);
+}
+
 int run_load(const LoadCliOptions& o) {
-  Checkpoint ck = open_checkpoint(o.path);
+  TraceSession tr(o.trace, "load");
+  Checkpoint ck = [&] {
+    trace::Span span("open", "load");
+    return open_checkpoint(o.path);
+  }();
+  note_input_path(o.path);  // --trace must not name the checkpoint or a file beside it
+  for (const auto& f : ck.files) note_input_path(f.path);
+  tr.check();
   ModelLayout layout = describe_model(ck);
   std::vector<std::string> notes;
   LoadOptions lo;
   lo.placement = choose_placement(o, ck, layout, notes);
+  for (const auto& [_, d] : lo.placement.modules)
+    if (d.kind == Device::Kind::Cuda) tr.watch_cuda(d.index);
   if (!o.dtype.empty()) {
     auto d = dtype_from_user(o.dtype);
     if (!d || (*d != DType::F16 && *d != DType::BF16))
@@ -195,6 +218,7 @@ int run_load(const LoadCliOptions& o) {
   InterruptGuard guard;
   LoadResult r = [&] {
     try {
+      trace::Span span("load", "load");
       return load_checkpoint(ck, layout, lo);
     } catch (const Error& e) {
       progress.clear();
@@ -207,6 +231,10 @@ int run_load(const LoadCliOptions& o) {
   }();
   progress.clear();
   r.report.notes.insert(r.report.notes.begin(), notes.begin(), notes.end());
+  if (tr.on()) {
+    predict_load(tr, r.report);
+    tr.finish({{"path", ck.path}});
+  }
   if (o.json) {
     auto j = report_json(ck, r);
     if (h2d_dev >= 0) {
@@ -253,6 +281,10 @@ void add_load(CLI::App& app, Action& action) {
   cmd->add_flag("--verify", o->verify, "Checksum every tensor after it lands against the file bytes")->group(kOutput);
   cmd->add_flag("--measure-h2d", o->measure_h2d, "Also measure the pinned host-to-device peak (1 GiB x 5) before loading")->group(kOutput);
   cmd->add_flag("--json", o->json, "Print the report as one JSON document")->group(kOutput);
+  cmd->add_option("--trace", o->trace,
+                  "Write a Chrome trace (Perfetto, chrome://tracing) of the load to FILE: phases, and host RSS, pinned "
+                  "and GPU memory and file bytes read sampled every 2 ms beside their predictions")
+      ->group(kOutput);
   finish_help(cmd);
   cmd->callback([o, &action] { action = [o] {
     o->path = local_model_path(o->path, o->file, false);

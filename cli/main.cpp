@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   nunchaku::cli::add_run(app, action);
   nunchaku::cli::add_tokenize(app, action);
   nunchaku::cli::add_convert(app, action);
+  nunchaku::cli::add_trace(app, action);
   nunchaku::cli::add_completion(app, action);
   nunchaku::cli::apply_option_ranges(app);
   nunchaku::cli::finish_help(&app);

@@ -33,6 +33,7 @@
 #include "cli/progress.hpp"
 #include "cli/prompt_options.hpp"
 #include "cli/run_placement.hpp"
+#include "cli/trace_session.hpp"
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
 #include "engine/device_stream.hpp"
@@ -45,6 +46,7 @@
 #include "format/open.hpp"
 #include "io/atomic_output.hpp"
 #include "io/loader.hpp"
+#include "io/memory_sampler.hpp"
 #include "core/source.hpp"
 #include "memory/engine_memory.hpp"
 #include "memory/estimate.hpp"
@@ -61,6 +63,7 @@ struct RunCliOptions {
   PromptOptions prompt;  // chat template, BOS, special-token text, --system: as tokenize shows them
   std::string offload = "stream";  // how disk modules are read: stream (bounded pool) | mmap
   std::string stats;                // --stats FILE: the run's summary as JSON
+  std::string trace;                // --trace FILE: Chrome trace of the run (docs/pictures.md)
   std::string batch = "8";  // --batch-size N | auto
   int batch_size = 8, threads = 0, top_k = 0;  // batch_size 0: auto, resolved when the model is placed
   int64_t max_tokens = 256, context = 0, prefill_chunk = 0;
@@ -102,6 +105,24 @@ void print_gpu_memory(const WeightStore& store, const engine::Transformer& model
              predicted, measured);
 }
 
+// Host memory the run accounts for: weights kept in host memory + the stream pool + run state
+// (the program itself, its libraries and the tokenizer come on top in the RSS).
+uint64_t host_predicted_bytes(const WeightStore& store, const engine::Transformer& model, uint64_t* kept_out = nullptr) {
+  uint64_t kept = 0;
+  for (const ModuleBlock& m : store.modules())
+    if (m.device.kind == Device::Kind::Cpu) kept += m.bytes;
+  if (kept_out) *kept_out = kept;
+  return kept + model.weights().pool_bytes() + model.state_bytes();
+}
+
+// Weight bytes left on disk (streamed each step through the pool, or read through mappings).
+uint64_t disk_weight_bytes(const WeightStore& store) {
+  uint64_t n = 0;
+  for (const TensorView& t : store.tensors())
+    if (t.device.kind == Device::Kind::Disk) n += t.nbytes;
+  return n;
+}
+
 // --stats FILE: what the summary lines say, as JSON (for scripts and benchmarks).
 void write_stats(const std::string& path, const WeightStore& store, const engine::Transformer& model,
                  const engine::GenerationStats& st, int64_t requests, int64_t failed, const GpuMemoryProbe* gpu) {
@@ -129,6 +150,8 @@ void write_stats(const std::string& path, const WeightStore& store, const engine
                                    {"provider", w.describe()}}},
                       {"run_state_bytes", model.state_bytes()},
                       {"run_state_predicted_bytes", model.predicted().allocated()},
+                      {"host_predicted_bytes", host_predicted_bytes(store, model)},
+                      {"max_rss_bytes", max_rss_bytes()},
                       {"copy_gb_per_s", nullptr},
                       {"gpu_memory", nullptr}};
   if (const auto* d = dynamic_cast<const engine::DeviceStreamProvider*>(&w)) j["copy_gb_per_s"] = d->copy_gb_per_s();
@@ -146,18 +169,26 @@ void write_stats(const std::string& path, const WeightStore& store, const engine
 }
 
 void print_memory(const WeightStore& store, const engine::Transformer& model) {
-  uint64_t kept = 0, streamed = 0;
-  for (const ModuleBlock& m : store.modules())
-    if (m.device.kind == Device::Kind::Cpu) kept += m.bytes;
-  for (const TensorView& t : store.tensors())
-    if (t.device.kind == Device::Kind::Disk) streamed += t.nbytes;
+  uint64_t kept = 0;
+  const uint64_t total = host_predicted_bytes(store, model, &kept), streamed = disk_weight_bytes(store);
   const uint64_t pool = model.weights().pool_bytes(), state = model.state_bytes();
   std::string disk;
   if (streamed)
     disk = fmt::format("; {} of weights on disk ({} B), {}", format_bytes(streamed), streamed,
                        pool ? "streamed each step" : "read through file mappings");
   fmt::print(stderr, "memory: weights kept {} + stream pool {} + run state {} = {} ({} B){}\n", format_bytes(kept),
-             format_bytes(pool), format_bytes(state), format_bytes(kept + pool + state), kept + pool + state, disk);
+             format_bytes(pool), format_bytes(state), format_bytes(total), total, disk);
+}
+
+// --trace: the run's predictions beside the samples.
+void predict_run(TraceSession& tr, const LoadResult& loaded, const engine::Transformer& model, const engine::GenerationStats& st,
+                 const GpuMemoryProbe* gpu) {
+  tr.predict(kHostRssCounter, tr.start_rss() + host_predicted_bytes(loaded.store, model));
+  const uint64_t per_step = model.weights().pool_bytes() ? disk_weight_bytes(loaded.store) : 0;
+  // Mapped modules are not read (the kernel maps the page cache's pages); streamed ones are read each step.
+  const LoadReport& r = loaded.report;
+  tr.predict(kFileReadCounter, r.total_bytes - std::min(r.bytes_mapped, r.total_bytes) + per_step * uint64_t(st.forward_calls));
+  if (gpu && gpu->devices.size() == 1) tr.predict(cuda_memory_counter(gpu->devices[0].index), gpu_predicted_bytes(loaded.store, model, *gpu));
 }
 
 engine::SamplingParams sampling_for(const RunCliOptions& o, const RequestParams& p) {
@@ -195,7 +226,8 @@ struct RunModel {
   int batch_size = 1;                   // as given, or what --batch-size auto chose
 };
 
-std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& ck, const ModelLayout& layout, DType kv) {
+std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& ck, const ModelLayout& layout, DType kv,
+                                     TraceSession& tr) {
   const RunPlacement where =
       run_placement({o.plan, o.device, o.vram, o.cpu_ram, o.batch_size, o.threads, o.context, o.prefill_chunk, kv, o.fast_math},
                     ck, layout);
@@ -203,6 +235,7 @@ std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& c
   lo.placement = where.placement;
   lo.cancel = &interrupt_flag();
   auto probe = std::make_unique<GpuMemoryProbe>(where.gpus());
+  for (const Device& d : where.gpus()) tr.watch_cuda(d.index);
   if (!where.batch_reason.empty() && !o.quiet)
     fmt::print(stderr, "batch size auto: {} ({})\n", where.batch_size, where.batch_reason);
   auto m = std::unique_ptr<RunModel>(new RunModel{load_checkpoint(ck, layout, lo), {}, nullptr, nullptr, where.batch_size});
@@ -416,6 +449,7 @@ int run_batch(RunCliOptions o) {
   else throw Error("usage.kv_dtype", fmt::format("--kv-dtype must be f32 or f16, not '{}'", o.kv_dtype));
   parse_input_format(o.input_format);
   InterruptGuard guard;
+  TraceSession tr(o.trace, "run");
 
   // Input and output first: a bad -i, -o or closed stdout fails before the model loads.
   struct stat st {};
@@ -428,11 +462,15 @@ int run_batch(RunCliOptions o) {
   } closer{in_fd};
   LineInput in(in_fd, o.input == "-" ? "stdin" : o.input, 1 << 20);
 
-  Checkpoint ck = open_checkpoint(o.path);
+  Checkpoint ck = [&] {
+    trace::Span span("open", "run");
+    return open_checkpoint(o.path);
+  }();
   note_input_path(o.path);
   for (const auto& f : ck.files) note_input_path(f.path);
   note_input_fd(in_fd);
   if (!o.plan.empty()) note_input_path(o.plan);
+  tr.check();
   std::optional<AtomicOutput> file_out;
   if (!o.output.empty()) file_out.emplace(o.output);
 
@@ -441,7 +479,8 @@ int run_batch(RunCliOptions o) {
   Tokenizer tok = model_tokenizer(ck, o.path);
   std::unique_ptr<RunModel> m;
   try {
-    m = load_model(o, ck, layout, kv);
+    trace::Span span("load", "run");
+    m = load_model(o, ck, layout, kv, tr);
   } catch (const Error& e) {
     if (e.code() == "load.interrupted") throw interrupted_error("0 requests completed; the model was still loading");
     throw;
@@ -488,6 +527,10 @@ int run_batch(RunCliOptions o) {
   keep_finished();
   if (m->gpu) m->gpu->sample();
   if (!o.quiet && m->gpu) print_gpu_memory(m->loaded.store, model, *m->gpu);
+  if (tr.on()) {
+    predict_run(tr, m->loaded, model, stats, m->gpu.get());
+    tr.finish({{"path", ck.path}});
+  }
   if (!o.stats.empty())
     write_stats(o.stats, m->loaded.store, model, stats, run.read(), run.failed(), m->gpu.get());
   if (!o.quiet)
@@ -572,6 +615,11 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--stats", o->stats,
                   "Write the run's summary as JSON to this file (tokens, tok/s, streamed bytes per step, GPU memory "
                   "predicted and measured)")->group(kOutput);
+  cmd->add_option("--trace", o->trace,
+                  "Write a Chrome trace (Perfetto, chrome://tracing) of the run to FILE: load, prefill and decode steps, "
+                  "stream waits, and host RSS, pinned and GPU memory and file bytes read sampled every 2 ms beside their "
+                  "predictions")
+      ->group(kOutput);
   finish_help(cmd);
   cmd->callback([o, &action] { action = [o] {
     o->path = local_model_path(o->path, o->file, true);

@@ -55,6 +55,10 @@ def main():
     lines = run(["run", T("run/llama-spm"), "--max-tokens", "3", "-q", "--stats", stats],
                 'Once upon a time\n{"id": "a", "prompt": "x", "temperature": -1}\n')
     docs["run-stats"] = [open(stats).read()]
+    trace_run, trace_load = os.path.join(tmp, "run-trace.json"), os.path.join(tmp, "load-trace.json")
+    run(["run", T("run/llama-spm"), "--max-tokens", "3", "-q", "--trace", trace_run], "Once upon a time\n")
+    run(["load", m, "--copy", "--trace", trace_load])
+    docs["trace"] = [open(trace_run).read(), open(trace_load).read()]
     docs["run-result"] = lines.splitlines()
     failed = 0
     for name, texts in docs.items():

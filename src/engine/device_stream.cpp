@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "core/units.hpp"
 
 namespace nunchaku::engine {
@@ -64,6 +65,7 @@ int DeviceStreamProvider::start_copy(size_t m) {
   auto free_slot = std::find(module_in_.begin(), module_in_.end(), -1);
   if (free_slot == module_in_.end()) return -1;
   const int s = int(free_slot - module_in_.begin());
+  trace::Span span("copy", "run");
   auto src = host_->acquire(m);  // blocks while a disk module is read
   host_held_[m] = true;
   check(ring_.begin(s, &err_), "wait for a free device slot");

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "core/units.hpp"
 
 namespace nunchaku::engine {
@@ -112,6 +113,7 @@ class Scheduler {
       owner_.push_back(j);
       --budget;
     }
+    const size_t decoding = chunks_.size();
     for (size_t j = 0; j < active_.size() && budget > 0; ++j) {
       Active& a = active_[j];
       const int64_t left = int64_t(a.req.prompt.size()) - a.prompt_done;
@@ -121,7 +123,10 @@ class Scheduler {
       owner_.push_back(j);
       budget -= n;
     }
-    auto logits = model_.forward(chunks_);
+    auto logits = [&] {
+      trace::Span span(chunks_.size() > decoding ? "prefill" : "decode step", "run");
+      return model_.forward(chunks_);
+    }();
     ++st_.forward_calls;
     st_.max_active = std::max(st_.max_active, int(chunks_.size()));
     done_.clear();

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "core/units.hpp"
 
 namespace nunchaku::engine {
@@ -127,6 +128,7 @@ std::span<const TensorView> StreamedProvider::acquire(size_t m) {
   }
   Slot& s = slots_[si];
   if (s.pending > 0) {
+    trace::Span span("stream wait", "run");
     const auto t0 = Clock::now();
     done_cv_.wait(lk, [&] { return s.pending == 0; });
     stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/trace.hpp"
+
 namespace nunchaku {
 
 ChunkReaders::ChunkReaders(ReadTarget& target, int threads) : target_(target) {
@@ -40,6 +42,7 @@ void ChunkReaders::stop() {
 
 void ChunkReaders::run() {
   using Clock = std::chrono::steady_clock;
+  trace::name_thread("reader");
   for (;;) {
     ReadJob j;
     {

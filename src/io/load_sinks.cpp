@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "io/convert.hpp"
 
 namespace nunchaku::load {
@@ -47,6 +48,7 @@ uint8_t* HostSink::place(const Chunk& c) const {
 void CpuConvertSink::land(const Chunk& c, StagingSlot* s) {
   const Unit& u = cx_.plan.units[c.unit];
   const Landing l = landing(u, c);
+  trace::Span span("convert", "load");
   const auto t0 = Clock::now();
   convert_cpu(u.from, u.to, s->payload, cx_.module_base[u.module] + l.dst_off, l.elements);
   busy_s_ += since(t0);
@@ -73,6 +75,7 @@ void CudaSink::retire_oldest() {
   StagingSlot* s = inflight_.front();
   const Unit& u = cx_.plan.units[cx_.chunks[s->chunk].unit];
   std::string err;
+  trace::Span span("copy wait", "load");
   cuda_check(cx_.ck, streams_.at(cx_.plan.module_dev[u.module].index)->wait(s->id, &err), err, "copy to the GPU");
   cx_.done_bytes += s->length;
   inflight_.pop_front();
@@ -83,6 +86,7 @@ void CudaSink::land(const Chunk& c, StagingSlot* s) {
   const Unit& u = cx_.plan.units[c.unit];
   const Device dev = cx_.plan.module_dev[u.module];
   const Landing l = landing(u, c);
+  trace::Span span("copy", "load");
   const auto t0 = Clock::now();
   auto& st = *streams_.at(dev.index);
   std::string err;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "core/file.hpp"
 #include "core/log.hpp"
 #include "core/units.hpp"
@@ -288,7 +289,10 @@ LoadResult load_checkpoint(const Checkpoint& ck, const ModelLayout& layout_in, c
                         " would take more than half the free RAM");
   }
   const auto t_alloc = Clock::now();
-  const std::vector<uint8_t*> module_base = allocate_modules(ck, placed.layout, plan, pin, res.store, rep);
+  const std::vector<uint8_t*> module_base = [&] {
+    trace::Span span("alloc", "load");
+    return allocate_modules(ck, placed.layout, plan, pin, res.store, rep);
+  }();
   rep.alloc_s = since(t_alloc);
 
   // 3. chunks in file order through readers and sinks
@@ -298,7 +302,10 @@ LoadResult load_checkpoint(const Checkpoint& ck, const ModelLayout& layout_in, c
 
   // 4. views; 5. verify
   build_views(ck, placed.layout, plan, module_base, res.store, rep);
-  if (o.verify) verify_store(ck, res.store, files, chunk_cap, o, rep);
+  if (o.verify) {
+    trace::Span span("verify", "load");
+    verify_store(ck, res.store, files, chunk_cap, o, rep);
+  }
 
   rusage ru{};
   if (::getrusage(RUSAGE_SELF, &ru) == 0) rep.max_rss_bytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024;

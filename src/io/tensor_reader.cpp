@@ -1,11 +1,14 @@
 #include "io/tensor_reader.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
+#include "io/memory_counters.hpp"
 
 namespace nunchaku {
 namespace {
@@ -59,7 +62,11 @@ const uint8_t* read_direct(const ReadFile& f, uint64_t off, uint64_t n, uint8_t*
   return buf + (off - a0);
 }
 
-uint64_t read_range(const ReadFile& f, uint64_t off, uint64_t n, uint8_t* dst, Slack slack, const TensorAt& tensor_at) {
+namespace {
+
+std::atomic<uint64_t> g_bytes_read{0};
+
+uint64_t read_range_once(const ReadFile& f, uint64_t off, uint64_t n, uint8_t* dst, Slack slack, const TensorAt& tensor_at) {
   if (n == 0) return 0;
   if (f.direct_fd >= 0 && slack == Slack::Pages) {
     uint64_t got = 0;
@@ -74,5 +81,16 @@ uint64_t read_range(const ReadFile& f, uint64_t off, uint64_t n, uint8_t* dst, S
   read_exact(f, off + head, dst + head, n - head, tensor_at);
   return n;
 }
+
+}  // namespace
+
+uint64_t read_range(const ReadFile& f, uint64_t off, uint64_t n, uint8_t* dst, Slack slack, const TensorAt& tensor_at) {
+  trace::Span span("read", "io");
+  const uint64_t got = read_range_once(f, off, n, dst, slack, tensor_at);
+  g_bytes_read.fetch_add(got, std::memory_order_relaxed);
+  return got;
+}
+
+uint64_t file_bytes_read() { return g_bytes_read.load(std::memory_order_relaxed); }
 
 }  // namespace nunchaku

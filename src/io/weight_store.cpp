@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "cuda/loader.hpp"
+#include "io/memory_counters.hpp"
 #include "core/units.hpp"
 
 namespace nunchaku {
@@ -14,6 +15,8 @@ namespace nunchaku {
 namespace {
 std::atomic<int> g_fail_countdown{0};
 std::atomic<int> g_live{0};
+// Bytes live in pinned host memory and in device memory through allocate() (--trace).
+std::atomic<uint64_t> g_pinned_bytes{0}, g_device_bytes{0};
 
 uint64_t mem_available() {
   FILE* f = std::fopen("/proc/meminfo", "r");
@@ -31,6 +34,9 @@ namespace testing {
 void fail_nth_allocation(int n) { g_fail_countdown = n; }
 int live_allocations() { return g_live.load(); }
 }  // namespace testing
+
+uint64_t live_pinned_bytes() { return g_pinned_bytes.load(std::memory_order_relaxed); }
+uint64_t live_device_bytes() { return g_device_bytes.load(std::memory_order_relaxed); }
 
 std::string_view memory_kind_name(MemoryKind k) {
   switch (k) {
@@ -64,6 +70,8 @@ void Allocation::release() {
     case MemoryKind::FileMap: ::munmap(ptr_, bytes_ ? bytes_ : 1); break;
   }
   if (kind_ != MemoryKind::FileMap) --g_live;
+  if (kind_ == MemoryKind::Pinned) g_pinned_bytes.fetch_sub(bytes_, std::memory_order_relaxed);
+  if (kind_ == MemoryKind::Device) g_device_bytes.fetch_sub(bytes_, std::memory_order_relaxed);
   ptr_ = nullptr;
   bytes_ = 0;
 }
@@ -114,6 +122,8 @@ Allocation allocate(Device device, uint64_t bytes, bool pinned, const std::strin
   }
   if (!p) throw oom(err);
   ++g_live;
+  if (kind == MemoryKind::Pinned) g_pinned_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  if (kind == MemoryKind::Device) g_device_bytes.fetch_add(bytes, std::memory_order_relaxed);
   return Allocation(kind, device, p, bytes);
 }
 
