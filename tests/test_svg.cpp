@@ -15,6 +15,7 @@
 #include "core/bar_chart.hpp"
 #include "core/svg.hpp"
 #include "core/units.hpp"
+#include "tests/arch_fixture.hpp"
 #include "tests/helpers.hpp"
 #include "tests/xml_check.hpp"
 
@@ -265,4 +266,27 @@ TEST_CASE("estimate and plan: --svg naming the checkpoint is refused before anyt
   r = run_cli({"plan", (dir.path / "m").string(), "--vram", "1G", "--svg", weights});
   CHECK(r.exit_code == 2);
   CHECK(read_text(weights) == before);
+}
+
+TEST_CASE("README pictures: docs/pictures/ is what scripts/make_pictures.sh draws from the committed fixtures today", "[svg]") {
+  // The same header-only Llama-3-8B the script writes (testdata/arch/llama3-8b), the same
+  // commands: a picture that no longer matches the estimate or plan fails here.
+  TempDir dir;
+  test::write_arch_fixture(std::filesystem::path(testdata("arch")) / "llama3-8b", dir.path.string());
+  const std::string model = dir.path.string();
+  const std::string est = dir.file("estimate.svg"), plan = dir.file("plan.svg");
+  REQUIRE(run_cli({"estimate", model, "--context", "8192", "--runtime", "all", "--vram", "24G", "--svg", est}).exit_code == 0);
+  REQUIRE(run_cli({"plan", model, "--context", "8192", "--vram", "12G", "--cpu-ram", "16G", "--svg", plan}).exit_code == 0);
+  const std::string docs = std::string(NUNCHAKU_SOURCE_DIR) + "/docs/pictures/";
+  CHECK(read_text(est) == read_text(docs + "estimate-llama3-8b.svg"));
+  CHECK(read_text(plan) == read_text(docs + "plan-llama3-8b.svg"));
+  for (const char* f : {"estimate-llama3-8b.svg", "plan-llama3-8b.svg", "run-trace.svg"}) {
+    INFO(f);
+    auto root = svg_file(docs + f);
+    if (std::string(f) != "run-trace.svg") {
+      const auto segs = segments(*root);
+      heights_in_ratio(segs);
+      labels_drawn(*root, segs);
+    }
+  }
 }

@@ -196,13 +196,15 @@ double draw_counter(Svg& svg, const Timeline& tl, const std::string& name, const
   }
   if (!first) pts += Svg::point(last_px, yv(double(col_max))) + Svg::point(kLeft + kPlotW, yv(double(col_max)));
   svg.polyline(pts, "stroke=\"#2e75b6\" stroke-width=\"1.5\"");
+  // The predicted peak's label in the half away from the measured peak's, so they never overlap.
+  const bool right_half = x(peak_at) > kLeft + kPlotW / 2;
   if (pred != tl.counters.end()) {
     svg.line(kLeft, yv(double(predicted)), kLeft + kPlotW, yv(double(predicted)),
              "stroke=\"#d62728\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"");
-    svg.text(kLeft + kPlotW, yv(double(predicted)) - 4, "predicted peak " + format_bytes(predicted), 11, "end", "fill=\"#d62728\"");
+    svg.text(right_half ? kLeft + 6 : kLeft + kPlotW, yv(double(predicted)) - 4, "predicted peak " + format_bytes(predicted), 11,
+             right_half ? "start" : "end", "fill=\"#d62728\"");
   }
   svg.circle(x(peak_at), yv(double(peak)), 4, "fill=\"none\" stroke=\"#000\" stroke-width=\"1.5\"");
-  const bool right_half = x(peak_at) > kLeft + kPlotW / 2;
   svg.text(x(peak_at) + (right_half ? -8 : 8), yv(double(peak)) + (peak >= predicted ? 14 : -6),
            fmt::format("peak {} at {}", format_bytes(peak), seconds_text(peak_at)), 11, right_half ? "end" : "start");
   return y + kPanel + 24;
