@@ -24,25 +24,31 @@ def near(a, b, tol=40):
     return sum(abs(x - y) for x, y in zip(a, b)) <= tol
 
 
-BUDGET_RED = colour("#d62728")  # the dashed budget line drawn across a bar
+def budget_lines(root):
+    """The dashed budget lines drawn across bars: (x1, x2, y)."""
+    out = []
+    for ln in root.iter(NS + "line"):
+        if ln.get("stroke-dasharray"):
+            out.append((float(ln.get("x1")), float(ln.get("x2")), float(ln.get("y1"))))
+    return out
 
 
-def measured_height(img, rect):
+def measured_height(img, rect, lines):
     """The longest unbroken run of the segment's colour down its middle column, around where
     it should be (a run, so that an anti-aliased pixel of a neighbour's edge is not counted);
-    the budget line crossing the segment (a few red pixels with its colour on both sides)
-    counts as the segment's."""
+    where a budget line crosses the segment (within 3 px of its y, the colour on both sides)
+    its pixels count as the segment's."""
     x = int(float(rect.get("x")) + float(rect.get("width")) / 2)
     y0, h = float(rect.get("y")), float(rect.get("height"))
     want = colour(rect.get("fill"))
     lo, hi = max(0, int(y0) - 3), min(img.height - 1, int(y0 + h) + 3)
-    px = [img.getpixel((x, y))[:3] for y in range(lo, hi + 1)]
+    crossed = lambda y: any(x1 <= x <= x2 and abs(y + 0.5 - ly) <= 3 for x1, x2, ly in lines)  # noqa: E731
     best = run = gap = 0
-    for p in px:
-        if near(p, want):
+    for y in range(lo, hi + 1):
+        if near(img.getpixel((x, y))[:3], want):
             run, gap = run + gap + 1, 0
-        elif run and gap < 6 and not near(p, want, 0) and near(p, BUDGET_RED, 120):
-            gap += 1  # inside the budget line: counted once the colour resumes
+        elif run and crossed(y):
+            gap += 1  # under the budget line: counted once the colour resumes
         else:
             run = gap = 0
         best = max(best, run)
@@ -59,17 +65,18 @@ def main(svg_path, png_path):
         return 1
     root = ET.parse(svg_path).getroot()
     segs = [r for r in root.iter(NS + "rect") if r.get("data-bytes")]
+    lines = budget_lines(root)
     if not segs:
         print(f"ok   {svg_path}: rendered {img.width}x{img.height}, {frac:.1%} ink (no bars)")
         return 0
     big = max(segs, key=lambda r: int(r.get("data-bytes")))
-    per_byte = measured_height(img, big) / int(big.get("data-bytes"))
+    per_byte = measured_height(img, big, lines) / int(big.get("data-bytes"))
     bad, checked = [], 0
     for r in segs:
         expect = int(r.get("data-bytes")) * per_byte
         if expect < 6:  # a sliver: its edges are all anti-aliasing
             continue
-        got = measured_height(img, r)
+        got = measured_height(img, r, lines)
         checked += 1
         if abs(got - expect) > 2:
             bad.append(f"{r.findtext(NS + 'title')}: {got} px on screen, {expect:.1f} px by its bytes")
