@@ -158,17 +158,6 @@ void print_text(const Checkpoint& ck, const LoadResult& r, bool verify) {
   for (const auto& n : p.notes) put("note: " + n);
 }
 
-// --trace: the load's predictions beside the samples (docs/pictures.md).
-void predict_load(TraceSession& tr, const LoadReport& p) {
-  tr.predict(kHostRssCounter, tr.start_rss() + p.host_peak_bytes);
-  // Mapped CPU modules (no --copy) are not read: the kernel maps the page cache's pages.
-  tr.predict(kFileReadCounter, p.total_bytes - std::min(p.bytes_mapped, p.total_bytes));
-  // The plan's module blocks (allocated in one piece per module, as planned).
-  if (auto it = p.allocated.find("pinned"); it != p.allocated.end()) tr.predict(kPinnedCounter, it->second);
-  if (auto it = p.allocated.find("device"); it != p.allocated.end()) tr.predict(kDeviceAllocCounter, it->second);
-  for (const auto& [d, g] : p.gpu) tr.predict(cuda_memory_counter(d.index), g.predicted);
-}
-
 int run_load(const LoadCliOptions& o) {
   TraceSession tr(o.trace, "load");
   Checkpoint ck = [&] {
@@ -232,7 +221,8 @@ int run_load(const LoadCliOptions& o) {
   progress.clear();
   r.report.notes.insert(r.report.notes.begin(), notes.begin(), notes.end());
   if (tr.on()) {
-    predict_load(tr, r.report);
+    tr.predict_load(r.report, r.report.host_peak_bytes);
+    for (const auto& [d, g] : r.report.gpu) tr.predict(cuda_memory_counter(d.index), g.predicted);
     tr.finish({{"path", ck.path}});
   }
   if (o.json) {

@@ -183,11 +183,10 @@ void print_memory(const WeightStore& store, const engine::Transformer& model) {
 // --trace: the run's predictions beside the samples.
 void predict_run(TraceSession& tr, const LoadResult& loaded, const engine::Transformer& model, const engine::GenerationStats& st,
                  const GpuMemoryProbe* gpu) {
-  tr.predict(kHostRssCounter, tr.start_rss() + host_predicted_bytes(loaded.store, model));
+  // Streamed modules are read again each step.
   const uint64_t per_step = model.weights().pool_bytes() ? disk_weight_bytes(loaded.store) : 0;
-  // Mapped modules are not read (the kernel maps the page cache's pages); streamed ones are read each step.
-  const LoadReport& r = loaded.report;
-  tr.predict(kFileReadCounter, r.total_bytes - std::min(r.bytes_mapped, r.total_bytes) + per_step * uint64_t(st.forward_calls));
+  tr.predict_load(loaded.report, host_predicted_bytes(loaded.store, model), per_step * uint64_t(st.forward_calls));
+  // The weights and the run state (as run's "gpu memory" line); one GPU only.
   if (gpu && gpu->devices.size() == 1) tr.predict(cuda_memory_counter(gpu->devices[0].index), gpu_predicted_bytes(loaded.store, model, *gpu));
 }
 

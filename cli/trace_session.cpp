@@ -1,5 +1,7 @@
 #include "cli/trace_session.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "io/atomic_output.hpp"
@@ -25,6 +27,14 @@ void TraceSession::watch_cuda(int device) {
 
 void TraceSession::predict(const std::string& counter, uint64_t bytes) {
   if (on()) predicted_[counter] = bytes;
+}
+
+void TraceSession::predict_load(const LoadReport& r, uint64_t host_bytes, uint64_t streamed_reads) {
+  predict(kHostRssCounter, start_rss_ + host_bytes);
+  // Mapped CPU modules (no --copy) are not read: the kernel maps the page cache's pages.
+  predict(kFileReadCounter, r.total_bytes - std::min(r.bytes_mapped, r.total_bytes) + streamed_reads);
+  if (auto it = r.allocated.find("pinned"); it != r.allocated.end()) predict(kPinnedCounter, it->second);
+  if (auto it = r.allocated.find("device"); it != r.allocated.end()) predict(kDeviceAllocCounter, it->second);
 }
 
 void TraceSession::finish(nlohmann::json other) {

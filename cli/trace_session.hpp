@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/trace.hpp"
+#include "io/loader.hpp"
 #include "io/memory_sampler.hpp"
 
 namespace nunchaku::cli {
@@ -36,6 +37,10 @@ class TraceSession {
   // Host RSS when the session started (the program, its libraries): what a command's own
   // host-memory prediction comes on top of.
   uint64_t start_rss() const { return start_rss_; }
+  // What a load predicts (load and run): host RSS = start_rss() + `host_bytes`; file bytes
+  // read = the bytes not served by file mappings + `streamed_reads`; pinned host memory and
+  // device memory allocated = the plan's module blocks. (cuda:N memory: the caller's.)
+  void predict_load(const LoadReport& r, uint64_t host_bytes, uint64_t streamed_reads = 0);
   // Stops sampling and writes the file; `other` goes into otherData beside the peaks.
   void finish(nlohmann::json other = nlohmann::json::object());
 

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
@@ -17,6 +19,9 @@
 #include "io/convert.hpp"
 #include "core/source.hpp"
 #include "io/loader.hpp"
+#include "io/memory_counters.hpp"
+#include "io/memory_sampler.hpp"
+#include "io/weight_store.hpp"
 #include "model/model.hpp"
 #include "tests/helpers.hpp"
 #include "tests/test_engine_helpers.hpp"
@@ -175,6 +180,36 @@ TEST_CASE("cuda load: fixtures land on cuda:0 byte-exactly (and converted), memo
       }
     }
   }
+}
+
+TEST_CASE("trace sampler on cuda:0: cudaMemGetInfo's rise and our allocator's bytes follow a 64 MiB block", "[trace][cuda]") {
+  if (!have_device()) return;
+  const uint64_t block = 64ull << 20;
+  trace::Recorder rec("nunchaku test");
+  uint64_t allocated = 0;
+  {
+    MemorySampler s(rec, std::chrono::microseconds(1000), {0});
+    const uint64_t before = live_device_bytes();
+    {
+      Allocation a = allocate(Device{Device::Kind::Cuda, 0}, block, false, "trace test block");
+      allocated = live_device_bytes() - before;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    s.stop();
+    CHECK(allocated == block);
+    CHECK(s.peak(kDeviceAllocCounter) == block);
+    // cudaMemGetInfo counts the block (the driver rounds to its pages), at most 2 MiB more.
+    CHECK(s.peak(cuda_memory_counter(0)) >= block);
+    CHECK(s.peak(cuda_memory_counter(0)) <= block + (2u << 20));
+  }
+  // Both counters come back down once the block is freed.
+  std::map<std::string, uint64_t> last;
+  const nlohmann::json doc = rec.to_json(nlohmann::json::object());
+  for (const auto& e : doc["traceEvents"])
+    if (e["ph"] == "C") last[e["name"]] = e["args"]["bytes"];
+  CHECK(last.at(kDeviceAllocCounter) == 0);
+  CHECK(last.at(cuda_memory_counter(0)) < block);
 }
 
 TEST_CASE("cuda load: a failed device allocation is exit 3 with device memory released", "[load][cuda]") {

@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double kWidth = 960, kLeft = 150, kRight = 30, kPlotW = kWidth - kLeft - kRight;
+constexpr double kWidth = 960, kLeft = 180, kRight = 30, kPlotW = kWidth - kLeft - kRight;
 constexpr double kRow = 16, kPanel = 110, kLine = 14;
 constexpr const char* kPredicted = " (predicted)";
 
