@@ -103,6 +103,9 @@ Workload to_workload(const WorkloadOptions& o, size_t n_vram) {
   w.attention = parse_attention(o.attention);
   if (w.attention == Attention::Flash) w.flash_attention = true;
   w.threads = o.threads;
+  w.ubatch = o.ubatch;
+  w.swa_full = o.swa_full;
+  if (o.no_repack) w.repack = false;
   for (const auto& kv : o.overheads) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -145,6 +148,9 @@ void add_workload_options(CLI::App* cmd, WorkloadOptions& o) {
                   "deepspeed with --zero)")->group(kWorkload);
   cmd->add_option("--device", o.device, "cuda | cpu (CPU: no GPU overheads, the runtime's CPU fixed cost)")->capture_default_str()->group(kHardware);
   cmd->add_option("--threads", o.threads, "nunchaku: CPU threads of the run (default: this machine's)")->group(kHardware);
+  cmd->add_option("--ubatch", o.ubatch, "llama.cpp: micro-batch n_ubatch, its -ub (default 512); --prefill-chunk is its n_batch (default 2048)")->group(kInference);
+  cmd->add_flag("--swa-full", o.swa_full, "llama.cpp: full-size cache for sliding-window layers, its --swa-full (llama-cpp-python's default)")->group(kInference);
+  cmd->add_flag("--no-repack", o.no_repack, "llama.cpp: no CPU_REPACK copy of the weights, its --no-repack")->group(kInference);
   cmd->add_flag("--all-logits", o.all_logits, "Logits for every position, not just the last (inference)")->group(kInference);
   cmd->add_option("--lora-rank", o.lora_rank, "LoRA rank")->capture_default_str()->group(kTraining);
   cmd->add_option("--lora-targets", o.lora_targets, "Comma list of module names, or all-linear (default: PEFT's per-architecture default)")->group(kTraining);

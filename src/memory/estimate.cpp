@@ -47,6 +47,14 @@ ModelSpec resolve_spec(const ModelLayout& layout, const std::vector<Module>& mod
   return s;
 }
 
+// Model types whose transformers modeling code sets _supports_sdpa = False (transformers 5.24).
+bool transformers_refuses_sdpa(std::string_view arch) {
+  for (std::string_view a : {"gemma2", "vaultgemma", "t5gemma", "gpt_oss", "granite_swa", "granitemoe_swa",
+                             "deepseek_v4", "mimo_v2_flash"})
+    if (arch == a) return true;
+  return false;
+}
+
 Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoint& ck, bool* defaulted) {
   Workload w = in;
   *defaulted = false;
@@ -75,13 +83,25 @@ Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoi
   // nunchaku feeds prompts in passes of the engine's max_tokens, which --prefill-chunk sets
   // (run's flag of the same name): not clamped to the context, at least the batch.
   if (r == Runtime::Nunchaku && !training) w.prefill_chunk = engine_max_tokens(in.prefill_chunk, w.batch);
+  // llama.cpp: --prefill-chunk is its logical batch n_batch (-b), default 2048 (llama-cli,
+  // llama-server); the context bounds it there (runtime_llamacpp.cpp).
+  if (r == Runtime::LlamaCpp && !training) w.prefill_chunk = in.prefill_chunk > 0 ? in.prefill_chunk : kLlamaCppBatch;
+  require(w.ubatch >= 0 && w.ubatch <= kMaxTokens, "usage.ubatch", fmt::format("--ubatch {} is out of range 1..{}", w.ubatch, kMaxTokens));
   require(!training || r == Runtime::Transformers || r == Runtime::DeepSpeed, "usage.runtime_mode",
           fmt::format("--runtime {} does not train", runtime_name(r)), "use --runtime transformers or deepspeed for --mode train/lora/qlora");
   require(training || r != Runtime::DeepSpeed, "usage.runtime_mode", "--runtime deepspeed is modelled for training only",
           "add --mode train, lora or qlora, or pick an inference runtime");
   require(w.zero == 0 || r == Runtime::DeepSpeed, "usage.zero_needs_deepspeed", "--zero is DeepSpeed's", "add --runtime deepspeed");
   if (w.flash_attention) w.attention = Attention::Flash;
-  if (w.attention == Attention::Default) w.attention = r == Runtime::Transformers ? Attention::Sdpa : Attention::Flash;
+  // transformers refuses SDPA for some architectures (their _supports_sdpa = False: softcapping,
+  // attention sinks); it runs them eager by default.
+  const bool no_sdpa = r == Runtime::Transformers && transformers_refuses_sdpa(s.architecture);
+  require(!(no_sdpa && w.attention == Attention::Sdpa), "usage.attention",
+          fmt::format("--attention sdpa: transformers refuses SDPA for {} (its _supports_sdpa is False: the attention uses "
+                      "logit softcapping or sinks that SDPA cannot apply)", s.architecture),
+          "use --attention eager (transformers' default for it), or another runtime");
+  if (w.attention == Attention::Default)
+    w.attention = r == Runtime::Transformers ? (no_sdpa ? Attention::Eager : Attention::Sdpa) : Attention::Flash;
   if (w.threads <= 0 && r == Runtime::Nunchaku) w.threads = std::max(1u, std::thread::hardware_concurrency());
   if (w.mode == Mode::QLoRA && w.quant.scheme == QuantScheme::None) w.quant.scheme = QuantScheme::NF4;
   const bool lora = w.mode == Mode::LoRA || w.mode == Mode::QLoRA;
@@ -142,17 +162,21 @@ uint64_t kv_layer_bytes(const ModelSpec& s, int64_t layer, int64_t tokens, int64
   // Specs built by hand (or by older readers) may state windows without kinds.
   if (window > 0 && (kind == AttnKind::Full || kind == AttnKind::Mla) && s.layer_attn.empty()) kind = AttnKind::Sliding;
   const uint64_t e = elem_bytes(kv);
+  // One cached token's row of n values: whole blocks for block-quantized types (q8_0: 34 B
+  // per 32 values, q4_0: 18 per 32), as llama.cpp's ggml_row_size sizes its cache rows.
+  const auto& ti = dtype_info(kv);
+  auto row = [&](uint64_t n) { return mul({(n + ti.block_elems - 1) / ti.block_elems, ti.block_bytes}); };
   if (kind == AttnKind::None) return 0;
   if (kind == AttnKind::Recurrent)  // a constant state per sequence, whatever the context
     return mul({static_cast<uint64_t>(std::max<int64_t>(s.recurrent_state_elems, 0)), static_cast<uint64_t>(batch), e});
   uint64_t held = static_cast<uint64_t>(tokens);
-  if ((kind == AttnKind::Sliding || kind == AttnKind::Chunked) && window > 0) {
+  if ((kind == AttnKind::Sliding || kind == AttnKind::Chunked) && window > 0 && !cells.full_windows) {
     uint64_t w = static_cast<uint64_t>(window) + static_cast<uint64_t>(std::max<int64_t>(cells.window_extra, 0));
     if (cells.window_pad > 1) w = (w + cells.window_pad - 1) / cells.window_pad * cells.window_pad;
     held = std::min(held, w);
   }
   if (kind == AttnKind::Mla && s.kv_lora_rank > 0 && !cells.mla_expanded)
-    return mul({static_cast<uint64_t>(s.kv_lora_rank + s.qk_rope_head_dim), held, static_cast<uint64_t>(batch), e});
+    return mul({row(static_cast<uint64_t>(s.kv_lora_rank + s.qk_rope_head_dim)), held, static_cast<uint64_t>(batch)});
   int64_t kvh = s.num_kv_heads > 0 ? s.num_kv_heads : s.num_heads;
   if (!s.layer_kv_heads.empty() && layer >= 0 && layer < static_cast<int64_t>(s.layer_kv_heads.size()))
     kvh = s.layer_kv_heads[static_cast<size_t>(layer)];
@@ -161,9 +185,10 @@ uint64_t kv_layer_bytes(const ModelSpec& s, int64_t layer, int64_t tokens, int64
     // transformers' DeepSeek attention caches the expanded K (heads × qk head dim) and V
     // (heads × v_head_dim, taken as qk head dim minus the rope part).
     const uint64_t v = static_cast<uint64_t>(std::max<int64_t>(hd - s.qk_rope_head_dim, 0));
-    return mul({static_cast<uint64_t>(kvh), static_cast<uint64_t>(hd) + v, held, static_cast<uint64_t>(batch), e});
+    return mul({add(row(mul({static_cast<uint64_t>(kvh), static_cast<uint64_t>(hd)})), row(mul({static_cast<uint64_t>(kvh), v}))), held,
+                static_cast<uint64_t>(batch)});
   }
-  return mul({2, static_cast<uint64_t>(kvh), static_cast<uint64_t>(hd), held, static_cast<uint64_t>(batch), e});
+  return mul({2, row(mul({static_cast<uint64_t>(kvh), static_cast<uint64_t>(hd)})), held, static_cast<uint64_t>(batch)});
 }
 
 uint64_t kv_cache_bytes(const ModelSpec& s, int64_t tokens, int64_t batch, DType kv) {
@@ -352,7 +377,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
     e.gpu.push_back({"weights", weights, wdesc});
   }
 
-  slack = training ? add_training_terms(e, trainable) : add_runtime_inference(e);
+  slack = training ? add_training_terms(e, trainable) : add_runtime_inference(e, ck);
   add_overheads(e, slack);
   for (const auto& c : e.gpu) e.per_gpu_total = add(e.per_gpu_total, c.bytes);
   for (const auto& c : e.host) e.host_total = add(e.host_total, c.bytes);

@@ -112,11 +112,13 @@ std::vector<Runtime> runtimes_for(Mode m);
 // (kv_lora_rank + qk_rope_head_dim) × tokens × batch × bytes.
 // How a runtime sizes a cached layer: sliding/chunked layers hold window + window_extra
 // cells rounded up to window_pad (llama.cpp: + n_ubatch, padded to 256); MLA layers hold the
-// latent, or the expanded K and V where the runtime decompresses them (transformers).
+// latent, or the expanded K and V where the runtime decompresses them (transformers);
+// full_windows: sliding layers hold every token as full ones (llama.cpp --swa-full).
 struct KvCells {
   int64_t window_extra = 0;
   uint64_t window_pad = 1;
   bool mla_expanded = false;
+  bool full_windows = false;
 };
 // KV cache (or recurrent state) of decoder layer `layer` for `tokens` positions per sequence.
 uint64_t kv_layer_bytes(const ModelSpec& spec, int64_t layer, int64_t tokens, int64_t batch, DType kv_dtype,
@@ -136,6 +138,10 @@ std::vector<std::string> overhead_names();
 constexpr double kVllmGpuMemoryUtilization = 0.92;
 constexpr int64_t kVllmMaxNumBatchedTokens = 8192;
 constexpr int64_t kVllmMaxNumSeqs = 256;
+
+// llama.cpp's defaults (llama-cli / llama-server, common/common.h): n_batch 2048, n_ubatch 512.
+constexpr int64_t kLlamaCppBatch = 2048;
+constexpr int64_t kLlamaCppUbatch = 512;
 
 struct Verdict {
   uint64_t vram = 0;          // smallest device given

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <limits>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "memory/estimate.hpp"
@@ -54,8 +55,16 @@ struct TrainTensor {
   bool adapter = false;   // LoRA factor: fp32 weight + grad, no master copy
 };
 
+uint64_t round_up(uint64_t v, uint64_t m);  // v rounded up to a multiple of m (runtime.cpp)
+// Every layer module's kv_bytes = kv_layer_bytes(e.spec, layer, tokens, batch, e.kv_dtype, cells), and their sum.
+void set_layer_kv(Estimate& e, int64_t tokens, int64_t batch, const KvCells& cells = {});
+uint64_t sum_kv(const Estimate& e);
+uint64_t gpus(const Estimate& e);          // the workload's GPU count, at least 1
+std::string split_note(const Estimate& e);  // " / N GPUs" when split, else ""
+
 // Each adds its GPU (and host) components to `e` and returns the default allocator slack.
-uint64_t add_runtime_inference(Estimate& e);  // runtime.cpp
+uint64_t add_runtime_inference(Estimate& e, const Checkpoint& ck);  // runtime.cpp
+uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck);            // runtime_llamacpp.cpp
 uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainable);
 void add_overheads(Estimate& e, uint64_t slack_default);
 

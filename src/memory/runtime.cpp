@@ -52,28 +52,31 @@ Attention parse_attention(std::string_view s) {
 }
 
 namespace estimate_detail {
-namespace {
-
-constexpr uint64_t kMiB = 1ULL << 20;
-constexpr uint64_t kVllmBlock = 16;            // vLLM --block-size default (CUDA)
-constexpr uint64_t kVllmBatchedTokens = kVllmMaxNumBatchedTokens;  // profile run (chunked prefill)
-constexpr uint64_t kVllmMaxSeqs = kVllmMaxNumSeqs;                  // sampler profile run
-constexpr uint64_t kLlamaUbatch = 512;         // llama.cpp n_ubatch default
-constexpr uint64_t kLlamaCtxPad = 256;         // llama.cpp pads n_ctx to 256
 
 uint64_t round_up(uint64_t v, uint64_t m) { return v == 0 ? 0 : (v + m - 1) / m * m; }
-uint64_t round_2mib(uint64_t v) { return round_up(v, 2 * kMiB); }
 
-void set_layer_kv(Estimate& e, int64_t tokens, int64_t batch, const KvCells& cells = {}) {
+void set_layer_kv(Estimate& e, int64_t tokens, int64_t batch, const KvCells& cells) {
   for (auto& m : e.modules)
     if (m.kind == ModuleKind::Layer && m.layer >= 0) m.kv_bytes = kv_layer_bytes(e.spec, m.layer, tokens, batch, e.kv_dtype, cells);
 }
+
+uint64_t gpus(const Estimate& e) { return static_cast<uint64_t>(std::max(1, e.workload.gpus)); }
+std::string split_note(const Estimate& e) { return gpus(e) > 1 ? fmt::format(" / {} GPUs", gpus(e)) : ""; }
 
 uint64_t sum_kv(const Estimate& e) {
   uint64_t kv = 0;
   for (const auto& m : e.modules) kv = add(kv, m.kv_bytes);
   return kv;
 }
+
+namespace {
+
+constexpr uint64_t kMiB = 1ULL << 20;
+constexpr uint64_t kVllmBlock = 16;            // vLLM --block-size default (CUDA)
+constexpr uint64_t kVllmBatchedTokens = kVllmMaxNumBatchedTokens;  // profile run (chunked prefill)
+constexpr uint64_t kVllmMaxSeqs = kVllmMaxNumSeqs;                  // sampler profile run
+
+uint64_t round_2mib(uint64_t v) { return round_up(v, 2 * kMiB); }
 
 // One decoder layer's peak transient for `tokens` tokens at once with keys over `ctx`
 // (scores only when the kernel materializes them), as PyTorch eager code allocates it.
@@ -91,8 +94,6 @@ uint64_t torch_layer_peak(const Estimate& e, uint64_t tokens, uint64_t ctx, bool
   return add(residual, std::max(add(qkv, sc), mlp));
 }
 
-uint64_t gpus(const Estimate& e) { return static_cast<uint64_t>(std::max(1, e.workload.gpus)); }
-std::string split_note(const Estimate& e) { return gpus(e) > 1 ? fmt::format(" / {} GPUs", gpus(e)) : ""; }
 
 uint64_t add_nunchaku(Estimate& e) {
   const Workload& w = e.workload;
@@ -216,65 +217,13 @@ uint64_t add_vllm(Estimate& e) {
   return round_2mib(mul({t, uint64_t(std::max<int64_t>(s.intermediate_size, 0)), elem_bytes(e.compute_dtype)}));
 }
 
-uint64_t add_llamacpp(Estimate& e) {
-  const Workload& w = e.workload;
-  const ModelSpec& s = e.spec;
-  const uint64_t n_ctx = round_up(mul({uint64_t(w.batch), uint64_t(w.context)}), kLlamaCtxPad);
-  // -np batch slots: n_ctx cells in all, one stream of n_ctx / batch cells per sequence.
-  // Sliding/chunked layers: llama_kv_cache_iswa keeps min(n_ctx, n_swa + n_ubatch) cells padded
-  // to 256 (llama-kv-cache-iswa.cpp, swa_full off as llama-cli/llama-server default).
-  set_layer_kv(e, static_cast<int64_t>(n_ctx), 1, {.window_extra = int64_t(kLlamaUbatch), .window_pad = 256});
-  const uint64_t n = gpus(e);
-  e.gpu.push_back({"kv_cache", sum_kv(e) / n,
-                   fmt::format("n_ctx = batch({}) × context({}) padded to {} = {} cells × 2 × Σ_layers kv × d × {} B ({}){}", w.batch,
-                               w.context, kLlamaCtxPad, n_ctx, elem_bytes(e.kv_dtype), dtype_name(e.kv_dtype), split_note(e))});
-  // The compute buffer ggml-alloc reserves for one ubatch of u = min(n_ubatch, n_batch) tokens
-  // (n_batch = the n_ctx asked for, unpadded, when smaller). Each sequence has its own KV
-  // stream of n_ctx / batch cells (kv_unified off), so attention spans n_kv = n_ctx / batch.
-  // Peak: a layer's attention or FFN nodes plus the KQ mask (a graph input, f16 with flash,
-  // f32 without), or the output nodes after the last layer (mask freed). Node sets as
-  // ggml-alloc lays them out for llama, from llama.cpp's own log on three shapes
-  // (docs/estimate.md): attention 5·u·h + 2·u·kv_dim (+ KQ a·u·n_kv without flash), FFN
-  // 3·u·I + 4·u·h, output u·(V + h), all f32.
-  const uint64_t u = std::min<uint64_t>(kLlamaUbatch, mul({uint64_t(w.batch), uint64_t(w.context)})), h = s.hidden_size,
-                 a = s.num_heads, d = s.head_dim, kvh = s.num_kv_heads, I = std::max<int64_t>(s.intermediate_size, 0),
-                 V = s.vocab_size, n_kv = n_ctx / uint64_t(std::max<int64_t>(w.batch, 1));
-  const bool flash = w.attention != Attention::Eager;
-  const uint64_t mask = mul({u, n_kv, flash ? uint64_t(2) : uint64_t(4)});
-  const uint64_t attn = add(mul({add(mul({5, h}), mul({2, kvh, d})), u, 4}), flash ? 0 : mul({a, u, n_kv, 4}));
-  const uint64_t ffn = mul({add(mul({3, I}), mul({4, h})), u, 4});
-  const uint64_t out = mul({u, add(V, h), 4});
-  const uint64_t compute = std::max(add(std::max(attn, ffn), mask), out);
-  e.activation_bytes = compute;
-  e.gpu.push_back({"activations", compute,
-                   fmt::format("compute buffer for one ubatch u={} (f32): max(max(attention (5·h + 2·kv·d)·u{}, ffn (3·I + 4·h)·u) × 4 B "
-                               "+ KQ mask u·n_kv({})·{} B, output u·(V+h) × 4 B)",
-                               u, flash ? " (flash)" : fmt::format(" + KQ a·u·n_kv({})", n_kv), n_kv, flash ? "2 (f16)" : "4 (f32)")});
-  e.logits_bytes = mul({uint64_t(w.batch), V, 4});
-  e.gpu.push_back({"logits", e.logits_bytes, fmt::format("output buffer batch({}) × vocab({}) × 4 B", w.batch, V)});
-  if (e.target == Target::Cuda) {
-    // Token embeddings stay in host memory (llama.cpp's input layer is on the CPU).
-    for (auto& m : e.modules)
-      if (m.kind == ModuleKind::Embedding && m.parameters > 0) {
-        const bool tied = std::none_of(e.modules.begin(), e.modules.end(), [](const ModuleCost& x) { return x.kind == ModuleKind::Head && x.parameters > 0; });
-        if (tied) continue;  // the output layer reuses it on the GPU
-        e.host.push_back({"token_embeddings", m.weight_bytes, "llama.cpp keeps token embeddings in host memory"});
-        for (auto& c : e.gpu)
-          if (c.name == "weights") c.bytes -= std::min(c.bytes, m.weight_bytes / n);
-      }
-  }
-  e.runtime_model = {fmt::format("llama.cpp: flash attention {} (auto), ubatch {}, n_ctx padded to {}", flash ? "on" : "off", kLlamaUbatch, kLlamaCtxPad),
-                     "KV: n_ctx cells at f16 (-ctk/-ctv f16) preallocated; compute buffers planned once by ggml-alloc (no allocator slack)"};
-  return 0;
-}
-
 }  // namespace
 
-uint64_t add_runtime_inference(Estimate& e) {
+uint64_t add_runtime_inference(Estimate& e, const Checkpoint& ck) {
   switch (e.runtime) {
     case Runtime::Nunchaku: return add_nunchaku(e);
     case Runtime::Vllm: return add_vllm(e);
-    case Runtime::LlamaCpp: return add_llamacpp(e);
+    case Runtime::LlamaCpp: return add_llamacpp(e, ck);
     case Runtime::Transformers:
     case Runtime::DeepSpeed: return add_transformers(e);
   }

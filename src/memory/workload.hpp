@@ -70,6 +70,14 @@ struct Workload {
   Target target = Target::Cuda;
   Attention attention = Attention::Default;  // Default: the runtime's own (flash_attention forces Flash)
   int threads = 0;            // nunchaku: CPU threads (attention scratch per thread); 0 = this machine's
+  // llama.cpp (docs/estimate.md): its micro-batch n_ubatch (-ub; 0 = its default 512; the
+  // logical batch n_batch is --prefill-chunk, default 2048 as llama-cli/llama-server), its
+  // --swa-full (sliding-window layers keep a full-size cache), and weight repacking
+  // (CPU_REPACK: nullopt = as this CPU qualifies, true = as an AVX-512 CPU, false = llama.cpp's
+  // --no-repack).
+  int64_t ubatch = 0;
+  bool swa_full = false;
+  std::optional<bool> repack;
   // Overrides for the named overheads (cuda_context, cublas_workspace, allocator_slack,
   // cpu_runtime, cuda_graphs, glibc_heap).
   std::map<std::string, uint64_t> overheads;

@@ -1,0 +1,203 @@
+"""The whole process's peak RSS under PyTorch/transformers on the CPU, for
+`nunchaku estimate --runtime transformers --device cpu` to be checked against.
+
+    python scripts/measure_torch.py measure [--dir /tmp/nunchaku-measure/torch] [--out testdata/golden/measured_torch.json]
+                                            [--only NAME,...] [--reps N]
+
+Writes small models with transformers (random weights, save_pretrained: config.json +
+model.safetensors) into --dir, then runs every case of the matrix below in a fresh Python
+process under /usr/bin/time -v (its "Maximum resident set size" is the measurement: the
+whole process, interpreter and libraries included). The case process also reports its RSS
+right after `import torch, transformers` and right after `from_pretrained`, which the
+estimate's named baselines (python_runtime, torch_loader) are set from. The golden JSON
+names the versions; tests/test_estimate_measured_torch.cpp checks the estimate against it.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+THREADS = 2
+
+MODELS = {
+    # Llama-shaped, ~60M parameters (hidden 768, 8 layers, 12 heads)
+    "llama-60m": dict(cls="LlamaForCausalLM", cfg="LlamaConfig", hidden_size=768, intermediate_size=2048, num_attention_heads=12,
+                      num_key_value_heads=12, num_hidden_layers=8, vocab_size=8192, max_position_embeddings=4096,
+                      tie_word_embeddings=False),
+    # Qwen3-shaped with GQA and q/k norms
+    "qwen3-50m": dict(cls="Qwen3ForCausalLM", cfg="Qwen3Config", hidden_size=640, intermediate_size=1792, num_attention_heads=10,
+                      num_key_value_heads=2, head_dim=64, num_hidden_layers=8, vocab_size=8192, max_position_embeddings=4096,
+                      tie_word_embeddings=True),
+    # Gemma-2-shaped (softcapping, alternating sliding window of 512)
+    "gemma2-50m": dict(cls="Gemma2ForCausalLM", cfg="Gemma2Config", hidden_size=640, intermediate_size=2048, num_attention_heads=8,
+                       num_key_value_heads=4, head_dim=80, num_hidden_layers=8, vocab_size=8192, max_position_embeddings=4096,
+                       sliding_window=512),
+}
+
+# (name, model, kind, dtype, attention, batch, prompt or sequence, new tokens or steps, extra)
+CASES = [
+    ("generate b1 sdpa fp32", "llama-60m", "generate", "float32", "sdpa", 1, 256, 64, ""),
+    ("generate b1 eager fp32", "llama-60m", "generate", "float32", "eager", 1, 256, 64, ""),
+    ("generate b8 sdpa fp32", "llama-60m", "generate", "float32", "sdpa", 8, 256, 64, ""),
+    ("generate b8 eager fp32", "llama-60m", "generate", "float32", "eager", 8, 256, 64, ""),
+    ("generate b1 sdpa bf16", "llama-60m", "generate", "bfloat16", "sdpa", 1, 256, 64, ""),
+    ("generate b8 eager bf16", "llama-60m", "generate", "bfloat16", "eager", 8, 256, 64, ""),
+    ("generate b8 sdpa bf16", "llama-60m", "generate", "bfloat16", "sdpa", 8, 256, 64, ""),
+    ("forward 2048 sdpa fp32", "llama-60m", "forward", "float32", "sdpa", 1, 2048, 0, ""),
+    ("forward 2048 eager fp32", "llama-60m", "forward", "float32", "eager", 1, 2048, 0, ""),
+    ("train 1 step b4x256", "llama-60m", "train", "float32", "sdpa", 4, 256, 1, ""),
+    ("train 2 steps b4x256", "llama-60m", "train", "float32", "sdpa", 4, 256, 2, ""),
+    ("train 1 step b4x256 ckpt", "llama-60m", "train", "float32", "sdpa", 4, 256, 1, "ckpt"),
+    ("train 2 steps b4x256 ckpt", "llama-60m", "train", "float32", "sdpa", 4, 256, 2, "ckpt"),
+    ("lora 2 steps b4x256", "llama-60m", "lora", "float32", "sdpa", 4, 256, 2, ""),
+    ("qwen3 generate b1 sdpa fp32", "qwen3-50m", "generate", "float32", "sdpa", 1, 256, 64, ""),
+    ("qwen3 generate b8 sdpa bf16", "qwen3-50m", "generate", "bfloat16", "sdpa", 8, 256, 64, ""),
+    ("gemma2 generate b1 eager fp32", "gemma2-50m", "generate", "float32", "eager", 1, 256, 64, ""),
+    ("gemma2 train 2 steps b4x256", "gemma2-50m", "train", "float32", "eager", 4, 256, 2, ""),
+]
+
+CASE_PY = r'''
+import json, sys, time
+from pathlib import Path
+def rss():
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+import torch, transformers
+after_import = rss()
+torch.set_num_threads(int(sys.argv[9]))
+torch.manual_seed(0)
+model_dir, kind, dtype, attn, batch, seq, n, extra = sys.argv[1:9]
+batch, seq, n = int(batch), int(seq), int(n)
+out = {"after_import": after_import}
+if kind != "import":
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype), attn_implementation=attn)
+    out["after_load"] = rss()
+    vocab = model.config.vocab_size
+    ids = torch.randint(3, vocab, (batch, seq))
+    if kind == "generate":
+        model.eval()
+        with torch.no_grad():
+            model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                           eos_token_id=None, pad_token_id=0)
+    elif kind == "forward":
+        model.eval()
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits
+            del logits
+    else:
+        if extra == "ckpt":
+            model.gradient_checkpointing_enable()
+        if kind == "lora":
+            import peft
+            model = peft.get_peft_model(model, peft.LoraConfig(r=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
+        model.train()
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+        for _ in range(n):
+            loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            del loss
+out["end"] = rss()
+print(json.dumps(out))
+'''
+
+
+def make_models(d):
+    import torch
+    import transformers
+    for name, spec in MODELS.items():
+        out = d / name
+        if (out / "config.json").exists():
+            continue
+        spec = dict(spec)
+        cls, cfg = getattr(transformers, spec.pop("cls")), getattr(transformers, spec.pop("cfg"))
+        torch.manual_seed(0)
+        model = cls(cfg(bos_token_id=1, eos_token_id=2, pad_token_id=0, **spec)).float()
+        model.save_pretrained(out, safe_serialization=True)
+        print(f"== {name}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters", file=sys.stderr)
+
+
+def run(d, case_py, model, kind, dtype, attn, batch, seq, n, extra):
+    r = subprocess.run(["/usr/bin/time", "-v", sys.executable, str(case_py), str(d / model) if model else "-", kind, dtype, attn,
+                        str(batch), str(seq), str(n), extra or "-", str(THREADS)], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"case failed:\n{r.stderr[-4000:]}")
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr)
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    got["max_rss"] = int(m.group(1)) * 1024
+    return got
+
+
+def measure(args):
+    import torch
+    import transformers
+    d = Path(args.dir)
+    d.mkdir(parents=True, exist_ok=True)
+    make_models(d)
+    case_py = d / "case.py"
+    case_py.write_text(CASE_PY)
+    only = set(args.only.split(",")) if args.only else None
+    rows = []
+    # The baselines: the interpreter with torch and transformers imported, nothing else.
+    base = [run(d, case_py, None, "import", "float32", "sdpa", 1, 1, 0, "") for _ in range(args.reps)]
+    print(f"== import: {[b['max_rss'] >> 20 for b in base]} MiB", file=sys.stderr)
+    for name, model, kind, dtype, attn, batch, seq, n, extra in CASES:
+        if only and name not in only:
+            continue
+        reps = [run(d, case_py, model, kind, dtype, attn, batch, seq, n, extra) for _ in range(args.reps)]
+        print(f"== {name}: {[r['max_rss'] >> 20 for r in reps]} MiB (after load {reps[0]['after_load'] >> 20})", file=sys.stderr)
+        rows.append({"name": name, "model": model, "kind": kind, "dtype": dtype, "attention": attn, "batch": batch, "sequence": seq,
+                     "new_tokens_or_steps": n, "extra": extra, "max_rss": [r["max_rss"] for r in reps],
+                     "after_import": [r["after_import"] for r in reps], "after_load": [r["after_load"] for r in reps]})
+    doc = {"torch": torch.__version__, "transformers": transformers.__version__, "python": sys.version.split()[0],
+           "threads": THREADS, "malloc": "glibc defaults", "import_max_rss": [b["max_rss"] for b in base],
+           "import_rss": [b["after_import"] for b in base], "cases": rows}
+    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {args.out}: {len(rows)} cases", file=sys.stderr)
+
+
+def model_index(d):
+    """config.json and the safetensors tensor table of each model (for the C++ test)."""
+    out = {}
+    for name in MODELS:
+        st = (d / name / "model.safetensors").read_bytes()
+        n = int.from_bytes(st[:8], "little")
+        header = json.loads(st[8:8 + n])
+        tensors = [[k, v["dtype"], v["shape"]] for k, v in header.items() if k != "__metadata__"]
+        out[name] = {"config": json.loads((d / name / "config.json").read_text()), "tensors": tensors}
+    return out
+
+
+def add_index(args):
+    doc = json.loads(Path(args.out).read_text())
+    doc["models"] = model_index(Path(args.dir))
+    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    i = sub.add_parser("index", help="add the models' config.json and tensor tables to --out")
+    i.add_argument("--dir", default=os.environ.get("MEASURE_DIR", "/tmp/nunchaku-measure/torch"))
+    i.add_argument("--out", default="testdata/golden/measured_torch.json")
+    a = sub.add_parser("measure")
+    a.add_argument("--dir", default=os.environ.get("MEASURE_DIR", "/tmp/nunchaku-measure/torch"))
+    a.add_argument("--out", default="testdata/golden/measured_torch.json")
+    a.add_argument("--only", default="")
+    a.add_argument("--reps", type=int, default=1)
+    args = ap.parse_args()
+    if args.cmd == "index":
+        add_index(args)
+        return
+    measure(args)
+    add_index(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+// llama.cpp's memory for a workload, as its own log names the buffers (docs/estimate.md,
+// "llama.cpp"): the weights it maps (CPU_Mapped) and the copies it repacks (CPU_REPACK), the
+// KV cache (n_ctx cells in one stream per sequence; sliding-window layers sized by the window
+// unless --swa-full), the output buffer and the compute buffer ggml-alloc plans for the graph
+// it reserves (one micro-batch of min(n_ubatch, n_batch, n_ctx) tokens over the whole cache).
+#include <algorithm>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "memory/estimate_detail.hpp"
+#include "core/units.hpp"
+
+namespace nunchaku::estimate_detail {
+namespace {
+
+constexpr uint64_t kCtxPad = 256;  // llama_context pads n_ctx (and n_ctx_seq) to 256 cells
+
+bool has(std::string_view name, std::string_view part) { return name.find(part) != std::string_view::npos; }
+
+// What the reserved graph's buffer depends on, from the spec and the tensors' shapes
+// (llama.cpp's GGUF names, or Hugging Face's for a what-if on a safetensors checkpoint).
+struct Graph {
+  uint64_t h = 0, a = 0, q_dim = 0, kv_dim = 0, I = 0, V = 0;
+  uint64_t experts = 0, used = 0, I_exp = 0, I_shared = 0;
+  bool dense_layers = true;  // any layer with a dense FFN
+  bool mla = false;
+  uint64_t kv_lora = 0, rope = 0, nope = 0, v_head = 0;
+};
+
+uint64_t dim(const TensorInfo& t, size_t from_end) {
+  return t.shape.size() > from_end ? uint64_t(std::max<int64_t>(t.shape[t.shape.size() - 1 - from_end], 0)) : 0;
+}
+
+Graph graph_of(const Estimate& e, const Checkpoint& ck) {
+  const ModelSpec& s = e.spec;
+  Graph g;
+  g.h = uint64_t(s.hidden_size);
+  g.a = uint64_t(s.num_heads);
+  g.V = uint64_t(s.vocab_size);
+  g.q_dim = g.a * uint64_t(s.head_dim);
+  g.kv_dim = uint64_t(s.num_kv_heads) * uint64_t(s.head_dim);
+  g.I = uint64_t(std::max<int64_t>(s.intermediate_size, 0));
+  g.experts = uint64_t(std::max<int64_t>(s.num_experts, 0));
+  g.used = uint64_t(std::max<int64_t>(s.num_experts_per_tok, 0));
+  g.I_exp = g.I;
+  bool dense_seen = false, dense_I = false;
+  for (const auto& t : ck.tensors) {
+    const std::string_view n = t.name;
+    if (has(n, "ffn_gate_exps") || has(n, "ffn_up_exps")) g.I_exp = dim(t, 1);            // [E, I_exp, h]
+    else if (has(n, ".experts.0.gate_proj.") || has(n, ".experts.0.up_proj.")) g.I_exp = dim(t, 1);  // [I_exp, h]
+    else if (has(n, "ffn_gate_shexp") || has(n, "shared_experts.gate_proj")) g.I_shared = dim(t, 1);
+    else if (has(n, "ffn_gate.weight") || has(n, "mlp.gate_proj.weight") || has(n, "ffn_up.weight") || has(n, "mlp.up_proj.weight")) {
+      dense_seen = true;
+      if (!dense_I) g.I = dim(t, 1), dense_I = true;
+    } else if (has(n, "attn_k_b.weight")) g.nope = dim(t, 0);   // [a, kv_lora, nope]
+    else if (has(n, "attn_v_b.weight")) g.v_head = dim(t, 1);   // [a, v_head, kv_lora]
+  }
+  g.dense_layers = g.experts == 0 || dense_seen;
+  if (s.kv_lora_rank > 0) {
+    g.mla = true;
+    g.kv_lora = uint64_t(s.kv_lora_rank);
+    g.rope = uint64_t(s.qk_rope_head_dim);
+    if (g.nope == 0) g.nope = 128;    // DeepSeek-V2/V3's qk_nope_head_dim
+    if (g.v_head == 0) g.v_head = 128;
+  }
+  return g;
+}
+
+// CPU_REPACK (ggml-cpu's repack.cpp, ggml_repack_get_optimal_repack_type on x86): Q4_0,
+// Q4_K, IQ4_NL and MXFP4 with AVX2, Q2_K with AVX-512, when the rows (ne[1]) are a multiple
+// of 8; only weights of a matrix multiplication (2-D, or 3-D expert stacks), so not the token
+// embedding (get_rows), norms or MLA's per-head k_b / v_b.
+// This CPU's instructions (the estimate assumes the run is on the machine it runs on).
+struct CpuIsa {
+  bool avx2 = false, avx512 = false;
+};
+CpuIsa this_cpu() {
+  CpuIsa c;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  c.avx2 = __builtin_cpu_supports("avx2");
+  c.avx512 = __builtin_cpu_supports("avx512f");
+#endif
+  return c;
+}
+
+bool repack_type(DType t, bool avx2, bool avx512) {
+  switch (t) {
+    case DType::Q4_0:
+    case DType::Q4_K:
+    case DType::IQ4_NL:
+    case DType::MXFP4: return avx2;
+    case DType::Q2_K: return avx512;
+    default: return false;
+  }
+}
+
+bool repacked(const TensorInfo& t, bool avx2, bool avx512) {
+  if (!repack_type(t.dtype, avx2, avx512) || dim(t, 1) % 8 != 0) return false;
+  const std::string_view n = t.name;
+  if (t.shape.size() == 3) return has(n, "_exps") || has(n, ".experts.");
+  return t.shape.size() == 2 && !has(n, "token_embd") && !has(n, "embed_tokens");
+}
+
+struct Weights {
+  uint64_t mapped = 0, repack = 0, repack_tensors = 0;
+  bool tied_copy = false;  // the output layer repacks a copy of the tied token embedding
+};
+
+// The mapped span (first to last byte of the tensors left in the file mapping, per file) and
+// the repacked bytes, for a GGUF file read as stored.
+Weights weights_of(const Checkpoint& ck, CpuIsa isa) {
+  Weights w;
+  const bool avx2 = isa.avx2, avx512 = isa.avx512, repack = avx2 || avx512;
+  std::vector<std::pair<uint64_t, uint64_t>> span(ck.files.size() + 1, {UINT64_MAX, 0});
+  bool head = false;
+  // The output layer's own matrix (not blk.N.attn_output.weight).
+  for (const auto& t : ck.tensors) head = head || t.name == "output.weight" || has(t.name, "lm_head.");
+  for (const auto& t : ck.tensors) {
+    const bool embd = has(t.name, "token_embd") || has(t.name, "embed_tokens");
+    if (embd && !head && repack && t.shape.size() == 2 && repack_type(t.dtype, avx2, avx512) && dim(t, 1) % 8 == 0) {
+      w.repack = add(w.repack, t.nbytes);  // tied: llama.cpp's output layer is a repacked duplicate
+      w.tied_copy = true;
+    }
+    if (repacked(t, avx2, avx512)) {
+      w.repack = add(w.repack, t.nbytes);
+      ++w.repack_tensors;
+      continue;
+    }
+    auto& [lo, hi] = span[std::min<size_t>(t.file, ck.files.size())];
+    lo = std::min(lo, t.offset);
+    hi = std::max(hi, t.offset + t.nbytes);
+  }
+  for (auto [lo, hi] : span)
+    if (hi > lo) w.mapped = add(w.mapped, hi - lo);
+  return w;
+}
+
+}  // namespace
+
+uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck) {
+  const Workload& w = e.workload;
+  const ModelSpec& s = e.spec;
+  const uint64_t b = uint64_t(std::max<int64_t>(w.batch, 1)), asked = mul({b, uint64_t(w.context)});
+  // n_ctx = b × context padded to 256; one stream per sequence of n_ctx / b cells, padded again.
+  const uint64_t n_seq_ctx = round_up(round_up(asked, kCtxPad) / b, kCtxPad), n_ctx = mul({n_seq_ctx, b});
+  const uint64_t n_batch = std::min<uint64_t>(uint64_t(w.prefill_chunk), asked);
+  const uint64_t n_ubatch = std::min<uint64_t>(uint64_t(w.ubatch > 0 ? w.ubatch : kLlamaCppUbatch), n_batch);
+  const uint64_t u = std::min(n_ubatch, n_ctx);  // the reserved graph's tokens
+  const bool flash = w.attention != Attention::Eager;
+  const uint64_t n = gpus(e);
+
+  // KV: sliding-window layers hold min(n_seq_ctx, window + n_ubatch) padded to 256 cells per
+  // stream (llama_kv_cache_iswa), all n_seq_ctx with --swa-full.
+  const KvCells cells{.window_extra = int64_t(n_ubatch), .window_pad = kCtxPad, .full_windows = w.swa_full};
+  set_layer_kv(e, int64_t(n_seq_ctx), int64_t(b), cells);
+  const auto swa_of = [&](int64_t win) { return w.swa_full ? n_seq_ctx : std::min(n_seq_ctx, round_up(uint64_t(win) + n_ubatch, kCtxPad)); };
+  bool windows = false;
+  uint64_t swa_cells = 0;
+  for (int64_t l = 0; l < s.num_layers; ++l) {
+    const AttnKind k = s.attn_kind(l);
+    int64_t win = l < int64_t(s.layer_windows.size()) ? s.layer_windows[size_t(l)] : s.layer_windows.empty() ? s.sliding_window : 0;
+    if ((k == AttnKind::Sliding || k == AttnKind::Chunked || s.layer_attn.empty()) && win > 0) {
+      windows = true;
+      swa_cells = std::max(swa_cells, swa_of(win));
+    }
+  }
+  e.gpu.push_back({"kv_cache", sum_kv(e) / n,
+                   fmt::format("n_ctx = batch({}) × context({}) padded to {} = {} cells in {} ({} each) × Σ_layers row bytes of "
+                               "{} ({}){}{}",
+                               w.batch, w.context, kCtxPad, n_ctx, plural(b, "stream"), n_seq_ctx, dtype_name(e.kv_dtype),
+                               dtype_info(e.kv_dtype).block_elems > 1
+                                   ? fmt::format("{} B per {} values", dtype_info(e.kv_dtype).block_bytes, dtype_info(e.kv_dtype).block_elems)
+                                   : fmt::format("{} B per value", elem_bytes(e.kv_dtype)),
+                               windows ? fmt::format("; sliding-window layers {} cells per stream{}", swa_cells,
+                                                     w.swa_full ? " (--swa-full)" : " (window + n_ubatch, padded)")
+                                       : "",
+                               split_note(e))});
+
+  const Graph g = graph_of(e, ck);
+  const uint64_t n_kv = n_seq_ctx, n_kv_swa = windows ? swa_cells : 0;
+  // The compute buffer: the largest set of tensors ggml-alloc keeps alive at once in the
+  // reserved graph (f32), docs/estimate.md. Graph inputs: the KQ masks (f16 with flash
+  // attention, f32 without), one per cache kind, alive through every layer.
+  const uint64_t mask = mul({u, add(n_kv, n_kv_swa), flash ? 2u : 4u});
+  const uint64_t kq = flash ? 0 : mul({g.a, u, std::max(n_kv, n_kv_swa), 4});
+  uint64_t attn = 0;
+  if (g.mla) {
+    // Absorbed MLA, per head: the query as projected (nope + rope), in the compressed space
+    // (kv_lora + rope), the attention output there (kv_lora) and its projection to v_head;
+    // with 4·h of residual and norms (DeepSeek-V3's log: 408 MiB at u = 512 besides the mask).
+    attn = mul({add(mul({g.a, add(add(add(g.nope, g.rope), add(g.kv_lora, g.rope)), add(g.kv_lora, g.v_head))}), mul({4, g.h})), u, 4});
+  } else {
+    attn = mul({add(add(mul({3, g.h}), mul({2, g.q_dim})), mul({2, g.kv_dim})), u, 4});
+  }
+  attn = add(attn, kq);
+  const uint64_t ffn_dense = g.dense_layers ? mul({add(mul({3, g.I}), mul({4, g.h})), u, 4}) : 0;
+  const uint64_t ffn_moe =
+      g.experts > 0 ? mul({add(add(mul({3, g.used, g.I_exp}), mul({g.used, g.h})), add(mul({3, g.I_shared}), mul({4, g.h}))), u, 4}) : 0;
+  const uint64_t layer = std::max({attn, ffn_dense, ffn_moe});
+  // After the last layer: the logits u·V beside the final norm's input and output (u·h each).
+  const uint64_t out = mul({u, add(g.V, mul({2, g.h})), 4});
+  const uint64_t compute = std::max(add(layer, mask), out);
+  e.activation_bytes = compute;
+  e.gpu.push_back(
+      {"activations", compute,
+       fmt::format("compute buffer for one micro-batch u = min(n_ubatch {}, n_batch {}, n_ctx) = {} (f32): max(layer + KQ mask{} "
+                   "u·n_kv({}{})·{} B, output u·(V+2·h)·4 B); layer = max(attention {}{}, ffn {})",
+                   w.ubatch > 0 ? w.ubatch : kLlamaCppUbatch, w.prefill_chunk, u, windows ? "s" : "", n_kv,
+                   windows ? fmt::format(" + {}", n_kv_swa) : "", flash ? "2 (f16, flash)" : "4 (f32)",
+                   g.mla ? "(a·(nope + 2·rope + 2·kv_lora + v_head) + 4·h)·u·4 B (MLA)" : "(3·h + 2·q_dim + 2·kv_dim)·u·4 B",
+                   flash ? "" : " + KQ a·u·n_kv·4 B",
+                   g.experts > 0 ? "MoE (3·k·I_exp + k·h + 3·I_shared + 4·h)·u·4 B" : "(3·I + 4·h)·u·4 B")});
+  e.logits_bytes = mul({b, g.V, 4});
+  e.gpu.push_back({"logits", e.logits_bytes, fmt::format("output buffer n_seq_max({}) × vocab({}) × 4 B", w.batch, g.V)});
+
+  const bool as_stored = ck.format == Format::GGUF && !w.dtype && w.quant.scheme == QuantScheme::None;
+  if (e.target == Target::Cpu && as_stored) {
+    // nullopt: as this CPU qualifies; true: as an AVX-512 CPU (the golden's machine); false: --no-repack.
+    const Weights wt = weights_of(ck, !w.repack ? this_cpu() : *w.repack ? CpuIsa{true, true} : CpuIsa{});
+    for (auto& c : e.gpu)
+      if (c.name == "weights") {
+        c.bytes = wt.mapped;
+        c.formula = "CPU_Mapped: the file's span from the first to the last byte of the tensors left in the mapping";
+      }
+    if (wt.repack > 0)
+      e.gpu.push_back({"weights_repacked", wt.repack,
+                       fmt::format("CPU_REPACK: {} matrices of a type this CPU's kernels interleave (Q4_0/Q4_K/IQ4_NL/MXFP4 with "
+                                   "AVX2, Q2_K with AVX-512), copied at load{}; --no-repack drops it",
+                                   wt.repack_tensors + (wt.tied_copy ? 1 : 0), wt.tied_copy ? ", the tied output layer's included" : "")});
+  }
+  if (e.target == Target::Cuda) {
+    // Token embeddings stay in host memory (llama.cpp's input layer is on the CPU).
+    for (auto& m : e.modules)
+      if (m.kind == ModuleKind::Embedding && m.parameters > 0) {
+        const bool tied = std::none_of(e.modules.begin(), e.modules.end(), [](const ModuleCost& x) { return x.kind == ModuleKind::Head && x.parameters > 0; });
+        if (tied) continue;  // the output layer reuses it on the GPU
+        e.host.push_back({"token_embeddings", m.weight_bytes, "llama.cpp keeps token embeddings in host memory"});
+        for (auto& c : e.gpu)
+          if (c.name == "weights") c.bytes -= std::min(c.bytes, m.weight_bytes / n);
+      }
+  }
+  e.runtime_model = {
+      fmt::format("llama.cpp: flash attention {}, n_ubatch {} (--ubatch), n_batch {} (--prefill-chunk), n_ctx padded to {}",
+                  flash ? "on" : "off", n_ubatch, n_batch, kCtxPad),
+      fmt::format("KV: {} cells at {} preallocated{}; compute buffer planned once by ggml-alloc (no allocator slack)", n_ctx,
+                  dtype_name(e.kv_dtype), windows ? (w.swa_full ? ", sliding-window layers full size (--swa-full)" : ", sliding-window layers window + n_ubatch") : "")};
+  return 0;
+}
+
+}  // namespace nunchaku::estimate_detail
