@@ -104,6 +104,7 @@ Workload to_workload(const WorkloadOptions& o, size_t n_vram) {
   if (w.attention == Attention::Flash) w.flash_attention = true;
   w.threads = o.threads;
   w.ubatch = o.ubatch;
+  w.steps = o.steps;
   w.swa_full = o.swa_full;
   if (o.no_repack) w.repack = false;
   for (const auto& kv : o.overheads) {
@@ -152,6 +153,8 @@ void add_workload_options(CLI::App* cmd, WorkloadOptions& o) {
   cmd->add_flag("--swa-full", o.swa_full, "llama.cpp: full-size cache for sliding-window layers, its --swa-full (llama-cpp-python's default)")->group(kInference);
   cmd->add_flag("--no-repack", o.no_repack, "llama.cpp: no CPU_REPACK copy of the weights, its --no-repack")->group(kInference);
   cmd->add_flag("--all-logits", o.all_logits, "Logits for every position, not just the last (inference)")->group(kInference);
+  cmd->add_option("--steps", o.steps, "Training: 1 = the first optimizer step's peak (no optimizer states before step()); "
+                  "default: the steady state of every later step")->group(kTraining);
   cmd->add_option("--lora-rank", o.lora_rank, "LoRA rank")->capture_default_str()->group(kTraining);
   cmd->add_option("--lora-targets", o.lora_targets, "Comma list of module names, or all-linear (default: PEFT's per-architecture default)")->group(kTraining);
   cmd->add_option("--gpus", o.gpus, "GPU count (default: the number of --vram sizes, else 1)")->group(kHardware);

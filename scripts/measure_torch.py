@@ -2,7 +2,8 @@
 `nunchaku estimate --runtime transformers --device cpu` to be checked against.
 
     python scripts/measure_torch.py measure [--dir /tmp/nunchaku-measure/torch] [--out testdata/golden/measured_torch.json]
-                                            [--only NAME,...] [--reps N]
+                                            [--only NAME,...] [--reps N] [--fixtures testdata/measured_torch]
+    python scripts/measure_torch.py fixtures [--dir ...] [--fixtures testdata/measured_torch]
 
 Writes small models with transformers (random weights, save_pretrained: config.json +
 model.safetensors) into --dir, then runs every case of the matrix below in a fresh Python
@@ -10,7 +11,8 @@ process under /usr/bin/time -v (its "Maximum resident set size" is the measureme
 whole process, interpreter and libraries included). The case process also reports its RSS
 right after `import torch, transformers` and right after `from_pretrained`, which the
 estimate's named baselines (python_runtime, torch_loader) are set from. The golden JSON
-names the versions; tests/test_estimate_measured_torch.cpp checks the estimate against it.
+names the versions; the models' config.json and tensor tables go to testdata/measured_torch/;
+tests/test_estimate_measured_torch.cpp checks the estimate against both.
 """
 import argparse
 import json
@@ -162,41 +164,79 @@ def measure(args):
     print(f"wrote {args.out}: {len(rows)} cases", file=sys.stderr)
 
 
-def model_index(d):
-    """config.json and the safetensors tensor table of each model (for the C++ test)."""
-    out = {}
+def write_fixtures(d, out):
+    """Each model's config.json and tensor table [name, dtype, shape] (tensors.json) under
+    `out`/<model>/, the form tests/arch_fixture.cpp turns into a sparse checkpoint."""
     for name in MODELS:
         st = (d / name / "model.safetensors").read_bytes()
         n = int.from_bytes(st[:8], "little")
         header = json.loads(st[8:8 + n])
         tensors = [[k, v["dtype"], v["shape"]] for k, v in header.items() if k != "__metadata__"]
-        out[name] = {"config": json.loads((d / name / "config.json").read_text()), "tensors": tensors}
-    return out
+        dst = Path(out) / name
+        dst.mkdir(parents=True, exist_ok=True)
+        (dst / "config.json").write_text((d / name / "config.json").read_text())
+        (dst / "tensors.json").write_text("[\n" + ",\n".join(json.dumps(t) for t in tensors) + "\n]\n")
 
 
-def add_index(args):
-    doc = json.loads(Path(args.out).read_text())
-    doc["models"] = model_index(Path(args.dir))
-    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+def estimate_args(binary, model_dir, c):
+    """The estimate command line that models case `c` (as tests/test_estimate_measured_torch.cpp does)."""
+    a = [binary, "estimate", str(model_dir), "--runtime", "transformers", "--device", "cpu", "--json", "--attention", c["attention"]]
+    if c["dtype"] == "bfloat16":
+        a += ["--dtype", "bf16"]
+    n = c["new_tokens_or_steps"]
+    if c["kind"] == "generate":
+        return a + ["--batch", str(c["batch"]), "--context", str(c["sequence"] + n)]
+    if c["kind"] == "forward":
+        return a + ["--batch", str(c["batch"]), "--context", str(c["sequence"]), "--all-logits"]
+    a += ["--mode", c["kind"], "--batch", str(c["batch"]), "--context", str(c["sequence"])]
+    if c["extra"] == "ckpt":
+        a.append("--grad-checkpointing")
+    if n == 1:
+        a += ["--steps", "1"]
+    if c["kind"] == "lora":
+        a += ["--lora-targets", "q_proj,v_proj"]
+    return a
+
+
+def table(args):
+    """BIN estimate for every golden case on the models in --dir: a Markdown table."""
+    g = json.loads(Path(args.golden).read_text())
+    M = 1 << 20
+    out = [f"torch {g['torch']}, transformers {g['transformers']}, Python {g['python']}, {g['threads']} threads, {g['malloc']}; "
+           f"RSS after `import torch, transformers`: {g['import_rss'][0] / M:.0f} MiB", "",
+           "| case | after from_pretrained MiB | measured peak MiB | estimate MiB | diff |", "|---|---:|---:|---:|---:|"]
+    for c in g["cases"]:
+        r = subprocess.run(estimate_args(args.bin, Path(args.dir) / c["model"], c), capture_output=True, text=True)
+        if r.returncode not in (0, 3):
+            sys.exit(r.stderr)
+        pred, got = sum(json.loads(r.stdout)["component_bytes"].values()), c["max_rss"][0]
+        out.append(f"| {c['name']} | {c['after_load'][0] / M:.0f} | {got / M:.0f} | {pred / M:.0f} | {(pred - got) / got * 100:+.1f} % |")
+    print("\n".join(out))
 
 
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
-    i = sub.add_parser("index", help="add the models' config.json and tensor tables to --out")
+    i = sub.add_parser("fixtures", help="write the models' config.json and tensors.json under --fixtures")
     i.add_argument("--dir", default=os.environ.get("MEASURE_DIR", "/tmp/nunchaku-measure/torch"))
-    i.add_argument("--out", default="testdata/golden/measured_torch.json")
     a = sub.add_parser("measure")
     a.add_argument("--dir", default=os.environ.get("MEASURE_DIR", "/tmp/nunchaku-measure/torch"))
     a.add_argument("--out", default="testdata/golden/measured_torch.json")
     a.add_argument("--only", default="")
     a.add_argument("--reps", type=int, default=1)
+    for x in (i, a):
+        x.add_argument("--fixtures", default="testdata/measured_torch")
+    t = sub.add_parser("table")
+    t.add_argument("bin")
+    t.add_argument("--dir", default=os.environ.get("MEASURE_DIR", "/tmp/nunchaku-measure/torch"))
+    t.add_argument("--golden", default="testdata/golden/measured_torch.json")
     args = ap.parse_args()
-    if args.cmd == "index":
-        add_index(args)
+    if args.cmd == "table":
+        table(args)
         return
-    measure(args)
-    add_index(args)
+    if args.cmd == "measure":
+        measure(args)
+    write_fixtures(Path(args.dir), args.fixtures)
 
 
 if __name__ == "__main__":

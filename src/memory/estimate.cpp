@@ -87,6 +87,9 @@ Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoi
   // llama-server); the context bounds it there (runtime_llamacpp.cpp).
   if (r == Runtime::LlamaCpp && !training) w.prefill_chunk = in.prefill_chunk > 0 ? in.prefill_chunk : kLlamaCppBatch;
   require(w.ubatch >= 0 && w.ubatch <= kMaxTokens, "usage.ubatch", fmt::format("--ubatch {} is out of range 1..{}", w.ubatch, kMaxTokens));
+  require(w.steps >= 0, "usage.steps", fmt::format("--steps {} is negative", w.steps));
+  require(w.steps == 0 || training, "usage.steps", "--steps is for training (the optimizer's first step or the steady state)",
+          "add --mode train, lora or qlora");
   require(!training || r == Runtime::Transformers || r == Runtime::DeepSpeed, "usage.runtime_mode",
           fmt::format("--runtime {} does not train", runtime_name(r)), "use --runtime transformers or deepspeed for --mode train/lora/qlora");
   require(training || r != Runtime::DeepSpeed, "usage.runtime_mode", "--runtime deepspeed is modelled for training only",
@@ -151,7 +154,8 @@ uint64_t Estimate::component(std::string_view name) const {
 }
 
 std::vector<std::string> overhead_names() {
-  return {"cuda_context", "cublas_workspace", "allocator_slack", "cuda_graphs", "cpu_runtime", "glibc_heap"};
+  return {"cuda_context", "cublas_workspace", "allocator_slack", "cuda_graphs", "cpu_runtime", "glibc_heap", "python_runtime",
+          "torch_loader"};
 }
 
 uint64_t kv_layer_bytes(const ModelSpec& s, int64_t layer, int64_t tokens, int64_t batch, DType kv, const KvCells& cells) {
@@ -379,6 +383,8 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
 
   slack = training ? add_training_terms(e, trainable) : add_runtime_inference(e, ck);
   add_overheads(e, slack);
+  add_torch_load_peak(e, ck);
+  if (training) adjust_training_peak(e);
   for (const auto& c : e.gpu) e.per_gpu_total = add(e.per_gpu_total, c.bytes);
   for (const auto& c : e.host) e.host_total = add(e.host_total, c.bytes);
   if (e.context_defaulted)

@@ -67,6 +67,12 @@ uint64_t add_runtime_inference(Estimate& e, const Checkpoint& ck);  // runtime.c
 uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck);            // runtime_llamacpp.cpp
 uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainable);
 void add_overheads(Estimate& e, uint64_t slack_default);
+// transformers on the CPU converting the stored dtype (runtime_torch_cpu.cpp): the load's
+// peak (the stored file's pages beside the converted copy) where it passes the run's.
+void add_torch_load_peak(Estimate& e, const Checkpoint& ck);
+// Training (training_peak.cpp): the first step's optimizer states (--steps 1) where they
+// pass what backward frees, and glibc's heap under LoRA on the CPU.
+void adjust_training_peak(Estimate& e);
 
 // A checkpoint without a model description (no config.json, no GGUF metadata: a vision
 // model, a UNet, an adapter, any nn.Module): inference on PyTorch, weights by module (as

@@ -72,6 +72,10 @@ uint64_t sum_kv(const Estimate& e) {
 namespace {
 
 constexpr uint64_t kMiB = 1ULL << 20;
+// PyTorch on the CPU, the process around the workload (scripts/measure_torch.py,
+// docs/measured_torch.md): RSS after the imports, and from_pretrained's own residue.
+constexpr uint64_t kTorchImportBytes = 546 * kMiB;
+constexpr uint64_t kTorchLoaderBytes = 184 * kMiB;
 constexpr uint64_t kVllmBlock = 16;            // vLLM --block-size default (CUDA)
 constexpr uint64_t kVllmBatchedTokens = kVllmMaxNumBatchedTokens;  // profile run (chunked prefill)
 constexpr uint64_t kVllmMaxSeqs = kVllmMaxNumSeqs;                  // sampler profile run
@@ -170,16 +174,27 @@ uint64_t add_transformers(Estimate& e) {
   const uint64_t peak = torch_layer_peak(e, mul({uint64_t(w.batch), uint64_t(w.prefill_chunk)}), w.context, scores, &f);
   e.activation_bytes = add(peak, layer_kv);
   // 1.5 × one layer's transient: the mean measured over fresh processes (docs/estimate.md).
-  e.heap_retained = peak / 2 * 3;
-  e.heap_retained_formula = "1.5 × one prefill layer's peak transient (the activations term without the K/V copy)";
+  // Eager's score matrix is counted once, in activations: freed, it does not stay in the heap
+  // (a 2048-token eager forward peaked 617 MiB above the loaded model, 1221 with it counted
+  // again; docs/measured_torch.md).
+  std::string no_scores;
+  const uint64_t kept = scores ? torch_layer_peak(e, mul({uint64_t(w.batch), uint64_t(w.prefill_chunk)}), w.context, false, &no_scores) : peak;
+  e.heap_retained = kept / 2 * 3;
+  e.heap_retained_formula = scores ? "1.5 × one prefill layer's peak transient without its score matrix (counted in activations)"
+                                   : "1.5 × one prefill layer's peak transient (the activations term without the K/V copy)";
   e.gpu.push_back({"activations", e.activation_bytes,
                    fmt::format("prefill of the prompt in one pass (t = batch × prompt): {}; + one layer's K/V copy {} B (DynamicCache growth)", f,
                                layer_kv)});
   const uint64_t el = elem_bytes(e.compute_dtype), rows = w.all_logits ? w.prefill_chunk : 1;
-  e.logits_bytes = mul({uint64_t(w.batch), rows, uint64_t(s.vocab_size), add(el, 4)});
+  // --all-logits: a plain forward, whose one lm_head output (every position) is the result;
+  // generate keeps the last position's and an fp32 copy of it.
+  e.logits_bytes = mul({uint64_t(w.batch), rows, uint64_t(s.vocab_size), w.all_logits ? el : add(el, 4)});
   e.gpu.push_back({"logits", e.logits_bytes,
-                   fmt::format("batch({}) × {} × vocab({}) × ({} B lm_head output + 4 B fp32 copy in generate)", w.batch,
-                               w.all_logits ? fmt::format("positions({})", rows) : "1 position (logits_to_keep=1)", s.vocab_size, el)});
+                   w.all_logits ? fmt::format("plain forward: batch({}) × positions({}) × vocab({}) × {} B (the lm_head output)", w.batch, rows,
+                                              s.vocab_size, el)
+                                : fmt::format("batch({}) × 1 position (logits_to_keep=1) × vocab({}) × ({} B lm_head output + 4 B fp32 copy "
+                                              "in generate)",
+                                              w.batch, s.vocab_size, el)});
   e.runtime_model = {fmt::format("transformers generate: attention {} ({})", scores ? "eager" : "sdpa",
                                  scores ? "fp32 softmax over a materialized score matrix" : "PyTorch SDPA, no score matrix"),
                      "prefill: the whole prompt in one forward (generate does not chunk); --prefill-chunk = the prompt length",
@@ -245,6 +260,12 @@ void add_overheads(Estimate& e, uint64_t slack_default) {
       over("cpu_runtime", 14 * kMiB,
            "PyTorch CPU runtime after import: first ops, autograd, optimizer (measured, docs/estimate.md)");
       if (r != Runtime::Vllm) {
+        // The whole process (docs/measured_torch.md): the interpreter with the libraries
+        // imported, and what from_pretrained leaves beside the weights.
+        over("python_runtime", kTorchImportBytes,
+             "RSS after `import torch, transformers` (torch 2.15, transformers 5.24, Python 3.11; measured)");
+        over("torch_loader", kTorchLoaderBytes,
+             "what from_pretrained leaves resident beside the weights: modeling modules, loader state (RSS, measured)");
         over("glibc_heap", e.heap_retained,
              "freed blocks glibc's malloc keeps in its heap at the peak (dynamic mmap threshold): " + e.heap_retained_formula +
                  " (measured, docs/estimate.md; 0 with MALLOC_MMAP_THRESHOLD_=65536)");

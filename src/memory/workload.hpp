@@ -76,6 +76,10 @@ struct Workload {
   // (CPU_REPACK: nullopt = as this CPU qualifies, true = as an AVX-512 CPU, false = llama.cpp's
   // --no-repack).
   int64_t ubatch = 0;
+  // Training: the optimizer steps the peak is asked for. 0 = the steady state (every step
+  // after the first: the optimizer's states exist during forward and backward); 1 = the first
+  // step, whose states are made in step() after backward has freed the activations.
+  int64_t steps = 0;
   bool swa_full = false;
   std::optional<bool> repack;
   // Overrides for the named overheads (cuda_context, cublas_workspace, allocator_slack,
