@@ -306,7 +306,9 @@ nlohmann::json to_json(const Estimate& e) {
                    {"all_logits", w.all_logits},       {"lora_rank", w.lora_rank},
                    {"lora_targets", w.lora_targets},   {"gpus", w.gpus},
                    {"zero", w.zero},                   {"offload", offload_name(w.offload)},
-                   {"mixed_precision", e.mixed_precision}};
+                   {"mixed_precision", e.mixed_precision}, {"ubatch", w.ubatch},
+                   {"swa_full", w.swa_full},           {"repack", w.repack ? json(*w.repack) : json(nullptr)},
+                   {"steps", w.steps}};
   j["num_parameters"] = e.parameters;
   j["num_active_parameters"] = e.active_parameters;
   j["weight_bytes_per_token"] = e.weight_bytes_per_token;
