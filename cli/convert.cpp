@@ -15,6 +15,7 @@
 #include "convert/convert.hpp"
 #include "core/error.hpp"
 #include "core/units.hpp"
+#include "core/text.hpp"
 
 namespace nunchaku::cli {
 namespace {
@@ -86,7 +87,7 @@ int run_convert(const CliOptions& c) {
   if (c.json) {
     auto j = r.to_json();
     j["path"] = c.in;
-    fmt::print("{}\n", stamp(j, "convert").dump(2));
+    fmt::print("{}\n", dump_json(stamp(j, "convert"), 2));
   }
   else if (!c.quiet) print_summary(r);
   return 0;

@@ -24,6 +24,7 @@
 #include "memory/quant.hpp"
 #include "core/units.hpp"
 #include "model/model.hpp"
+#include "core/text.hpp"
 
 namespace nunchaku::cli {
 namespace {
@@ -205,7 +206,7 @@ int run(const EstimateOptions& o) {
       j["runtimes"] = nlohmann::json::object();
       for (size_t i = 0; i < es.size(); ++i) j["runtimes"][std::string(runtime_name(es[i].runtime))] = one(i);
     }
-    fmt::print("{}\n", stamp(j, "estimate").dump(2));
+    fmt::print("{}\n", dump_json(stamp(j, "estimate"), 2));
   } else if (es.size() == 1) {
     print_table(es[0], o.explain);
     if (vs[0]) print_suggestions(*vs[0], suggs[0], o.margin);

@@ -134,12 +134,12 @@ std::string metadata_value(const nlohmann::json& v, size_t cap) {
   if (v.is_string()) return printable(v.get_ref<const std::string&>(), cap);
   if (is_array_summary(v))
     return fmt::format("{} (not kept in memory)", plural(v["length"].get<uint64_t>(), printable(v["array"].get<std::string>()) + " value"));
-  if (!v.is_array()) return printable(v.dump(), cap);
+  if (!v.is_array()) return printable(dump_json(v), cap);
   const std::string count = fmt::format(" ({})", plural(v.size(), "item"));
   std::string items;
   size_t shown = 0;
   for (const auto& e : v) {
-    const std::string piece = (shown ? ", " : "") + (e.is_array() ? metadata_value(e, cap) : printable(e.dump(), cap));
+    const std::string piece = (shown ? ", " : "") + (e.is_array() ? metadata_value(e, cap) : printable(dump_json(e), cap));
     if (items.size() + piece.size() + 1 + 5 + count.size() > cap) break;
     items += piece;
     ++shown;
@@ -236,7 +236,7 @@ int run_inspect(const InspectOptions& o) {
   if (o.json) {
     auto j = inspect_json(ck, layout, o.filter);
     j["verify"] = vr ? verify_json(ck, *vr) : nlohmann::json(nullptr);
-    fmt::print("{}\n", stamp(j, "inspect").dump(2));
+    fmt::print("{}\n", dump_json(stamp(j, "inspect"), 2));
   } else {
     print_text(ck, layout, o);
     if (vr) {

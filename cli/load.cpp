@@ -231,7 +231,7 @@ int run_load(const LoadCliOptions& o) {
       j["h2d_peak_gb_per_s"] = h2d_peak / 1e9;
       j["load_vs_h2d_peak"] = r.report.gb_per_s() * 1e9 / h2d_peak;
     }
-    fmt::print("{}\n", stamp(j, "load").dump(2));
+    fmt::print("{}\n", dump_json(stamp(j, "load"), 2));
   } else {
     print_text(ck, r, o.verify);
     if (h2d_dev >= 0)

@@ -1,9 +1,16 @@
 // nunchaku: one executable, one subcommand per file in cli/. This is the only
 // place that catches errors: it prints one line and maps them to exit codes
 // (0 ok, 1 internal, 2 bad input/usage, 3 OOM).
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -16,7 +23,55 @@
 #include "cli/version.hpp"
 #include "core/units.hpp"
 
+namespace {
+
+// "cannot write stdout: <OS message>": exit 2 for a closed stdout (`>&-`, as run's check
+// before it starts), 1 for every other failure (a full disk, EIO, EFBIG).
+int stdout_failed(int err) {
+  fmt::print(stderr, "nunchaku: error: cannot write stdout: {}\n", std::strerror(err ? err : EIO));
+  return err == EBADF ? 2 : 1;
+}
+
+// Every command's output is flushed and closed here and the result checked, so an output
+// too short to fill stdio's buffer (a --version, a device map) that the disk refused is
+// never exit 0. A closed stdout that was never written to is not an error.
+int finish_stdout(int rc) {
+  errno = 0;
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout);
+  const int flush_err = errno;
+  if (failed) return rc != 0 ? rc : stdout_failed(flush_err);
+  if (::close(STDOUT_FILENO) != 0 && errno != EBADF) return rc != 0 ? rc : stdout_failed(errno);
+  return rc;
+}
+
+// A large output fails inside fmt::print (std::system_error) while stdout's error flag is set.
+bool stdout_broke() { return std::ferror(stdout) != 0; }
+
+// The soft limit on open files raised to the hard one: a checkpoint of many shards is opened
+// whole (a shell's default soft limit is 1024, the hard one usually far higher).
+void raise_open_file_limit() {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+int run_main(int argc, char** argv);
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  // A write past `ulimit -f` fails with EFBIG and is reported, instead of SIGXFSZ killing
+  // the process with a temporary left behind (core/interrupt.hpp does the same per guard).
+  ::signal(SIGXFSZ, SIG_IGN);
+  raise_open_file_limit();
+  return finish_stdout(run_main(argc, argv));
+}
+
+namespace {
+
+int run_main(int argc, char** argv) {
   CLI::App app{"nunchaku: inspect, size, plan, load and run LLM checkpoints on GPUs that are too small.", "nunchaku"};
   nunchaku::cli::use_help_format(app);
   app.require_subcommand(0, 1);
@@ -96,9 +151,16 @@ int main(int argc, char** argv) {
                "--batch-size or --cpu-ram; `nunchaku estimate` shows what the run needs)\n",
                wanted ? " of " + nunchaku::format_bytes(wanted) : std::string());
     return 3;
+  } catch (const std::system_error& e) {
+    if (stdout_broke()) return stdout_failed(e.code().value());
+    std::fflush(stdout);
+    fmt::print(stderr, "nunchaku: internal error: {}\n", e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     fmt::print(stderr, "nunchaku: internal error: {}\n", e.what());
     return 1;
   }
 }
+
+}  // namespace

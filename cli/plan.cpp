@@ -23,6 +23,7 @@
 #include "memory/plan_export.hpp"
 #include "memory/plan_verdict.hpp"
 #include "core/units.hpp"
+#include "core/text.hpp"
 
 namespace nunchaku::cli {
 namespace {
@@ -191,10 +192,10 @@ int run_plan(const PlanCliOptions& o) {
     j["verdict"] = verdict_json(p, static_cast<size_t>(e.spec.num_layers));
     j["fixes"] = to_json(fixes);
     j["min_vram_bytes"] = minv ? nlohmann::json(*minv) : nlohmann::json(nullptr);
-    text = stamp(j, "plan").dump(2) + "\n";
+    text = dump_json(stamp(j, "plan"), 2) + "\n";
   } else if (format == "accelerate") {
     auto j = r.strategy == Strategy::Accelerate ? accelerate_device_map(amap) : accelerate_device_map(p, e, layout);
-    text = j.dump(2) + "\n";
+    text = dump_json(j, 2) + "\n";
   } else if (format == "llama.cpp") {
     auto a = llama_cpp_args(p, e);
     text = a.command + "\n";
@@ -209,7 +210,7 @@ int run_plan(const PlanCliOptions& o) {
   } else if (format == "deepspeed") {
     if (r.vram.empty()) throw Error("usage.vram", "--format deepspeed needs --vram");
     auto d = deepspeed_config(ck, layout, w, *std::min_element(r.vram.begin(), r.vram.end()));
-    text = d["config"].dump(2) + "\n";
+    text = dump_json(d["config"], 2) + "\n";
     fits = d["fits"].get<bool>();
     p.fits = fits;
     p.shortfall = "no ZeRO stage or offload fits --vram (see the note)";
@@ -224,7 +225,7 @@ int run_plan(const PlanCliOptions& o) {
     write_file_atomically(o.svg, bar_chart_svg(plan_chart(p, e, plan_verdict(p, static_cast<size_t>(e.spec.num_layers)))));
     fmt::print(stderr, "wrote {} (svg)\n", o.svg);
   }
-  if (!o.output.empty()) {
+  if (!o.output.empty() && o.output != "-") {  // "-o -" is stdout, as no -o
     // The file gets the chosen format; stdout the table (or, for the table itself, where it went).
     write_file_atomically(o.output, text);
     if (format != "table") fmt::print("{}", render_table(p, e, fixes));

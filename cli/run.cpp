@@ -54,6 +54,7 @@
 #include "core/log.hpp"
 #include "core/units.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "core/text.hpp"
 
 namespace nunchaku::cli {
 namespace {
@@ -165,7 +166,7 @@ void write_stats(const std::string& path, const WeightStore& store, const engine
                                                ? nlohmann::json(100.0 * (double(gpu->peak) - double(predicted)) / double(predicted))
                                                : nlohmann::json()}}}};
   }
-  write_file_atomically(path, j.dump(2) + "\n");
+  write_file_atomically(path, dump_json(j, 2) + "\n");
 }
 
 void print_memory(const WeightStore& store, const engine::Transformer& model) {
@@ -482,7 +483,7 @@ int run_batch(RunCliOptions o) {
     m = load_model(o, ck, layout, kv, tr);
   } catch (const Error& e) {
     if (e.code() == "load.interrupted") throw interrupted_error("0 requests completed; the model was still loading");
-    throw;
+    throw e.with_defaults({.file = o.path});  // "model/: tensor 'blk.0': layer 0 has no attn_norm tensor"
   }
   engine::Transformer& model = *m->model;
   o.batch_size = m->batch_size;

@@ -14,6 +14,7 @@
 #include "memory/engine_memory.hpp"
 #include "memory/estimate.hpp"
 #include "memory/plan.hpp"
+#include "core/host_memory.hpp"
 
 namespace nunchaku::cli {
 namespace {
@@ -147,6 +148,7 @@ int auto_batch(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLa
   } else {
     const Device d = single_device(o);
     uint64_t free = 0;
+    std::string limited_by;
     if (d.kind == Device::Kind::Cuda) {
       cuda::MemInfo mi;
       std::string err;
@@ -154,7 +156,9 @@ int auto_batch(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLa
         throw Error("usage.device", fmt::format("{} is not available: {}", d.str(), err));
       free = mi.free_bytes;
     } else {
-      free = free_bytes_on(d);
+      const HostMemory hm = host_memory_available();  // ulimit -v and cgroup limits included
+      free = hm.bytes;
+      limited_by = hm.limited_by;
     }
     uint64_t weights = 0;
     for (const Module& m : layout.modules) weights += m.bytes;
@@ -166,7 +170,7 @@ int auto_batch(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLa
       c.panel_cols = panel_cols;
       return weights + engine_memory(*layout.spec, c).total() <= budget;
     };
-    where = fmt::format("{}'s free memory", d.str());
+    where = fmt::format("{}'s free memory{}", d.str(), limited_by.empty() ? "" : " (limited by " + limited_by + ")");
   }
   int lo = 1, hi = cap;  // fits(lo) or lo == 1
   if (!fits(1)) hi = 1;

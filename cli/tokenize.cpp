@@ -90,7 +90,7 @@ class Printer {
     if (!err.empty())
       throw Error("tokenize.bad_prompt", fmt::format("{}: {}", where(r, from_line), err), {.file = from_line ? source : ""});
     if (o_.json) out_.put(count_, input_json(tok_, r, ids));
-    else if (o_.ids_only) out_.write_line(nlohmann::json(ids).dump(-1) + "\n");
+    else if (o_.ids_only) out_.write_line(dump_json(nlohmann::json(ids)) + "\n");
     else out_.write_line((count_ ? "\n" : "") + input_text(tok_, from_line ? source + " " + where(r, true) : where(r, false), ids));
     ++count_;
   }

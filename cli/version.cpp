@@ -64,7 +64,7 @@ nlohmann::json version_json() {
 void print_version(bool as_json) {
   const nlohmann::json j = version_json();
   if (as_json) {
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", dump_json(j, 2));
     return;
   }
   fmt::print("nunchaku {}{}\n", NUNCHAKU_VERSION, j["git_commit"].is_null() ? "" : " (git " + j["git_commit"].get<std::string>() + ")");

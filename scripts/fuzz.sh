@@ -2,15 +2,28 @@
 # Builds the libFuzzer targets with clang and runs each for SECONDS (default 60).
 #   ./scripts/fuzz.sh 300      # 5 minutes per parser
 #   ./scripts/fuzz.sh 300 fuzz_tokenizer fuzz_requests   # only these targets
+#   ./scripts/fuzz.sh --total 1800   # a campaign: 30 minutes split evenly over the targets
+#   ./scripts/fuzz.sh --build-only   # build (and report) every target, run none
 # Builds and runs at nice 19, one target at a time (JOBS=2 compile jobs by default).
 # Targets: safetensors, gguf, pytorch, pickle, tokenizer, unicode_norm, requests, text
-# (escaping), sampler, describe (GGUF -> model validation).
+# (escaping), sampler, describe (GGUF -> model validation); and (issue 41) file (the
+# file/mmap path), open (sniffing and open_checkpoint dispatch), index (index.json and shard
+# merging), gguf_split (split-GGUF merging), config (config.json and its checks, then
+# estimate/plan), estimate (estimate/plan arithmetic on hostile GGUF dimensions), plan_json
+# (run --plan input), loader (load_checkpoint), json_names (tensor names through dump_json).
 # Seeds come from testdata/ (and ../shared/testfiles when present); the corpus
 # grows in fuzz-corpus/<target>/ (git-ignored). Crashes land in fuzz-corpus/crashes/.
+# The table printed at the end is also written to fuzz-corpus/summary.txt (docs/hardening.md
+# keeps the campaigns' numbers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECONDS_PER=${1:-60}
-shift || true
+TOTAL=""
+BUILD_ONLY=0
+if [[ "${1:-}" == "--total" ]]; then TOTAL=$2; shift 2
+elif [[ "${1:-}" == "--build-only" ]]; then BUILD_ONLY=1; shift
+fi
+SECONDS_PER=60
+if [[ -z $TOTAL && $BUILD_ONLY -eq 0 && $# -gt 0 ]]; then SECONDS_PER=$1; shift; fi
 ONLY=("$@")
 ./scripts/setup.sh --fuzz
 BUILD_DIR=build-fuzz
@@ -19,7 +32,8 @@ if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
 TARGETS=(fuzz_text fuzz_unicode_norm fuzz_gguf fuzz_safetensors fuzz_pytorch fuzz_pickle fuzz_tokenizer
-         fuzz_describe fuzz_sampler fuzz_requests)
+         fuzz_describe fuzz_sampler fuzz_requests fuzz_file fuzz_open fuzz_index fuzz_gguf_split fuzz_config
+         fuzz_estimate fuzz_plan_json fuzz_loader fuzz_json_names)
 if ((${#ONLY[@]})); then TARGETS=("${ONLY[@]}"); fi
 # One target at a time: each links only the layer it fuzzes (CMakeLists.txt), so a target
 # whose layer does not build with this clang is reported and the others still run.
@@ -31,12 +45,26 @@ for t in "${TARGETS[@]}"; do
     echo "$t: build failed (see /tmp/nunchaku-fuzz-build-$t.log)" >&2
   fi
 done
+if ((BUILD_ONLY)); then
+  echo "built ${#BUILT[@]} of ${#TARGETS[@]}: ${BUILT[*]}"
+  exit $(( ${#BUILT[@]} == ${#TARGETS[@]} ? 0 : 1 ))
+fi
+((${#BUILT[@]})) || { echo "no target built" >&2; exit 1; }
+if [[ -n $TOTAL ]]; then SECONDS_PER=$(( TOTAL / ${#BUILT[@]} )); fi
 mkdir -p fuzz-corpus/crashes
 seed() {  # seed <target> <glob...>: copy small matching files into the corpus
   local t=$1; shift
   mkdir -p "fuzz-corpus/$t"
   for f in "$@"; do
     [[ -f $f && $(stat -c %s "$f") -le 1048576 ]] && cp "$f" "fuzz-corpus/$t/" || true
+  done
+}
+prefixed() {  # prefixed <target> <hex byte> <files...>: each file behind one leading byte (the target's knob)
+  local t=$1 b=$2; shift 2
+  mkdir -p "fuzz-corpus/$t"
+  for f in "$@"; do
+    [[ -f $f && $(stat -c %s "$f") -le 1048576 ]] || continue
+    { printf "\\x$b"; cat "$f"; } > "fuzz-corpus/$t/$b-$(basename "$(dirname "$f")")-$(basename "$f")"
   done
 }
 shopt -s nullglob globstar
@@ -52,6 +80,29 @@ seed fuzz_sampler
 seed fuzz_describe testdata/**/*.gguf tests/hostile/*.gguf ../shared/testfiles/gguf/*.gguf
 seed fuzz_safetensors tests/hostile/*.safetensors
 seed fuzz_pytorch tests/hostile/*.pt
+seed fuzz_file testdata/gguf/*.gguf tests/hostile/st_*.safetensors
+seed fuzz_loader testdata/engine/llama-small-gguf/*.gguf testdata/run/*/model.safetensors tests/hostile/gguf_control.gguf
+seed fuzz_json_names testdata/**/*.gguf tests/hostile/*.gguf tests/hostile/*.safetensors
+seed fuzz_plan_json testdata/plan/*.json testdata/plan/**/*.json
+seed fuzz_index testdata/**/*.index.json
+prefixed fuzz_open 00 testdata/gguf/*.gguf tests/hostile/gguf_control.gguf
+prefixed fuzz_open 01 testdata/run/*/model.safetensors testdata/convert/*.safetensors
+prefixed fuzz_open 02 testdata/models/llama-bin/*.bin
+prefixed fuzz_open 83 testdata/models/llama-pt/*.pt
+prefixed fuzz_estimate 00 tests/hostile/gguf_*.gguf testdata/engine/llama-small-gguf/*.gguf
+prefixed fuzz_estimate 35 testdata/gguf/*.gguf
+prefixed fuzz_config 00 testdata/models/*/config.json testdata/run/*/config.json
+prefixed fuzz_config 35 testdata/models/*/config.json
+printf '{"weight_map": {"x": "a.safetensors", "y": "a.safetensors", "z": "b.safetensors"}}' > fuzz-corpus/fuzz_index/seed.json
+mkdir -p fuzz-corpus/fuzz_gguf_split
+split=testdata/models/llama-gguf-split
+if [[ -f $split/model-00001-of-00003.gguf ]]; then  # 3 parts: the count, two lengths, the parts
+  python3 -c 'import struct, sys
+parts = [open(f"{sys.argv[1]}/model-0000{k}-of-00003.gguf", "rb").read() for k in (1, 2, 3)]
+open(sys.argv[2], "wb").write(bytes([2]) + struct.pack("<II", len(parts[0]), len(parts[1])) + b"".join(parts))' \
+    "$split" fuzz-corpus/fuzz_gguf_split/seed3.bin
+fi
+{ printf '\x00'; cat tests/hostile/gguf_control.gguf; } > fuzz-corpus/fuzz_gguf_split/seed1.bin
 printf 'evil\x1b[2J\nline\xff\xc0\xaf \xe2\x80\xae' > fuzz-corpus/fuzz_text/seed.txt
 python3 -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<ffffiQ', 0.7, 0.9, 0.05, 1.1, 3, 1) + struct.pack('<6f', 1, 2, float('nan'), float('inf'), -3, 0))" \
   > fuzz-corpus/fuzz_sampler/seed.bin
@@ -60,6 +111,8 @@ printf 'cafe\xcc\x81 \xe2\x84\xab\xe2\x84\xa6 \xef\xac\x81 \xe1\x84\x80\xe1\x85\
 printf '%s\n' 'plain prompt' '{"id": 1, "prompt": "x", "stop": ["a"], "seed": 3}' \
   '{"custom_id": "c", "body": {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "max_tokens": 4}}' \
   > fuzz-corpus/fuzz_requests/seed.jsonl
+exec > >(tee fuzz-corpus/summary.txt)
+echo "campaign $(date -u +%FT%TZ), $(clang --version | head -1), ${SECONDS_PER} s per target"
 printf "%-20s %12s %10s %s\n" target executions seconds result
 total=0
 for t in "${BUILT[@]}"; do

@@ -14,6 +14,7 @@
 #include "format/gguf.hpp"
 #include "format/readers.hpp"
 #include "core/source.hpp"
+#include "tests/gguf_bytes.hpp"
 #include "tests/helpers.hpp"
 
 using namespace nunchaku;
@@ -21,39 +22,7 @@ using nlohmann::json;
 
 namespace {
 
-// Little-endian GGUF bytes, field by field.
-struct W {
-  std::vector<uint8_t> b;
-  template <class T>
-  W& num(T v) {
-    uint8_t tmp[sizeof(T)];
-    std::memcpy(tmp, &v, sizeof v);
-    b.insert(b.end(), tmp, tmp + sizeof v);
-    return *this;
-  }
-  W& u32(uint32_t v) { return num(v); }
-  W& u64(uint64_t v) { return num(v); }
-  W& raw(std::string_view s) {
-    b.insert(b.end(), s.begin(), s.end());
-    return *this;
-  }
-  W& str(std::string_view s) { return u64(s.size()).raw(s); }
-  W& kv_u32(std::string_view k, uint32_t v) { return str(k).u32(4).u32(v); }
-  W& kv_str(std::string_view k, std::string_view v) { return str(k).u32(8).str(v); }
-  W& tensor(std::string_view name, std::vector<uint64_t> ne, uint32_t type, uint64_t offset) {
-    str(name).u32(static_cast<uint32_t>(ne.size()));
-    for (auto d : ne) u64(d);
-    return u32(type).u64(offset);
-  }
-  W& pad_to(size_t align) {
-    while (b.size() % align) b.push_back(0);
-    return *this;
-  }
-  W& zeros(size_t n) {
-    b.insert(b.end(), n, 0);
-    return *this;
-  }
-};
+using W = test::GgufBytes;
 
 W header(uint64_t n_tensors, uint64_t n_kv, uint32_t version = 3) {
   W w;

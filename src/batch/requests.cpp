@@ -141,7 +141,7 @@ BatchRequest parse_request(std::string_view line, size_t index, size_t line_no, 
       r.completion = !r.chat;
     }
   } catch (const std::exception& e) {
-    r.error = fmt::format("line {}: {}", line_no, e.what());
+    r.error = fmt::format("line {}: {}", line_no, json_error_message(e));
   }
   return r;
 }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace nunchaku {
 namespace {
@@ -76,7 +77,7 @@ void ResultWriter::write_line(const std::string& line) {
 }
 
 void ResultWriter::put(size_t index, const nlohmann::json& result) {
-  std::string line = result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  std::string line = dump_json(result) + "\n";
   if (!ordered_) return write_line(line);
   held_.emplace(index, std::move(line));
   while (!held_.empty() && held_.begin()->first == next_) {

@@ -18,6 +18,7 @@
 #include "format/open.hpp"
 #include "io/atomic_output.hpp"
 #include "model/model.hpp"
+#include "core/text.hpp"
 
 namespace nunchaku::convert {
 namespace fs = std::filesystem;
@@ -136,7 +137,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
       r.files.push_back({sh.file, size, sh.tensors.size()});
     }
     if (plan.shards.size() > 1) {
-      const std::string text = index_json(plan).dump(2, ' ', true) + "\n";
+      const std::string text = dump_json(index_json(plan), 2, true) + "\n";
       write_file_atomically(staged.path_for("model.safetensors.index.json"), text);
       r.files.push_back({"model.safetensors.index.json", text.size(), 0});
     }

@@ -13,6 +13,7 @@
 #include "model/arch/record.hpp"
 #include "tokenizer/gguf_vocab.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "core/text.hpp"
 
 namespace nunchaku::convert {
 
@@ -27,7 +28,7 @@ const char* hf_class(const std::string& family) {
 }
 
 void write_json(const StagedOutput& out, const std::string& name, const ojson& j) {
-  write_file_atomically(out.path_for(name), j.dump(2, ' ', false) + "\n");
+  write_file_atomically(out.path_for(name), dump_json(j, 2) + "\n");
 }
 
 }  // namespace

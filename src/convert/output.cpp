@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -29,14 +30,24 @@ StagedOutput::StagedOutput(std::string out, bool directory) : out_(std::move(out
   fs::path parent = p.parent_path().empty() ? fs::path(".") : p.parent_path();
   if (!fs::is_directory(parent, ec))
     throw Error("convert.no_parent", "the output's parent directory does not exist", {.file = parent.string()});
-  tmp_ = (parent / fmt::format(".{}.tmp-nunchaku-{}", p.filename().string(), ::getpid())).string();
-  fs::remove_all(tmp_, ec);
-  if (dir_ && !fs::create_directory(tmp_, ec))
-    throw Error("io.write", fmt::format("cannot create {}: {}", tmp_, ec.message()), {.file = tmp_});
+  // A fresh random name, created here (mkdir, or a file opened O_EXCL): what is removed on
+  // failure is only ever what this process made.
+  for (int attempt = 0; attempt < 100 && !created_; ++attempt) {
+    tmp_ = temp_name_beside((parent / p.filename()).string());
+    if (dir_) {
+      created_ = ::mkdir(tmp_.c_str(), 0777) == 0;
+    } else {
+      const int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+      if ((created_ = fd >= 0)) ::close(fd);
+    }
+    if (!created_ && errno != EEXIST)
+      throw Error("io.write", fmt::format("cannot create {}: {}", tmp_, std::strerror(errno)), {.file = tmp_});
+  }
+  if (!created_) throw Error("io.write", "no free temporary name beside the output", {.file = out_});
 }
 
 StagedOutput::~StagedOutput() {
-  if (committed_) return;
+  if (committed_ || !created_) return;
   std::error_code ec;
   fs::remove_all(tmp_, ec);
 }

@@ -1,6 +1,7 @@
 // Where `convert` writes: everything goes under a temporary name in OUT's parent
-// (".NAME.tmp-nunchaku-PID", a directory or a file) and is renamed to OUT, without
-// replacing anything, only when complete. Until then a failure, an exception or SIGINT /
+// (".NAME.nunchaku-<random>", a directory or a file this process creates exclusively) and
+// is renamed to OUT, without replacing anything, only when complete; nothing this process
+// did not create is ever removed. Until then a failure, an exception or SIGINT /
 // SIGTERM (checked between chunks) removes the temporary; IN is never opened for writing.
 // A second signal exits at once after unlinking the file being written (core/interrupt.hpp);
 // an output directory's other finished files then stay under the temporary name.
@@ -30,7 +31,7 @@ class StagedOutput {
 
  private:
   std::string out_, tmp_;
-  bool dir_ = false, committed_ = false;
+  bool dir_ = false, committed_ = false, created_ = false;
 };
 
 // A new file written sequentially through the one output writer (io/atomic_output: a

@@ -6,6 +6,7 @@
 
 #include "convert/output.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace nunchaku::convert {
 
@@ -43,7 +44,7 @@ uint64_t write_safetensors(const std::string& tmp_path, const std::string& shown
     header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.nbytes}}};
     off += t.nbytes;
   }
-  std::string text = header.dump(-1, ' ', true);
+  std::string text = dump_json(header, -1, true);
   text.append((8 - text.size() % 8) % 8, ' ');
   OutFile out(tmp_path, shown);
   uint8_t len[8];

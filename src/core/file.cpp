@@ -8,6 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,16 +24,21 @@ namespace nunchaku {
 
 File File::open_read_only(const std::string& path) {
   install_mapped_read_guard();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO (or a device that waits) is opened at once and refused below, never
+  // waited on; for a regular file the flag changes nothing and is cleared anyway.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     int e = errno;
     throw Error("io.open", std::string("cannot open: ") + std::strerror(e), {.file = path});
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool fifo = S_ISFIFO(st.st_mode), dir = S_ISDIR(st.st_mode);
     ::close(fd);
-    throw Error("io.open", "not a regular file", {.file = path});
+    throw Error("io.open", fifo ? "not a regular file (a FIFO)" : dir ? "not a regular file (a directory)" : "not a regular file",
+                {.file = path});
   }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   File f;
   f.path_ = path;
   f.fd_ = fd;
@@ -82,6 +92,90 @@ void File::read_at(uint64_t offset, void* buf, size_t n) const {
                 {.file = path_, .offset = offset + got, .hint = "the file is truncated"});
 }
 
+// ---- watched files -------------------------------------------------------------------
+namespace {
+
+struct Watched {
+  std::string path;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  int refs = 0;
+};
+std::mutex g_watch_mutex;
+std::map<std::pair<uint64_t, uint64_t>, Watched> g_watched;  // by (device, inode)
+std::map<const void*, std::pair<uint64_t, uint64_t>> g_mapped;  // mapping -> its file's key
+
+int64_t mtime_ns(const struct stat& st) { return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec; }
+
+// Adds a reference to f's entry (created from its state now); {0, 0} when fstat fails.
+std::pair<uint64_t, uint64_t> watch(const File& f) {
+  struct stat st {};
+  if (::fstat(f.fd(), &st) != 0) return {};
+  const std::pair<uint64_t, uint64_t> key{uint64_t(st.st_dev), uint64_t(st.st_ino)};
+  std::lock_guard lock(g_watch_mutex);
+  Watched& w = g_watched[key];
+  if (w.refs++ == 0) w = {f.path(), uint64_t(st.st_size), mtime_ns(st), 1};
+  return key;
+}
+
+void unwatch(const std::pair<uint64_t, uint64_t>& key) {
+  if (key == std::pair<uint64_t, uint64_t>{}) return;
+  std::lock_guard lock(g_watch_mutex);
+  auto it = g_watched.find(key);
+  if (it != g_watched.end() && --it->second.refs <= 0) g_watched.erase(it);
+}
+
+void watch_mapping(const void* p, const File& f) {
+  const auto key = watch(f);
+  std::lock_guard lock(g_watch_mutex);
+  g_mapped[p] = key;
+}
+
+}  // namespace
+
+FileWatch::FileWatch(const File& f) : key_(watch(f)) {}
+FileWatch& FileWatch::operator=(FileWatch&& o) noexcept {
+  if (this != &o) {
+    unwatch(key_);
+    key_ = o.key_;
+    o.key_ = {};
+  }
+  return *this;
+}
+FileWatch::~FileWatch() { unwatch(key_); }
+
+void unmap_read_only(void* p, size_t len) {
+  std::pair<uint64_t, uint64_t> key{};
+  {
+    std::lock_guard lock(g_watch_mutex);
+    auto it = g_mapped.find(p);
+    if (it != g_mapped.end()) key = it->second, g_mapped.erase(it);
+  }
+  unwatch(key);
+  ::munmap(p, len ? len : 1);
+}
+
+void check_watched_files() {
+  std::vector<std::pair<std::pair<uint64_t, uint64_t>, Watched>> files;
+  {
+    std::lock_guard lock(g_watch_mutex);
+    files.assign(g_watched.begin(), g_watched.end());
+  }
+  for (const auto& [key, w] : files) {
+    struct stat st {};
+    if (::stat(w.path.c_str(), &st) != 0 || uint64_t(st.st_dev) != key.first || uint64_t(st.st_ino) != key.second)
+      continue;  // gone or replaced by another file: what is mapped or open is the old one, unchanged
+    if (uint64_t(st.st_size) == w.size && mtime_ns(st) == w.mtime_ns) continue;
+    throw Error("io.changed_in_place",
+                uint64_t(st.st_size) != w.size
+                    ? fmt::format("the file changed while it was in use: {} bytes when opened, {} now", w.size, st.st_size)
+                    : std::string("the file changed while it was in use (rewritten in place: its modification time moved)"),
+                {.file = w.path,
+                 .hint = "results computed from it from now on would be wrong; replace a checkpoint with a new file "
+                         "and a rename (mv), never by writing over it"});
+  }
+}
+
 void* map_read_only(const File& f, uint64_t offset, size_t len, bool populate, const std::string& tensor) {
   struct stat st {};
   const uint64_t now = ::fstat(f.fd(), &st) == 0 ? uint64_t(st.st_size) : f.size();
@@ -93,6 +187,7 @@ void* map_read_only(const File& f, uint64_t offset, size_t len, bool populate, c
                  .hint = "the file was truncated or changed after it was indexed"});
   void* p = ::mmap(nullptr, len ? len : 1, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), f.fd(),
                    static_cast<off_t>(offset));
+  if (p != MAP_FAILED) watch_mapping(p, f);
   if (p == MAP_FAILED) {
     const int e = errno;
     throw Error("io.mmap",
@@ -292,6 +387,7 @@ void check_mapped_reads() {
                  .hint = "the checkpoint was truncated or replaced while nunchaku ran; results after this point "
                          "would be wrong"});
   }
+  check_watched_files();
 }
 
 }  // namespace nunchaku

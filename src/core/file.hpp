@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace nunchaku {
 
@@ -41,8 +42,33 @@ class File {
 // A read-only private mapping of [offset, offset + len) of `f` (offset page-aligned; MAP_POPULATE when
 // `populate`). The range is checked against the file's size now (mapping past the end
 // would fault); ENOMEM is Error("io.mmap", exit 3: an actual out-of-memory), any other
-// failure exit 2. Unmap with munmap(p, len).
+// failure exit 2. The file is watched (below) while mapped: unmap with unmap_read_only(p, len).
 void* map_read_only(const File& f, uint64_t offset, size_t len, bool populate, const std::string& tensor = {});
+void unmap_read_only(void* p, size_t len);
+
+// ---- checkpoint files changed in place ---------------------------------------------
+// A file rewritten in place while it is mapped (or read again and again, as a streamed
+// run does) silently changes the weights under a run. A watched file's device, inode, size
+// and modification time are kept from when it was first watched; check_mapped_reads()
+// stats each watched path and throws Error("io.changed_in_place", exit 2) naming the file
+// when the same inode has another size or mtime. A file replaced by rename (mv, a
+// download tool) is harmless (the mapping and descriptor keep the old inode) and is not
+// reported. One stat per watched file per check.
+class FileWatch {
+ public:
+  FileWatch() = default;
+  explicit FileWatch(const File& f);
+  FileWatch(FileWatch&& o) noexcept : key_(o.key_) { o.key_ = {}; }
+  FileWatch& operator=(FileWatch&& o) noexcept;
+  FileWatch(const FileWatch&) = delete;
+  FileWatch& operator=(const FileWatch&) = delete;
+  ~FileWatch();
+
+ private:
+  std::pair<uint64_t, uint64_t> key_{};  // (device, inode); {0, 0}: none
+};
+// Throws io.changed_in_place for the first watched file that changed (check_mapped_reads calls it).
+void check_watched_files();
 
 // ---- reads of file mappings that fail -------------------------------------------
 // A file that shrinks while it is mapped makes reads of the lost pages raise SIGBUS.
@@ -62,7 +88,8 @@ void install_mapped_read_guard();  // idempotent; File::open_read_only calls it
 // The first fault since the last take, or none; clears it.
 std::optional<MappedReadFault> take_mapped_read_fault();
 // Throws Error("io.mapped_read", exit 2) naming file, offset and (through the namer
-// below) the tensor whose bytes hold that offset, if a fault was recorded.
+// below) the tensor whose bytes hold that offset, if a fault was recorded; then
+// check_watched_files().
 void check_mapped_reads();
 // Names the tensor stored at byte `offset` of checkpoint file `file` ("" when unknown);
 // format/open.cpp sets it (re-reading that file's header, only when a fault is reported).

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <iterator>
 #include <mutex>
 
 namespace nunchaku {
@@ -23,7 +24,13 @@ Slot g_slots[kSlots];
 
 std::mutex g_mutex;
 int g_depth = 0;
-struct sigaction g_old_int {}, g_old_term {};
+// The signals that ask to stop: each would otherwise kill the process and lose finished
+// work. SIGXFSZ (a write past RLIMIT_FSIZE) is caught and ignored instead: the write then
+// fails with EFBIG, which the writer reports like any write error.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGALRM};
+struct sigaction g_old[std::size(kStopSignals)] {}, g_old_xfsz {};
+
+extern "C" void on_file_size_signal(int) {}
 
 extern "C" void on_stop_signal(int sig) {
   int expected = 0;
@@ -49,15 +56,26 @@ InterruptGuard::InterruptGuard() {
   // SA_RESTART: a write blocked on a slow reader is resumed, not failed; poll() (what input
   // waits use, with a timeout) returns EINTR regardless, so waits still see the flag at once.
   sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, &g_old_int);
-  sigaction(SIGTERM, &sa, &g_old_term);
+  for (size_t i = 0; i < std::size(kStopSignals); ++i) sigaction(kStopSignals[i], &sa, &g_old[i]);
+  sa.sa_handler = on_file_size_signal;
+  sigaction(SIGXFSZ, &sa, &g_old_xfsz);
 }
 
 InterruptGuard::~InterruptGuard() {
   std::lock_guard lock(g_mutex);
   if (--g_depth > 0) return;
-  sigaction(SIGINT, &g_old_int, nullptr);
-  sigaction(SIGTERM, &g_old_term, nullptr);
+  for (size_t i = 0; i < std::size(kStopSignals); ++i) sigaction(kStopSignals[i], &g_old[i], nullptr);
+  sigaction(SIGXFSZ, &g_old_xfsz, nullptr);
+}
+
+const char* stop_signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGALRM: return "SIGALRM";
+    default: return "SIGINT";
+  }
 }
 
 int interrupt_signal() { return g_signal.load(); }
@@ -70,7 +88,7 @@ Exit interrupted_exit() {
 
 Error interrupted_error(const std::string& what) {
   const int sig = g_signal.load();
-  return Error("interrupted", std::string("interrupted by ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": " + what, {},
+  return Error("interrupted", std::string("interrupted by ") + stop_signal_name(sig) + ": " + what, {},
                interrupted_exit());
 }
 

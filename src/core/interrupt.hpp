@@ -1,8 +1,11 @@
-// SIGINT/SIGTERM for every subcommand: the first signal sets a flag that long loops poll
-// (the loader, verify, run's scheduler) so they stop cleanly, keep what is finished and
-// exit 128 + signal (130 for SIGINT, 143 for SIGTERM); a second signal exits at once,
-// after removing the temporary files registered here (async-signal-safe unlink only).
-// Without an InterruptGuard alive the signals keep their previous disposition.
+// SIGINT/SIGTERM/SIGHUP/SIGUSR1/SIGALRM for every subcommand: the first signal sets a flag
+// that long loops poll (the loader, verify, run's scheduler) so they stop cleanly, keep what
+// is finished and exit 128 + signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP, 138 SIGUSR1,
+// 142 SIGALRM); a second signal exits at once, after removing the temporary files
+// registered here (async-signal-safe unlink only). SIGXFSZ is caught and ignored, so a
+// write past `ulimit -f` fails with EFBIG and is reported as a write error (the temporary
+// removed) instead of killing the process. Without an InterruptGuard alive the signals
+// keep their previous disposition.
 #pragma once
 
 #include <atomic>
@@ -22,8 +25,10 @@ class InterruptGuard {
   InterruptGuard& operator=(const InterruptGuard&) = delete;
 };
 
-// The signal that asked to stop (SIGINT or SIGTERM), or 0.
+// The signal that asked to stop, or 0.
 int interrupt_signal();
+// "SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1" or "SIGALRM".
+const char* stop_signal_name(int sig);
 inline bool interrupted() { return interrupt_signal() != 0; }
 // Set while a stop is requested; for APIs that poll a flag (LoadOptions::cancel).
 const std::atomic<bool>& interrupt_flag();

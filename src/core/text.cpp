@@ -4,6 +4,10 @@
 #include <cstdint>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+
 namespace nunchaku {
 
 size_t utf8_char_at(std::string_view s, size_t i, size_t* skip) {
@@ -118,6 +122,56 @@ std::string printable(std::string_view s, size_t max_bytes) {
     out.append(piece);
   }
   return out;
+}
+
+namespace {
+
+// A copy of `j` whose strings and keys are valid UTF-8.
+nlohmann::json valid_utf8(const nlohmann::json& j) {
+  if (j.is_string()) {
+    const auto& s = j.get_ref<const std::string&>();
+    return first_invalid_utf8(s) == std::string_view::npos ? j : nlohmann::json(utf8_replace_invalid(s));
+  }
+  if (j.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& e : j) out.push_back(valid_utf8(e));
+    return out;
+  }
+  if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      const std::string key = utf8_replace_invalid(it.key());
+      if (out.contains(key))
+        throw Error("json.name_collision",
+                    "two names differ only in bytes that are not valid UTF-8 and cannot both be written as JSON: '" +
+                        printable(it.key()) + "' and another one",
+                    {.tensor = it.key(), .hint = "rename one of them in the checkpoint"});
+      out[key] = valid_utf8(it.value());
+    }
+    return out;
+  }
+  return j;
+}
+
+}  // namespace
+
+std::string json_error_message(const std::exception& e) {
+  std::string_view w = e.what();
+  constexpr std::string_view kPrefix = "[json.exception.";
+  if (w.substr(0, kPrefix.size()) == kPrefix) {
+    const size_t end = w.find("] ");
+    if (end != std::string_view::npos) w.remove_prefix(end + 2);
+  }
+  return std::string(w);
+}
+
+std::string dump_json(const nlohmann::json& j, int indent, bool ensure_ascii) {
+  try {
+    return j.dump(indent, ' ', ensure_ascii);
+  } catch (const nlohmann::json::type_error& e) {
+    if (e.id != 316) throw;  // 316: invalid UTF-8; the copy is made only then
+  }
+  return valid_utf8(j).dump(indent, ' ', ensure_ascii);
 }
 
 }  // namespace nunchaku

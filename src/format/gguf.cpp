@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "format/readers.hpp"
+#include "core/units.hpp"
 
 namespace nunchaku {
 
@@ -488,11 +489,11 @@ GgufFile read_gguf_file(const Source& src) {
   auto n_kv = c.get<uint64_t>("the metadata count");
   if (n_tensors > c.left() / kMinTensorInfoBytes)
     c.fail("gguf.too_many_tensors",
-           std::to_string(n_tensors) + " tensors cannot fit in the " + std::to_string(c.left()) + " bytes left",
+           plural(n_tensors, "tensor") + " cannot fit in the " + std::to_string(c.left()) + " bytes left",
            kv_count_at - 8);
   if (n_kv > (c.left() - n_tensors * kMinTensorInfoBytes) / kMinKvBytes)
     c.fail("gguf.too_many_kvs",
-           std::to_string(n_kv) + " metadata entries cannot fit in the " + std::to_string(c.left()) + " bytes left",
+           plural(n_kv, "metadata entry", "metadata entries") + " cannot fit in the " + std::to_string(c.left()) + " bytes left",
            kv_count_at);
   read_kvs(c, f, n_kv);
   std::vector<uint64_t> offset_field_at;

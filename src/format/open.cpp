@@ -7,6 +7,10 @@
 #include <map>
 #include <mutex>
 
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/units.hpp"
@@ -27,7 +31,10 @@ bool ends_with(const std::string& s, std::string_view suf) {
 std::vector<std::string> list_with_ext(const std::string& dir, std::initializer_list<std::string_view> exts) {
   std::vector<std::string> out;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
+  fs::directory_iterator it(dir, ec);
+  if (ec)  // unreadable (permissions): say so, not "no checkpoint files"
+    throw Error("open.unreadable", "cannot read the directory: " + ec.message(), {.file = dir});
+  for (const auto& e : it) {
     if (!e.is_regular_file(ec)) continue;
     std::string p = e.path().string();
     for (auto x : exts)
@@ -218,8 +225,8 @@ Checkpoint open_checkpoint(const std::string& path) {
   const auto t0 = std::chrono::steady_clock::now();
   set_mapped_tensor_namer(&tensor_at);
   std::error_code ec;
-  if (!fs::exists(path, ec))
-    throw Error("open.not_found", "no such file or directory", {.file = path});
+  if (struct stat st {}; ::stat(path.c_str(), &st) != 0)  // ENOENT, but also ELOOP, EACCES, ENOTDIR
+    throw Error("open.not_found", fmt::format("cannot open: {}", std::strerror(errno)), {.file = path});
   Checkpoint ck;
   bool dir = fs::is_directory(path, ec);
   if (dir) {

@@ -1,14 +1,46 @@
 #include "io/chunk_readers.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
 
 #include "core/trace.hpp"
 
 namespace nunchaku {
 
+namespace {
+std::atomic<int> g_fail_starts_after{-1};
+}
+
+void ChunkReaders::fail_thread_starts_after_for_test(int n) { g_fail_starts_after.store(n); }
+
 ChunkReaders::ChunkReaders(ReadTarget& target, int threads) : target_(target) {
-  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { run(); });
+  const int wanted = std::max(1, threads);
+  const int fail_after = g_fail_starts_after.load();
+  for (int i = 0; i < wanted; ++i) {
+    try {
+      if (fail_after >= 0 && i >= fail_after)
+        throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again), "test hook");
+      threads_.emplace_back([this] { run(); });
+    } catch (const std::system_error& e) {
+      // The readers started so far take every job (jobs are claimed, not assigned).
+      if (i == 0)
+        throw Error("io.threads", fmt::format("cannot start a reader thread: {}", e.code().message()),
+                    {.hint = "the process or user limit on threads is reached (ulimit -u); raise it or run fewer "
+                             "processes"},
+                    Exit::Internal);
+      warning_ = fmt::format("started {} of {} reader threads (the system refused more: {})", i, wanted,
+                             e.code().message());
+      log::warn("{}", warning_);
+      break;
+    }
+  }
 }
 
 ChunkReaders::~ChunkReaders() { stop(); }

@@ -44,6 +44,9 @@ class ReadTarget {
 class ChunkReaders {
  public:
   // Starts `threads` (>= 1) reader threads that serve `target`, which must outlive them.
+  // When the system refuses a thread (ulimit -u, std::system_error), the ones started serve
+  // every job, with a warning (warning(), also logged); when it refuses the first one:
+  // Error("io.threads", exit 1).
   ChunkReaders(ReadTarget& target, int threads);
   ChunkReaders(const ChunkReaders&) = delete;
   ChunkReaders& operator=(const ChunkReaders&) = delete;
@@ -55,6 +58,11 @@ class ChunkReaders {
   // Wake anything a reader may be blocked on in buffer() first. Idempotent.
   void stop();
   int threads() const { return static_cast<int>(threads_.size()); }
+  // Why threads() is fewer than asked ("" when it is not).
+  const std::string& warning() const { return warning_; }
+  // Test hook: thread starts after the first `n` fail as the OS would fail them; -1 (the
+  // default) turns it off. Process-wide.
+  static void fail_thread_starts_after_for_test(int n);
 
  private:
   void run();
@@ -65,6 +73,7 @@ class ChunkReaders {
   std::deque<ReadJob> queue_;
   bool stop_ = false;
   std::vector<std::thread> threads_;
+  std::string warning_;
 };
 
 }  // namespace nunchaku

@@ -165,6 +165,8 @@ void run_pipeline(const Checkpoint& ck, const UnitPlan& p, const std::vector<Chu
     for (size_t ci = 0; ci < chunks.size(); ++ci)
       jobs.push_back({files[p.units[chunks[ci].unit].file].get(), chunks[ci].off, chunks[ci].len, ci});
     readers = std::make_unique<ChunkReaders>(target, rep.reader_threads);
+    if (!readers->warning().empty()) rep.notes.push_back(readers->warning());
+    rep.reader_threads = readers->threads();
     readers->push(jobs);
   }
 

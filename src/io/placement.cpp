@@ -45,7 +45,7 @@ Placement parse_plan(const std::string& text, const std::string& file) {
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw Error("plan.json", std::string("plan is not valid JSON: ") + e.what(), {.file = file});
+    throw Error("plan.json", std::string("plan is not valid JSON: ") + json_error_message(e), {.file = file});
   }
   // "device_map" since plan format_version 2; "modules" in the plans older versions wrote.
   const char* key = j.is_object() && j.contains("device_map") ? "device_map" : "modules";

@@ -1,5 +1,7 @@
 #include "io/tensor_reader.hpp"
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -22,7 +24,13 @@ Error short_read(const ReadFile& f, uint64_t at, const TensorAt& tensor_at, cons
 }  // namespace
 
 ReadFile::ReadFile(const std::string& path, bool direct) : file(File::open_read_only(path)) {
-  if (direct) direct_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (direct) direct_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT | O_NONBLOCK);
+  struct stat a {}, b {};  // the same file as `file` (the path may have been replaced meanwhile)
+  if (direct_fd >= 0 && (::fstat(direct_fd, &b) != 0 || ::fstat(file.fd(), &a) != 0 || a.st_dev != b.st_dev ||
+                         a.st_ino != b.st_ino)) {
+    ::close(direct_fd);
+    direct_fd = -1;
+  }
 }
 
 ReadFile::~ReadFile() {

@@ -20,6 +20,7 @@ inline uint64_t align_down(uint64_t v, uint64_t a) { return v / a * a; }
 struct ReadFile {
   File file;
   int direct_fd = -1;  // O_DIRECT descriptor, -1 when off or refused
+  FileWatch watch{file};  // a rewrite in place fails the run (core/file.hpp)
   // Opens `path` read-only; with `direct`, also an O_DIRECT descriptor when allowed.
   ReadFile(const std::string& path, bool direct);
   ReadFile(const ReadFile&) = delete;

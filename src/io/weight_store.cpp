@@ -6,6 +6,8 @@
 #include <sys/mman.h>
 
 #include "core/error.hpp"
+#include "core/file.hpp"
+#include "core/host_memory.hpp"
 #include "cuda/loader.hpp"
 #include "io/memory_counters.hpp"
 #include "core/units.hpp"
@@ -18,16 +20,7 @@ std::atomic<int> g_live{0};
 // Bytes live in pinned host memory and in device memory through allocate() (--trace).
 std::atomic<uint64_t> g_pinned_bytes{0}, g_device_bytes{0};
 
-uint64_t mem_available() {
-  FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return 0;
-  char line[256];
-  uint64_t kb = 0;
-  while (std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "MemAvailable: %lu kB", &kb) == 1) break;
-  std::fclose(f);
-  return kb * 1024;
-}
+uint64_t mem_available() { return host_memory_available().bytes; }
 }  // namespace
 
 namespace testing {
@@ -66,8 +59,8 @@ void Allocation::release() {
   switch (kind_) {
     case MemoryKind::Device: cuda::device_free(device_.index, ptr_); break;
     case MemoryKind::Pinned: cuda::pinned_free(ptr_); break;
-    case MemoryKind::Pageable:
-    case MemoryKind::FileMap: ::munmap(ptr_, bytes_ ? bytes_ : 1); break;
+    case MemoryKind::Pageable: ::munmap(ptr_, bytes_ ? bytes_ : 1); break;
+    case MemoryKind::FileMap: unmap_read_only(ptr_, bytes_); break;
   }
   if (kind_ != MemoryKind::FileMap) --g_live;
   if (kind_ == MemoryKind::Pinned) g_pinned_bytes.fetch_sub(bytes_, std::memory_order_relaxed);

@@ -18,6 +18,7 @@
 #include "model/model.hpp"
 #include "model/storage.hpp"
 #include "core/units.hpp"
+#include "core/text.hpp"
 
 namespace nunchaku {
 
@@ -92,7 +93,7 @@ json read_config(const std::string& path) {
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
-    throw Error("config.bad_json", std::string("config.json is not valid JSON: ") + e.what(),
+    throw Error("config.bad_json", std::string("config.json is not valid JSON: ") + json_error_message(e),
                 {.file = path, .offset = e.byte > 0 ? e.byte - 1 : 0});
   }
 }

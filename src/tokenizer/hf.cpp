@@ -20,6 +20,7 @@
 #include "tokenizer/json_prescan.hpp"
 #include "tokenizer/pretokenizers.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "core/text.hpp"
 
 namespace nunchaku {
 
@@ -56,7 +57,7 @@ json parse_json(std::string_view text, const std::string& name) {
   try {
     return json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
-    throw Error("tokenizer.bad_json", std::string("not valid JSON: ") + e.what(), {name, "", std::nullopt, ""});
+    throw Error("tokenizer.bad_json", std::string("not valid JSON: ") + json_error_message(e), {name, "", std::nullopt, ""});
   }
 }
 
