@@ -2,6 +2,7 @@
 // place that catches errors: it prints one line and maps them to exit codes
 // (0 ok, 1 internal, 2 bad input/usage, 3 OOM).
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,6 +58,18 @@ void raise_open_file_limit() {
   }
 }
 
+// stdout into a file or a device (not a pipe or a terminal, whose readers see output as it
+// comes) gets a buffer larger than any short output, so a refused write happens at the
+// final fflush with errno still the OS's reason instead of in an earlier write whose errno
+// later calls overwrote (a --help or a device map on a full disk said "Input/output error").
+void buffer_file_stdout() {
+  struct stat st {};
+  if (::fstat(STDOUT_FILENO, &st) != 0 || ::isatty(STDOUT_FILENO)) return;
+  if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) return;
+  static char buffer[1 << 16];
+  std::setvbuf(stdout, buffer, _IOFBF, sizeof buffer);
+}
+
 int run_main(int argc, char** argv);
 
 }  // namespace
@@ -66,6 +79,7 @@ int main(int argc, char** argv) {
   // the process with a temporary left behind (core/interrupt.hpp does the same per guard).
   ::signal(SIGXFSZ, SIG_IGN);
   raise_open_file_limit();
+  buffer_file_stdout();
   return finish_stdout(run_main(argc, argv));
 }
 

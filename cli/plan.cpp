@@ -1,9 +1,11 @@
 // nunchaku plan PATH --vram 16G[,24G]: a device map charged for what each device holds at
 // run time, printed as a table or exported (json for load/run, accelerate, llama.cpp,
 // vllm, deepspeed). Exit 3 when nothing fits even with the CPU (and disk with --disk).
+#include <cerrno>
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -236,7 +238,8 @@ int run_plan(const PlanCliOptions& o) {
   } else {
     // An export on stdout stays machine-readable: the words go to stderr.
     fmt::print("{}", text);
-    std::fflush(stdout);
+    // Flushed before the words so they follow it; a refused write is main's "cannot write stdout".
+    if (std::fflush(stdout) != 0) throw std::system_error(errno, std::generic_category(), "stdout");
     for (const auto& n : p.notes) fmt::print(stderr, "note: {}\n", n);
     fmt::print(stderr, "{}\n{}", verdict_line.empty() ? plan_verdict(p, static_cast<size_t>(e.spec.num_layers)) : verdict_line,
                render_fixes(p, fixes));

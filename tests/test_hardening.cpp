@@ -139,7 +139,7 @@ TEST_CASE("hardening 1: -o to a character device is written in place (run -o on 
   CHECK(file_type(blk) == S_IFBLK);
 }
 
-TEST_CASE("hardening 1: -o through a link to /proc/self/fd/1 writes the pipe; the link stays a link", "[hardening][unix]") {
+TEST_CASE("hardening 1: -o through a link to /proc/self/fd/1 writes the pipe, and the link stays a link", "[hardening][unix]") {
   test::TempDir dir;
   const std::string link = dir.file("link.json"), out = dir.file("piped");
   fs::create_symlink("/proc/self/fd/1", link);
@@ -396,7 +396,7 @@ TEST_CASE("hardening 5: a FIFO given as the checkpoint is refused at once, never
 
 // ---- 6. a checkpoint rewritten in place while it is mapped ------------------------------------
 
-TEST_CASE("hardening 6: a mapped file rewritten in place is io.changed_in_place; one replaced by rename is not", "[hardening][units]") {
+TEST_CASE("hardening 6: a mapped file rewritten in place is io.changed_in_place, one replaced by rename is not", "[hardening][units]") {
   test::TempDir dir;
   const std::string path = dir.file("w.bin");
   test::write_file(path, std::string(8192, 'a'));
