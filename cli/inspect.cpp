@@ -266,7 +266,7 @@ void add_inspect(CLI::App& app, Action& action) {
       "  nunchaku inspect model/\n"
       "  nunchaku inspect model.gguf --tensors --filter 'blk.0.*'\n"
       "  nunchaku inspect model.gguf --metadata\n"
-      "  nunchaku inspect model/ --json | jq .parameter_count");
+      "  nunchaku inspect model/ --json | jq .num_parameters");
   cmd->add_option("PATH", o->path, "Checkpoint file or directory, or a Hub id (org/name[@rev][:QUANT])")->required();
   add_file_option(cmd, o->file);
   cmd->add_flag("--json", o->json, "Print one JSON document (schema: docs/inspect-json.md)")->group(kOutput);

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -208,4 +209,21 @@ TEST_CASE("inspect --metadata: hostile safetensors values are escaped and cut to
   auto none = run_cli({"inspect", d.file("bare.safetensors"), "--metadata"});
   CHECK_THAT(none.out, Catch::Contains("\nmetadata: none\n"));
   CHECK_THAT(run_cli({"inspect", d.file("bare.safetensors")}).out, !Catch::Contains("metadata  "));
+}
+
+TEST_CASE("inspect --help: the jq example names a key the --json document has", "[inspect][cli]") {
+  auto help = run_cli({"inspect", "--help"});
+  REQUIRE(help.exit_code == 0);
+  const std::string marker = "jq .";
+  const size_t at = help.out.find(marker);
+  REQUIRE(at != std::string::npos);
+  size_t end = at + marker.size();
+  while (end < help.out.size() && (std::isalnum(static_cast<unsigned char>(help.out[end])) || help.out[end] == '_')) ++end;
+  const std::string key = help.out.substr(at + marker.size(), end - at - marker.size());
+  INFO("help example key: " << key);
+  auto r = run_cli({"inspect", "--json", testdata("models/llama-sharded")});
+  REQUIRE(r.exit_code == 0);
+  json j = json::parse(r.out);
+  REQUIRE(j.contains(key));
+  CHECK(!j[key].is_null());
 }
