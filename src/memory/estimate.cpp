@@ -12,6 +12,7 @@
 #include "memory/engine_memory.hpp"
 #include "memory/estimate_detail.hpp"
 #include "memory/quant.hpp"
+#include "model/arch/attention_support.hpp"
 #include "model/arch/record.hpp"
 #include "model/storage.hpp"
 #include "core/units.hpp"
@@ -45,14 +46,6 @@ ModelSpec resolve_spec(const ModelLayout& layout, const std::vector<Module>& mod
                       s.num_layers, s.num_heads, s.vocab_size),
           "put the model's config.json beside the weights");
   return s;
-}
-
-// Model types whose transformers modeling code sets _supports_sdpa = False (transformers 5.24).
-bool transformers_refuses_sdpa(std::string_view arch) {
-  for (std::string_view a : {"gemma2", "vaultgemma", "t5gemma", "gpt_oss", "granite_swa", "granitemoe_swa",
-                             "deepseek_v4", "mimo_v2_flash"})
-    if (arch == a) return true;
-  return false;
 }
 
 Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoint& ck, bool* defaulted) {

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "model/arch/record.hpp"
+#include "model/arch/attention_support.hpp"
 
 namespace nunchaku {
 
@@ -161,6 +162,13 @@ std::string_view attn_kind_name(AttnKind k) {
 AttnKind ModelSpec::attn_kind(int64_t layer) const {
   if (layer >= 0 && layer < static_cast<int64_t>(layer_attn.size())) return layer_attn[static_cast<size_t>(layer)];
   return kv_lora_rank > 0 ? AttnKind::Mla : AttnKind::Full;
+}
+
+bool transformers_refuses_sdpa(std::string_view model_type) {
+  for (std::string_view a : {"gemma2", "vaultgemma", "t5gemma", "gpt_oss", "granite_swa", "granitemoe_swa",
+                             "deepseek_v4", "mimo_v2_flash"})
+    if (model_type == a) return true;
+  return false;
 }
 
 }  // namespace nunchaku
