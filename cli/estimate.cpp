@@ -87,7 +87,7 @@ void print_table(const Estimate& e, bool explain) {
   else if (w.gpus > 1)
     wl += fmt::format(", split over {} GPUs", w.gpus);
   print_field("workload:", wl);
-  if (described) fmt::print("KV cache:  {} per token (all layers, batch 1){}\n", format_bytes(e.kv_bytes_per_token), layer_pattern(s));
+  if (described) print_field("KV cache:", fmt::format("{} per token (all layers, batch 1){}", format_bytes(e.kv_bytes_per_token), layer_pattern(s)));
   for (const auto& g : e.guessed) fmt::print("guessed:   {}\n", g);
   fmt::print("\n");
   // Formulas behind --explain (always in the JSON), each under its row.
@@ -141,7 +141,7 @@ void print_columns(const std::vector<Estimate>& es, const std::vector<std::optio
 }
 
 void print_suggestions(const Verdict& v, const std::vector<Suggestion>& sugg, double margin) {
-  fmt::print("\nvram {}: {}\n", format_bytes(v.vram), v.text);
+  fmt::print("\n{}\n", wrap(fmt::format("vram {}: {}", format_bytes(v.vram), v.text), output_width(), 2));
   if (v.fits) return;
   if (sugg.empty()) fmt::print("nothing tried makes it fit with {:.0f}% of the budget to spare\n", margin * 100);
   else fmt::print("to make it fit (combinations, cheapest first, each re-estimated, >= {:.0f}% of the budget to spare):\n", margin * 100);

@@ -1,9 +1,14 @@
 // Help format and parse errors (help.hpp).
 #include "cli/help.hpp"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <regex>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -41,6 +46,21 @@ class HelpFormatter : public CLI::Formatter {
     if (!opt->get_default_str().empty() && opt->get_type_size() != 0) d += " [default: " + opt->get_default_str() + "]";
     // CLI11 indents the lines after the first to the description column itself.
     return wrap(d, output_width() > column_width_ + 22 ? output_width() - column_width_ - 2 : 20);
+  }
+  std::string make_description(const CLI::App* app) const override {
+    const std::string d = app->get_description();
+    return d.empty() ? "" : reflow(d, output_width()) + "\n";
+  }
+  std::string make_footer(const CLI::App* app) const override {
+    const std::string f = app->get_footer();
+    return f.empty() ? "" : reflow(f, output_width()) + "\n";
+  }
+  // "  name      description", the description wrapped under its own column.
+  std::string make_subcommand(const CLI::App* sub) const override {
+    const std::string name = "  " + sub->get_display_name(true);
+    const std::string lead = name.size() < column_width_ ? name + std::string(column_width_ - name.size(), ' ')
+                                                          : name + "\n" + std::string(column_width_, ' ');
+    return lead + wrap(sub->get_description(), output_width(), column_width_) + "\n";
   }
   // Sections in a fixed order (CLI11 lists them in the order options were added).
   std::string make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const override {
@@ -156,11 +176,49 @@ std::string wrap(const std::string& text, size_t width, size_t indent) {
   return out + line;
 }
 
-size_t output_width() {
+size_t output_width(int fd) {
+  winsize ws{};
+  if (::ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
   const char* c = std::getenv("COLUMNS");
   char* end = nullptr;
   const long v = c ? std::strtol(c, &end, 10) : 0;
-  return c && end != c && *end == '\0' && v >= 40 ? static_cast<size_t>(v) : 100;
+  if (c && end != c && *end == '\0' && v >= 40) return static_cast<size_t>(v);
+  return ::isatty(fd) ? 80 : kNoWrap;
+}
+
+namespace {
+// "Exit codes: ...", "Examples:": a capitalised label of words, then a colon.
+bool starts_with_label(const std::string& line) {
+  if (line.empty() || !std::isupper(static_cast<unsigned char>(line[0]))) return false;
+  const size_t colon = line.find(':');
+  if (colon == std::string::npos || colon > 24 || (colon + 1 < line.size() && line[colon + 1] != ' ')) return false;
+  return std::all_of(line.begin(), line.begin() + colon, [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == ' '; });
+}
+}  // namespace
+
+std::string reflow(const std::string& text, size_t width) {
+  std::istringstream in(text);
+  std::string out, para;
+  auto flush = [&] {
+    if (!para.empty()) out += wrap(para, width) + "\n";
+    para.clear();
+  };
+  for (std::string line; std::getline(in, line);) {
+    const size_t indent = line.find_first_not_of(' ');
+    if (indent == std::string::npos) {
+      flush();
+      out += "\n";
+    } else if (indent > 0) {
+      flush();
+      out += std::string(indent, ' ') + wrap(line.substr(indent), width, indent + 4) + "\n";
+    } else {
+      if (starts_with_label(line)) flush();
+      para += (para.empty() ? "" : " ") + line;
+    }
+  }
+  flush();
+  if (!out.empty() && (text.empty() || text.back() != '\n')) out.pop_back();
+  return out;
 }
 
 void use_help_format(CLI::App& app) { app.formatter(std::make_shared<HelpFormatter>()); }

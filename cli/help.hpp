@@ -28,8 +28,17 @@ inline constexpr const char* kLoading = "Loading";
 inline constexpr const char* kSampling = "Sampling";
 inline constexpr const char* kConversion = "Conversion";
 
-// Columns every table and help line fits in: $COLUMNS when it is a number >= 40, else 100.
-size_t output_width();
+// Columns every table, help line and progress line written to `fd` fits in: the terminal's
+// width (TIOCGWINSZ), else $COLUMNS when it is a number >= 40, else 80 on a terminal; kNoWrap
+// for a pipe or file without $COLUMNS (nothing is wrapped or cut to a width there).
+inline constexpr size_t kNoWrap = size_t(1) << 16;
+size_t output_width(int fd = 1);
+
+// `text` laid out as help prose in `width` columns: lines that start with a space (examples,
+// lists) are kept as they are (wrapped under their own indent + 4 when wider); the other
+// lines are joined into paragraphs, a paragraph ending at an empty line, an indented line or
+// a line that starts with a label ("Exit codes: ..."), and each paragraph is wrapped.
+std::string reflow(const std::string& text, size_t width);
 
 // `text` broken at spaces into lines of at most `width` columns, each line after the first
 // prefixed with `indent` spaces (the caller prints the first line's own prefix, `indent` wide).

@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/progress.hpp"
+#include "cli/table.hpp"
 #include "cli/json_doc.hpp"
 #include <algorithm>
 #include "core/text.hpp"
@@ -49,7 +50,7 @@ std::string with_commas(uint64_t n) {
 // collapse into one row ("model.layers.0-79  x80"), so an 80-layer model stays readable.
 void print_modules(const ModelLayout& layout) {
   if (layout.modules.empty()) return;
-  fmt::print("\n{:<34} {:>8} {:>14} {:>12}\n", "module", "tensors", "parameters", "bytes");
+  std::vector<std::vector<std::string>> rows;
   const auto& ms = layout.modules;
   for (size_t i = 0; i < ms.size();) {
     size_t j = i + 1;
@@ -59,20 +60,16 @@ void print_modules(const ModelLayout& layout) {
              ms[j].bytes == ms[i].bytes)
         ++j;
     }
-    if (j - i > 1) {
-      // "model.layers.3" -> "model.layers.0-79"
-      std::string base = ms[i].name;
-      auto dot = base.rfind('.');
-      std::string name = (dot == std::string::npos ? base : base.substr(0, dot + 1)) +
-                         std::to_string(ms[i].layer) + "-" + std::to_string(ms[j - 1].layer);
-      fmt::print("{:<34} {:>8} {:>14} {:>12}  each, x{}\n", printable(name), ms[i].tensors.size(),
-                 format_count(ms[i].parameters), format_bytes(ms[i].bytes), j - i);
-    } else {
-      fmt::print("{:<34} {:>8} {:>14} {:>12}\n", printable(ms[i].name), ms[i].tensors.size(), format_count(ms[i].parameters),
-                 format_bytes(ms[i].bytes));
+    std::string name = ms[i].name;
+    if (j - i > 1) {  // "model.layers.3" -> "model.layers.0-79"
+      const auto dot = name.rfind('.');
+      name = (dot == std::string::npos ? name : name.substr(0, dot + 1)) + std::to_string(ms[i].layer) + "-" + std::to_string(ms[j - 1].layer);
     }
+    rows.push_back({printable(name), std::to_string(ms[i].tensors.size()), format_count(ms[i].parameters), format_bytes(ms[i].bytes),
+                    j - i > 1 ? fmt::format("each, x{}", j - i) : ""});
     i = j;
   }
+  fmt::print("\n{}", layout_table({{"module", true}, {"tensors"}, {"parameters"}, {"bytes"}, {"", true}}, rows, output_width()).text);
 }
 
 // A dimension the files do not give (0) prints as "unknown", never as a value.
@@ -82,15 +79,17 @@ void print_spec(const ModelSpec& s) {
   const std::string source = s.source == "inferred" ? "inferred from tensor names and shapes" : "from " + s.source;
   fmt::print("architecture {}{} ({})\n", printable(s.architecture), s.hf_class.empty() ? "" : " / " + printable(s.hf_class),
              printable(source, kMessageShown));
-  fmt::print("  hidden {}, layers {}, heads {} (kv {}, head_dim {}), intermediate {}, vocab {}\n", dim(s.hidden_size),
-             dim(s.num_layers), dim(s.num_heads), dim(s.num_kv_heads), dim(s.head_dim), dim(s.intermediate_size), dim(s.vocab_size));
-  std::string extra = fmt::format("  context {}, tied embeddings {}", dim(s.max_context), s.tie_word_embeddings ? "yes" : "no");
+  fmt::print("  {}\n", wrap(fmt::format("hidden {}, layers {}, heads {} (kv {}, head_dim {}), intermediate {}, vocab {}", dim(s.hidden_size),
+                                       dim(s.num_layers), dim(s.num_heads), dim(s.num_kv_heads), dim(s.head_dim),
+                                       dim(s.intermediate_size), dim(s.vocab_size)),
+                           output_width(), 2));
+  std::string extra = fmt::format("context {}, tied embeddings {}", dim(s.max_context), s.tie_word_embeddings ? "yes" : "no");
   if (!s.dtype.empty()) extra += ", dtype " + printable(s.dtype);
   if (s.rope_theta > 0) extra += fmt::format(", rope_theta {:g}", s.rope_theta);
   if (s.num_experts > 0) extra += fmt::format(", experts {} (top {})", s.num_experts, s.num_experts_per_tok);
   if (s.sliding_window > 0) extra += fmt::format(", sliding window {}", s.sliding_window);
   if (s.kv_lora_rank > 0) extra += fmt::format(", MLA kv_lora_rank {}", s.kv_lora_rank);
-  fmt::print("{}\n", extra);
+  fmt::print("  {}\n", wrap(extra, output_width(), 2));
 }
 
 // One row per tensor, under a line naming its file each time the file changes (tensors are
@@ -182,12 +181,13 @@ void print_text(const Checkpoint& ck, const ModelLayout& layout, const InspectOp
   fmt::print("tensors      {}\n", n);
   fmt::print("parameters   {} ({})\n", with_commas(params), format_count(params));
   if (o.filter.empty() && layout.spec && (layout.num_parameters != params || layout.num_active_parameters != params))
-    fmt::print("model        {} ({}) logical parameters{}\n", with_commas(layout.num_parameters),
-               format_count(layout.num_parameters),
-               layout.num_active_parameters != layout.num_parameters
-                   ? fmt::format(", {} ({}) active per token", with_commas(layout.num_active_parameters),
-                                 format_count(layout.num_active_parameters))
-                   : "");
+    fmt::print("model        {}\n",
+               wrap(fmt::format("{} ({}) logical parameters{}", with_commas(layout.num_parameters), format_count(layout.num_parameters),
+                                layout.num_active_parameters != layout.num_parameters
+                                    ? fmt::format(", {} ({}) active per token", with_commas(layout.num_active_parameters),
+                                                  format_count(layout.num_active_parameters))
+                                    : ""),
+                    output_width(), 13));
   fmt::print("tensor bytes {} ({})\n", with_commas(bytes), format_bytes(bytes));
   for (const auto& [name, d] : totals)
     fmt::print("  {:<9} {:>6} tensor{:<1} {:>10} params {:>12}\n", printable(name), d.tensors, d.tensors == 1 ? "" : "s",

@@ -13,6 +13,7 @@
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/json_doc.hpp"
+#include "cli/table.hpp"
 #include "cli/workload_options.hpp"
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
@@ -68,33 +69,38 @@ std::string render_table(const DevicePlan& p, const Estimate& e, const std::vect
   const auto& s = e.spec;
   std::string out;
   auto put = [&out](fmt::string_view f, auto&&... args) { fmt::format_to(std::back_inserter(out), fmt::runtime(f), args...); };
-  if (s.hidden_size > 0)
-    put("model:    {} ({}), {}, {} params; {}, batch {}, context {}\n", s.architecture.empty() ? "unknown" : s.architecture,
-        s.source.empty() ? "unknown" : s.source, plural(uint64_t(s.num_layers), "layer"), format_count(e.parameters), mode_name(e.workload.mode),
-        e.workload.batch, e.workload.context);
-  else  // a module tree without config (estimate_weights.cpp)
-    put("model:    unknown (no config.json or GGUF metadata), {}, {} params; {}\n", plural(e.modules.size(), "module"),
-        format_count(e.parameters), mode_name(e.workload.mode));
   const size_t width = output_width();
+  if (s.hidden_size > 0)
+    put("model:    {}\n", wrap(fmt::format("{} ({}), {}, {} params; {}, batch {}, context {}", s.architecture.empty() ? "unknown" : s.architecture,
+        s.source.empty() ? "unknown" : s.source, plural(uint64_t(s.num_layers), "layer"), format_count(e.parameters), mode_name(e.workload.mode),
+        e.workload.batch, e.workload.context), width, 10));
+  else  // a module tree without config (estimate_weights.cpp)
+    put("model:    {}\n", wrap(fmt::format("unknown (no config.json or GGUF metadata), {}, {} params; {}", plural(e.modules.size(), "module"),
+        format_count(e.parameters), mode_name(e.workload.mode)), width, 10));
   put("runtime:  {}\n", wrap(std::string(runtime_name(e.runtime)) + (e.runtime_model.empty() ? "" : " (" + e.runtime_model.front() + ")"),
                              width, 10));
   put("strategy: {}{}\n\n", strategy_name(p.strategy),
       p.offload_exec == OffloadExec::Cpu ? " (offloaded layers run on the CPU)" : " (offloaded layers streamed to cuda:0)");
-  put("{:<7} {:>12} {:>10} {:>10} {:>11} {:>10} {:>10} {:>10} {:>10}\n", "device", "layers", "weights", "KV", "activations",
-      "reserve", "total", "budget", "free");
+  // Left out first when the width is short: the budget (total + free), then activations.
+  const std::vector<TableColumn> cols = {{"device", true}, {"layers"}, {"weights"}, {"KV", false, 3}, {"activations", false, 2},
+                                         {"reserve"}, {"total"}, {"budget", false, 1}, {"free"}};
+  std::vector<std::vector<std::string>> rows;
   for (const auto& d : p.devices) {
     const uint64_t reserve = d.logits + d.overheads + d.staging + d.train_states;
     const bool unlimited = d.budget == UINT64_MAX;
     std::string free = unlimited ? "-" : d.fits() ? format_bytes(d.budget - d.total()) : "-" + format_bytes(d.total() - d.budget);
-    put("{:<7} {:>12} {:>10} {:>10} {:>11} {:>10} {:>10} {:>10} {:>10}\n", d.device.str(), dev_layers(d), format_bytes(d.weights),
-        format_bytes(d.kv_cache), format_bytes(d.activations), format_bytes(reserve), format_bytes(d.total()),
-        unlimited ? "-" : format_bytes(d.budget), free);
+    rows.push_back({d.device.str(), dev_layers(d), format_bytes(d.weights), format_bytes(d.kv_cache), format_bytes(d.activations),
+                    format_bytes(reserve), format_bytes(d.total()), unlimited ? "-" : format_bytes(d.budget), free});
   }
+  const TableText table = layout_table(cols, rows, width);
+  put("{}", table.text);
+  if (!table.dropped.empty()) put("{}\n", wrap(dropped_note(table, width, "--format json has them"), width));
   for (const auto& n : e.notes) put("note: {}\n", wrap(n, width, 6));
-  put("\nreserve = logits + CUDA context/cuBLAS/allocator overheads + staging / stream slots{}\n",
-      e.workload.mode == Mode::Infer ? "" : " + gradients/optimizer states");
+  put("\n{}\n", wrap(fmt::format("reserve = logits + CUDA context/cuBLAS/allocator overheads + staging / stream slots{}",
+                                  e.workload.mode == Mode::Infer ? "" : " + gradients/optimizer states"),
+                      width, 10));
   for (const auto& n : p.notes) put("note: {}\n", wrap(n, width, 6));
-  put("{}\n", plan_verdict(p, static_cast<size_t>(s.num_layers)));
+  put("{}\n", wrap(plan_verdict(p, static_cast<size_t>(s.num_layers)), width, 2));
   put("{}", render_fixes(p, fixes));
   return out;
 }

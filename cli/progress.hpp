@@ -53,7 +53,7 @@ class Progress {
 
   void clear() {
     if (!on_ || shown_ == 0) return;
-    fmt::print(stderr, "\r{:{}}\r", "", shown_);
+    fmt::print(stderr, "\r{:{}}\r", "", std::min(shown_, std::max<size_t>(output_width(STDERR_FILENO), 2) - 1));
     std::fflush(stderr);
     shown_ = 0;
   }
@@ -72,7 +72,7 @@ class Progress {
     return true;
   }
   void draw(double frac, const std::string& tail) {
-    const size_t width = output_width();
+    const size_t width = output_width(STDERR_FILENO);
     const size_t fixed = what_.size() + 3 + tail.size();
     const size_t bar = width > fixed + 10 ? std::min<size_t>(width - fixed - 1, 30) : 0;
     std::string b;
@@ -82,11 +82,15 @@ class Progress {
     }
     line(what_ + b + tail);
   }
+  // At most width - 1 columns, so the cursor never reaches the last column and a redraw
+  // stays on its line (the padding that erases a longer previous state too).
   void line(std::string text) {
-    text.resize(std::min(text.size(), output_width() - 1));
-    fmt::print(stderr, "\r{:{}}", text, std::max(text.size(), shown_));
+    const size_t room = std::max<size_t>(output_width(STDERR_FILENO), 2) - 1;
+    text.resize(std::min(text.size(), room));
+    const size_t pad = std::min(std::max(text.size(), shown_), room);
+    fmt::print(stderr, "\r{:{}}", text, pad);
     std::fflush(stderr);
-    shown_ = std::max(text.size(), shown_);
+    shown_ = pad;
   }
 
   std::string what_;

@@ -563,7 +563,7 @@ void add_run(CLI::App& app, Action& action) {
       "so far are kept; a second signal exits at once). See docs/run.md.\n"
       "Examples:\n"
       "  printf 'Once upon a time\\n' | nunchaku run model/ --max-tokens 64\n"
-      "  nunchaku run model.gguf -i prompts.jsonl -o out.jsonl --batch-size 16 --temperature 0.7 --seed 1");
+      "  nunchaku run model.gguf -i prompts.jsonl -o out.jsonl --temperature 0.7 --seed 1");
   cmd->add_option("PATH", o->path, "Model directory (config.json, safetensors, tokenizer.json) or .gguf file, or a Hub id in the local HF cache")->required();
   add_file_option(cmd, o->file);
   cmd->add_option("-i,--input", o->input, "Requests file ('-' = stdin)")->capture_default_str()->group(kInput);

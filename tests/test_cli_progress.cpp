@@ -3,50 +3,13 @@
 // terminal; nothing when stderr is not a terminal.
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
-#include <pty.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <string>
 #include <vector>
 
 #include "tests/helpers.hpp"
+#include "tests/pty.hpp"
 
 using namespace nunchaku::test;
-
-namespace {
-// Runs nunchaku with stderr (and stdout when `both`) on a pseudo-terminal; what the terminal got.
-std::string run_on_pty(const std::vector<std::string>& args, bool both, const std::string& stdin_file = "/dev/null") {
-  int master = -1, slave = -1;
-  REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    const int in = ::open(stdin_file.c_str(), O_RDONLY);
-    const int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(in, 0);
-    ::dup2(both ? slave : null, 1);
-    ::dup2(slave, 2);
-    ::close(master);
-    std::vector<char*> argv{const_cast<char*>(NUNCHAKU_BINARY)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(NUNCHAKU_BINARY, argv.data());
-    ::_exit(127);
-  }
-  ::close(slave);
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(master, buf, sizeof buf)) > 0;) out.append(buf, size_t(n));  // EIO once the child is gone
-  ::close(master);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
-  return out;
-}
-}  // namespace
 
 TEST_CASE("progress: on a terminal, verify and load draw a bar with percent and rate, then erase it", "[cli][progress]") {
   for (const size_t width : {100, 60}) {
@@ -55,7 +18,9 @@ TEST_CASE("progress: on a terminal, verify and load draw a bar with percent and 
              {{"inspect", testdata("models/llama-sharded"), "--verify"}, "verifying"},
              {{"load", testdata("models/llama-sharded"), "--copy"}, "loading"}}) {
       INFO(what << " at " << width << " columns");
-      const std::string t = run_on_pty(args, false);
+      const PtyResult p = run_on_pty(args, false);
+      CHECK(p.exit_code == 0);
+      const std::string& t = p.text;
       REQUIRE_THAT(t, Catch::Contains("\r" + what));
       if (width == 100) CHECK_THAT(t, Catch::Contains("\r" + what + " [") && Catch::Contains("100% ") && Catch::Contains(" GB/s  ETA "));
       // Every drawn state fits the width; the last thing written erases the line.
@@ -74,7 +39,9 @@ TEST_CASE("progress: on a terminal, verify and load draw a bar with percent and 
 TEST_CASE("progress: run's counter is erased before each result reaches a shared terminal", "[cli][progress]") {
   TempDir d;
   write_file(d.file("in"), std::string("Once\nThe cat\nA dog\n"));
-  const std::string t = run_on_pty({"run", testdata("run/llama-spm"), "--raw", "--max-tokens", "4"}, true, d.file("in"));
+  const PtyResult p = run_on_pty({"run", testdata("run/llama-spm"), "--raw", "--max-tokens", "4"}, true, d.file("in"));
+  CHECK(p.exit_code == 0);
+  const std::string& t = p.text;
   size_t results = 0;
   for (size_t at = 0; (at = t.find("{\"finish_reason\"", at)) != std::string::npos; ++at, ++results)
     CHECK((at == 0 || t[at - 1] == '\r' || t[at - 1] == '\n'));

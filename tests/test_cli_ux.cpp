@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/helpers.hpp"
+#include "tests/pty.hpp"
 
 using nlohmann::json;
 using namespace nunchaku::test;
@@ -255,6 +256,7 @@ TEST_CASE("parser: errors go through `nunchaku: error:` with did-you-mean for op
 }
 
 TEST_CASE("help: `nunchaku help SUB`, sections, no type tags, exit codes and examples, <= 100 columns", "[cli][parser]") {
+  const ScopedEnv columns("COLUMNS", "100");
   const std::vector<std::string> cmds = {"inspect", "estimate", "plan", "load", "run", "tokenize", "convert"};
   auto top = run_cli({"help"});
   CHECK(top.exit_code == 0);
@@ -291,6 +293,7 @@ TEST_CASE("help: `nunchaku help SUB`, sections, no type tags, exit codes and exa
 }
 
 TEST_CASE("width: estimate, plan and inspect --tensors fit 100 columns, formulas behind --explain", "[cli][width]") {
+  const ScopedEnv columns("COLUMNS", "100");
   TempDir d;
   write_sparse_llama(d.path.string(), testdata("models/llama2-7b-config/config.json"));
   const std::string big = d.path.string();
@@ -624,7 +627,13 @@ TEST_CASE("json: every document says which command wrote it and its format_versi
 
 TEST_CASE("width: load's report fits 100 columns or $COLUMNS", "[cli][width]") {
   const std::string m = testdata("models/llama-sharded");
+  auto piped = run_cli({"load", m, "--verify"});  // a pipe without $COLUMNS: nothing wrapped
+  REQUIRE(piped.exit_code == 0);
+  CHECK_THAT(piped.out, Catch::Contains("page cache (no copy; --copy to copy)\n"));
+  CHECK(widest(piped.out) > 100);
+  ::setenv("COLUMNS", "100", 1);
   auto r = run_cli({"load", m, "--verify"});
+  ::unsetenv("COLUMNS");
   REQUIRE(r.exit_code == 0);
   CHECK(widest(r.out) <= 100);
   // The longest line before wrapping (the mapped-modules line) is all there, wrapped.

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/helpers.hpp"
+#include "tests/pty.hpp"
 
 using nlohmann::json;
 using namespace nunchaku::test;
@@ -154,6 +155,7 @@ std::vector<std::string> metadata_rows(const std::string& text) {
 TEST_CASE("inspect --metadata: GGUF keys in text, arrays cut with their length, <= 100 columns", "[inspect][cli][metadata]") {
   const std::string rel = "models/llama-gguf/model.gguf";
   const json e = expected_fixtures()[rel]["config"];
+  const ScopedEnv columns("COLUMNS", "100");
   auto r = run_cli({"inspect", testdata(rel), "--metadata"});
   REQUIRE(r.exit_code == 0);
   // One row per key GGUFReader counts, plus the reader's own gguf.version/alignment/tensor_data_offset.
