@@ -275,7 +275,7 @@ TEST_CASE("engine: unsupported models and misuse are errors with a code", "[engi
     }
     return std::string("no error");
   };
-  Checkpoint ck = open_checkpoint(test::testdata("models/mixtral"));
+  Checkpoint ck = open_checkpoint(test::testdata("models/gpt2"));
   ModelLayout layout = describe_model(ck);
   LoadOptions lo;
   lo.placement = place_all(layout, Device{Device::Kind::Cpu, 0});

@@ -164,6 +164,7 @@ class HostBlind final : public Backend {
   void rope(Buf b, int t) override { in->rope(b, t); }
   void store_kv(int64_t l) override { in->store_kv(l); }
   void attention(int64_t l, const Attention& a) override { in->attention(l, a); }
+  void moe(const MoeFfn& f) override { in->moe(f); }
   void add(Buf x, Buf d) override { in->add(x, d); }
   void select_rows(std::span<const int64_t> r, const Norm& n) override { in->select_rows(r, n); }
   void head(const WeightMatrix& w, int64_t r) override { in->head(w, r); }

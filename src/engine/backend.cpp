@@ -24,6 +24,7 @@ std::string_view op_name(Op op) {
     case Op::Add: return "add";
     case Op::Rope: return "rope";
     case Op::Attention: return "attention";
+    case Op::Moe: return "moe";
   }
   return "?";
 }

@@ -86,8 +86,31 @@ struct Attention {
   VecRef sinks;         // per head: a logit that joins each softmax's denominator only
 };
 
-// The primitives (Backend::supports). Fused ops are compositions of them.
-enum class Op : uint8_t { Embed, Matmul, Norm, ActMul, Scale, Softcap, Add, Rope, Attention };
+// A layer's mixture of experts (Backend::moe): per token, router logits W_r . x, softmax,
+// the top_k experts (largest weights, ties to the lower index, NaN logits never chosen
+// before a number), their weights renormalized to sum 1 when `norm_topk`; the output is
+// sum_j w_j * down_j(act(gate_j . x) * (up_j . x)), plus, with a shared expert,
+// sigmoid(shared_expert_gate . x) * shared(x). Expert e's matrices are experts[e].
+struct MoeExpert {
+  const WeightMatrix* gate = nullptr;
+  const WeightMatrix* up = nullptr;
+  const WeightMatrix* down = nullptr;
+};
+struct MoeFfn {
+  const WeightMatrix* router = nullptr;  // [experts, hidden]
+  std::span<const MoeExpert> experts;
+  int64_t top_k = 0;
+  bool norm_topk = false;
+  Activation act = Activation::Silu;
+  const WeightMatrix* shared_gate = nullptr;  // the shared expert (all three, or none)
+  const WeightMatrix* shared_up = nullptr;
+  const WeightMatrix* shared_down = nullptr;
+  VecRef shared_expert_gate;  // [hidden]; absent: the shared expert's output is added as is
+};
+
+// The primitives (Backend::supports). Fused ops are compositions of them; Moe is its own
+// (a backend without it refuses MoE models before they run).
+enum class Op : uint8_t { Embed, Matmul, Norm, ActMul, Scale, Softcap, Add, Rope, Attention, Moe };
 std::string_view op_name(Op op);
 
 class Backend {
@@ -133,6 +156,8 @@ class Backend {
   virtual void store_kv(int64_t layer) = 0;
   // Q against layer `layer`'s cache (positions up to each token's own), into Att.
   virtual void attention(int64_t layer, const Attention& a) = 0;
+  // Tmp = the mixture of experts of XN (MoeFfn). Only backends that support(Op::Moe).
+  virtual void moe(const MoeFfn& f) = 0;
   // A hint: the next matmul reads `jobs`' weights (the views stay valid until it has run).
   // A backend may start fetching them during the ops in between: the CPU backend's threads
   // warm the first part of their shares of the rows into L2 while decode's attention runs.

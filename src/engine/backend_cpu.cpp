@@ -16,6 +16,7 @@
 #include "engine/backend.hpp"
 #include "engine/kernels_fast_bf16.hpp"
 #include "engine/kernels_q8.hpp"
+#include "engine/moe_route.hpp"
 #include "engine/quant_blocks.hpp"
 #include "engine/thread_pool.hpp"
 #include "io/weight_store.hpp"
@@ -73,9 +74,12 @@ class CpuBackend final : public Backend {
       case Op::Embed: case Op::Matmul: return matmul_supports(t);
       case Op::Norm: return t == DType::F32 || t == DType::F16 || t == DType::BF16;
       case Op::Attention: return t == DType::F32 || t == DType::F16;  // the KV cache
+      case Op::Moe: return true;
       default: return t == DType::F32;
     }
   }
+
+  void moe(const MoeFfn& f) override;
 
   void embed(const WeightMatrix& table, float scale) override {
     Buffer& x = buf(Buf::X);
@@ -224,6 +228,30 @@ class CpuBackend final : public Backend {
     return Array<T>(new (std::align_val_t(64)) T[n]);
   }
 
+  // A matmul over raw rows: out[b] = W . in[b] for n rows (the experts' gathered rows).
+  struct RawJob {
+    const WeightMatrix* w = nullptr;
+    const float* in = nullptr;
+    int64_t ldx = 0, n = 0;
+    float* out = nullptr;
+    int64_t ldo = 0;
+  };
+  struct RawTask {
+    int32_t job = 0;
+    int64_t r0 = 0, r1 = 0, b0 = 0, nb = 0;
+  };
+  void run_raw(std::span<const RawJob> jobs);  // all in one dispatch
+  void moe_experts(const MoeFfn& f, bool gate_up);
+  // The mixture-of-experts buffers (engine_memory's cpu_moe_bytes), when the model has experts.
+  struct MoeState {
+    Array<float> router, gathered, gate, up, out, shared_gate;
+    Array<int32_t> choice, order, row_of;
+    Array<float> weight;
+    Array<int64_t> first;
+    std::vector<RawJob> jobs;
+    std::vector<RawTask> tasks;
+  } moe_;
+
   ThreadPool pool_;
   EngineDims dims_;
   EngineConfig cfg_;
@@ -313,6 +341,23 @@ void CpuBackend::allocate(const BackendSetup& s) {
     pos_ = alloc<int64_t>(size_t(T));
     kv_ = alloc<uint8_t>(kv_total);  // pages are touched as positions fill
     scores_ = alloc<float>(size_t(pool_.size()) * size_t(cfg_.max_context));
+    if (dims_.experts > 0) {  // cpu_moe_bytes()
+      const size_t E = size_t(dims_.experts), A = size_t(T) * size_t(dims_.top_k), H = size_t(dims_.hidden),
+                   I = size_t(dims_.expert_inter);
+      moe_.router = alloc<float>(size_t(T) * E);
+      moe_.choice = alloc<int32_t>(A);
+      moe_.order = alloc<int32_t>(A);
+      moe_.row_of = alloc<int32_t>(A);
+      moe_.weight = alloc<float>(A);
+      moe_.first = alloc<int64_t>(E + 1);
+      moe_.gathered = alloc<float>(A * H);
+      moe_.out = alloc<float>(A * H);
+      moe_.gate = alloc<float>(A * I);
+      moe_.up = alloc<float>(A * I);
+      moe_.shared_gate = alloc<float>(size_t(T));
+      moe_.jobs.reserve(2 * E);
+      moe_.tasks.reserve(size_t(pool_.size()) * 16 + 4 * E);
+    }
     widest_ = dims_.widest_vector();
     vecs_ = alloc<float>(size_t(kVecSlots) * size_t(widest_));
     if (cfg_.fast_math) {  // engine_memory() charges the same
@@ -468,6 +513,108 @@ void CpuBackend::matmul_rows_of(std::span<const MatmulJob> jobs, const Buffer& i
       for (int64_t t = b0; t < b0 + nb; ++t)
         act_mul_row(fuse == Fuse::Silu ? Activation::Silu : Activation::GeluTanh, bufs_[size_t(jobs[0].out)].row(t) + r0,
                     bufs_[size_t(jobs[1].out)].row(t) + r0, r1 - r0);
+  });
+}
+
+void CpuBackend::run_raw(std::span<const RawJob> jobs) {
+  // Tasks as in matmul_rows_of: (weight rows) x (activation rows); a job of at least
+  // kMatmulGemmBatch rows is one GEMM chunk, smaller ones chunks of kDecodeBatchChunk.
+  auto batch_of = [](const RawJob& j) { return j.n >= kMatmulGemmBatch ? j.n : kDecodeBatchChunk; };
+  int64_t work = 0;
+  bool gemm = false;
+  for (const RawJob& j : jobs) {
+    work += j.w->rows * ((j.n + batch_of(j) - 1) / batch_of(j));
+    gemm = gemm || j.n >= kMatmulGemmBatch;
+  }
+  const int64_t want = int64_t(pool_.size()) * (gemm ? 8 : 4);
+  const int64_t rows_per = std::min<int64_t>((std::max<int64_t>(1, (work + want - 1) / want) + 7) / 8 * 8,
+                                             gemm ? 64 : kDecodeRows);
+  auto& tasks = moe_.tasks;
+  tasks.clear();
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const RawJob& j = jobs[k];
+    for (int64_t b0 = 0; b0 < j.n; b0 += batch_of(j))
+      for (int64_t r0 = 0; r0 < j.w->rows; r0 += rows_per)
+        tasks.push_back({int32_t(k), r0, std::min(j.w->rows, r0 + rows_per), b0, std::min(batch_of(j), j.n - b0)});
+  }
+  pool_.run(int64_t(tasks.size()), [&](int64_t i, int) {
+    const RawTask& t = tasks[size_t(i)];
+    const RawJob& j = jobs[size_t(t.job)];
+    matmul_rows(*j.w, j.in + t.b0 * j.ldx, j.ldx, t.nb, j.out + t.b0 * j.ldo, j.ldo, t.r0, t.r1);
+  });
+}
+
+// The active experts' gate and up (gate_up) or down matmuls over their gathered rows.
+void CpuBackend::moe_experts(const MoeFfn& f, bool gate_up) {
+  const int64_t H = dims_.hidden, I = dims_.expert_inter;
+  auto& jobs = moe_.jobs;
+  jobs.clear();
+  for (size_t e = 0; e < f.experts.size(); ++e) {
+    const int64_t r = moe_.first[e], n = moe_.first[e + 1] - r;
+    if (n == 0) continue;
+    const MoeExpert& x = f.experts[e];
+    if (gate_up) {
+      jobs.push_back({x.gate, moe_.gathered.get() + r * H, H, n, moe_.gate.get() + r * I, I});
+      jobs.push_back({x.up, moe_.gathered.get() + r * H, H, n, moe_.up.get() + r * I, I});
+    } else {
+      jobs.push_back({x.down, moe_.gate.get() + r * I, I, n, moe_.out.get() + r * H, H});
+    }
+  }
+  run_raw(jobs);
+}
+
+void CpuBackend::moe(const MoeFfn& f) {
+  const int64_t T = T_, E = dims_.experts, k = f.top_k, H = dims_.hidden, I = dims_.expert_inter, A = T * k;
+  if (E <= 0 || int64_t(f.experts.size()) != E || k <= 0 || k > dims_.top_k)
+    throw Error("engine.bad_spec", fmt::format("a mixture of {} experts (top {}) where the run state holds {} (top {})",
+                                               f.experts.size(), k, E, dims_.top_k), {}, Exit::Internal);
+  const Buffer& xn = buf(Buf::XN);
+  const RawJob router{f.router, xn.p.get(), xn.width, T, moe_.router.get(), E};
+  run_raw({&router, 1});
+  pool_.run(T, [&](int64_t t, int) {
+    route_token({moe_.router.get() + t * E, size_t(E)}, f.norm_topk, {moe_.choice.get() + t * k, size_t(k)},
+                {moe_.weight.get() + t * k, size_t(k)});
+  });
+  group_by_expert({moe_.choice.get(), size_t(A)}, E, {moe_.first.get(), size_t(E + 1)}, {moe_.order.get(), size_t(A)});
+  pool_.run(A, [&](int64_t r, int) {
+    const int32_t a = moe_.order[r];
+    moe_.row_of[a] = int32_t(r);
+    std::memcpy(moe_.gathered.get() + r * H, xn.row(a / k), size_t(H) * 4);
+  });
+  moe_experts(f, true);
+  pool_.run(A, [&](int64_t r, int) { act_mul_row(f.act, moe_.gate.get() + r * I, moe_.up.get() + r * I, I); });
+  moe_experts(f, false);
+
+  Buffer& out = buf(Buf::Tmp);
+  if (f.shared_gate) {  // Tmp = shared(x) (* sigmoid(gate . x))
+    const MatmulJob gu[2] = {{f.shared_gate, Buf::Gate, {}}, {f.shared_up, Buf::Up, {}}};
+    matmul_rows_of(gu, xn, T, f.act == Activation::Silu ? Fuse::Silu : Fuse::GeluTanh);
+    const MatmulJob down{f.shared_down, Buf::Tmp, {}};
+    matmul_rows_of({&down, 1}, buf(Buf::Gate), T);
+  }
+  const float* sg = f.shared_gate ? widen(f.shared_expert_gate, 0) : nullptr;
+  pool_.run(T, [&](int64_t t, int) {
+    float* o = out.row(t);
+    float g = 1.0f;
+    if (sg) {
+      float dot = 0;
+      for (int64_t i = 0; i < H; ++i) dot += xn.row(t)[i] * sg[i];
+      g = 1.0f / (1.0f + std::exp(-dot));
+    }
+    // The routed sum in ascending expert order (as transformers accumulates), then the shared part.
+    int32_t js[64];
+    const int64_t n = std::min<int64_t>(k, 64);
+    for (int64_t j = 0; j < n; ++j) js[j] = int32_t(j);
+    const int32_t* ch = moe_.choice.get() + t * k;
+    std::sort(js, js + n, [&](int32_t a, int32_t b) { return ch[a] < ch[b]; });
+    float* acc = moe_.gathered.get() + moe_.row_of[t * k] * H;  // this token's first gathered row: free now
+    std::fill(acc, acc + H, 0.0f);
+    for (int64_t q = 0; q < n; ++q) {
+      const float w = moe_.weight[t * k + js[q]];
+      const float* y = moe_.out.get() + int64_t(moe_.row_of[t * k + js[q]]) * H;
+      for (int64_t i = 0; i < H; ++i) acc[i] += w * y[i];
+    }
+    for (int64_t i = 0; i < H; ++i) o[i] = acc[i] + (f.shared_gate ? g * o[i] : 0.0f);
   });
 }
 

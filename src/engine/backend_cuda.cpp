@@ -100,6 +100,7 @@ class CudaBackend final : public Backend {
       case Op::Embed: case Op::Matmul: return has_wtype(t);
       case Op::Norm: return t == DType::F32 || t == DType::F16 || t == DType::BF16;
       case Op::Attention: return t == DType::F32 || t == DType::F16;  // the KV cache
+      case Op::Moe: return false;  // not yet: the Transformer refuses MoE models on CUDA
       default: return t == DType::F32;
     }
   }
@@ -130,6 +131,9 @@ class CudaBackend final : public Backend {
                             inv_freq_[table ? 1 : 0], qn.w ? dnorm(qn) : cuda::DNorm{}, kn.w ? dnorm(kn) : cuda::DNorm{},
                             eps_, cache(layer, 0), cache(layer, 1), &err_),
        "rope_and_cache");
+  }
+  void moe(const MoeFfn&) override {
+    throw Error("engine.unsupported_architecture", "the CUDA backend does not run mixture-of-experts layers yet");
   }
   void attention(int64_t layer, const Attention& a) override {
     const cuda::AttnOpts o{a.window, a.scale, a.softcap, dvec(a.sinks)};

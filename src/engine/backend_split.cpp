@@ -128,6 +128,7 @@ class SplitBackend final : public Backend {
   void rope(Buf b, int table) override { part().rope(b, table); }
   void store_kv(int64_t layer) override { part().store_kv(local(layer)); }
   void attention(int64_t layer, const Attention& a) override { part().attention(local(layer), a); }
+  void moe(const MoeFfn& f) override { part().moe(f); }
   void prefetch(std::span<const MatmulJob> jobs) override { part().prefetch(jobs); }
   void rope_and_cache(int64_t layer, const Norm& qn, const Norm& kn, int table) override {
     part().rope_and_cache(local(layer), qn, kn, table);

@@ -41,7 +41,8 @@ int64_t numel(const TensorView& t) {
 void check_supported(const ModelSpec& spec, const BlockRecipe& recipe) {
   if (!recipe.unsupported.empty())
     throw engine_error("engine.unsupported_architecture", recipe.unsupported, "",
-                       "supported: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3");
+                       "supported: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, mixtral, qwen2_moe, "
+                       "qwen3_moe, olmoe");
   const EngineDims d = engine_dims(spec);
   if (d.hidden <= 0 || d.heads <= 0 || d.head_dim <= 0 || d.head_dim % 2 || d.kv_heads <= 0 || d.heads % d.kv_heads ||
       d.layers <= 0)
@@ -94,9 +95,16 @@ ModelBinding bind_modules(const ModelLayout& layout) {
   }
   for (size_t l = 0; l < b.layers.size(); ++l) {
     if (!seen[l]) throw engine_error("engine.missing_tensor", fmt::format("layer {} has no tensors", l));
-    std::vector<Role> need = {Role::AttnNorm, Role::O, Role::FfnNorm, Role::Down};
+    const auto& at = b.layers[l].at;
+    const bool sparse = at[size_t(Role::Router)] >= 0;  // a MoE layer (others of the family are dense)
+    std::vector<Role> need = {Role::AttnNorm, Role::O, Role::FfnNorm};
     for (Role r : recipe.fused_qkv ? std::vector{Role::QKV} : std::vector{Role::Q, Role::K, Role::V}) need.push_back(r);
-    for (Role r : recipe.fused_gate_up ? std::vector{Role::GateUp} : std::vector{Role::Gate, Role::Up}) need.push_back(r);
+    if (sparse && at[size_t(Role::ExpGateUp)] >= 0) need.push_back(Role::ExpDown);
+    else if (sparse) need.insert(need.end(), {Role::ExpGate, Role::ExpUp, Role::ExpDown});
+    else if (recipe.fused_gate_up) need.insert(need.end(), {Role::GateUp, Role::Down});
+    else need.insert(need.end(), {Role::Gate, Role::Up, Role::Down});
+    if (sparse && (at[size_t(Role::ShGate)] >= 0 || at[size_t(Role::ShUp)] >= 0 || at[size_t(Role::ShDown)] >= 0))
+      need.insert(need.end(), {Role::ShGate, Role::ShUp, Role::ShDown});
     for (Role r : need)
       if (b.layers[l].at[size_t(r)] < 0)
         throw engine_error("engine.missing_tensor",

@@ -49,6 +49,11 @@ Transformer::Transformer(const ModelLayout& layout, WeightProvider& weights, Bac
   ModelSpec sized = spec_;
   sized.vocab_size = dims_.vocab;
   sized.intermediate_size = dims_.inter;
+  sized.moe_intermediate_size = dims_.expert_inter;
+  if (dims_.experts > 0 && !backend_.supports(Op::Moe, DType::F32))
+    throw Error("engine.unsupported_architecture",
+                fmt::format("the {} backend does not run mixture-of-experts layers yet", backend_.device().str()),
+                {.hint = "run it on the CPU (--device cpu)"});
   EngineConfig config = engine_config(opts_, backend_, weights_);
   config.panel_cols = panel_cols();
   memory_ = backend_.plan_state(sized, config);
@@ -82,6 +87,12 @@ void Transformer::bind(const ModelLayout& layout) {
     gate0 = &weights_.info(b.layers[0].module)[size_t(b.layers[0].at[size_t(gate_role)])];
   dims_.inter = gate0 && gate0->shape.size() == 2 ? gate0->shape[0] / (recipe_.fused_gate_up ? 2 : 1) : spec_.intermediate_size;
   dims_.layers = int64_t(b.layers.size());
+  dense_inter_ = dims_.inter;
+  for (const auto& l : b.layers)
+    if (l.at[size_t(Role::Router)] >= 0) {
+      moe_dims(layout, l.module);
+      break;
+    }
 
   // An untied embedding in host memory the backend cannot read (a GPU run whose plan left it
   // on the CPU) is gathered on the host: only the batch's rows cross to the device.
@@ -98,6 +109,8 @@ void Transformer::bind(const ModelLayout& layout) {
     L.window = recipe_.layers[l].window;
     L.rope = recipe_.layers[l].rope;
     bind_layer(L, weights_.info(L.module), layout.modules[L.module].name);
+    if (L.at[size_t(Role::Router)] >= 0)
+      bind_moe(L, weights_.info(L.module), layout.modules[L.module].roles, layout.modules[L.module].name);
     layers_.push_back(std::move(L));
   }
 
@@ -110,7 +123,7 @@ void Transformer::bind(const ModelLayout& layout) {
 
 // The layer's matrices (row ranges of the fused ones) and the checks of its vectors.
 void Transformer::bind_layer(Layer& L, std::span<const TensorView> info, const std::string& module) {
-  const int64_t H = dims_.hidden, q_dim = dims_.q_dim(), kv_dim = dims_.kv_dim(), I = dims_.inter;
+  const int64_t H = dims_.hidden, q_dim = dims_.q_dim(), kv_dim = dims_.kv_dim(), I = dense_inter_;
   auto part = [&](Part& p, Role r, int64_t rows, int64_t cols, int64_t row0 = 0, int64_t total = 0) {
     p.at = L.at[size_t(r)];
     p.row0 = row0;
@@ -128,17 +141,20 @@ void Transformer::bind_layer(Layer& L, std::span<const TensorView> info, const s
     part(L.v, Role::V, kv_dim, H);
   }
   part(L.o, Role::O, H, q_dim);
-  if (recipe_.fused_gate_up) {
+  const bool sparse = L.at[size_t(Role::Router)] >= 0;  // bind_moe binds its MLP
+  if (sparse) {
+  } else if (recipe_.fused_gate_up) {
     part(L.gate, Role::GateUp, I, H, 0, 2 * I);
     part(L.up, Role::GateUp, I, H, I, 2 * I);
   } else {
     part(L.gate, Role::Gate, I, H);
     part(L.up, Role::Up, I, H);
   }
-  part(L.down, Role::Down, H, I);
+  if (!sparse) part(L.down, Role::Down, H, I);
+  const int64_t qn = recipe_.qk_norm_full ? q_dim : dims_.head_dim, kn = recipe_.qk_norm_full ? kv_dim : dims_.head_dim;
   const std::pair<Role, int64_t> vecs[] = {{Role::AttnNorm, H},   {Role::FfnNorm, H},  {Role::QBias, q_dim},
                                            {Role::KBias, kv_dim}, {Role::VBias, kv_dim}, {Role::OBias, H},
-                                           {Role::QNorm, dims_.head_dim}, {Role::KNorm, dims_.head_dim},
+                                           {Role::QNorm, qn}, {Role::KNorm, kn},
                                            {Role::GateBias, I},   {Role::UpBias, I},     {Role::DownBias, H},
                                            {Role::PostAttnNorm, H}, {Role::PostFfnNorm, H}};
   for (auto [r, n] : vecs)
@@ -155,8 +171,16 @@ void Transformer::bind_layer(Layer& L, std::span<const TensorView> info, const s
 int64_t Transformer::panel_cols() const {
   int64_t cols = 0;
   auto widen = [&](const WeightMatrix& w) { cols = cpu_gemm_uses_panel(w.dtype) ? std::max(cols, w.cols) : cols; };
-  for (const Layer& L : layers_)
-    for (const Part* p : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) widen(p->w);
+  for (const Layer& L : layers_) {
+    for (const Part* p : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down})
+      if (p->at >= 0) widen(p->w);
+    if (L.moe) {
+      for (const Part& p : L.moe->experts) widen(p.w);
+      widen(L.moe->router.w);
+      if (L.moe->shared)
+        for (const Part* p : {&L.moe->sh_gate, &L.moe->sh_up, &L.moe->sh_down}) widen(p->w);
+    }
+  }
   widen(head_.w);
   return cols;
 }
@@ -193,9 +217,12 @@ uint64_t Transformer::state_bytes() const {
 }
 
 std::string Transformer::describe() const {
+  const std::string ffn = dims_.experts > 0 ? fmt::format("{} (experts {} x {}, top {})", dims_.inter, dims_.experts,
+                                                          dims_.expert_inter, dims_.top_k)
+                                            : std::to_string(dims_.inter);
   return fmt::format("{}, {}, hidden {}, heads {}/{} x {}, ffn {} ({}), norm {}, vocab {}, weights {}, rope {}, kv {}, {}, {}",
                      spec_.architecture, plural(layers_.size(), "layer"), dims_.hidden, dims_.heads, dims_.kv_heads, dims_.head_dim,
-                     dims_.inter, activation_name(recipe_.act), norm_kind_name(recipe_.norm), dims_.vocab,
+                     ffn, activation_name(recipe_.act), norm_kind_name(recipe_.norm), dims_.vocab,
                      dtype_name(layers_.empty() ? embed_.w.dtype : layers_[0].q.w.dtype),
                      rope_style_ == RopeStyle::NeoX ? "neox" : "interleaved", dtype_name(cfg_.kv_dtype),
                      weights_.describe(), backend_.describe());
@@ -270,10 +297,17 @@ void Transformer::run_layer(Layer& L, int64_t l) {
   auto w = acquire(size_t(l) + 1);
   auto vec = [&](Role r) { return vector_ref(w, L.at[size_t(r)]); };
   for (Part* p : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down})
-    p->w.data = static_cast<const uint8_t*>(w[size_t(p->at)].data) + size_t(p->row0) * p->w.row_bytes;
+    if (p->at >= 0) p->w.data = static_cast<const uint8_t*>(w[size_t(p->at)].data) + size_t(p->row0) * p->w.row_bytes;
   Backend& be = backend_;
   be.begin_layer(l);
   run_attention(L, l, w);
+  if (L.moe) {
+    run_moe(L, w);
+    if (recipe_.post_ffn_norm) be.norm(Buf::Tmp, Buf::Tmp, norm_of(w, L, Role::PostFfnNorm));
+    be.add(Buf::X, Buf::Tmp);
+    weights_.release(L.module);
+    return;
+  }
   be.matmul_act({&L.gate.w, Buf::Gate, vec(Role::GateBias)}, {&L.up.w, Buf::Up, vec(Role::UpBias)}, Buf::XN, recipe_.act);
   const MatmulJob down{&L.down.w, Buf::Tmp, vec(Role::DownBias)};
   if (recipe_.post_ffn_norm) {

@@ -94,12 +94,21 @@ class Transformer {
     int16_t at = -1;
     int64_t row0 = 0;
   };
+  // A MoE layer's router, routed experts (3 parts each: gate, up, down; rows of a stacked
+  // tensor or one tensor per expert) and optional shared expert.
+  struct Moe {
+    Part router, sh_gate, sh_up, sh_down;
+    std::vector<Part> experts;     // [experts x 3]
+    std::vector<MoeExpert> bound;  // [experts]: pointers into `experts`
+    bool shared = false;
+  };
   struct Layer {
     size_t module = 0;
     Slots at{};
     Part q, k, v, o, gate, up, down;
     int64_t window = 0;
     int rope = 0;  // rotary table
+    std::optional<Moe> moe;  // the MLP is a mixture of experts
   };
   struct Bound {  // a module outside the stack with the one matrix or vector it holds
     size_t module = SIZE_MAX;
@@ -111,6 +120,10 @@ class Transformer {
   int64_t panel_cols() const;  // EngineConfig::panel_cols of the bound weights
   int64_t validate(std::span<const SeqChunk> chunks);
   void bind_layer(Layer& L, std::span<const TensorView> info, const std::string& module);
+  // model_moe.cpp: the experts of a layer with a router (dims_.experts, expert_inter set).
+  void bind_moe(Layer& L, std::span<const TensorView> info, std::span<const Role> roles, const std::string& module);
+  void moe_dims(const ModelLayout& layout, size_t module);  // dims_ expert_inter, inter (shared)
+  void run_moe(Layer& L, std::span<const TensorView> w);   // XN -> Tmp
   void run_layer(Layer& L, int64_t l);
   void run_attention(Layer& L, int64_t l, std::span<const TensorView> w);
   Norm norm_of(std::span<const TensorView> w, const Layer& L, Role r) const;
@@ -125,6 +138,7 @@ class Transformer {
   EngineConfig cfg_;
   EngineMemory memory_;
   EngineDims dims_;
+  int64_t dense_inter_ = 0;  // rows of a dense layer's gate (dims_.inter may be a shared expert's, wider)
   RopeStyle rope_style_ = RopeStyle::NeoX;
   float eps_ = 1e-5f;
   Bound embed_, final_norm_, head_;

@@ -26,7 +26,21 @@ EngineDims engine_dims(const ModelSpec& spec) {
   d.inter = spec.intermediate_size;
   d.vocab = spec.vocab_size;
   d.layers = spec.num_layers;
+  if (spec.num_experts > 0 && spec.num_experts_per_tok > 0) {
+    d.experts = spec.num_experts;
+    d.top_k = std::min(spec.num_experts_per_tok, spec.num_experts);
+    d.expert_inter = spec.moe_intermediate_size > 0 ? spec.moe_intermediate_size : spec.intermediate_size;
+    d.inter = std::max(d.inter, spec.shared_expert_intermediate_size);
+  }
   return d;
+}
+
+uint64_t cpu_moe_bytes(const EngineDims& d, int64_t tokens) {
+  if (d.experts <= 0 || d.top_k <= 0) return 0;
+  const uint64_t T = uint64_t(std::max<int64_t>(0, tokens)), A = sat_prod(T, uint64_t(d.top_k));
+  const uint64_t per_assignment = sat_add(16, sat_prod(uint64_t(2 * d.hidden + 2 * d.expert_inter), 4));
+  return sat_add(sat_add(sat_prod(T, uint64_t(d.experts), 4), sat_prod(A, per_assignment)),
+                 sat_add(sat_prod(uint64_t(d.experts) + 1, 8), sat_prod(T, 4)));
 }
 
 int64_t engine_max_tokens(int64_t prefill_chunk, int64_t batch) {
@@ -59,7 +73,11 @@ int64_t panel_cols_of(const Checkpoint& ck, const ModelLayout& layout) {
       switch (m.roles[i]) {
         case Role::Q: case Role::K: case Role::V: case Role::Gate: case Role::Up: case Role::Head: cols = std::max(cols, d.hidden); break;
         case Role::O: cols = std::max(cols, d.q_dim()); break;
-        case Role::Down: cols = std::max(cols, d.inter); break;
+        case Role::Down: case Role::ShDown: cols = std::max(cols, d.inter); break;
+        case Role::Router: case Role::ExpGate: case Role::ExpUp: case Role::ExpGateUp: case Role::ShGate: case Role::ShUp:
+          cols = std::max(cols, d.hidden);
+          break;
+        case Role::ExpDown: cols = std::max(cols, d.expert_inter); break;
         case Role::Embed: if (!has_head) cols = std::max(cols, d.hidden); break;
         default: break;
       }
@@ -93,6 +111,7 @@ EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
   // each slot holds (int64).
   const uint64_t per_token = uint64_t(3 * d.hidden + 2 * d.q_dim() + 2 * d.kv_dim() + 2 * d.inter) * 4;
   m.activations = sat_add(sat_add(sat_prod(T, per_token), sat_prod(T, 4 + 8 + 4)), engine_host_tables(c));
+  if (!c.cuda) m.activations = sat_add(m.activations, cpu_moe_bytes(d, c.max_tokens));
   const uint64_t esize = c.kv_dtype == DType::F16 ? 2 : 4;
   const BlockRecipe recipe = recipe_for(spec);
   m.kv_positions.clear();

@@ -39,10 +39,13 @@ struct EngineConfig {
 // The engine's dimensions as it runs them (head_dim and kv heads resolved).
 struct EngineDims {
   int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, inter = 0, vocab = 0, layers = 0;
+  // Mixture of experts: routed experts, experts per token, a routed expert's intermediate
+  // size (0 = dense). `inter` also covers the shared expert's (qwen2_moe).
+  int64_t experts = 0, top_k = 0, expert_inter = 0;
   int64_t q_dim() const { return heads * head_dim; }
   int64_t kv_dim() const { return kv_heads * head_dim; }
   // The widest matmul input: the columns of the widest layer or head matrix.
-  int64_t widest_matmul_input() const { return std::max({hidden, q_dim(), inter}); }
+  int64_t widest_matmul_input() const { return std::max({hidden, q_dim(), inter, expert_inter}); }
   // The widest per-layer vector (a norm weight or bias widened to f32): a matmul input or k/v.
   int64_t widest_vector() const { return std::max(widest_matmul_input(), kv_dim()); }
 };
@@ -116,6 +119,13 @@ uint64_t cpu_thread_buffers(const EngineConfig& c);
 inline uint64_t cuda_rope_bytes(int64_t head_dim, bool two_tables) {
   return uint64_t(two_tables ? 2 : 1) * uint64_t(head_dim / 2) * 4;
 }
+
+// The CPU backend's mixture-of-experts buffers for `tokens` tokens a pass (0 when dense):
+// router logits (tokens x experts fp32), per (token, chosen expert) its expert, weight, row
+// and the row's assignment (4 B each), each expert's first row (experts + 1, int64), the gathered input
+// and the experts' output rows (hidden fp32 each), their gate and up rows (expert_inter fp32
+// each), and per token the shared expert's gate (fp32).
+uint64_t cpu_moe_bytes(const EngineDims& d, int64_t tokens);
 
 // Resolves the defaults of `cfg` against the spec and sizes every buffer.
 EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg);

@@ -59,16 +59,38 @@ constexpr R kMlpHF[] = {
     {"mlp.up_proj.bias", "I", kOpt, Role::UpBias},
     {"mlp.down_proj.bias", "H", kOpt, Role::DownBias},
 };
-constexpr R kMoeMixtralHF[] = {  // transformers < 5 and every Mixtral on the Hub
-    {"block_sparse_moe.gate.weight", "E H"},
-    {"block_sparse_moe.experts.#.w1.weight", "I H"},
-    {"block_sparse_moe.experts.#.w2.weight", "H I"},
-    {"block_sparse_moe.experts.#.w3.weight", "I H"},
+constexpr R kMoeMixtralHF[] = {  // every Mixtral on the Hub; transformers 5 saves it so too
+    {"block_sparse_moe.gate.weight", "E H", kReq, Role::Router},
+    {"block_sparse_moe.experts.#.w1.weight", "EI H", kReq, Role::ExpGate},
+    {"block_sparse_moe.experts.#.w2.weight", "H EI", kReq, Role::ExpDown},
+    {"block_sparse_moe.experts.#.w3.weight", "EI H", kReq, Role::ExpUp},
 };
-constexpr R kMoeFusedHF[] = {  // transformers 5 (MixtralExperts, fused per layer)
-    {"mlp.gate.weight", "E H"},
-    {"mlp.experts.gate_up_proj", "E 2I H"},
-    {"mlp.experts.down_proj", "E H I"},
+constexpr R kMoeFusedHF[] = {  // transformers 5 in memory (experts fused per layer)
+    {"mlp.gate.weight", "E H", kReq, Role::Router},
+    {"mlp.experts.gate_up_proj", "E 2EI H", kReq, Role::ExpGateUp},
+    {"mlp.experts.down_proj", "E H EI", kReq, Role::ExpDown},
+};
+// Qwen2-MoE, Qwen3-MoE, OLMoE as transformers 5 saves them: the router, one tensor per
+// expert; qwen2_moe adds a shared expert behind a sigmoid gate.
+constexpr R kMoeExpertsHF[] = {
+    {"mlp.gate.weight", "E H", kReq, Role::Router},
+    {"mlp.experts.#.gate_proj.weight", "EI H", kReq, Role::ExpGate},
+    {"mlp.experts.#.up_proj.weight", "EI H", kReq, Role::ExpUp},
+    {"mlp.experts.#.down_proj.weight", "H EI", kReq, Role::ExpDown},
+};
+constexpr R kMoeSharedHF[] = {
+    {"mlp.gate.weight", "E H", kReq, Role::Router},
+    {"mlp.experts.#.gate_proj.weight", "EI H", kReq, Role::ExpGate},
+    {"mlp.experts.#.up_proj.weight", "EI H", kReq, Role::ExpUp},
+    {"mlp.experts.#.down_proj.weight", "H EI", kReq, Role::ExpDown},
+    {"mlp.shared_expert.gate_proj.weight", "SI H", kReq, Role::ShGate},
+    {"mlp.shared_expert.up_proj.weight", "SI H", kReq, Role::ShUp},
+    {"mlp.shared_expert.down_proj.weight", "H SI", kReq, Role::ShDown},
+    {"mlp.shared_expert_gate.weight", "1 H", kReq, Role::ShExpGate},
+};
+constexpr R kQkNormFullHF[] = {  // olmoe: one norm over all of q (and of k), not per head
+    {"self_attn.q_norm.weight", "Q", kReq, Role::QNorm},
+    {"self_attn.k_norm.weight", "KV", kReq, Role::KNorm},
 };
 constexpr R kPhi3LayerHF[] = {
     {"input_layernorm.weight", "H", kReq, Role::AttnNorm},
@@ -152,16 +174,30 @@ constexpr R kMlpGGUF[] = {
     {"ffn_down.weight", "H I", kReq, Role::Down},
 };
 constexpr R kMoeGGUF[] = {  // stacked experts (current convert_hf_to_gguf)
-    {"ffn_gate_inp.weight", "E H"},
-    {"ffn_gate_exps.weight", "E I H"},
-    {"ffn_up_exps.weight", "E I H"},
-    {"ffn_down_exps.weight", "E H I"},
+    {"ffn_gate_inp.weight", "E H", kReq, Role::Router},
+    {"ffn_gate_exps.weight", "E EI H", kReq, Role::ExpGate},
+    {"ffn_up_exps.weight", "E EI H", kReq, Role::ExpUp},
+    {"ffn_down_exps.weight", "E H EI", kReq, Role::ExpDown},
 };
 constexpr R kMoeSplitGGUF[] = {  // per-expert tensors (early Mixtral GGUFs)
-    {"ffn_gate_inp.weight", "E H"},
-    {"ffn_gate.#.weight", "I H"},
-    {"ffn_up.#.weight", "I H"},
-    {"ffn_down.#.weight", "H I"},
+    {"ffn_gate_inp.weight", "E H", kReq, Role::Router},
+    {"ffn_gate.#.weight", "EI H", kReq, Role::ExpGate},
+    {"ffn_up.#.weight", "EI H", kReq, Role::ExpUp},
+    {"ffn_down.#.weight", "H EI", kReq, Role::ExpDown},
+};
+constexpr R kMoeSharedGGUF[] = {  // qwen2moe: stacked experts and the shared expert
+    {"ffn_gate_inp.weight", "E H", kReq, Role::Router},
+    {"ffn_gate_exps.weight", "E EI H", kReq, Role::ExpGate},
+    {"ffn_up_exps.weight", "E EI H", kReq, Role::ExpUp},
+    {"ffn_down_exps.weight", "E H EI", kReq, Role::ExpDown},
+    {"ffn_gate_shexp.weight", "SI H", kReq, Role::ShGate},
+    {"ffn_up_shexp.weight", "SI H", kReq, Role::ShUp},
+    {"ffn_down_shexp.weight", "H SI", kReq, Role::ShDown},
+    {"ffn_gate_inp_shexp.weight", "H", kReq, Role::ShExpGate},
+};
+constexpr R kQkNormFullGGUF[] = {  // olmoe
+    {"attn_q_norm.weight", "Q", kReq, Role::QNorm},
+    {"attn_k_norm.weight", "KV", kReq, Role::KNorm},
 };
 constexpr R kPhi3LayerGGUF[] = {
     {"attn_norm.weight", "H", kReq, Role::AttnNorm},
@@ -215,6 +251,9 @@ constexpr Rules kGemma2AttnHFAlt[] = {kGemma2AttnHF};
 constexpr Rules kSandwichHFAlt[] = {kSandwichNormHF};
 constexpr Rules kMlpHFAlt[] = {kMlpHF};
 constexpr Rules kMoeHFAlt[] = {kMoeMixtralHF, kMoeFusedHF};
+constexpr Rules kMoeExpertsHFAlt[] = {kMoeExpertsHF, kMlpHF};  // qwen3_moe mlp_only_layers are dense
+constexpr Rules kMoeSharedHFAlt[] = {kMoeSharedHF, kMlpHF};    // qwen2_moe: off decoder_sparse_step
+constexpr Rules kQkNormFullHFAlt[] = {kQkNormFullHF};
 constexpr Rules kPhi3HFAlt[] = {kPhi3LayerHF};
 constexpr Rules kGpt2HFAlt[] = {kGpt2LayerHF};
 constexpr Rules kAttnGGUFAlt[] = {kAttnGGUF};
@@ -223,6 +262,9 @@ constexpr Rules kQkNormGGUFAlt[] = {kQkNormGGUF};
 constexpr Rules kSandwichGGUFAlt[] = {kSandwichNormGGUF};
 constexpr Rules kMlpGGUFAlt[] = {kMlpGGUF};
 constexpr Rules kMoeGGUFAlt[] = {kMoeGGUF, kMoeSplitGGUF};
+constexpr Rules kMoeOrDenseGGUFAlt[] = {kMoeGGUF, kMlpGGUF};
+constexpr Rules kMoeSharedGGUFAlt[] = {kMoeSharedGGUF, kMlpGGUF};
+constexpr Rules kQkNormFullGGUFAlt[] = {kQkNormFullGGUF};
 constexpr Rules kPhi3GGUFAlt[] = {kPhi3LayerGGUF};
 constexpr Rules kGpt2GGUFAlt[] = {kGpt2LayerGGUF};
 
@@ -232,6 +274,9 @@ constexpr LayerSlot kQwen3HF[] = {{kAttnHFAlt}, {kQkNormHFAlt}, {kMlpHFAlt}};
 constexpr LayerSlot kGemma2HF[] = {{kGemma2AttnHFAlt}, {kSandwichHFAlt}, {kMlpHFAlt}};
 constexpr LayerSlot kGemma3HF[] = {{kGemma2AttnHFAlt}, {kQkNormHFAlt}, {kSandwichHFAlt}, {kMlpHFAlt}};
 constexpr LayerSlot kMixtralHF[] = {{kAttnHFAlt}, {kMoeHFAlt}};
+constexpr LayerSlot kQwen2MoeHF[] = {{kAttnHFAlt}, {kAttnBiasHFAlt}, {kMoeSharedHFAlt}};
+constexpr LayerSlot kQwen3MoeHF[] = {{kAttnHFAlt}, {kQkNormHFAlt}, {kMoeExpertsHFAlt}};
+constexpr LayerSlot kOlmoeHF[] = {{kAttnHFAlt}, {kQkNormFullHFAlt}, {kMoeExpertsHFAlt}};
 constexpr LayerSlot kPhi3HF[] = {{kPhi3HFAlt}};
 constexpr LayerSlot kGpt2HF[] = {{kGpt2HFAlt}};
 constexpr LayerSlot kLlamaGGUF[] = {{kAttnGGUFAlt}, {kMlpGGUFAlt}};
@@ -240,6 +285,9 @@ constexpr LayerSlot kQwen3GGUF[] = {{kAttnGGUFAlt}, {kQkNormGGUFAlt}, {kMlpGGUFA
 constexpr LayerSlot kGemma2GGUF[] = {{kAttnGGUFAlt}, {kSandwichGGUFAlt}, {kMlpGGUFAlt}};
 constexpr LayerSlot kGemma3GGUF[] = {{kAttnGGUFAlt}, {kQkNormGGUFAlt}, {kSandwichGGUFAlt}, {kMlpGGUFAlt}};
 constexpr LayerSlot kMixtralGGUF[] = {{kAttnGGUFAlt}, {kMoeGGUFAlt}};
+constexpr LayerSlot kQwen2MoeGGUF[] = {{kAttnGGUFAlt}, {kAttnBiasGGUFAlt}, {kMoeSharedGGUFAlt}};
+constexpr LayerSlot kQwen3MoeGGUF[] = {{kAttnGGUFAlt}, {kQkNormGGUFAlt}, {kMoeOrDenseGGUFAlt}};
+constexpr LayerSlot kOlmoeGGUF[] = {{kAttnGGUFAlt}, {kQkNormFullGGUFAlt}, {kMoeOrDenseGGUFAlt}};
 constexpr LayerSlot kPhi3GGUF[] = {{kPhi3GGUFAlt}};
 constexpr LayerSlot kGpt2GGUF[] = {{kGpt2GGUFAlt}};
 
@@ -259,6 +307,9 @@ constexpr ArchEntry kTable[] = {
     {"gemma3", Naming::HF, kWrappedRoots, "layers.", kLlamaGlobalsHF, kGemma3HF},
     {"phi3", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kPhi3HF},
     {"mixtral", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kMixtralHF},
+    {"qwen2_moe", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kQwen2MoeHF},
+    {"qwen3_moe", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kQwen3MoeHF},
+    {"olmoe", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kOlmoeHF},
     {"gpt2", Naming::HF, kGpt2Roots, "h.", kGpt2GlobalsHF, kGpt2HF},
     {"llama", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kLlamaGGUF},
     {"mistral", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kLlamaGGUF},
@@ -269,6 +320,9 @@ constexpr ArchEntry kTable[] = {
     {"gemma3", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kGemma3GGUF},
     {"phi3", Naming::GGUF, kGGUFRoots, "blk.", kPhi3GlobalsGGUF, kPhi3GGUF},
     {"mixtral", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kMixtralGGUF},
+    {"qwen2_moe", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kQwen2MoeGGUF},
+    {"qwen3_moe", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kQwen3MoeGGUF},
+    {"olmoe", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kOlmoeGGUF},
     {"gpt2", Naming::GGUF, kGGUFRoots, "blk.", kGpt2GlobalsGGUF, kGpt2GGUF},
 };
 
@@ -299,7 +353,9 @@ std::string_view role_name(Role r) {
       "none",   "embed",  "final_norm", "head",    "rope_freqs", "attn_norm", "q",        "k",
       "v",      "o",      "q_bias",     "k_bias",  "v_bias",     "o_bias",    "q_norm",   "k_norm",
       "ffn_norm", "gate", "up",         "down",    "gate_bias",  "up_bias",   "down_bias",
-      "post_attn_norm", "post_ffn_norm", "qkv", "gate_up"};
+      "post_attn_norm", "post_ffn_norm", "qkv", "gate_up",
+      "router", "expert_gate", "expert_up", "expert_down", "expert_gate_up",
+      "shared_gate", "shared_up", "shared_down", "shared_expert_gate"};
   return kNames[size_t(r)];
 }
 
@@ -421,6 +477,10 @@ std::optional<std::vector<int64_t>> eval_shape(std::string_view shape, const Mod
     else if (sym == "QKV") v = (s.num_heads && s.num_kv_heads && s.head_dim) ? q + 2 * kv : 0;
     else if (sym == "3H") v = 3 * s.hidden_size;
     else if (sym == "E") v = s.num_experts;
+    else if (sym == "1") v = 1;
+    else if (sym == "EI") v = s.moe_intermediate_size;
+    else if (sym == "2EI") v = 2 * s.moe_intermediate_size;
+    else if (sym == "SI") v = s.shared_expert_intermediate_size;
     out.push_back(v);
   }
   return out;

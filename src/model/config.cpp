@@ -129,6 +129,12 @@ ModelSpec spec_from_hf_config(const json& config) {
 
   if (rec && rec->hf_config) rec->hf_config(f, s);  // class defaults, layer pattern
   if (wrap && wrap->hf_config) wrap->hf_config(top, s);
+  if (s.num_experts > 0) {
+    s.moe_intermediate_size = f.integer({"moe_intermediate_size"}).value_or(s.intermediate_size);
+    s.shared_expert_intermediate_size = f.integer({"shared_expert_intermediate_size"}).value_or(0);
+    // Mixtral always renormalizes its top-k (softmax over the chosen logits).
+    s.moe_norm_topk = s.architecture == "mixtral" || f.boolean({"norm_topk_prob"}).value_or(false);
+  }
   if (s.num_kv_heads == 0) s.num_kv_heads = s.num_heads;
   if (kv_heads && *kv_heads == 0) s.num_kv_heads = 0;  // stated 0: refused by describe_model's checks
   if (s.head_dim == 0 && s.num_heads > 0) s.head_dim = s.hidden_size / s.num_heads;
@@ -268,6 +274,14 @@ std::optional<ModelSpec> spec_from_gguf(const json& md) {
     pattern_all(s, AttnKind::Sliding, s.sliding_window);
   }
   if (sized && s.kv_lora_rank > 0 && s.layer_attn.empty()) pattern_all(s, AttnKind::Mla, 0);
+  if (s.num_experts > 0) {
+    s.moe_intermediate_size = integer("expert_feed_forward_length").value_or(s.intermediate_size);
+    s.shared_expert_intermediate_size = integer("expert_shared_feed_forward_length").value_or(0);
+    // llama.cpp's graphs: mixtral (arch llama) and qwen3moe renormalize the top-k weights,
+    // qwen2moe and olmoe do not; others say so in expert_weights_norm.
+    s.moe_norm_topk = f.boolean({key("expert_weights_norm")})
+                          .value_or(s.architecture == "mixtral" || s.architecture == "qwen3_moe");
+  }
   if (!rec)
     s.guessed.push_back(fmt::format("GGUF architecture '{}' has no architecture record: generic keys, attention full on "
                                     "every layer unless a window is written", arch));

@@ -43,6 +43,12 @@ struct ModelSpec {
   double norm_eps = 0;
   int64_t num_experts = 0;       // MoE: routed experts (0 = dense)
   int64_t num_experts_per_tok = 0;
+  // MoE: a routed expert's intermediate size (HF moe_intermediate_size, GGUF
+  // expert_feed_forward_length; mixtral/olmoe: intermediate_size) and the shared expert's
+  // (qwen2_moe shared_expert_intermediate_size); 0 = none.
+  int64_t moe_intermediate_size = 0;
+  int64_t shared_expert_intermediate_size = 0;
+  bool moe_norm_topk = false;    // top-k routing weights renormalized to sum 1 (norm_topk_prob)
   int64_t sliding_window = 0;    // 0 = none
   // Per-layer attention window (empty = all layers full attention; else size num_layers,
   // 0 = full attention for that layer), e.g. gemma2 alternates.
@@ -95,8 +101,13 @@ enum class Role : uint8_t {
   FfnNorm, Gate, Up, Down, GateBias, UpBias, DownBias,
   PostAttnNorm, PostFfnNorm,  // gemma2/3: norms of the attention and MLP outputs
   QKV, GateUp,                // phi3: q|k|v and gate|up as one matrix each
+  // Mixture of experts: the router [E, H]; routed experts as one tensor per expert (HF
+  // experts.N.*, old GGUF ffn_*.N) or stacked [E, rows, cols] (GGUF ffn_*_exps), gate|up
+  // fused per layer [E, 2I, H] (transformers 5 in memory); the shared expert and its
+  // sigmoid gate [1, H] (qwen2_moe).
+  Router, ExpGate, ExpUp, ExpDown, ExpGateUp, ShGate, ShUp, ShDown, ShExpGate,
 };
-constexpr size_t kRoleCount = size_t(Role::GateUp) + 1;
+constexpr size_t kRoleCount = size_t(Role::ShExpGate) + 1;
 struct Module {
   std::string name;              // prefix as the framework names it: "model.layers.3", "blk.3", "lm_head"
   ModuleKind kind = ModuleKind::Other;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 namespace nunchaku {
 namespace {
 
@@ -66,15 +68,27 @@ BlockRecipe recipe_for(const ModelSpec& s) {
   const std::string& fam = s.architecture;
   const bool gguf = s.source == "gguf";
   const int64_t heads = s.num_heads, hd = s.head_dim > 0 ? s.head_dim : (heads > 0 ? s.hidden_size / heads : 0);
-  static const char* const kRuns[] = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3"};
+  static const char* const kRuns[] = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
+                                      "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"};
+  static const char* const kMoe[] = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe"};
+  const bool moe_family = std::find(std::begin(kMoe), std::end(kMoe), fam) != std::end(kMoe);
   if (std::find(std::begin(kRuns), std::end(kRuns), fam) == std::end(kRuns))
     r.unsupported = "architecture '" + fam + "' is not supported by the engine";
-  else if (s.num_experts > 0)
-    r.unsupported = "mixture-of-experts models are not supported yet";
+  else if (s.num_experts > 0 && !moe_family)
+    r.unsupported = "mixture-of-experts layers of '" + fam + "' are not supported by the engine";
+  else if (moe_family && (s.num_experts <= 0 || s.num_experts_per_tok <= 0 || s.num_experts_per_tok > std::min<int64_t>(s.num_experts, 64)))
+    r.unsupported = fmt::format("'{}' with {} experts and {} per token cannot be routed (at most 64 per token)", fam, s.num_experts,
+                                s.num_experts_per_tok);
+  if (moe_family) {
+    r.experts = s.num_experts;
+    r.top_k = s.num_experts_per_tok;
+    r.norm_topk = s.moe_norm_topk;
+  }
+  r.qk_norm_full = fam == "olmoe";
 
   r.act = activation_of(s, r);
   r.tied_head = s.tie_word_embeddings;
-  r.qk_norm = fam == "qwen3" || fam == "gemma3";
+  r.qk_norm = fam == "qwen3" || fam == "gemma3" || fam == "qwen3_moe" || fam == "olmoe";
   r.fused_qkv = r.fused_gate_up = fam == "phi3";
   if (is_gemma(fam)) {
     r.norm = gguf ? NormKind::Rms : NormKind::RmsOnePlus;  // convert_hf_to_gguf stores 1 + w

@@ -50,6 +50,12 @@ struct BlockRecipe {
   float final_softcap = 0;                // logits likewise
   float embed_scale = 1;                  // X = embedding row * embed_scale
   bool tied_head = false;                 // the head is the embedding unless the file has one
+  bool qk_norm_full = false;              // q/k norms over all of q and k, not per head (olmoe)
+  // Mixture of experts (layers with a router): softmax over the router logits, the top
+  // `top_k` experts, their weights renormalized to sum 1 when `norm_topk`; a shared expert
+  // (qwen2_moe) is added times sigmoid(its gate . x). Experts use `act`.
+  int64_t experts = 0, top_k = 0;
+  bool norm_topk = false;
   std::vector<RopeRecipe> ropes;          // [0] full-attention layers; [1] gemma3's sliding layers
   std::vector<LayerRecipe> layers;        // one per layer
   std::string unsupported;                // why the engine cannot run this family ("" = it can)

@@ -1,0 +1,142 @@
+// The Transformer's mixture-of-experts layers: binding a layer's router and experts (one
+// tensor per expert, HF and old GGUF; stacked [E, rows, cols], GGUF ffn_*_exps; gate|up fused
+// per layer, transformers 5 in memory) as row ranges, and handing them to Backend::moe.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "engine/bind.hpp"
+#include "engine/model.hpp"
+#include "model/arch_table.hpp"
+
+namespace nunchaku::engine {
+namespace {
+
+// The expert number of a per-expert tensor: its last all-digit name component
+// ("model.layers.3.mlp.experts.17.up_proj.weight" -> 17, "blk.0.ffn_up.5.weight" -> 5).
+int64_t expert_number(std::string_view name) {
+  int64_t found = -1;
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t dot = name.find('.', start);
+    if (dot == std::string_view::npos) dot = name.size();
+    std::string_view w = name.substr(start, dot - start);
+    if (!w.empty() && w.size() <= 9 && std::all_of(w.begin(), w.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      found = std::stoll(std::string(w));
+    start = dot + 1;
+  }
+  return found;
+}
+
+// The tensor as a matrix of `rows` x `cols` (a stacked [E, r, c] tensor as [E * r, c]).
+TensorView as_rows(const TensorView& t, int64_t rows, int64_t cols) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  TensorView v = t;
+  if (n == rows * cols && !t.shape.empty() && t.shape.back() == cols) v.shape = {rows, cols};
+  return v;
+}
+
+int64_t dim(const TensorView& t, size_t i) { return i < t.shape.size() ? t.shape[i] : 0; }
+
+}  // namespace
+
+void Transformer::moe_dims(const ModelLayout& layout, size_t module) {
+  const auto info = weights_.info(module);
+  const auto& roles = layout.modules[module].roles;
+  for (size_t i = 0; i < roles.size() && i < info.size(); ++i) {
+    const TensorView& t = info[i];
+    if (roles[i] == Role::ExpGate) dims_.expert_inter = t.shape.size() == 3 ? dim(t, 1) : dim(t, 0);
+    if (roles[i] == Role::ExpGateUp) dims_.expert_inter = dim(t, 1) / 2;
+    if (roles[i] == Role::ShGate) dims_.inter = std::max(dims_.inter, dim(t, 0));
+  }
+}
+
+void Transformer::bind_moe(Layer& L, std::span<const TensorView> info, std::span<const Role> roles,
+                           const std::string& module) {
+  const int64_t E = dims_.experts, H = dims_.hidden, I = dims_.expert_inter;
+  Moe m;
+  m.experts.resize(size_t(E) * 3);
+  std::vector<bool> seen(size_t(E) * 3, false);
+  auto bad = [&](const std::string& what, const std::string& tensor) {
+    return Error("engine.bad_shape", fmt::format("{}: {}", module, what), {.tensor = tensor});
+  };
+  // Part `which` (0 gate, 1 up, 2 down) of expert e: rows [row0, row0 + rows) of tensor i.
+  auto place = [&](int64_t e, int which, size_t i, int64_t rows, int64_t cols, int64_t row0, int64_t total) {
+    if (e < 0 || e >= E) throw bad(fmt::format("expert {} outside [0, {})", e, E), info[i].name);
+    Part& p = m.experts[size_t(e) * 3 + size_t(which)];
+    p.at = int16_t(i);
+    p.row0 = row0;
+    p.w = matrix(as_rows(info[i], total, cols), total, cols, &backend_);
+    p.w.rows = rows;
+    seen[size_t(e) * 3 + size_t(which)] = true;
+  };
+  for (size_t i = 0; i < roles.size() && i < info.size(); ++i) {
+    const TensorView& t = info[i];
+    const Role r = roles[i];
+    const int which = r == Role::ExpGate ? 0 : r == Role::ExpUp ? 1 : r == Role::ExpDown ? 2 : -1;
+    if (which >= 0) {
+      const bool stacked = t.shape.size() == 3;
+      const int64_t rows = which == 2 ? H : I, cols = which == 2 ? I : H;
+      if (stacked && dim(t, 0) != E) throw bad(fmt::format("{} experts stacked where the model has {}", dim(t, 0), E), t.name);
+      if (stacked)
+        for (int64_t e = 0; e < E; ++e) place(e, which, i, rows, cols, e * rows, E * rows);
+      else
+        place(expert_number(t.name), which, i, rows, cols, 0, rows);
+    } else if (r == Role::ExpGateUp) {
+      if (dim(t, 0) != E) throw bad(fmt::format("{} experts stacked where the model has {}", dim(t, 0), E), t.name);
+      for (int64_t e = 0; e < E; ++e) {
+        place(e, 0, i, I, H, e * 2 * I, E * 2 * I);
+        place(e, 1, i, I, H, e * 2 * I + I, E * 2 * I);
+      }
+    }
+  }
+  for (size_t j = 0; j < seen.size(); ++j)
+    if (!seen[j])
+      throw Error("engine.missing_tensor",
+                  fmt::format("{} has no {} tensor of expert {}", module, j % 3 == 0 ? "gate" : j % 3 == 1 ? "up" : "down", j / 3),
+                  {.tensor = module});
+  auto single = [&](Part& p, Role r, int64_t rows, int64_t cols) {
+    p.at = L.at[size_t(r)];
+    p.w = matrix(info[size_t(p.at)], rows, cols, &backend_);
+  };
+  single(m.router, Role::Router, E, H);
+  m.shared = L.at[size_t(Role::ShGate)] >= 0;
+  if (m.shared) {
+    const int64_t S = dim(info[size_t(L.at[size_t(Role::ShGate)])], 0);
+    single(m.sh_gate, Role::ShGate, S, H);
+    single(m.sh_up, Role::ShUp, S, H);
+    single(m.sh_down, Role::ShDown, H, S);
+    if (int16_t g = L.at[size_t(Role::ShExpGate)]; g >= 0) check_vector(info[size_t(g)], H, backend_);
+  }
+  m.bound.resize(size_t(E));
+  L.moe = std::move(m);
+}
+
+void Transformer::run_moe(Layer& L, std::span<const TensorView> w) {
+  Moe& m = *L.moe;
+  auto rebind = [&](Part& p) {
+    p.w.data = static_cast<const uint8_t*>(w[size_t(p.at)].data) + size_t(p.row0) * p.w.row_bytes;
+  };
+  for (Part& p : m.experts) rebind(p);
+  rebind(m.router);
+  if (m.shared) rebind(m.sh_gate), rebind(m.sh_up), rebind(m.sh_down);
+  for (size_t e = 0; e < m.bound.size(); ++e)
+    m.bound[e] = {&m.experts[e * 3].w, &m.experts[e * 3 + 1].w, &m.experts[e * 3 + 2].w};
+  MoeFfn f;
+  f.router = &m.router.w;
+  f.experts = m.bound;
+  f.top_k = dims_.top_k;
+  f.norm_topk = recipe_.norm_topk;
+  f.act = recipe_.act;
+  if (m.shared) {
+    f.shared_gate = &m.sh_gate.w;
+    f.shared_up = &m.sh_up.w;
+    f.shared_down = &m.sh_down.w;
+    f.shared_expert_gate = vector_ref(w, L.at[size_t(Role::ShExpGate)]);
+  }
+  backend_.moe(f);
+}
+
+}  // namespace nunchaku::engine
