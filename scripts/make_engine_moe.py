@@ -7,7 +7,8 @@ own answers for them (testdata/engine/moe.json), for the engine's MoE layers:
 Families: mixtral (softmax over the top-k, block_sparse_moe.experts.N.w1/w2/w3), qwen2_moe
 (top-k of the softmax without renormalization, a shared expert behind a sigmoid gate, q/k/v
 biases, one dense layer off decoder_sparse_step), qwen3_moe (renormalized top-k, q/k norms per
-head, one dense mlp_only layer) and olmoe (q/k norms over all of q and k, top-k of the softmax).
+head, one dense mlp_only layer) and olmoe (q/k norms over all of q and k, top-k of the softmax;
+no GQA, as OLMoE itself and llama.cpp's graph for it).
 
 As scripts/make_engine_families.py (whose model and reference code this reuses): a prompt,
 the first 32 greedy ids of eager generate, the prompt's logits, the final logits. A seed is
@@ -38,7 +39,7 @@ FAMILIES = {
     "qwen3_moe": dict(model_type="qwen3_moe", num_hidden_layers=3, num_experts=8, num_experts_per_tok=3,
                       moe_intermediate_size=16, intermediate_size=40, mlp_only_layers=[2], norm_topk_prob=True,
                       hidden_act="silu", tie_word_embeddings=False, use_sliding_window=False),
-    "olmoe": dict(model_type="olmoe", num_hidden_layers=2, num_experts=8, num_experts_per_tok=2,
+    "olmoe": dict(model_type="olmoe", num_hidden_layers=2, num_experts=8, num_experts_per_tok=2, num_key_value_heads=4,
                   intermediate_size=16, norm_topk_prob=False, hidden_act="silu", tie_word_embeddings=False,
                   clip_qkv=None),
 }

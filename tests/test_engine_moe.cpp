@@ -138,3 +138,25 @@ TEST_CASE("engine moe: routing picks the top-k by softmax weight, and ties, NaN 
   CHECK((first[0] == 0 && first[1] == 2 && first[2] == 3 && first[3] == 6));
   CHECK((order[0] == 1 && order[1] == 5 && order[2] == 3 && order[3] == 0 && order[4] == 2 && order[5] == 4));
 }
+
+TEST_CASE("engine moe: GGUF twins from convert_hf_to_gguf (stacked experts) give llama.cpp's greedy ids", "[engine][moe]") {
+  // scripts/make_engine_moe_gguf.py: llama.cpp's converter and llama-cpp-python's ids; the
+  // qwen2moe/qwen3moe files are all-sparse variants (llama.cpp's graphs have no dense layers).
+  const json g = json::parse(std::ifstream(test::testdata("engine/moe-gguf.json")));
+  for (const char* name : {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe"}) {
+    const json& ref = g.at(name);
+    auto m = test::load_engine_model(test::testdata(std::string("engine/moe-gguf/") + name + ".gguf"), moe_options(1),
+                                     Device{Device::Kind::Cpu, 0}, {}, 2);
+    INFO(name << ": " << m.tf->describe());
+    CHECK(recipe_for(*m.layout.spec).norm_topk == (std::string(name) == "mixtral" || std::string(name) == "qwen3_moe"));
+    const auto prompt = ref.at("prompt").get<std::vector<int32_t>>();
+    SeqChunk ch{0, 0, prompt, false};
+    auto out = m.tf->forward({&ch, 1});
+    // convert_hf_to_gguf writes OLMoE's rms eps as 1e-5 whatever the config says (1e-6 here):
+    // that file is not the transformers model, so only llama.cpp is its reference.
+    if (std::string(name) != "olmoe") CHECK(rel_error(out.data(), ref.at("transformers_last_prompt_logits")) < 1e-4);
+    CHECK(rel_error(out.data(), ref.at("last_prompt_logits")) < 3e-3);  // llama.cpp's exp/SiLU approximations
+    CHECK(test::greedy(*m.tf, prompt, int(ref.at("ids").size())) == ref.at("ids").get<std::vector<int32_t>>());
+    CHECK(m.tf->state_bytes() == m.tf->predicted().allocated());
+  }
+}

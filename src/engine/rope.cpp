@@ -60,7 +60,7 @@ void apply_longrope(const nlohmann::json& rs, int64_t max_context, float theta, 
 }  // namespace
 
 RopeStyle default_rope_style(const ModelSpec& spec, Naming naming) {
-  const bool permuted = naming == Naming::GGUF && (spec.architecture == "llama" || spec.architecture == "mistral");
+  const bool permuted = naming == Naming::GGUF && (spec.architecture == "llama" || spec.architecture == "mistral" || spec.architecture == "mixtral");
   return permuted ? RopeStyle::Interleaved : RopeStyle::NeoX;
 }
 
