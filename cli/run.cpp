@@ -33,6 +33,7 @@
 #include "cli/progress.hpp"
 #include "cli/prompt_options.hpp"
 #include "cli/run_placement.hpp"
+#include "cli/run_text.hpp"
 #include "cli/trace_session.hpp"
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
@@ -66,6 +67,9 @@ struct RunCliOptions {
   std::string stats;                // --stats FILE: the run's summary as JSON
   std::string trace;                // --trace FILE: Chrome trace of the run (docs/pictures.md)
   std::string batch = "8";  // --batch-size N | auto
+  std::string prompt_text;          // PROMPT or -p: one request from the command line instead of the input
+  bool has_prompt = false;
+  std::string format = "auto";      // --format jsonl | text | auto (text for a PROMPT on a terminal)
   int batch_size = 8, threads = 0, top_k = 0;  // batch_size 0: auto, resolved when the model is placed
   int64_t max_tokens = 256, context = 0, prefill_chunk = 0;
   float temperature = 0, top_p = 1, min_p = 0, repetition_penalty = 1;
@@ -279,12 +283,13 @@ size_t longest_token_bytes(const Tokenizer& tok) {
 // One run: requests pulled from the input as slots free up, results out as they finish.
 class BatchRun {
  public:
-  BatchRun(const RunCliOptions& o, const Tokenizer& tok, engine::Transformer& model, LineInput& in, ResultWriter& out,
-           ResultContext ctx)
-      : o_(o), tok_(tok), model_(model), in_(in), out_(out), ctx_(std::move(ctx)), fmt_(parse_input_format(o.input_format)),
-        progress_("run", o.progress) {
+  // `in`: the requests, or null for the one PROMPT of the command line. `text`: --format text.
+  BatchRun(const RunCliOptions& o, const Tokenizer& tok, engine::Transformer& model, LineInput* in, ResultWriter& out,
+           TextOutput* text, ResultContext ctx)
+      : o_(o), tok_(tok), model_(model), in_(in), out_(out), text_(text), ctx_(std::move(ctx)),
+        fmt_(in ? parse_input_format(o.input_format) : InputFormat::Lines), progress_("run", o.progress) {
     max_prompt_bytes_ = size_t(model.max_context()) * longest_token_bytes(tok);
-    in_.set_max_line(6 * max_prompt_bytes_ + (64 << 10));  // a JSON escape spends at most 6 bytes per prompt byte
+    if (in_) in_->set_max_line(6 * max_prompt_bytes_ + (64 << 10));  // a JSON escape spends at most 6 bytes per prompt byte
   }
 
   engine::GenerationStats run() {
@@ -303,13 +308,47 @@ class BatchRun {
   size_t failed() const { return failed_; }
 
  private:
+  size_t written() const { return text_ ? text_->written() : out_.written(); }
+
+  // The next input line: from the input, or the command line's PROMPT once.
+  LineStatus next_line(bool wait, InputLine& line) {
+    if (in_) return in_->next(wait, line);
+    if (read_ > 0) return LineStatus::End;
+    line.text = o_.prompt_text, line.line_no = 1, line.bytes = line.text.size();
+    return LineStatus::Line;
+  }
+
+  // Stops on a stop string and, for --format text, streams the text as it grows: all but the
+  // bytes a stop string could still begin with (a stop found later never starts in what was shown).
+  void watch_text(engine::GenerationRequest& g, size_t index, const std::vector<std::string>& stops) {
+    if (stops.empty() && !text_) return;
+    struct Seen {
+      StreamDecoder decoder;
+      std::string text;
+      size_t shown = 0;
+    };
+    auto seen = std::make_shared<Seen>(Seen{StreamDecoder(tok_, true), {}, 0});
+    size_t hold = 0;
+    for (const auto& s : stops) hold = std::max(hold, s.empty() ? 0 : s.size() - 1);
+    g.stop = [seen, stops, hold, index, text = text_](std::span<const int32_t> generated) {
+      seen->text += seen->decoder.push(generated.back());
+      if (find_stop(seen->text, stops) != std::string::npos) return true;
+      if (text && seen->text.size() > seen->shown + hold) {
+        const size_t upto = seen->text.size() - hold;
+        text->piece(index, seen->text.substr(seen->shown, upto - seen->shown));
+        seen->shown = upto;
+      }
+      return false;
+    };
+  }
+
   // The next request that can run; lines that cannot are answered here and skipped.
   engine::Pull pull(bool wait, size_t& id, engine::GenerationRequest& g) {
     for (;;) {
       if (interrupted()) return engine::Pull::End;
-      if (!wait && read_ - out_.written() >= size_t(o_.max_pending)) return engine::Pull::NotYet;  // backpressure
+      if (!wait && read_ - written() >= size_t(o_.max_pending)) return engine::Pull::NotYet;  // backpressure
       InputLine line;
-      LineStatus st = in_.next(wait, line);
+      LineStatus st = next_line(wait, line);
       if (st == LineStatus::End) return engine::Pull::End;
       if (st == LineStatus::NotYet) return engine::Pull::NotYet;
       const size_t index = read_++;
@@ -342,15 +381,7 @@ class BatchRun {
       g.max_tokens = r.params.max_tokens.value_or(o_.max_tokens);
       g.eos_ids = tok_.eos_ids();
       slim.stops = r.params.stop.value_or(o_.stop);
-      if (!slim.stops.empty()) {
-        // Incremental check: decode only the new tokens, look at the tail that can hold a stop string.
-        auto state = std::make_shared<std::pair<StreamDecoder, std::string>>(StreamDecoder(tok_, true), std::string());
-        auto stops = slim.stops;
-        g.stop = [state, stops](std::span<const int32_t> generated) {
-          state->second += state->first.push(generated.back());
-          return find_stop(state->second, stops) != std::string::npos;
-        };
-      }
+      watch_text(g, index, slim.stops);
       id = index;
       return engine::Pull::Got;
     }
@@ -373,7 +404,12 @@ class BatchRun {
     ++done_, ++failed_;
     auto node = reqs_.extract(index);
     progress_.clear();  // a result may go to the same terminal
-    out_.put(index, result_json(node.mapped().as_request(), nullptr, err, ctx_));
+    if (text_) {
+      fmt::print(stderr, "request {}: error: {}\n", dump_json(node.mapped().id), err);
+      text_->finish(index, "", true);
+    } else {
+      out_.put(index, result_json(node.mapped().as_request(), nullptr, err, ctx_));
+    }
     progress();
   }
 
@@ -394,7 +430,8 @@ class BatchRun {
     ++done_;
     generated_ += g.tokens.size();
     progress_.clear();  // a result may go to the same terminal
-    out_.put(id, result_json(node.mapped().as_request(), &c, "", ctx_));
+    if (text_) text_->finish(id, c.text);
+    else out_.put(id, result_json(node.mapped().as_request(), &c, "", ctx_));
     progress();
   }
 
@@ -403,8 +440,9 @@ class BatchRun {
   const RunCliOptions& o_;
   const Tokenizer& tok_;
   engine::Transformer& model_;
-  LineInput& in_;
+  LineInput* in_;
   ResultWriter& out_;
+  TextOutput* text_;
   ResultContext ctx_;
   InputFormat fmt_;
   size_t max_prompt_bytes_ = 0;
@@ -455,12 +493,20 @@ int run_batch(RunCliOptions o) {
   struct stat st {};
   if (o.output.empty() && ::fstat(STDOUT_FILENO, &st) != 0)
     throw Error("io.write", fmt::format("cannot write stdout: {}", std::strerror(errno)));
-  const int in_fd = open_input(o.input);
+  if (o.has_prompt && o.input != "-")
+    throw Error("usage.prompt", fmt::format("a PROMPT and -i {} are two inputs; give one", o.input),
+                {.hint = "put the prompt in the file, or leave -i out"});
+  if (o.format == "auto") o.format = o.has_prompt && o.output.empty() && ::isatty(STDOUT_FILENO) ? "text" : "jsonl";
+  if (o.format != "text" && o.format != "jsonl")
+    throw Error("usage.format", fmt::format("--format must be jsonl or text, not '{}'", o.format));
+  if (o.has_prompt) o.exit_on_request_error = true;  // the one request is the run
+  const int in_fd = o.has_prompt ? -1 : open_input(o.input);
   struct FdCloser {
     int fd;
-    ~FdCloser() { if (fd != STDIN_FILENO) ::close(fd); }
+    ~FdCloser() { if (fd >= 0 && fd != STDIN_FILENO) ::close(fd); }
   } closer{in_fd};
-  LineInput in(in_fd, o.input == "-" ? "stdin" : o.input, 1 << 20);
+  std::optional<LineInput> in;
+  if (!o.has_prompt) in.emplace(in_fd, o.input == "-" ? "stdin" : o.input, 1 << 20);
 
   Checkpoint ck = [&] {
     trace::Span span("open", "run");
@@ -468,7 +514,7 @@ int run_batch(RunCliOptions o) {
   }();
   note_input_path(o.path);
   for (const auto& f : ck.files) note_input_path(f.path);
-  note_input_fd(in_fd);
+  if (in_fd >= 0) note_input_fd(in_fd);
   if (!o.plan.empty()) note_input_path(o.plan);
   tr.check();
   std::optional<AtomicOutput> file_out;
@@ -494,18 +540,22 @@ int run_batch(RunCliOptions o) {
                 {.file = o.path});
   throw_if_interrupted("0 requests completed; the model was loading");
 
-  const bool tty_in = o.input == "-" && ::isatty(STDIN_FILENO);
+  const bool tty_in = !o.has_prompt && o.input == "-" && ::isatty(STDIN_FILENO);
   if (tty_in && !o.quiet) fmt::print(stderr, "nunchaku run: reading requests from the terminal, one per line; Ctrl-D ends the input\n");
-  o.progress = !o.quiet && !tty_in && ::isatty(STDERR_FILENO);
+  const bool text = o.format == "text";
+  o.progress = !o.quiet && !tty_in && !text && ::isatty(STDERR_FILENO);  // streamed text and a counter would mix
 
-  ResultWriter out(file_out ? file_out->file() : stdout, file_out ? o.output : "stdout", !o.unordered);
-  BatchRun run(o, tok, model, in, out, {model_name(o.path), int64_t(std::time(nullptr))});
+  ResultWriter out(file_out ? file_out->file() : stdout, file_out ? o.output : "stdout", text || !o.unordered);
+  std::optional<TextOutput> text_out;
+  if (text) text_out.emplace(out);
+  BatchRun run(o, tok, model, in ? &*in : nullptr, out, text_out ? &*text_out : nullptr, {model_name(o.path), int64_t(std::time(nullptr))});
   engine::GenerationStats stats;
   // A stop (signal) or a fatal error midway: the finished results are kept, in input order.
   auto keep_finished = [&] {
     run.clear_progress();
     if (out.broken()) return std::string();
-    out.write_held();
+    if (text_out) text_out->write_held();
+    else out.write_held();
     if (file_out) file_out->commit();
     return file_out ? fmt::format(" (written to {})", o.output) : std::string();
   };
@@ -546,9 +596,10 @@ int run_batch(RunCliOptions o) {
 
 void add_run(CLI::App& app, Action& action) {
   auto o = std::make_shared<RunCliOptions>();
-  auto* cmd = app.add_subcommand("run", "Batch inference: prompts in (lines or JSONL), one JSON object per request out");
+  auto* cmd = app.add_subcommand("run", "Batch inference: prompts in (lines or JSONL), one JSON object per request out; or one PROMPT, its text streamed");
   cmd->footer(
-      "Input: one request per line, read as it arrives (a request joins the running batch at once).\n"
+      "Input: one request per line, read as it arrives (a request joins the running batch at once),\n"
+      "or one PROMPT (or -p) from the command line; llama.cpp's -n, -c, --temp, -t, -s work as well.\n"
       "Plain text is a prompt; JSON lines may carry \"id\"/\"custom_id\", \"prompt\" or \"messages\", and\n"
       "per-request max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed, stop.\n"
       "Prompts: \"prompt\" goes through the model's chat template as a user turn when it has one (--raw:\n"
@@ -557,14 +608,20 @@ void add_run(CLI::App& app, Action& action) {
       "messages use the template, and the answer is in the OpenAI batch output shape.\n"
       "Output: {\"id\", \"text\", \"finish_reason\": stop|length|error, \"token_ids\", \"usage\", \"timings\"}\n"
       "per request, in input order, each as soon as it and all before it are done. A failing request\n"
-      "carries \"error\" and the batch goes on.\n"
+      "carries \"error\" and the batch goes on. --format text prints each request's generated text\n"
+      "instead, streamed as it is generated (the default for a PROMPT when stdout is a terminal).\n"
       "Exit codes: 0 (also when some requests failed, unless --exit-on-request-error: 2), 2 bad usage or\n"
       "input, 1 write failure, 141 stdout closed by its reader, 130/143 SIGINT/SIGTERM (results finished\n"
       "so far are kept; a second signal exits at once). See docs/run.md.\n"
       "Examples:\n"
+      "  nunchaku run model.gguf 'Once upon a time' -n 64 --temp 0\n"
       "  printf 'Once upon a time\\n' | nunchaku run model/ --max-tokens 64\n"
       "  nunchaku run model.gguf -i prompts.jsonl -o out.jsonl --temperature 0.7 --seed 1");
   cmd->add_option("PATH", o->path, "Model directory (config.json, safetensors, tokenizer.json) or .gguf file, or a Hub id in the local HF cache")->required();
+  auto* prompt_arg = cmd->add_option("PROMPT", o->prompt_text, "One prompt to run instead of reading requests (as -p)");
+  auto* prompt_opt = cmd->add_option("-p,--prompt", o->prompt_text, "One prompt to run instead of reading requests (as PROMPT; llama.cpp's -p)")
+                         ->group(kInput);
+  prompt_arg->excludes(prompt_opt);
   add_file_option(cmd, o->file);
   cmd->add_option("-i,--input", o->input, "Requests file ('-' = stdin)")->capture_default_str()->group(kInput);
   cmd->add_option("-o,--output", o->output, "Write JSONL here (default stdout)")->group(kOutput);
@@ -573,15 +630,15 @@ void add_run(CLI::App& app, Action& action) {
                   "Sequences decoded together (one pass over the weights serves all); auto: the most whose KV cache "
                   "fits the memory the weights leave (5% spare; at most 256 on a GPU, 16 on the CPU)")
       ->capture_default_str()->group(kWorkload);
-  cmd->add_option("--max-tokens", o->max_tokens, "Generated tokens per request at most")->capture_default_str()->group(kWorkload);
-  cmd->add_option("--context", o->context, "Tokens per sequence, prompt + generated (default min(model max, 4096))")->group(kWorkload);
+  cmd->add_option("-n,--max-tokens,--n-predict", o->max_tokens, "Generated tokens per request at most")->capture_default_str()->group(kWorkload);
+  cmd->add_option("-c,--context,--ctx-size", o->context, "Tokens per sequence, prompt + generated (default min(model max, 4096))")->group(kWorkload);
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens per forward pass, at least the batch size; sizes the engine's pass buffers (default max(256, batch size))")->group(kWorkload);
-  cmd->add_option("--temperature", o->temperature, "0 = greedy")->capture_default_str()->group(kSampling);
+  cmd->add_option("--temperature,--temp", o->temperature, "0 = greedy")->capture_default_str()->group(kSampling);
   cmd->add_option("--top-k", o->top_k, "0 = off")->capture_default_str()->group(kSampling);
   cmd->add_option("--top-p", o->top_p, "1 = off")->capture_default_str()->group(kSampling);
   cmd->add_option("--min-p", o->min_p, "0 = off")->capture_default_str()->group(kSampling);
   cmd->add_option("--repetition-penalty", o->repetition_penalty, "1 = off")->capture_default_str()->group(kSampling);
-  cmd->add_option("--seed", o->seed, "Sampling seed (per request; results do not depend on batch composition)")->capture_default_str()->group(kSampling);
+  cmd->add_option("-s,--seed", o->seed, "Sampling seed (per request; results do not depend on batch composition)")->capture_default_str()->group(kSampling);
   cmd->add_option("--stop", o->stop, "Stop string (repeatable); the text ends before it")->group(kSampling);
   cmd->add_flag("--raw", o->prompt.raw, "No chat template: prompts are fed as they are (with BOS)")->group(kInput);
   add_prompt_options(cmd, o->prompt);
@@ -589,7 +646,7 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--max-pending", o->max_pending, "Stop reading input while this many requests are read but not written")
       ->capture_default_str()->group(kWorkload);
   cmd->add_flag("--exit-on-request-error", o->exit_on_request_error, "Exit 2 (after writing every result) when any request failed")->group(kOutput);
-  cmd->add_option("--threads", o->threads, "CPU threads (default: all)")->group(kPlacement);
+  cmd->add_option("-t,--threads", o->threads, "CPU threads (default: all)")->group(kPlacement);
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache: f32 | f16")->capture_default_str()->group(kPlacement);
   cmd->add_flag("--fast-math", o->fast_math,
                 "CPU: Q4_K/Q5_K/Q6_K weights meet activations rounded to 8 bits, and BF16 weights (on CPUs "
@@ -611,6 +668,10 @@ void add_run(CLI::App& app, Action& action) {
                   "cache grows until the kernel evicts)")
       ->check(CLI::IsMember({"stream", "mmap"}))
       ->capture_default_str()->group(kPlacement);
+  cmd->add_option("--format", o->format,
+                  "jsonl (one JSON object per request) | text (each request's generated text, streamed as it is "
+                  "generated, in input order) [default: text for a PROMPT with stdout on a terminal, else jsonl]")
+      ->group(kOutput);
   cmd->add_flag("-q,--quiet", o->quiet, "No summary on stderr")->group(kOutput);
   cmd->add_option("--stats", o->stats,
                   "Write the run's summary as JSON to this file (tokens, tok/s, streamed bytes per step, GPU memory "
@@ -621,10 +682,13 @@ void add_run(CLI::App& app, Action& action) {
                   "predictions")
       ->group(kOutput);
   finish_help(cmd);
-  cmd->callback([o, &action] { action = [o] {
-    o->path = local_model_path(o->path, o->file, true);
-    return run_batch(*o);
-  }; });
+  cmd->callback([o, prompt_arg, prompt_opt, &action] {
+    o->has_prompt = prompt_arg->count() > 0 || prompt_opt->count() > 0;
+    action = [o] {
+      o->path = local_model_path(o->path, o->file, true);
+      return run_batch(*o);
+    };
+  });
 }
 
 }  // namespace nunchaku::cli

@@ -694,9 +694,9 @@ std::vector<std::string> help_long_options(const std::string& cmd) {
 TEST_CASE("completion: fish gets one complete line per command and option, each in fish's form", "[cli][completion]") {
   auto r = run_cli({"completion", "fish"});
   REQUIRE(r.exit_code == 0);
-  // Every line: complete -c nunchaku [-n 'CONDITION'] then -f | -F | -a WORDS | [-s X] [-l NAME] [-r], [-d 'TEXT'].
+  // Every line: complete -c nunchaku [-n 'CONDITION'] then -f | -F | -a WORDS | [-s X] [-l NAME]... [-r], [-d 'TEXT'].
   static const std::regex form(
-      R"(complete -c nunchaku( -f| -n '[^'\\]*'( -F| -a ('[a-z ]+'|[a-z]+)( -d '([^'\\]|\\.)*')?|( -s [a-zA-Z])?( -l [a-z][a-z0-9-]*)?( -r)? -d '([^'\\]|\\.)*')))");
+      R"(complete -c nunchaku( -f| -n '[^'\\]*'( -F| -a ('[a-z ]+'|[a-z]+)( -d '([^'\\]|\\.)*')?|( -s [a-zA-Z])?( -l [a-z][a-z0-9-]*)*( -r)? -d '([^'\\]|\\.)*')))");
   std::set<std::string> top_words, help_words;
   std::map<std::string, std::set<std::string>> longs;  // command -> its --options
   std::istringstream in(r.out);

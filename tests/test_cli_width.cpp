@@ -85,7 +85,7 @@ TEST_CASE("width: into a pipe without $COLUMNS nothing is wrapped, and $COLUMNS 
   auto h = run_cli({"run", "--help"});
   REQUIRE(h.exit_code == 0);
   // A footer paragraph is one line (at 80 columns it takes several).
-  CHECK_THAT(h.out, Catch::Contains("Input: one request per line, read as it arrives (a request joins the running batch at once). Plain text"));
+  CHECK_THAT(h.out, Catch::Contains("Input: one request per line, read as it arrives (a request joins the running batch at once), or one PROMPT"));
   ::setenv("COLUMNS", "80", 1);
   auto narrow = run_cli({"run", "--help"});
   ::unsetenv("COLUMNS");
