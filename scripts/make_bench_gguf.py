@@ -4,7 +4,9 @@
 
 SHAPE: smol135m (hidden 576, 30 layers, 9:3 heads, ffn 1536, vocab 49152, tied, as
 SmolLM2-135M), smol360m (960, 32 layers, 15:5, ffn 2560, vocab 49152, tied), llama1b
-(2048, 16 layers, 32:8, ffn 8192, vocab 128256, tied, as Llama-3.2-1B).
+(2048, 16 layers, 32:8, ffn 8192, vocab 128256, tied, as Llama-3.2-1B), qwen3moe1b (arch
+qwen3moe: hidden 1024, 16 layers, 16:4 heads of 64, 64 experts of ffn 512, top 8, vocab 32000,
+untied; stacked ffn_*_exps, f32 router and q/k norms, as Qwen3-30B-A3B's Q4_K_M file has them).
 TYPE: q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k f16 bf16 f32 (every matrix, the tied
 embedding/head too; norms f32). K-quants need rows of a multiple of 256: other rows take
 llama.cpp's fallback type (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), as its quantizer
@@ -27,6 +29,8 @@ SHAPES = {
     "smol135m": dict(hidden=576, layers=30, heads=9, kv=3, ffn=1536, vocab=49152),
     "smol360m": dict(hidden=960, layers=32, heads=15, kv=5, ffn=2560, vocab=49152),
     "llama1b": dict(hidden=2048, layers=16, heads=32, kv=8, ffn=8192, vocab=128256),
+    # Qwen3-MoE-shaped (scripts/bench_moe.sh): 64 experts, top 8, q/k norms, untied head.
+    "qwen3moe1b": dict(hidden=1024, layers=16, heads=16, kv=4, ffn=512, vocab=32000, experts=64, top_k=8),
 }
 TYPES = {"q4_k_m": QT.Q4_K, "q4_0": QT.Q4_0, "q4_1": QT.Q4_1, "q5_0": QT.Q5_0, "q5_1": QT.Q5_1, "q8_0": QT.Q8_0, "q4_k": QT.Q4_K,
          "q5_k": QT.Q5_K, "q6_k": QT.Q6_K, "f16": QT.F16, "bf16": QT.BF16, "f32": QT.F32}
@@ -61,7 +65,9 @@ def main():
     s, qt = SHAPES[shape], TYPES[tname]
     rng = np.random.default_rng(0)
     hd = s["hidden"] // s["heads"]
-    w = gguf.GGUFWriter(out, "llama")
+    moe = "experts" in s
+    arch = "qwen3moe" if moe else "llama"
+    w = gguf.GGUFWriter(out, arch)
     w.add_name(f"bench-{shape}-{tname}")
     w.add_context_length(2048)
     w.add_embedding_length(s["hidden"])
@@ -73,6 +79,12 @@ def main():
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(10000.0)
     w.add_vocab_size(s["vocab"])
+    if moe:
+        w.add_key_length(hd)
+        w.add_value_length(hd)
+        w.add_expert_count(s["experts"])
+        w.add_expert_used_count(s["top_k"])
+        w.add_expert_feed_forward_length(s["ffn"])
     toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
     toks += [f"\u2581t{i}" for i in range(s["vocab"] - len(toks))]
     w.add_tokenizer_model("llama")
@@ -85,29 +97,42 @@ def main():
     w.add_file_type(FILE_TYPE[qt])
 
     H, KV, F = s["hidden"], s["kv"] * hd, s["ffn"]
-    tensors = [("token_embd.weight", s["vocab"], H)]
+    E = s.get("experts", 1)
+    tensors = [("token_embd.weight", s["vocab"], H)] + ([("output.weight", s["vocab"], H)] if moe else [])
     for l in range(s["layers"]):
         tensors += [(f"blk.{l}.attn_q.weight", H, H), (f"blk.{l}.attn_k.weight", KV, H),
-                    (f"blk.{l}.attn_v.weight", KV, H), (f"blk.{l}.attn_output.weight", H, H),
-                    (f"blk.{l}.ffn_gate.weight", F, H), (f"blk.{l}.ffn_up.weight", F, H),
-                    (f"blk.{l}.ffn_down.weight", H, F)]
+                    (f"blk.{l}.attn_v.weight", KV, H), (f"blk.{l}.attn_output.weight", H, H)]
+        if moe:  # stacked experts: rows are E x rows of one expert (GGUF ne = [cols, rows, E])
+            tensors += [(f"blk.{l}.ffn_gate_exps.weight", E * F, H), (f"blk.{l}.ffn_up_exps.weight", E * F, H),
+                        (f"blk.{l}.ffn_down_exps.weight", E * H, F)]
+        else:
+            tensors += [(f"blk.{l}.ffn_gate.weight", F, H), (f"blk.{l}.ffn_up.weight", F, H),
+                        (f"blk.{l}.ffn_down.weight", H, F)]
     norms = [f"blk.{l}.{n}.weight" for l in range(s["layers"]) for n in ("attn_norm", "ffn_norm")] + ["output_norm.weight"]
+    # f32 vectors and matrices beside the quantized ones: per-head q/k norms, the router.
+    extra = [(f"blk.{l}.{n}.weight", [hd]) for l in range(s["layers"]) for n in ("attn_q_norm", "attn_k_norm")] if moe else []
+    extra += [(f"blk.{l}.ffn_gate_inp.weight", [E, H]) for l in range(s["layers"])] if moe else []
+    shape_of = lambda name, rows, row_len: [E, rows // E, row_len] if "_exps" in name else [rows, row_len]
     # Tensor infos first (shapes only), then the data one tensor at a time.
     n = s["layers"]
     more_bits = lambda l: l < n // 8 or l >= 7 * n // 8 or (l - n // 8) % 3 == 2
 
     def type_of(name, cols):
         t = qt
-        if tname == "q4_k_m" and (name == "token_embd.weight" or (name.endswith(("attn_v.weight", "ffn_down.weight"))
+        if tname == "q4_k_m" and (name in ("token_embd.weight", "output.weight") or
+                                  (name.endswith(("attn_v.weight", "ffn_down.weight", "ffn_down_exps.weight"))
                                                                   and more_bits(int(name.split(".")[1])))):
             t = QT.Q6_K
         return FALLBACK[t] if t in FALLBACK and cols % 256 else t
     for name, rows, cols in tensors:
         t = type_of(name, cols)
         bs, nbytes = gguf.GGML_QUANT_SIZES[t]
-        w.add_tensor_info(name, [rows, cols * nbytes // bs], np.dtype(np.uint8), rows * cols * nbytes // bs, raw_dtype=t)
+        w.add_tensor_info(name, shape_of(name, rows, cols * nbytes // bs), np.dtype(np.uint8), rows * cols * nbytes // bs,
+                          raw_dtype=t)
     for name in norms:
         w.add_tensor_info(name, [H], np.dtype(np.float32), H * 4)
+    for name, shp in extra:
+        w.add_tensor_info(name, shp, np.dtype(np.float32), int(np.prod(shp)) * 4)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
@@ -116,6 +141,9 @@ def main():
         w.write_tensor_data(np.ascontiguousarray(a).view(np.uint8).reshape(rows, -1))
     for name in norms:
         w.write_tensor_data((1.0 + 0.1 * rng.standard_normal(H)).astype(np.float32))
+    for name, shp in extra:
+        scale = 1.0 if "norm" in name else 0.05
+        w.write_tensor_data(((1.0 if "norm" in name else 0.0) + scale * rng.standard_normal(shp)).astype(np.float32))
     w.close()
 
 

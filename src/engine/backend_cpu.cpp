@@ -569,20 +569,26 @@ void CpuBackend::moe(const MoeFfn& f) {
     throw Error("engine.bad_spec", fmt::format("a mixture of {} experts (top {}) where the run state holds {} (top {})",
                                                f.experts.size(), k, E, dims_.top_k), {}, Exit::Internal);
   const Buffer& xn = buf(Buf::XN);
+  // The per-row steps are a few thousand flops at decode: there a dispatch costs more than
+  // the work, so small passes run them on this thread.
+  const auto each = [&](int64_t n, auto&& fn) {
+    if (A <= 64) for (int64_t i = 0; i < n; ++i) fn(i, 0);
+    else pool_.run(n, fn);
+  };
   const RawJob router{f.router, xn.p.get(), xn.width, T, moe_.router.get(), E};
   run_raw({&router, 1});
-  pool_.run(T, [&](int64_t t, int) {
+  each(T, [&](int64_t t, int) {
     route_token({moe_.router.get() + t * E, size_t(E)}, f.norm_topk, {moe_.choice.get() + t * k, size_t(k)},
                 {moe_.weight.get() + t * k, size_t(k)});
   });
   group_by_expert({moe_.choice.get(), size_t(A)}, E, {moe_.first.get(), size_t(E + 1)}, {moe_.order.get(), size_t(A)});
-  pool_.run(A, [&](int64_t r, int) {
+  each(A, [&](int64_t r, int) {
     const int32_t a = moe_.order[r];
     moe_.row_of[a] = int32_t(r);
     std::memcpy(moe_.gathered.get() + r * H, xn.row(a / k), size_t(H) * 4);
   });
   moe_experts(f, true);
-  pool_.run(A, [&](int64_t r, int) { act_mul_row(f.act, moe_.gate.get() + r * I, moe_.up.get() + r * I, I); });
+  each(A, [&](int64_t r, int) { act_mul_row(f.act, moe_.gate.get() + r * I, moe_.up.get() + r * I, I); });
   moe_experts(f, false);
 
   Buffer& out = buf(Buf::Tmp);
@@ -593,7 +599,7 @@ void CpuBackend::moe(const MoeFfn& f) {
     matmul_rows_of({&down, 1}, buf(Buf::Gate), T);
   }
   const float* sg = f.shared_gate ? widen(f.shared_expert_gate, 0) : nullptr;
-  pool_.run(T, [&](int64_t t, int) {
+  each(T, [&](int64_t t, int) {
     float* o = out.row(t);
     float g = 1.0f;
     if (sg) {

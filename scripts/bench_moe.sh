@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Mixture-of-experts throughput on the CPU: a random Qwen3-MoE-shaped Q4_K_M GGUF (~1 GB:
+# hidden 1024, 16 layers, 64 experts of 512, top 8; scripts/make_bench_gguf.py qwen3moe1b),
+# nunchaku against llama.cpp (llama-cpp-python, scripts/bench_llamacpp.py) in the same run,
+# then nunchaku streaming the model with --cpu-ram below its size.
+#
+#   scripts/bench_moe.sh [--threads N] [--rounds N] [--build DIR] [--no-llama-cpp]
+#
+# 1. Resident: prompt and decode tok/s at batch 1 and 8 ([.engine-bench] test case, the
+#    prompts bench_llamacpp.py uses), engines taking turns --rounds times (default 3); each
+#    "vs llama.cpp" is the median over the rounds of that round's own pair. Decode is also
+#    given as a fraction of the DRAM bound: weight bytes one decode token reads (estimate's
+#    weight_bytes_per_token: attention, router and head, plus top-k of the experts) over the
+#    read bandwidth the test case measures.
+# 2. Streamed: `nunchaku run --cpu-ram` at the smallest budget run accepts (printed), one
+#    request of 16 tokens: max RSS against the budget and the plan's host prediction, decode
+#    tok/s against the bound of the bytes streamed per step at the measured read bandwidth.
+# Env: BENCH_DIR (default /tmp/nunchaku-bench), PYTHON (numpy + gguf; default
+# /work/venv/bin/python), LLAMA_PYTHON (one with llama_cpp; default $PYTHON).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+THREADS=2
+ROUNDS=3
+BUILD=build
+LLAMA=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --threads) THREADS=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --build) BUILD=$2; shift 2 ;;
+    --no-llama-cpp) LLAMA=0; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+PY=${PYTHON:-/work/venv/bin/python}
+LPY=${LLAMA_PYTHON:-$PY}
+DIR=${BENCH_DIR:-/tmp/nunchaku-bench}
+M="$DIR/gguf/qwen3moe1b-q4_k_m.gguf"
+mkdir -p "$DIR/gguf"
+[[ -f "$M" ]] || { echo "== writing $M" >&2; "$PY" scripts/make_bench_gguf.py "$M.tmp" qwen3moe1b q4_k_m && mv "$M.tmp" "$M"; }
+if [[ ! -x "$BUILD/nunchaku_tests" ]]; then
+  cmake -S . -B "$BUILD" -G Ninja -DNUNCHAKU_CUDA=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+cmake --build "$BUILD" --target nunchaku_tests nunchaku -j2 >/dev/null
+if [[ $LLAMA == 1 ]] && ! "$LPY" -c "import llama_cpp" 2>/dev/null; then
+  echo "llama_cpp is not importable by $LPY: llama.cpp rows skipped (set LLAMA_PYTHON)" >&2
+  LLAMA=0
+fi
+
+OUT="$DIR/moe.jsonl"
+: > "$OUT"
+for r in $(seq "$ROUNDS"); do
+  echo "== round $r: nunchaku" >&2
+  NUNCHAKU_BENCH_MODEL="$M" NUNCHAKU_BENCH_THREADS=$THREADS NUNCHAKU_BENCH_PROMPT=64 NUNCHAKU_BENCH_DECODE=32 \
+    NUNCHAKU_BENCH_BATCHES="1 8" "$BUILD/nunchaku_tests" "[.engine-bench]" | sed -n "s/^BENCH /{\"engine\":\"nunchaku\",\"round\":$r,\"r\":/p" |
+    sed 's/$/}/' >> "$OUT"
+  if [[ $LLAMA == 1 ]]; then
+    echo "== round $r: llama.cpp" >&2
+    "$LPY" scripts/bench_llamacpp.py "$M" "$THREADS" 64 32 "1 8" 2> "$DIR/llamacpp.log" |
+      sed "s/^/{\"engine\":\"llama.cpp\",\"round\":$r,\"r\":/; s/$/}/" >> "$OUT"
+  fi
+done
+"$BUILD/nunchaku" estimate "$M" --device cpu --json > "$DIR/moe-estimate.json"
+
+# The smallest --cpu-ram run accepts: its refusal (exit 3) names what the CPU needs.
+need=$(echo '{"prompt":"x"}' | "$BUILD/nunchaku" run "$M" --cpu-ram 1M --threads "$THREADS" 2>&1 >/dev/null |
+  sed -n 's/.*cpu needs \([0-9.]*\) MiB.*/\1/p' | head -1 || true)
+budget=$(python3 -c "import math; print(math.ceil(${need:-700} * 1.01 + 1))")M
+echo "== streamed: --cpu-ram $budget" >&2
+echo '{"prompt":"Once upon a time"}' | /usr/bin/time -v "$BUILD/nunchaku" run "$M" --cpu-ram "$budget" --threads "$THREADS" \
+  --max-tokens 16 --stats "$DIR/moe-stream.json" > /dev/null 2> "$DIR/moe-stream.log"
+
+python3 - "$OUT" "$DIR/moe-estimate.json" "$DIR/moe-stream.json" "$budget" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+est = json.load(open(sys.argv[2]))
+per_token = est["weight_bytes_per_token"]
+ours = [r for r in rows if r["engine"] == "nunchaku"]
+theirs = {r["round"]: r for r in rows if r["engine"] == "llama.cpp"}
+dram = max(r["r"]["dram_read_bytes_s"] for r in ours)
+print(f"model: {ours[0]['r']['describe']}")
+print(f"active parameters {est['num_active_parameters'] / 1e6:.1f} M, weight bytes per decoded token {per_token / 2**20:.1f} MiB, "
+      f"read bandwidth {dram / 1e9:.1f} GB/s")
+print("| batch | prompt tok/s | vs llama.cpp | decode tok/s | vs llama.cpp | of DRAM bound |")
+print("|---|---|---|---|---|---|")
+for b in ("b1", "b8"):
+    best = lambda m: max(r["r"][b][m] for r in ours)
+    def ratio(m):
+        q = [r["r"][b][m] / theirs[r["round"]]["r"][b][m] for r in ours if r["round"] in theirs]
+        return f"{statistics.median(q):.2f}x" if q else "-"
+    dec = best("decode_tok_s")
+    bound = dram / per_token  # batch 1; a batch reads the union of its tokens' experts (at most all)
+    frac = f"{dec / bound:.0%}" if b == "b1" else "-"
+    print(f"| {b[1:]} | {best('prompt_tok_s'):.1f} | {ratio('prompt_tok_s')} | {dec:.1f} | {ratio('decode_tok_s')} | {frac} |")
+s = json.load(open(sys.argv[3]))
+w = s["weights"]
+step = w["streamed_bytes_per_step"]
+tok_s = s["completion_tokens_per_s"]
+print(f"\nstreamed (--cpu-ram {sys.argv[4]}): max RSS {s['max_rss_bytes'] / 2**20:.1f} MiB, plan's host prediction "
+      f"{s['host_predicted_bytes'] / 2**20:.1f} MiB; {step / 2**20:.1f} MiB streamed per step "
+      f"({w['provider']}); decode {tok_s:.2f} tok/s, bound at the read bandwidth {dram / step:.1f} tok/s "
+      f"(an expert-granular stream would read {per_token / 2**20:.1f} MiB per step: bound {dram / per_token:.1f} tok/s)")
+PY
