@@ -119,8 +119,14 @@ uint64_t add_nunchaku(Estimate& e) {
                    fmt::format("layers({}) × 2 × max_batch({}) × max_context({}) × kv_dim({}) × {} B ({}){} (allocated once, no windows)",
                                d.layers, c.max_batch, w.context, d.kv_dim(), elem_bytes(e.kv_dtype), dtype_name(e.kv_dtype), split_note(e))});
   e.gpu.push_back({"activations", m.activations,
-                   fmt::format("max_tokens({}) × (3·h + 2·q_dim + 2·kv_dim + 2·I) × 4 B + token tables 16 B/token + 8 B/slot{}",
-                               m.config.max_tokens, c.cuda ? " + logit rows' indices 8 B/row" : "")});
+                   fmt::format("max_tokens({}) × (3·h + 2·q_dim + 2·kv_dim + 2·I) × 4 B + token tables 16 B/token + 8 B/slot{}{}",
+                               m.config.max_tokens, c.cuda ? " + logit rows' indices 8 B/row" : "",
+                               d.experts > 0 && !c.cuda
+                                   ? fmt::format(" + experts {} (router logits × E({}), per token × top_k({}): 16 B + "
+                                                 "(2·h + 2·I_expert({})) × 4 B)",
+                                                 format_bytes(cpu_moe_bytes(d, m.config.max_tokens)), d.experts, d.top_k,
+                                                 d.expert_inter)
+                                   : "")});
   e.gpu.push_back({"logits", m.logits, fmt::format("logit_rows({}) × (hidden + vocab) × 4 B", m.config.logit_rows)});
   e.gpu.push_back({"scratch", m.scratch,
                    c.cuda ? fmt::format("dequantization panel min(widest matrix as fp32, {}) + cuBLAS workspace {} + rotary "
