@@ -15,6 +15,7 @@ void add_load(CLI::App& app, Action& action);
 void add_estimate(CLI::App& app, Action& action);
 void add_plan(CLI::App& app, Action& action);
 void add_run(CLI::App& app, Action& action);
+void add_bench(CLI::App& app, Action& action);
 void add_tokenize(CLI::App& app, Action& action);
 void add_convert(CLI::App& app, Action& action);
 void add_trace(CLI::App& app, Action& action);

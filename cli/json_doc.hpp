@@ -18,6 +18,7 @@ inline int json_format_version(std::string_view command) {
   if (command == "inspect" || command == "estimate" || command == "plan" || command == "load" || command == "convert" ||
       command == "run" || command == "version")
     return 2;
+  if (command == "bench") return 1;
   throw std::logic_error("json_format_version: no version for command '" + std::string(command) + "'");
 }
 

@@ -105,13 +105,14 @@ int run_main(int argc, char** argv) {
       ->group(nunchaku::cli::kOutput);
   app.add_flag("--json", version_json, "With --version: print it as one JSON document")->group(nunchaku::cli::kOutput);
 
-  // In workflow order: look, size, plan, load, run (and what it feeds: tokenize), convert.
+  // In workflow order: look, size, plan, load, run (and how fast: bench; what it feeds: tokenize), convert.
   nunchaku::cli::Action action;
   nunchaku::cli::add_inspect(app, action);
   nunchaku::cli::add_estimate(app, action);
   nunchaku::cli::add_plan(app, action);
   nunchaku::cli::add_load(app, action);
   nunchaku::cli::add_run(app, action);
+  nunchaku::cli::add_bench(app, action);
   nunchaku::cli::add_tokenize(app, action);
   nunchaku::cli::add_convert(app, action);
   nunchaku::cli::add_trace(app, action);

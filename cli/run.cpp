@@ -32,6 +32,7 @@
 #include "cli/json_doc.hpp"
 #include "cli/progress.hpp"
 #include "cli/prompt_options.hpp"
+#include "cli/run_model.hpp"
 #include "cli/run_placement.hpp"
 #include "cli/run_text.hpp"
 #include "cli/trace_session.hpp"
@@ -40,8 +41,6 @@
 #include "engine/device_stream.hpp"
 #include "engine/engine.hpp"
 #include "engine/generate.hpp"
-#include "engine/kernels_fast_bf16.hpp"
-#include "engine/kernels_q8.hpp"
 #include "engine/model.hpp"
 #include "format/gguf.hpp"
 #include "format/open.hpp"
@@ -221,56 +220,9 @@ void check_flags(const RunCliOptions& o) {
     }
 }
 
-// What run needs of the model: the weights (which must outlive the engine) and the engine.
-struct RunModel {
-  LoadResult loaded;
-  engine::Engine engine;  // backend, weight provider (streamed disk modules) and model
-  engine::Transformer* model = nullptr;
-  std::unique_ptr<GpuMemoryProbe> gpu;  // when the backend is CUDA
-  int batch_size = 1;                   // as given, or what --batch-size auto chose
-};
-
-std::unique_ptr<RunModel> load_model(const RunCliOptions& o, const Checkpoint& ck, const ModelLayout& layout, DType kv,
-                                     TraceSession& tr) {
-  const RunPlacement where =
-      run_placement({o.plan, o.device, o.vram, o.cpu_ram, o.batch_size, o.threads, o.context, o.prefill_chunk, kv, o.fast_math},
-                    ck, layout);
-  LoadOptions lo;
-  lo.placement = where.placement;
-  lo.cancel = &interrupt_flag();
-  auto probe = std::make_unique<GpuMemoryProbe>(where.gpus());
-  for (const Device& d : where.gpus()) tr.watch_cuda(d.index);
-  if (!where.batch_reason.empty() && !o.quiet)
-    fmt::print(stderr, "batch size auto: {} ({})\n", where.batch_size, where.batch_reason);
-  auto m = std::unique_ptr<RunModel>(new RunModel{load_checkpoint(ck, layout, lo), {}, nullptr, nullptr, where.batch_size});
-  if (where.backend.kind == Device::Kind::Cuda) m->gpu = std::move(probe);
-  engine::EngineSetup es;
-  es.options.max_batch = m->batch_size;
-  es.options.max_context = o.context;
-  es.options.kv_dtype = kv;
-  es.options.max_tokens = engine_max_tokens(o.prefill_chunk, m->batch_size);  // what estimate charges
-  es.options.fast_math = o.fast_math;
-  es.threads = o.threads;
-  es.device = where.backend;
-  if (o.fast_math && !o.quiet) {
-    const auto any = [&](auto&& pred) { return std::any_of(ck.tensors.begin(), ck.tensors.end(), pred); };
-    const bool fast = any([](const TensorInfo& t) {
-      return !t.shape.empty() && engine::fast_math_path(t.dtype, t.shape.back()) != engine::FastPath::None;
-    });
-    const bool bf16 = any([](const TensorInfo& t) { return t.dtype == DType::BF16 && t.shape.size() == 2; });
-    if (!fast && bf16 && !engine::fast_bf16_available())
-      fmt::print(stderr, "note: --fast-math: BF16 weights take the fast path only on a CPU with AVX512_BF16 and the "
-                         "AVX-512 kernels (this CPU has not, or NUNCHAKU_ISA is below avx512); every matmul stays exact\n");
-    else if (!fast)
-      fmt::print(stderr, "note: --fast-math: no weight of this model is Q4_K, Q5_K, Q6_K or BF16; every matmul stays exact\n");
-    else if (where.backend.kind == Device::Kind::Cuda)
-      fmt::print(stderr, "note: --fast-math applies to layers the CPU runs; the CUDA backend computes exactly\n");
-  }
-  if (o.offload == "stream") es.stream = engine::StreamOptions{};
-  m->engine = engine::make_engine(ck, layout, m->loaded.store, es);
-  m->model = m->engine.model.get();
-  if (m->gpu) m->gpu->sample();
-  return m;
+RunModelOptions model_options(const RunCliOptions& o, DType kv) {
+  return {{o.plan, o.device, o.vram, o.cpu_ram, o.batch_size, o.threads, o.context, o.prefill_chunk, kv, o.fast_math},
+          o.offload, o.quiet};
 }
 
 // Longest byte string one token stands for: a prompt longer than context x this cannot fit.
@@ -526,7 +478,7 @@ int run_batch(RunCliOptions o) {
   std::unique_ptr<RunModel> m;
   try {
     trace::Span span("load", "run");
-    m = load_model(o, ck, layout, kv, tr);
+    m = load_run_model(model_options(o, kv), ck, layout, &tr);
   } catch (const Error& e) {
     if (e.code() == "load.interrupted") throw interrupted_error("0 requests completed; the model was still loading");
     throw e.with_defaults({.file = o.path});  // "model/: tensor 'blk.0': layer 0 has no attn_norm tensor"

@@ -61,6 +61,24 @@ TableText layout_table(const std::vector<TableColumn>& columns, const std::vecto
   return out;
 }
 
+std::string markdown_table(const std::vector<TableColumn>& columns, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> w(columns.size(), 3);  // "---" at least
+  for (size_t c = 0; c < columns.size(); ++c) {
+    w[c] = std::max(w[c], columns_of(columns[c].header));
+    for (const auto& r : rows)
+      if (c < r.size()) w[c] = std::max(w[c], columns_of(r[c]));
+  }
+  std::string out;
+  auto line = [&](auto&& text_of) {
+    for (size_t c = 0; c < columns.size(); ++c) out += "| " + text_of(c) + " ";
+    out += "|\n";
+  };
+  line([&](size_t c) { return cell(columns[c].header, w[c], columns[c].left); });
+  line([&](size_t c) { return columns[c].left ? std::string(w[c], '-') : std::string(w[c] - 1, '-') + ":"; });
+  for (const auto& r : rows) line([&](size_t c) { return cell(c < r.size() ? r[c] : "", w[c], columns[c].left); });
+  return out;
+}
+
 std::string dropped_note(const TableText& t, size_t width, const std::string& where_all) {
   if (t.dropped.empty()) return "";
   return fmt::format("({} left out to fit {} columns; {})", fmt::join(t.dropped, ", "), width, where_all);

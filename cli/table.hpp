@@ -1,5 +1,5 @@
-// The one text table of the CLI (plan's devices, inspect's modules): columns sized to their
-// cells, one space apart, laid out to a width. When the table is wider than the width, the
+// The one text table of the CLI (plan's devices, inspect's modules, bench's results): columns
+// sized to their cells, one space apart, laid out to a width, or as a Markdown table. When the table is wider than the width, the
 // columns marked droppable go first (lowest `drop` first) until it fits; what was left out is
 // named so the caller can say so. Cells are never cut: a name wider than the width stays
 // whole and pushes its row past it.
@@ -24,6 +24,11 @@ struct TableText {
 
 TableText layout_table(const std::vector<TableColumn>& columns, const std::vector<std::vector<std::string>>& rows,
                        size_t width);
+
+// The same columns as a Markdown table (bench, as llama-bench prints it): "| a | b |" lines,
+// cells padded to their column, the second line "| --- | ---: |" (numbers right-aligned).
+// Never laid out to a width: it is meant to be pasted.
+std::string markdown_table(const std::vector<TableColumn>& columns, const std::vector<std::vector<std::string>>& rows);
 
 // "(left out to fit 80 columns: budget, activations; --json has every column)", or "".
 std::string dropped_note(const TableText& t, size_t width, const std::string& where_all);

@@ -60,6 +60,8 @@ def main():
     run(["load", m, "--copy", "--trace", trace_load])
     docs["trace"] = [open(trace_run).read(), open(trace_load).read()]
     docs["run-result"] = lines.splitlines()
+    bench = ["bench", T("run/llama-spm"), "-p", "8", "-n", "4", "-r", "2", "-b", "1,2", "-q"]
+    docs["bench"] = [run(bench + ["--json"])] + run(bench + ["-o", "jsonl"]).splitlines()
     failed = 0
     for name, texts in docs.items():
         v = schema(name)

@@ -257,7 +257,7 @@ TEST_CASE("parser: errors go through `nunchaku: error:` with did-you-mean for op
 
 TEST_CASE("help: `nunchaku help SUB`, sections, no type tags, exit codes and examples, <= 100 columns", "[cli][parser]") {
   const ScopedEnv columns("COLUMNS", "100");
-  const std::vector<std::string> cmds = {"inspect", "estimate", "plan", "load", "run", "tokenize", "convert"};
+  const std::vector<std::string> cmds = {"inspect", "estimate", "plan", "load", "run", "bench", "tokenize", "convert"};
   auto top = run_cli({"help"});
   CHECK(top.exit_code == 0);
   // Commands in workflow order.

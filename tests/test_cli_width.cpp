@@ -12,8 +12,8 @@
 using namespace nunchaku::test;
 
 namespace {
-const std::vector<std::string> kCommands = {"inspect", "estimate", "plan", "load", "run", "tokenize",
-                                            "convert", "trace",    "completion"};
+const std::vector<std::string> kCommands = {"inspect", "estimate", "plan",  "load",      "run", "bench",
+                                            "tokenize", "convert", "trace", "completion"};
 }  // namespace
 
 TEST_CASE("width: every --help fits an 80-column terminal (pty window size, no $COLUMNS)", "[cli][width][pty]") {
