@@ -105,6 +105,19 @@ std::string render_table(const DevicePlan& p, const Estimate& e, const std::vect
   return out;
 }
 
+// Exports that the target tool cannot run are refused before any work, with the reason.
+void refuse_export(const std::string& format, const Workload& w, bool disk) {
+  if (format == "deepspeed" && w.mode == Mode::Infer)
+    throw Error("usage.format", "--format deepspeed writes a DeepSpeed training config (ZeRO stage and offload); it needs --mode "
+                                "train, lora or qlora",
+                {.hint = "for inference: --format accelerate, llama.cpp or vllm"});
+  if (format == "vllm" && disk)
+    throw Error("usage.format", "--format vllm cannot use --disk: vLLM has no disk tier (what --cpu-offload-gb moves out of the GPU "
+                                "stays in host memory)",
+                {.hint = "leave --disk out (the plan then checks vLLM's offload against --cpu-ram), or --format llama.cpp, "
+                         "which reads what does not fit from disk"});
+}
+
 int run_plan(const PlanCliOptions& o) {
   if (o.json && o.format != "table" && o.format != "json")
     throw Error("usage.format", fmt::format("--json and --format {} disagree", o.format), {.hint = "--json is --format json"});
@@ -130,6 +143,7 @@ int run_plan(const PlanCliOptions& o) {
 
   if (is_all_runtimes(o.w)) throw Error("usage.runtime", "plan takes one --runtime (estimate --runtime all compares them)");
   Workload w = to_workload(o.w, std::max<size_t>(1, r.vram.size()));
+  refuse_export(format, w, o.disk);
   // An export is planned with the runtime it exports to.
   const std::optional<Runtime> exported = format == "llama.cpp" ? std::optional(Runtime::LlamaCpp)
                                           : format == "vllm"      ? std::optional(Runtime::Vllm)
@@ -146,6 +160,13 @@ int run_plan(const PlanCliOptions& o) {
   for (const auto& f : ck.files) note_input_path(f.path);
   if (!o.output.empty()) check_not_input(o.output);  // refused before any work
   if (!o.svg.empty()) check_not_input(o.svg);
+  if (format == "accelerate" && ck.format == Format::GGUF)
+    throw Error("usage.format",
+                fmt::format("--format accelerate: {} is a GGUF file, and accelerate's device_map places the modules of a "
+                            "transformers checkpoint: it cannot load a GGUF by a map of GGUF tensor names (blk.N)",
+                            o.path),
+                {.hint = "--format llama.cpp runs this file; for accelerate, convert it first (`nunchaku convert MODEL.gguf DIR "
+                         "--names hf`) and plan DIR"});
   ModelLayout layout = describe_model(ck);
   // A llama.cpp / vLLM export runs at most the model's context: plan for what it runs.
   if (exported && (*exported == Runtime::LlamaCpp || *exported == Runtime::Vllm) && layout.spec && w.context > 0)
@@ -187,6 +208,8 @@ int run_plan(const PlanCliOptions& o) {
       return r2.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e2, r2, &m) : make_plan(e2, r2);
     };
     fixes = plan_fixes({planned, r, e.workload.context, static_cast<size_t>(e.spec.num_layers), !o.cpu_ram.empty()}, replan);
+    if (format == "vllm")  // refused with it (refuse_export)
+      std::erase_if(fixes, [](const PlanFix& f) { return f.flags.find("--disk") != std::string::npos; });
   }
 
   std::string text;
@@ -213,6 +236,17 @@ int run_plan(const PlanCliOptions& o) {
     std::string why;
     for (const auto& d : cuda::list_devices(&why)) totals.push_back(d.total_bytes);
     auto v = vllm_args(e, r.vram, totals);
+    // vLLM keeps --cpu-offload-gb per GPU in host memory (pinned): more than the host has cannot start.
+    const uint64_t offload = uint64_t(v.cpu_offload_gb * double(1ull << 30)) * uint64_t(v.tensor_parallel * v.pipeline_parallel);
+    if (offload > r.cpu_ram)
+      throw Error("plan.vllm_offload",
+                  fmt::format("--format vllm: vLLM would need --cpu-offload-gb {:.1f} on each of {}, {} of host memory in all, "
+                              "more than {} {} (vLLM has no disk tier)",
+                              v.cpu_offload_gb, plural(uint64_t(v.tensor_parallel * v.pipeline_parallel), "GPU"), format_bytes(offload),
+                              o.cpu_ram.empty() ? "the host's available" : "--cpu-ram", format_bytes(r.cpu_ram)),
+                  {.hint = "more or larger GPUs (--vram), --quant, a shorter --context or smaller --batch; or --format llama.cpp, "
+                           "which reads what does not fit from disk"},
+                  Exit::OutOfMemory);
     text = v.command + "\n";
     p.notes.insert(p.notes.end(), v.notes.begin(), v.notes.end());
   } else if (format == "deepspeed") {

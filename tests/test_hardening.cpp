@@ -286,7 +286,6 @@ TEST_CASE("hardening 3: a GGUF tensor name that is not UTF-8 gives valid JSON in
                                                           {"inspect", model, "--json", "--tensors"},
                                                           {"estimate", model, "--json"},
                                                           {"plan", model, "--json"},
-                                                          {"plan", model, "--format", "accelerate"},
                                                           {"load", model, "--json", "--device", "cpu"}};
   for (const auto& args : commands) {
     auto r = test::run_cli(args);
@@ -298,6 +297,10 @@ TEST_CASE("hardening 3: a GGUF tensor name that is not UTF-8 gives valid JSON in
   }
   auto t = test::run_cli({"inspect", model, "--json", "--tensors"});
   CHECK_THAT(t.out, Catch::Contains(kReplaced));
+  // An accelerate map of a GGUF is refused (accelerate cannot load one by GGUF names), as a usage error.
+  auto a = test::run_cli({"plan", model, "--format", "accelerate"});
+  CHECK(a.exit_code == 2);
+  CHECK_THAT(a.err, Catch::Contains("is a GGUF file") && !Catch::Contains("internal error"));
 }
 
 TEST_CASE("hardening 3: convert of a GGUF with a name that is not UTF-8 is not an internal error", "[hardening][unix]") {

@@ -288,3 +288,46 @@ TEST_CASE("plan CLI: runtimes of the exports, clamped context, --gpus, no KV whe
   auto t = json::parse(test::run_cli({"plan", model, "--vram", "1G,1G", "--mode", "train", "--format", "json"}).out);
   for (const auto& d : t["devices"]) CHECK(d["kv_cache_bytes"] == 0);
 }
+
+TEST_CASE("plan: exports the target cannot run are refused with the reason", "[plan][cli]") {
+  const std::string model = test::testdata("models/llama");
+  // accelerate places a transformers checkpoint's modules; a GGUF's blk.N names are not those.
+  auto a = test::run_cli({"plan", test::testdata("models/llama-gguf/model.gguf"), "--vram", "1G", "--format", "accelerate"});
+  CHECK(a.exit_code == 2);
+  CHECK(a.out.empty());
+  CHECK_THAT(a.err, Catch::Contains("is a GGUF file") && Catch::Contains("--format llama.cpp runs this file"));
+  // The way the hint gives, typed: converted to HF names, the same model exports.
+  test::TempDir dir;
+  const std::string hf = dir.file("hf");
+  REQUIRE(test::run_cli({"convert", test::testdata("models/llama-gguf/model.gguf"), hf, "--names", "hf"}).exit_code == 0);
+  auto converted = test::run_cli({"plan", hf, "--vram", "1G", "--format", "accelerate"});
+  REQUIRE(converted.exit_code == 0);
+  CHECK(json::parse(converted.out).contains("model.layers.0"));
+  // vLLM has no disk tier.
+  auto v = test::run_cli({"plan", model, "--vram", "1G", "--disk", "--format", "vllm"});
+  CHECK(v.exit_code == 2);
+  CHECK(v.out.empty());
+  CHECK_THAT(v.err, Catch::Contains("--format vllm cannot use --disk: vLLM has no disk tier"));
+  // deepspeed without training: the message names the flag that was typed, not a --runtime.
+  auto d = test::run_cli({"plan", model, "--vram", "1G", "--format", "deepspeed"});
+  CHECK(d.exit_code == 2);
+  CHECK_THAT(d.err, Catch::Contains("--format deepspeed writes a DeepSpeed training config") && Catch::Contains("--mode train"));
+  CHECK_THAT(d.err, !Catch::Contains("--runtime"));
+}
+
+TEST_CASE("plan --format vllm: more CPU offload than the host memory is refused, never exported", "[plan][cli]") {
+  // Llama-2-7B in F16 (12.55 GiB of weights) on one 8 GiB GPU: vLLM must offload > 5 GiB of weights
+  // to host memory, which 4 GiB cannot hold and 64 GiB can.
+  test::TempDir d;
+  test::write_sparse_llama(d.path.string(), test::testdata("models/llama2-7b-config/config.json"));
+  auto small = test::run_cli({"plan", d.path.string(), "--vram", "8G", "--cpu-ram", "4G", "--format", "vllm"});
+  CHECK(small.exit_code == 3);
+  CHECK(small.out.empty());
+  CHECK_THAT(small.err, Catch::Contains("--format vllm: vLLM would need --cpu-offload-gb") &&
+                            Catch::Contains("more than --cpu-ram 4.00 GiB (vLLM has no disk tier)"));
+  auto big = test::run_cli({"plan", d.path.string(), "--vram", "8G", "--cpu-ram", "64G", "--format", "vllm"});
+  CHECK(big.exit_code == 0);
+  CHECK_THAT(big.out, Catch::Contains("--cpu-offload-gb"));
+  // Its fixes never suggest --disk, which the vLLM export refuses.
+  CHECK_THAT(big.err, !Catch::Contains("--disk"));
+}
