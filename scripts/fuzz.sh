@@ -4,13 +4,15 @@
 #   ./scripts/fuzz.sh 300 fuzz_tokenizer fuzz_requests   # only these targets
 #   ./scripts/fuzz.sh --total 1800   # a campaign: 30 minutes split evenly over the targets
 #   ./scripts/fuzz.sh --build-only   # build (and report) every target, run none
-# Builds and runs at nice 19, one target at a time (JOBS=2 compile jobs by default).
+# Builds and runs at nice 19, one target at a time (JOBS=2 compile jobs by default; PARALLEL=2
+# runs two targets at once). The table: executions, seconds, corpus files, result per target.
 # Targets: safetensors, gguf, pytorch, pickle, tokenizer, unicode_norm, requests, text
 # (escaping), sampler, describe (GGUF -> model validation); and (issue 41) file (the
 # file/mmap path), open (sniffing and open_checkpoint dispatch), index (index.json and shard
 # merging), gguf_split (split-GGUF merging), config (config.json and its checks, then
 # estimate/plan), estimate (estimate/plan arithmetic on hostile GGUF dimensions), plan_json
-# (run --plan input), loader (load_checkpoint), json_names (tensor names through dump_json).
+# (run --plan input), loader (load_checkpoint), json_names (tensor names through dump_json),
+# hub (the Hub client's responses: headers, redirects, listing/index/manifest JSON, Range reads).
 # Seeds come from testdata/ (and ../shared/testfiles when present); the corpus
 # grows in fuzz-corpus/<target>/ (git-ignored). Crashes land in fuzz-corpus/crashes/.
 # The table printed at the end is also written to fuzz-corpus/summary.txt (docs/hardening.md
@@ -33,7 +35,7 @@ if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
 fi
 TARGETS=(fuzz_text fuzz_unicode_norm fuzz_gguf fuzz_safetensors fuzz_pytorch fuzz_pickle fuzz_tokenizer
          fuzz_describe fuzz_sampler fuzz_requests fuzz_file fuzz_open fuzz_index fuzz_gguf_split fuzz_config
-         fuzz_estimate fuzz_plan_json fuzz_loader fuzz_json_names)
+         fuzz_estimate fuzz_plan_json fuzz_loader fuzz_json_names fuzz_hub)
 if ((${#ONLY[@]})); then TARGETS=("${ONLY[@]}"); fi
 # One target at a time: each links only the layer it fuzzes (CMakeLists.txt), so a target
 # whose layer does not build with this clang is reported and the others still run.
@@ -103,6 +105,43 @@ open(sys.argv[2], "wb").write(bytes([2]) + struct.pack("<II", len(parts[0]), len
     "$split" fuzz-corpus/fuzz_gguf_split/seed3.bin
 fi
 { printf '\x00'; cat tests/hostile/gguf_control.gguf; } > fuzz-corpus/fuzz_gguf_split/seed1.bin
+# fuzz_hub: the first byte picks the part (tests/fuzz/fuzz_hub.cpp); the Range reads (04) get a
+# flags byte, a size delta and 8 per-request actions before the file.
+mkdir -p fuzz-corpus/fuzz_hub
+python3 - fuzz-corpus/fuzz_hub testdata/gguf/quant_small.gguf testdata/convert/values.safetensors \
+  testdata/models/llama-sharded/model.safetensors.index.json <<'PY'
+import json, struct, sys
+out, gguf, st, index = sys.argv[1:]
+sha = "0123456789abcdef0123456789abcdef01234567"
+def put(name, mode, body):
+    open(f"{out}/{name}", "wb").write(bytes([mode]) + (body if isinstance(body, bytes) else body.encode()))
+def status(code, flags=0):
+    return struct.pack("<H", code - 100) + bytes([flags])
+put("headers-302", 0, status(302) + b"HTTP/1.1 302 Found\r\nLocation: https://cdn-lfs.hf.co/x?sig=1\r\nContent-Length: 0\r\n")
+put("headers-307", 0, status(307, 1) + b"HTTP/1.1 307\r\nlocation: /api/resolve-cache/models/org/name/x\r\n")
+put("headers-gated", 0, status(401, 3) + b"HTTP/1.1 401\r\nX-Error-Code: GatedRepo\r\nX-Error-Message: Access to model is restricted\r\n")
+put("headers-entry", 0, status(404, 2) + b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404\r\nX-Error-Code: EntryNotFound\r\n")
+put("headers-429", 0, status(429) + b"HTTP/2 429\r\nretry-after: 10\r\n")
+siblings = [{"rfilename": "config.json", "size": 600}, {"rfilename": "model-00001-of-00002.safetensors", "lfs": {"size": 5000}},
+            {"rfilename": "model-00002-of-00002.safetensors", "size": 70}, {"rfilename": "model.safetensors.index.json"},
+            {"rfilename": "gguf/m-Q4_K_M-00001-of-00002.gguf", "size": 9}, {"rfilename": "gguf/m-Q4_K_M-00002-of-00002.gguf"},
+            {"rfilename": "mmproj-f16.gguf"}]
+put("listing", 1, json.dumps({"sha": sha, "siblings": siblings, "id": "org/name"}))
+put("index", 2, open(index, "rb").read())
+manifest = {"format_version": 1, "repo": "org/name", "sha": sha, "entry": "model.safetensors.index.json", "index": True,
+            "gguf": False, "config": True, "weights": [{"path": "model-00001-of-00002.safetensors", "size": 5000}]}
+put("manifest", 3, json.dumps(manifest, indent=1))
+for name, path, flags in (("gguf", gguf, 1), ("safetensors", st, 0)):
+    data = open(path, "rb").read()
+    put(f"ranges-{name}", 4, bytes([flags, 0]) + bytes(8) + data)
+    put(f"ranges-{name}-ignored", 4, bytes([flags, 0, 4, 4]) + bytes(6) + data)
+put("url", 5, "https://huggingface.co/org/name/resolve/main/model.safetensors\n/api/resolve-cache/x?a=%2F#f")
+put("url-cdn", 5, "http://user@[::1]:8080/a/b?q\n//cdn.example:444/x")
+put("ref-quant", 6, "org/name@main:Q4_K_M")
+put("ref-hf", 6, "hf://org/name@refs%2Fpr%2F1/sub/model.gguf")
+put("ref-url", 6, "https://huggingface.co/org/name/blob/v1.0/a/b.gguf?download=true")
+put("bodies", 7, bytes([16]) + b"first line\nsecond\n" + b"x" * 60)
+PY
 printf 'evil\x1b[2J\nline\xff\xc0\xaf \xe2\x80\xae' > fuzz-corpus/fuzz_text/seed.txt
 python3 -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<ffffiQ', 0.7, 0.9, 0.05, 1.1, 3, 1) + struct.pack('<6f', 1, 2, float('nan'), float('inf'), -3, 0))" \
   > fuzz-corpus/fuzz_sampler/seed.bin
@@ -111,20 +150,36 @@ printf 'cafe\xcc\x81 \xe2\x84\xab\xe2\x84\xa6 \xef\xac\x81 \xe1\x84\x80\xe1\x85\
 printf '%s\n' 'plain prompt' '{"id": 1, "prompt": "x", "stop": ["a"], "seed": 3}' \
   '{"custom_id": "c", "body": {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "max_tokens": 4}}' \
   > fuzz-corpus/fuzz_requests/seed.jsonl
-exec > >(tee fuzz-corpus/summary.txt)
-echo "campaign $(date -u +%FT%TZ), $(clang --version | head -1), ${SECONDS_PER} s per target"
-printf "%-20s %12s %10s %s\n" target executions seconds result
-total=0
-for t in "${BUILT[@]}"; do
-  bin=$BUILD_DIR/$t
-  log=fuzz-corpus/$t.log
+# Runs one target; its row of the table lands in fuzz-corpus/<target>.row.
+run_one() {
+  local t=$1 log=fuzz-corpus/$1.log rc execs start secs
+  start=$(date +%s)
   set +e
-  nice -n 19 "$bin" "fuzz-corpus/$t" -max_total_time="$SECONDS_PER" -rss_limit_mb=2048 -timeout=10 \
-    -artifact_prefix=fuzz-corpus/crashes/ -print_final_stats=1 >"$log" 2>&1
+  nice -n 19 "$BUILD_DIR/$t" "fuzz-corpus/$t" -max_total_time="$SECONDS_PER" -rss_limit_mb=2048 -timeout=10 \
+    -artifact_prefix="fuzz-corpus/crashes/$t-" -print_final_stats=1 >"$log" 2>&1
   rc=$?
   set -e
+  secs=$(( $(date +%s) - start ))
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
-  printf "%-20s %12s %10s %s\n" "$t" "$execs" "$SECONDS_PER" "$([[ $rc -eq 0 ]] && echo ok || echo "FINDING (see $log)")"
-  if [[ $execs =~ ^[0-9]+$ ]]; then total=$((total + execs)); fi
+  printf "%-20s %12s %8s %8s %s\n" "$t" "$execs" "$secs" "$(find "fuzz-corpus/$t" -type f | wc -l)" \
+    "$([[ $rc -eq 0 ]] && echo ok || echo "FINDING (see $log)")" > "fuzz-corpus/$t.row"
+}
+PARALLEL=${PARALLEL:-1}
+echo "campaign $(date -u +%FT%TZ), $(clang --version | head -1), ${SECONDS_PER} s per target, $PARALLEL at a time" \
+  | tee fuzz-corpus/summary.txt
+for t in "${BUILT[@]}"; do
+  rm -f "fuzz-corpus/$t.row"
+  run_one "$t" &
+  while (( $(jobs -rp | wc -l) >= PARALLEL )); do wait -n || true; done
 done
-printf "%-20s %12s\n" total "$total"
+wait
+{
+  printf "%-20s %12s %8s %8s %s\n" target executions seconds corpus result
+  total=0
+  for t in "${BUILT[@]}"; do
+    cat "fuzz-corpus/$t.row"
+    execs=$(awk '{print $2}' "fuzz-corpus/$t.row")
+    if [[ $execs =~ ^[0-9]+$ ]]; then total=$((total + execs)); fi
+  done
+  printf "%-20s %12s\n" total "$total"
+} | tee -a fuzz-corpus/summary.txt

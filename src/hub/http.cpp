@@ -1,13 +1,12 @@
 #include "hub/http.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <mutex>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "hub/url.hpp"
+#include "hub/response.hpp"
 
 #if NUNCHAKU_HAVE_CURL
 #include <curl/curl.h>
@@ -35,34 +34,19 @@ struct Transfer {
 size_t on_body(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const size_t len = size * n;
-  if (t->out->body.size() + len > t->max_body) {
+  if (!append_body(t->out->body, std::string_view(data, len), t->max_body)) {
     t->too_large = true;
     return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
   }
-  t->out->body.append(data, len);
   return len;
 }
 
 size_t on_header(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const size_t len = size * n;
-  std::string_view line(data, len);
-  if (line.substr(0, 5) == "HTTP/") {  // a new response (after 100 Continue, or a proxy's CONNECT)
-    t->out->headers.clear();
-    return len;
-  }
-  const size_t colon = line.find(':');
-  if (colon == std::string_view::npos) return len;
-  std::string name(line.substr(0, colon));
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  std::string_view value = line.substr(colon + 1);
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-  while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) value.remove_suffix(1);
-  t->out->headers[name] = std::string(value);
+  parse_header_line(std::string_view(data, len), t->out->headers);
   return len;
 }
-
-bool is_redirect(long status) { return status == 301 || status == 302 || status == 303 || status == 307 || status == 308; }
 
 }  // namespace
 
@@ -86,7 +70,6 @@ bool HttpClient::available() const { return true; }
 
 HttpResponse HttpClient::get(const std::string& first_url, std::optional<std::pair<uint64_t, uint64_t>> range, uint64_t max_body) {
   CURL* c = impl_->curl;
-  const Origin hub = url_origin(env_.endpoint);
   std::string url = first_url;
   const long timeout_ms = std::max(1L, long(std::lround(env_.timeout_s * 1000)));
   for (int hop = 0; hop <= kMaxRedirects; ++hop) {
@@ -113,7 +96,7 @@ HttpResponse HttpClient::get(const std::string& first_url, std::optional<std::pa
     }
     curl_slist* headers = nullptr;
     std::string auth;
-    if (!env_.token.empty() && url_origin(url) == hub) {
+    if (!env_.token.empty() && sends_token(url, env_.endpoint)) {
       auth = "Authorization: Bearer " + env_.token;
       headers = curl_slist_append(headers, auth.c_str());
     }
@@ -141,9 +124,9 @@ HttpResponse HttpClient::get(const std::string& first_url, std::optional<std::pa
     }
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp.status);
     resp.url = url;
-    const std::string location = resp.header("location");
-    if (!is_redirect(resp.status) || location.empty()) return resp;
-    url = resolve_location(url, location);
+    const auto next = redirect_target(resp);
+    if (!next) return resp;
+    url = *next;
   }
   throw Error("hub.network", "more than " + std::to_string(kMaxRedirects) + " redirects", {.file = first_url});
 }

@@ -9,8 +9,6 @@
 #include <set>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/source.hpp"
@@ -20,52 +18,16 @@
 #include "hub/hub_errors.hpp"
 #include "hub/http.hpp"
 #include "hub/repo_files.hpp"
+#include "hub/response.hpp"
 #include "hub/url.hpp"
 #include "io/atomic_output.hpp"
 
 namespace nunchaku::hub {
 namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 namespace {
 
-constexpr uint64_t kSafetensorsFirst = 100'001;   // bytes=0-100000, as huggingface_hub and hf-mem
-constexpr uint64_t kGgufFirst = 1u << 20;         // 1 MiB, doubling
-constexpr uint64_t kMaxHeaderBytes = 256u << 20;  // no header is read past this
 constexpr uint64_t kMaxJson = 100'000'000;        // config.json, the index
-
-// Thrown by PrefixSource while fetching: the reader wants bytes up to `end` (not an Error,
-// so no reader's handler takes it for a broken file).
-struct NeedBytes {
-  uint64_t end;
-};
-
-// A remote file's first bytes, with its true size: the format readers parse headers from
-// it as from the file itself. A read past the bytes held throws NeedBytes (while fetching)
-// or Error hub.header_cache (a cached header that is shorter than it was).
-class PrefixSource final : public Source {
- public:
-  PrefixSource(std::string path, uint64_t size, const std::string& bytes, bool fetching)
-      : path_(std::move(path)), size_(size), bytes_(bytes), fetching_(fetching) {}
-  const std::string& path() const override { return path_; }
-  uint64_t size() const override { return size_; }
-  void read_at(uint64_t offset, void* buf, size_t n) const override {
-    if (offset + n > size_)
-      throw Error("io.short_read", "read past the end of the file", {.file = path_, .offset = offset});
-    if (offset + n > bytes_.size()) {
-      if (fetching_) throw NeedBytes{offset + n};
-      throw Error("hub.header_cache", "the cached header ends before byte " + std::to_string(offset + n),
-                  {.file = path_, .hint = "remove the header cache folder and run again"});
-    }
-    std::copy_n(bytes_.data() + offset, n, static_cast<char*>(buf));
-  }
-
- private:
-  std::string path_;
-  uint64_t size_;
-  const std::string& bytes_;
-  bool fetching_;
-};
 
 bool ends_with(std::string_view s, std::string_view suf) {
   return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf;
@@ -129,57 +91,11 @@ std::string fetch_whole(HttpClient& http, const RepoRef& ref, const HubEnv& env,
 // The header bytes of one weight file: ranges from byte 0 until its reader parses.
 std::string fetch_header(HttpClient& http, const RepoRef& ref, const HubEnv& env, const std::string& sha, const RemoteFile& f,
                          bool gguf) {
-  std::string bytes;
-  uint64_t want = std::min<uint64_t>(f.size, gguf ? kGgufFirst : kSafetensorsFirst);
-  const std::string name = display_path(ref, sha, f.path);
-  for (;;) {
-    if (want > bytes.size()) {
-      auto resp = http.get(file_url(env, ref, sha, f.path), std::pair<uint64_t, uint64_t>{bytes.size(), want - 1}, want - bytes.size());
-      check_response(resp, ref, env, f.path);
-      if (resp.status == 200 && !bytes.empty()) bytes.clear();  // the server ignored Range: the body starts at 0
-      bytes += resp.body;
-      if (bytes.size() < want && bytes.size() < f.size)
-        throw Error("hub.short_read", "the Hub sent " + std::to_string(bytes.size()) + " bytes of the " +
-                                          std::to_string(want) + " asked for", {.file = name});
-    }
-    try {
-      PrefixSource src(name, f.size, bytes, true);
-      if (gguf) read_gguf(src);
-      else read_safetensors(src);
-      return bytes;
-    } catch (const NeedBytes& need) {
-      if (need.end > kMaxHeaderBytes)
-        throw Error("hub.header_too_large", "the header runs past " + std::to_string(kMaxHeaderBytes) + " bytes",
-                    {.file = name});
-      want = std::min<uint64_t>(f.size, gguf ? std::max<uint64_t>(need.end, 2 * bytes.size()) : need.end);
-    }
-  }
-}
-
-std::vector<std::string> shard_names(const std::string& index_text, const std::string& where) {
-  const json doc = json::parse(index_text, nullptr, false);
-  if (!doc.is_object() || !doc.contains("weight_map") || !doc["weight_map"].is_object())
-    throw Error("index.no_weight_map", "index has no \"weight_map\" object", {.file = where});
-  std::set<std::string> names;
-  for (const auto& [k, v] : doc["weight_map"].items())
-    if (v.is_string()) names.insert(v.get<std::string>());
-  return {names.begin(), names.end()};
-}
-
-// What the header cache holds for one commit (manifest.json): the weight files with
-// sizes, and which file open starts from.
-struct Manifest {
-  std::string entry;  // "" = shards merged in order
-  bool index = false, gguf = false;
-  std::vector<RemoteFile> weights;
-  bool config = false;
-};
-
-json to_json(const Manifest& m, const RepoRef& ref, const std::string& sha) {
-  json files = json::array();
-  for (const auto& f : m.weights) files.push_back({{"path", f.path}, {"size", f.size}});
-  return {{"format_version", 1}, {"repo", ref.id}, {"sha", sha}, {"entry", m.entry}, {"index", m.index},
-          {"gguf", m.gguf},      {"config", m.config}, {"weights", files}};
+  return read_header_prefix(display_path(ref, sha, f.path), f.size, gguf, [&](uint64_t first, uint64_t last) {
+    auto resp = http.get(file_url(env, ref, sha, f.path), std::pair<uint64_t, uint64_t>{first, last}, last - first + 1);
+    check_response(resp, ref, env, f.path);
+    return resp;
+  });
 }
 
 // One manifest per way of picking the weights (a commit of a GGUF repo holds many models).
@@ -195,17 +111,7 @@ std::optional<Manifest> read_manifest(const std::string& dir, const RepoRef& ref
   if (!fs::is_regular_file(path, ec)) return std::nullopt;
   FileSource src(path);
   const auto bytes = src.read_vec(0, static_cast<size_t>(std::min<uint64_t>(src.size(), kMaxJson)));
-  const json j = json::parse(bytes.begin(), bytes.end(), nullptr, false);
-  if (!j.is_object() || j.value("format_version", 0) != 1 || !j.contains("weights") || !j["weights"].is_array()) return std::nullopt;
-  Manifest m;
-  m.entry = j.value("entry", "");
-  m.index = j.value("index", false);
-  m.gguf = j.value("gguf", false);
-  m.config = j.value("config", false);
-  for (const auto& f : j["weights"])
-    if (f.is_object() && f.contains("path") && f["path"].is_string() && f.contains("size") && f["size"].is_number_unsigned())
-      m.weights.push_back({f["path"].get<std::string>(), f["size"].get<uint64_t>()});
-  return m;
+  return parse_manifest(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 std::string read_text(const std::string& path) {
@@ -262,7 +168,7 @@ void write_cache(const std::string& dir, const RepoRef& ref, const std::string& 
     fs::create_directories(p.parent_path(), ec);
     write_cached(p.string(), bytes);
   }
-  write_cached(dir + "/" + manifest_name(ref), to_json(m, ref, sha).dump(1) + "\n");  // last: the commit is complete
+  write_cached(dir + "/" + manifest_name(ref), manifest_text(m, ref.id, sha));  // last: the commit is complete
   if (!is_commit_sha(ref.revision)) {
     const fs::path r = fs::path(env.header_cache) / repo_folder_name(ref.id) / "refs" / ref.revision;
     fs::create_directories(r.parent_path(), ec);
@@ -278,28 +184,14 @@ RepoListing fetch_listing(const RepoRef& ref, const HubEnv& env, RemoteStats& st
   auto resp = http.get(env.endpoint + "/api/models/" + ref.id + "/revision/" + percent_encode(ref.revision, false) + "?blobs=true",
                        std::nullopt, kMaxJson);
   check_response(resp, ref, env, "");
-  const json j = json::parse(resp.body, nullptr, false);
-  if (!j.is_object() || !j.contains("sha") || !j["sha"].is_string() || !j.contains("siblings") || !j["siblings"].is_array())
-    throw Error("hub.bad_listing", "the Hub's model info has no \"sha\" and \"siblings\"", {.file = resp.url});
-  RepoListing l;
-  l.sha = j["sha"].get<std::string>();
-  if (!is_commit_sha(l.sha)) throw Error("hub.bad_listing", "the Hub's model info names no commit sha", {.file = resp.url});
-  for (const auto& s : j["siblings"]) {
-    if (!s.is_object() || !s.contains("rfilename") || !s["rfilename"].is_string()) continue;
-    RemoteFile f{s["rfilename"].get<std::string>()};
-    if (s.contains("size") && s["size"].is_number_unsigned()) f.size = s["size"].get<uint64_t>();
-    if (s.contains("lfs") && s["lfs"].is_object() && s["lfs"].contains("size") && s["lfs"]["size"].is_number_unsigned())
-      f.size = s["lfs"]["size"].get<uint64_t>();
-    l.files.push_back(std::move(f));
-  }
-  return l;
+  return parse_listing(resp.body, resp.url);
 }
 
 std::vector<std::string> remote_index_shards(const RepoRef& ref, const RepoListing& listing, const std::string& index,
                                              const HubEnv& env, RemoteStats& stats) {
   Counted counted(stats);
   HttpClient http(env, counted.counters);
-  return shard_names(fetch_whole(http, ref, env, listing.sha, index), display_path(ref, listing.sha, index));
+  return index_shards(fetch_whole(http, ref, env, listing.sha, index), display_path(ref, listing.sha, index));
 }
 
 std::optional<Checkpoint> cached_remote_checkpoint(const RepoRef& ref, const HubEnv& env) {
@@ -350,7 +242,7 @@ Checkpoint remote_checkpoint(const RepoRef& ref, const HubEnv& env, RemoteStats&
   for (size_t i = 0; i < whole.size(); ++i) files[whole[i]] = got[i];
   m.config = files.count("config.json") > 0;
   std::vector<std::string> weight_names = w.files;
-  if (w.index) weight_names = shard_names(files[w.entry], display_path(ref, listing.sha, w.entry));
+  if (w.index) weight_names = index_shards(files[w.entry], display_path(ref, listing.sha, w.entry));
   for (const auto& n : weight_names) {
     auto it = std::find_if(listing.files.begin(), listing.files.end(), [&](const RemoteFile& f) { return f.path == n; });
     if (it == listing.files.end())

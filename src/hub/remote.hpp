@@ -17,6 +17,7 @@
 #include "format/checkpoint.hpp"
 #include "hub/hub_env.hpp"
 #include "hub/repo_ref.hpp"
+#include "hub/response.hpp"
 
 namespace nunchaku::hub {
 
@@ -24,16 +25,6 @@ struct RemoteStats {
   uint64_t requests = 0;        // HTTP requests (each redirect hop counts)
   uint64_t bytes = 0;           // bytes received, headers included
   bool header_cache = false;    // the headers came from HubEnv::header_cache
-};
-
-struct RemoteFile {
-  std::string path;   // in the repo, '/'-separated
-  uint64_t size = 0;
-};
-
-struct RepoListing {
-  std::string sha;    // the commit the revision points at
-  std::vector<RemoteFile> files;
 };
 
 // The repo's files at ref.revision. Throws Error (exit 2) naming what to do on 401/403

@@ -25,19 +25,6 @@ bool valid_quant(std::string_view q) {
   return true;
 }
 
-// A path inside a repo: no empty, "." or ".." part, not absolute.
-bool valid_repo_path(std::string_view p) {
-  if (p.empty() || p.front() == '/') return false;
-  size_t start = 0;
-  while (start <= p.size()) {
-    const size_t end = std::min(p.find('/', start), p.size());
-    const std::string_view part = p.substr(start, end - start);
-    if (part.empty() || part == "." || part == "..") return false;
-    start = end + 1;
-  }
-  return true;
-}
-
 // "org/name" at the front of `s`; the rest after it in `rest`.
 std::optional<std::string> take_id(std::string_view s, std::string_view stops, std::string_view& rest) {
   const size_t slash = s.find('/');
@@ -55,7 +42,7 @@ bool take_revision(std::string_view& rest, char stop, bool decode, RepoRef& r) {
   const size_t end = rest.find(stop);
   const std::string_view rev = rest.substr(1, end == std::string_view::npos ? std::string_view::npos : end - 1);
   r.revision = decode ? percent_decode(rev) : std::string(rev);
-  if (r.revision.empty()) return false;
+  if (!valid_repo_path(r.revision)) return false;  // it names refs/REVISION in the caches
   r.revision_given = true;
   rest = end == std::string_view::npos ? std::string_view() : rest.substr(end);
   return true;
@@ -109,7 +96,7 @@ std::optional<RepoRef> parse_url(std::string_view s) {
     rest = rest.substr(kind.size());
     const size_t slash = rest.find('/');
     r.revision = percent_decode(rest.substr(0, slash));
-    if (r.revision.empty()) return std::nullopt;
+    if (!valid_repo_path(r.revision)) return std::nullopt;
     r.revision_given = true;
     const std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
     if (kind == "/tree/") return r;  // a folder view: the whole model
@@ -136,6 +123,18 @@ bool valid_repo_id(std::string_view id) {
   const size_t slash = id.find('/');
   if (slash == std::string_view::npos) return valid_part(id);
   return valid_part(id.substr(0, slash)) && valid_part(id.substr(slash + 1));
+}
+
+bool valid_repo_path(std::string_view p) {
+  if (p.empty() || p.find('\0') != std::string_view::npos) return false;
+  size_t start = 0;
+  while (start <= p.size()) {
+    const size_t end = std::min(p.find('/', start), p.size());
+    const std::string_view part = p.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return true;
 }
 
 bool is_commit_sha(std::string_view rev) {

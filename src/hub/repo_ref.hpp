@@ -30,6 +30,10 @@ std::optional<RepoRef> parse_repo_ref(std::string_view text, std::string_view en
 // characters each, no "--" or "..", not starting or ending with '-' or '.'.
 bool valid_repo_id(std::string_view id);
 
+// A path inside a repo, as it may become a file under the caches (refs/REVISION, a listed
+// file): '/'-separated, relative, no empty, "." or ".." part, no NUL byte.
+bool valid_repo_path(std::string_view path);
+
 // A commit sha (40 hexadecimal digits) rather than a branch or tag name.
 bool is_commit_sha(std::string_view rev);
 

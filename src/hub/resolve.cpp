@@ -9,6 +9,7 @@
 #include "core/source.hpp"
 #include "hub/hf_cache.hpp"
 #include "hub/repo_files.hpp"
+#include "hub/response.hpp"
 
 namespace nunchaku::hub {
 namespace fs = std::filesystem;
@@ -22,19 +23,14 @@ bool has(const std::vector<std::string>& files, const std::string& f) {
 // The shards an index names (its weight_map values), or {} when it is unreadable (open
 // reports that, with the byte offset).
 std::vector<std::string> index_shard_names(const std::string& index_path) {
-  std::set<std::string> names;
   try {
     FileSource src(index_path);
     if (src.size() > 100'000'000) return {};
     const auto bytes = src.read_vec(0, static_cast<size_t>(src.size()));
-    const auto doc = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
-    if (!doc.is_object() || !doc.contains("weight_map") || !doc["weight_map"].is_object()) return {};
-    for (const auto& [k, v] : doc["weight_map"].items())
-      if (v.is_string()) names.insert(v.get<std::string>());
+    return index_shards(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), index_path);
   } catch (const Error&) {
     return {};
   }
-  return {names.begin(), names.end()};
 }
 
 // The files of `need` that the snapshot lacks, given the weights chosen from its files.

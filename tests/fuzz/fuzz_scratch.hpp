@@ -17,16 +17,21 @@
 
 namespace nunchaku::fuzz {
 
+// The directory's name lives in a static char array: the atexit handler runs after static
+// std::strings registered later (the one below) are destroyed, and must not read one.
+inline char* scratch_path() {
+  static char tmpl[] = "/tmp/nunchaku-fuzz-XXXXXX";
+  return tmpl;
+}
+
 inline const std::string& scratch_dir() {
   static const std::string dir = [] {
-    char tmpl[] = "/tmp/nunchaku-fuzz-XXXXXX";
-    const char* d = ::mkdtemp(tmpl);
-    if (!d) std::abort();
+    if (!::mkdtemp(scratch_path())) std::abort();
     std::atexit([] {
       std::error_code ec;
-      std::filesystem::remove_all(scratch_dir(), ec);
+      std::filesystem::remove_all(scratch_path(), ec);
     });
-    return std::string(d);
+    return std::string(scratch_path());
   }();
   return dir;
 }
