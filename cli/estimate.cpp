@@ -206,6 +206,7 @@ int run(const EstimateOptions& o) {
       j["runtimes"] = nlohmann::json::object();
       for (size_t i = 0; i < es.size(); ++i) j["runtimes"][std::string(runtime_name(es[i].runtime))] = one(i);
     }
+    j["path"] = o.path;
     fmt::print("{}\n", dump_json(stamp(j, "estimate"), 2));
   } else if (es.size() == 1) {
     print_table(es[0], o.explain);

@@ -1,5 +1,6 @@
-// Every JSON document nunchaku prints (`--json`, `plan --format json`, `run --stats`,
-// `--version --json`) says what it is: "command", the subcommand that wrote it, and
+// Every JSON document nunchaku prints (`--json`, `plan --format json`, `run --stats`, each
+// line of run, tokenize --json and bench -o jsonl, `--version --json`) says what it is:
+// "command", the subcommand that wrote it, "path", the model as given (not --version), and
 // "format_version", that command's document version, bumped when a key is renamed, removed
 // or changes type (added keys do not bump it). The names follow one vocabulary (docs/json.md);
 // each command's document is described by docs/schema/<command>.json (JSON Schema).
@@ -18,7 +19,7 @@ inline int json_format_version(std::string_view command) {
   if (command == "inspect" || command == "estimate" || command == "plan" || command == "load" || command == "convert" ||
       command == "run" || command == "version")
     return 2;
-  if (command == "bench") return 1;
+  if (command == "bench" || command == "tokenize") return 1;
   throw std::logic_error("json_format_version: no version for command '" + std::string(command) + "'");
 }
 

@@ -60,7 +60,7 @@ namespace nunchaku::cli {
 namespace {
 
 struct RunCliOptions {
-  std::string path, file, input = "-", output, input_format = "auto", plan, device = "cpu", vram, cpu_ram, kv_dtype = "f32";
+  std::string path, given_path, file, input = "-", output, input_format = "auto", plan, device = "cpu", vram, cpu_ram, kv_dtype = "f32";
   PromptOptions prompt;  // chat template, BOS, special-token text, --system: as tokenize shows them
   std::string offload = "stream";  // how disk modules are read: stream (bounded pool) | mmap
   std::string stats;                // --stats FILE: the run's summary as JSON
@@ -128,7 +128,7 @@ uint64_t disk_weight_bytes(const WeightStore& store) {
 }
 
 // --stats FILE: what the summary lines say, as JSON (for scripts and benchmarks).
-void write_stats(const std::string& path, const WeightStore& store, const engine::Transformer& model,
+void write_stats(const std::string& path, const std::string& model_path, const WeightStore& store, const engine::Transformer& model,
                  const engine::GenerationStats& st, int64_t requests, int64_t failed, const GpuMemoryProbe* gpu) {
   const engine::WeightProvider& w = model.weights();
   uint64_t streamed = 0, on_device = 0;
@@ -137,6 +137,7 @@ void write_stats(const std::string& path, const WeightStore& store, const engine
   // Names: docs/json.md (tokens as each result's usage); shape: docs/schema/run-stats.json.
   nlohmann::json j = {{"command", "run"},
                       {"format_version", json_format_version("run")},
+                      {"path", model_path},
                       {"num_requests", requests},
                       {"num_failed_requests", failed},
                       {"prompt_tokens", st.prompt_tokens},
@@ -360,7 +361,7 @@ class BatchRun {
       fmt::print(stderr, "request {}: error: {}\n", dump_json(node.mapped().id), err);
       text_->finish(index, "", true);
     } else {
-      out_.put(index, result_json(node.mapped().as_request(), nullptr, err, ctx_));
+      out_.put(index, stamped(result_json(node.mapped().as_request(), nullptr, err, ctx_), node.mapped().openai));
     }
     progress();
   }
@@ -383,8 +384,16 @@ class BatchRun {
     generated_ += g.tokens.size();
     progress_.clear();  // a result may go to the same terminal
     if (text_) text_->finish(id, c.text);
-    else out_.put(id, result_json(node.mapped().as_request(), &c, "", ctx_));
+    else out_.put(id, stamped(result_json(node.mapped().as_request(), &c, "", ctx_), node.mapped().openai));
     progress();
+  }
+
+  // nunchaku's own result lines are documents (command, format_version, path); OpenAI batch
+  // output lines keep OpenAI's shape.
+  nlohmann::json stamped(nlohmann::json j, bool openai) const {
+    if (openai) return j;
+    j["path"] = o_.given_path;
+    return stamp(j, "run");
   }
 
   void progress() { progress_.count(plural(done_, "request") + " done", generated_, "generated tok/s"); }
@@ -534,7 +543,7 @@ int run_batch(RunCliOptions o) {
     tr.finish({{"path", ck.path}});
   }
   if (!o.stats.empty())
-    write_stats(o.stats, m->loaded.store, model, stats, run.read(), run.failed(), m->gpu.get());
+    write_stats(o.stats, o.given_path, m->loaded.store, model, stats, run.read(), run.failed(), m->gpu.get());
   if (!o.quiet)
     fmt::print(stderr, "{} ({} failed): {} + {} in {:.2f} s ({:.1f} generated tok/s), {}\n", plural(run.read(), "request"),
                run.failed(), plural(stats.prompt_tokens, "prompt token"), plural(stats.generated_tokens, "generated token"), stats.wall_s,
@@ -558,7 +567,8 @@ void add_run(CLI::App& app, Action& action) {
       "as it is, with BOS); \"messages\" always use the template. OpenAI batch lines ({\"custom_id\", \"url\",\n"
       "\"body\"}) follow vLLM run-batch: /v1/completions prompts are raw text, /v1/chat/completions\n"
       "messages use the template, and the answer is in the OpenAI batch output shape.\n"
-      "Output: {\"id\", \"text\", \"finish_reason\": stop|length|error, \"token_ids\", \"usage\", \"timings\"}\n"
+      "Output: {\"command\", \"format_version\", \"path\", \"id\", \"text\", \"finish_reason\": stop|length|error,\n"
+      "\"token_ids\", \"usage\", \"timings\"}\n"
       "per request, in input order, each as soon as it and all before it are done. A failing request\n"
       "carries \"error\" and the batch goes on. --format text prints each request's generated text\n"
       "instead, streamed as it is generated (the default for a PROMPT when stdout is a terminal).\n"
@@ -637,6 +647,7 @@ void add_run(CLI::App& app, Action& action) {
   cmd->callback([o, prompt_arg, prompt_opt, &action] {
     o->has_prompt = prompt_arg->count() > 0 || prompt_opt->count() > 0;
     action = [o] {
+      o->given_path = o->path;
       o->path = local_model_path(o->path, o->file, true);
       return run_batch(*o);
     };

@@ -20,6 +20,7 @@
 #include "cli/model_source.hpp"
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
+#include "cli/json_doc.hpp"
 #include "cli/prompt_options.hpp"
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
@@ -33,7 +34,7 @@ namespace {
 constexpr size_t kMaxLineBytes = size_t(64) << 20;
 
 struct TokenizeOptions {
-  std::string path, file, text, prompt, input = "-", input_format = "auto";
+  std::string path, given_path, file, text, prompt, input = "-", input_format = "auto";
   PromptOptions prompt_opts{.raw = true};
   bool chat = false, json = false, ids_only = false, quiet = false;
   bool has_text = false;  // PROMPT or --prompt given (even empty)
@@ -89,7 +90,11 @@ class Printer {
     const std::vector<int32_t> ids = prompt_ids(po(), tok_, r, err);
     if (!err.empty())
       throw Error("tokenize.bad_prompt", fmt::format("{}: {}", where(r, from_line), err), {.file = from_line ? source : ""});
-    if (o_.json) out_.put(count_, input_json(tok_, r, ids));
+    if (o_.json) {
+      nlohmann::json j = input_json(tok_, r, ids);
+      j["path"] = o_.given_path;
+      out_.put(count_, stamp(j, "tokenize"));
+    }
     else if (o_.ids_only) out_.write_line(dump_json(nlohmann::json(ids)) + "\n");
     else out_.write_line((count_ ? "\n" : "") + input_text(tok_, from_line ? source + " " + where(r, true) : where(r, false), ids));
     ++count_;
@@ -168,7 +173,7 @@ void add_tokenize(CLI::App& app, Action& action) {
       "--no-bos, --split-special and --system mean what they mean for run.\n"
       "Output: per input, a header and one row per token: id, 'piece' (the bytes it stands for, escaped),\n"
       "(special) for control tokens, (bytes ..) for a piece that is part of a UTF-8 character.\n"
-      "--json: one object per input, {\"id\", \"prompt_tokens\", \"token_ids\", \"tokens\" (vocabulary strings),\n"
+      "--json: one object per input, {\"command\", \"format_version\", \"path\", \"id\", \"prompt_tokens\", \"token_ids\", \"tokens\" (vocabulary strings),\n"
       "\"pieces\"}; --ids: one list of ids per input. See docs/tokenizer.md.\n"
       "Exit codes: 0 ok, 2 bad usage, a model or tokenizer that cannot be read, or an input line that\n"
       "cannot be used (the error names the file and line; inputs before it are printed), 1 write failure,\n"
@@ -193,6 +198,7 @@ void add_tokenize(CLI::App& app, Action& action) {
   cmd->callback([o, text, prompt, &action] {
     o->has_text = text->count() > 0 || prompt->count() > 0;
     action = [o] {
+      o->given_path = o->path;
       o->path = local_model_path(o->path, o->file, true, false);
       return tokenize(*o);
     };

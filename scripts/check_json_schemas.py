@@ -45,7 +45,7 @@ def main():
                      run(["estimate", m, "--json", "--mode", "lora"]), run(["estimate", T("models/module-tree"), "--json"])],
         "plan": [run(["plan", m, "--json", "--vram", "600M", "--cpu-ram", "1G"]),
                  run(["plan", m, "--json", "--vram", "600K", "--cpu-ram", "100K"], codes=(3,)),
-                 run(["plan", m, "--json", "--vram", "600K", "--cpu-ram", "1.1M", "--disk"])],
+                 run(["plan", m, "--json", "--vram", "600K", "--cpu-ram", "1.1M", "--disk"], codes=(0, 3))],
         "load": [run(["load", m, "--json", "--verify"]), run(["load", m, "--json", "--plan", T("plan/llama-format1.json")])],
         "convert": [run(["convert", m, os.path.join(tmp, "q8.gguf"), "--dtype", "q8_0", "--json", "--verify"]),
                     run(["convert", m, os.path.join(tmp, "st"), "--shard-size", "100KB", "--json"])],
@@ -60,6 +60,7 @@ def main():
     run(["load", m, "--copy", "--trace", trace_load])
     docs["trace"] = [open(trace_run).read(), open(trace_load).read()]
     docs["run-result"] = lines.splitlines()
+    docs["tokenize"] = run(["tokenize", T("run/llama-spm"), "--json"], '{"id": "q1", "prompt": "hi"}\n{"id": 4, "prompt": "x"}\nplain\n').splitlines()
     bench = ["bench", T("run/llama-spm"), "-p", "8", "-n", "4", "-r", "2", "-b", "1,2", "-q"]
     docs["bench"] = [run(bench + ["--json"])] + run(bench + ["-o", "jsonl"]).splitlines()
     failed = 0
@@ -70,7 +71,6 @@ def main():
                 failed += 1
                 print(f"{name}: /{'/'.join(map(str, e.absolute_path))}: {e.message}")
         print(f"{name}: {len(texts)} document(s) checked")
-    schema("tokenize")  # written by tokenize's tests; here only checked as a schema
     sys.exit(1 if failed else 0)
 
 

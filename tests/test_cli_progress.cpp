@@ -43,7 +43,7 @@ TEST_CASE("progress: run's counter is erased before each result reaches a shared
   CHECK(p.exit_code == 0);
   const std::string& t = p.text;
   size_t results = 0;
-  for (size_t at = 0; (at = t.find("{\"finish_reason\"", at)) != std::string::npos; ++at, ++results)
+  for (size_t at = 0; (at = t.find("{\"command\":\"run\"", at)) != std::string::npos; ++at, ++results)
     CHECK((at == 0 || t[at - 1] == '\r' || t[at - 1] == '\n'));
   CHECK(results == 3);
   CHECK_THAT(t, Catch::Contains("\rrun: 1 request done, ") && Catch::Contains(" generated tok/s"));

@@ -293,3 +293,67 @@ TEST_CASE("json contract: inspect and estimate on the hostile corpus and the sha
     conforms("plan", document({"plan", shared_testfile(rel), "--json", "--cpu-ram", "1G"}));
   }
 }
+
+TEST_CASE("json contract: every document names command, format_version and the input path as given", "[json][contract]") {
+  const std::string m = testdata("models/llama"), run_model = testdata("run/llama-spm");
+  TempDir d;
+  struct Case {
+    std::vector<std::string> args;
+    std::string command, in;
+  };
+  const std::vector<Case> cases = {
+      {{"inspect", m, "--json"}, "inspect", ""},
+      {{"estimate", m, "--json"}, "estimate", ""},
+      {{"estimate", m, "--json", "--vram", "1G", "--runtime", "all"}, "estimate", ""},
+      {{"plan", m, "--json", "--cpu-ram", "1G"}, "plan", ""},
+      {{"load", m, "--json"}, "load", ""},
+      {{"convert", m, d.file("out.gguf"), "--json"}, "convert", ""},
+      {{"run", run_model, "-n", "2", "-q"}, "run", "Once upon a time\n{\"id\": \"q\", \"prompt\": \"x\", \"temperature\": -1}\n"},
+      {{"tokenize", run_model, "--json"}, "tokenize", "Once upon a time\nThe cat\n"},
+      {{"bench", run_model, "-p", "4", "-n", "2", "-r", "1", "--json"}, "bench", ""},
+      {{"bench", run_model, "-p", "4", "-n", "2", "-r", "1", "-o", "jsonl"}, "bench", ""},
+  };
+  for (const auto& c : cases) {
+    INFO(fmt::format("nunchaku {}", fmt::join(c.args, " ")));
+    auto r = run_cli(c.args, c.in);
+    REQUIRE(r.exit_code == 0);
+    std::istringstream lines(r.out);
+    size_t n = 0;
+    // A document per line (run, tokenize, bench -o jsonl), or one indented document.
+    const bool per_line = c.command == "run" || c.command == "tokenize" || c.args.back() == "jsonl";
+    auto check = [&](const json& j) {
+      ++n;
+      CHECK(j["command"] == c.command);
+      CHECK(j["format_version"].is_number_integer());
+      CHECK(j["path"] == c.args[1]);
+    };
+    if (per_line)
+      for (std::string line; std::getline(lines, line);) check(json::parse(line));
+    else check(json::parse(r.out));
+    CHECK(n >= (per_line ? 2u : 1u));
+  }
+  // run --stats too.
+  const std::string stats = d.file("stats.json");
+  REQUIRE(run_cli({"run", run_model, "-n", "1", "-q", "--stats", stats}, "hi\n").exit_code == 0);
+  const json st = read_json(stats);
+  CHECK(st["command"] == "run");
+  CHECK(st["path"] == run_model);
+}
+
+TEST_CASE("json contract: ids keep their input type in run and tokenize lines", "[json][contract]") {
+  const std::string m = testdata("run/llama-spm");
+  const std::string in = "{\"id\": \"q1\", \"prompt\": \"hi\"}\n{\"id\": 4, \"prompt\": \"hi\"}\nplain line\n";
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"run", m, "-n", "1", "-q"}, {"tokenize", m, "--json"}}) {
+    INFO(args[0]);
+    auto r = run_cli(args, in);
+    REQUIRE(r.exit_code == 0);
+    std::istringstream lines(r.out);
+    std::vector<json> ids;
+    for (std::string line; std::getline(lines, line);) ids.push_back(json::parse(line)["id"]);
+    REQUIRE(ids.size() == 3);
+    CHECK(ids[0] == "q1");  // a string stays a string
+    CHECK(ids[1].is_number_integer());
+    CHECK(ids[1] == 4);  // a number stays a number
+    CHECK(ids[2] == 2);  // no id: the 0-based index
+  }
+}
