@@ -75,7 +75,7 @@ struct RunCliOptions {
   uint64_t seed = 0;
   std::vector<std::string> stop;
   int max_pending = 1024;
-  bool quiet = false, unordered = false, exit_on_request_error = false, fast_math = false;
+  bool quiet = false, unordered = false, exit_on_request_error = false, fast_math = false, json = false;
   bool progress = false;  // set by run_batch: a counter on stderr
 };
 
@@ -457,6 +457,9 @@ int run_batch(RunCliOptions o) {
   if (o.has_prompt && o.input != "-")
     throw Error("usage.prompt", fmt::format("a PROMPT and -i {} are two inputs; give one", o.input),
                 {.hint = "put the prompt in the file, or leave -i out"});
+  if (o.json && o.format != "auto" && o.format != "jsonl")
+    throw Error("usage.format", fmt::format("--json and --format {} disagree", o.format), {.hint = "--json is --format jsonl"});
+  if (o.json) o.format = "jsonl";
   if (o.format == "auto") o.format = o.has_prompt && o.output.empty() && ::isatty(STDOUT_FILENO) ? "text" : "jsonl";
   if (o.format != "text" && o.format != "jsonl")
     throw Error("usage.format", fmt::format("--format must be jsonl or text, not '{}'", o.format));
@@ -634,6 +637,7 @@ void add_run(CLI::App& app, Action& action) {
                   "jsonl (one JSON object per request) | text (each request's generated text, streamed as it is "
                   "generated, in input order) [default: text for a PROMPT with stdout on a terminal, else jsonl]")
       ->group(kOutput);
+  cmd->add_flag("--json", o->json, "JSONL results, also for a PROMPT on a terminal (--format jsonl)")->group(kOutput);
   cmd->add_flag("-q,--quiet", o->quiet, "No summary on stderr")->group(kOutput);
   cmd->add_option("--stats", o->stats,
                   "Write the run's summary as JSON to this file (tokens, tok/s, streamed bytes per step, GPU memory "

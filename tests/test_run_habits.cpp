@@ -151,3 +151,18 @@ TEST_CASE("run PROMPT: text on a terminal by default, JSONL into a pipe", "[run]
   auto piped = run_cli({"run", m, "Once upon a time", "--raw", "-n", "12", "-q"});
   CHECK(first_line(piped.out)["text"] == exp["cases"][0]["text"]);
 }
+
+TEST_CASE("run --json is --format jsonl, as every command's --json", "[run][habits]") {
+  const std::string m = testdata("run/llama-spm");
+  auto j = run_cli({"run", m, "-p", "The cat", "-n", "3", "--temp", "0", "--raw", "-q", "--json"});
+  auto f = run_cli({"run", m, "-p", "The cat", "-n", "3", "--temp", "0", "--raw", "-q", "--format", "jsonl"});
+  REQUIRE(j.exit_code == 0);
+  REQUIRE(f.exit_code == 0);
+  json a = first_line(j.out), b = first_line(f.out);
+  a.erase("timings"), b.erase("timings");
+  CHECK(a == b);
+  CHECK(a["command"] == "run");
+  auto bad = run_cli({"run", m, "-p", "The cat", "--json", "--format", "text"});
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--json and --format text disagree"));
+}
