@@ -154,7 +154,7 @@ uint64_t add_nunchaku(Estimate& e) {
   }
   e.logits_bytes = m.logits;
   e.runtime_model = {
-      fmt::format("nunchaku engine ({}): run state allocated once by engine_memory() (the engine's own sizing function)",
+      fmt::format("nunchaku engine ({}): run state allocated once, sized by the function the engine allocates it with",
                   c.cuda ? "CUDA backend" : "CPU backend"),
       fmt::format("prefill in passes of at most max_tokens = {} (--prefill-chunk, at least the batch; default max(256, batch)); "
                   "attention row by row (no score matrix)", plural(uint64_t(m.config.max_tokens), "token")),
