@@ -152,6 +152,11 @@ void write_stats(const std::string& path, const std::string& model_path, const W
                                    {"streamed_bytes_per_step", streamed},
                                    {"num_stream_slots", w.pool_slots()},
                                    {"stream_slot_bytes", w.slot_bytes()},
+                                   {"num_stream_piece_slots", w.piece_slots()},
+                                   {"stream_piece_bytes", w.piece_bytes()},
+                                   {"bytes_read", nullptr},
+                                   {"pieces_read", nullptr},
+                                   {"piece_hits", nullptr},
                                    {"provider", w.describe()}}},
                       {"run_state_bytes", model.state_bytes()},
                       {"run_state_predicted_bytes", model.predicted().allocated()},
@@ -160,6 +165,12 @@ void write_stats(const std::string& path, const std::string& model_path, const W
                       {"copy_gb_per_s", nullptr},
                       {"gpu_memory", nullptr}};
   if (const auto* d = dynamic_cast<const engine::DeviceStreamProvider*>(&w)) j["copy_gb_per_s"] = d->copy_gb_per_s();
+  if (const auto* s = dynamic_cast<const engine::StreamedProvider*>(&w)) {
+    const engine::StreamStats ss = s->stats();
+    j["weights"]["bytes_read"] = ss.bytes_read;
+    j["weights"]["pieces_read"] = ss.pieces_read;
+    j["weights"]["piece_hits"] = ss.piece_hits;
+  }
   if (gpu) {
     // As load's gpu_memory: by device ("cuda:0", or "cuda:0+cuda:1" for a split run, measured together).
     const uint64_t predicted = gpu_predicted_bytes(store, model, *gpu);

@@ -12,9 +12,10 @@
 #    given as a fraction of the DRAM bound: weight bytes one decode token reads (estimate's
 #    weight_bytes_per_token: attention, router and head, plus top-k of the experts) over the
 #    read bandwidth the test case measures.
-# 2. Streamed: `nunchaku run --cpu-ram` at the smallest budget run accepts (printed), one
-#    request of 16 tokens: max RSS against the budget and the plan's host prediction, decode
-#    tok/s against the bound of the bytes streamed per step at the measured read bandwidth.
+# 2. Streamed: `nunchaku run --cpu-ram` at half the model's size (or the smallest budget run
+#    accepts, if more), one request of 16 tokens: max RSS against the plan's host prediction,
+#    bytes read per forward pass (routed experts only), tok/s against those bytes at the
+#    disk's O_DIRECT read rate (dd, 8 MiB requests).
 # Env: BENCH_DIR (default /tmp/nunchaku-bench), PYTHON (numpy + gguf; default
 # /work/venv/bin/python), LLAMA_PYTHON (one with llama_cpp; default $PYTHON).
 set -euo pipefail
@@ -63,15 +64,20 @@ for r in $(seq "$ROUNDS"); do
 done
 "$BUILD/nunchaku" estimate "$M" --device cpu --json > "$DIR/moe-estimate.json"
 
-# The smallest --cpu-ram run accepts: its refusal (exit 3) names what the CPU needs.
+# Streamed: --cpu-ram at half the model's size, or the smallest budget run accepts when that
+# is more (its refusal, exit 3, names what the CPU needs).
 need=$(echo '{"prompt":"x"}' | "$BUILD/nunchaku" run "$M" --cpu-ram 1M --threads "$THREADS" 2>&1 >/dev/null |
   sed -n 's/.*cpu needs \([0-9.]*\) MiB.*/\1/p' | head -1 || true)
-budget=$(python3 -c "import math; print(math.ceil(${need:-700} * 1.01 + 1))")M
-echo "== streamed: --cpu-ram $budget" >&2
+half=$(( $(stat -c %s "$M") / 2 / 1048576 ))
+budget=$(python3 -c "import math; print(max($half, math.ceil(${need:-700} * 1.01 + 1)))")M
+echo "== streamed: --cpu-ram $budget (half the model: ${half}M; smallest accepted: ${need:-?} MiB)" >&2
+# The disk-read bound: O_DIRECT reads of the model file in 8 MiB requests, as the stream reads.
+disk=$(dd if="$M" of=/dev/null bs=8M count=96 iflag=direct 2>&1 | sed -n 's/.* bytes.* copied, \([0-9.]*\) s.*/\1/p')
+disk_bps=$(python3 -c "print(96 * 8 * 2**20 / ${disk:-1})")
 echo '{"prompt":"Once upon a time"}' | /usr/bin/time -v "$BUILD/nunchaku" run "$M" --cpu-ram "$budget" --threads "$THREADS" \
   --max-tokens 16 --stats "$DIR/moe-stream.json" > /dev/null 2> "$DIR/moe-stream.log"
 
-python3 - "$OUT" "$DIR/moe-estimate.json" "$DIR/moe-stream.json" "$budget" <<'PY'
+python3 - "$OUT" "$DIR/moe-estimate.json" "$DIR/moe-stream.json" "$budget" "$disk_bps" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 est = json.load(open(sys.argv[2]))
@@ -95,10 +101,13 @@ for b in ("b1", "b8"):
     print(f"| {b[1:]} | {best('prompt_tok_s'):.1f} | {ratio('prompt_tok_s')} | {dec:.1f} | {ratio('decode_tok_s')} | {frac} |")
 s = json.load(open(sys.argv[3]))
 w = s["weights"]
-step = w["streamed_bytes_per_step"]
+disk_bps = float(sys.argv[5])
+steps = max(1, s["num_forward_calls"])
+read_step = w["bytes_read"] / steps  # measured: the slots of the streamed layers and the routed experts' pieces
 tok_s = s["completion_tokens_per_s"]
 print(f"\nstreamed (--cpu-ram {sys.argv[4]}): max RSS {s['max_rss_bytes'] / 2**20:.1f} MiB, plan's host prediction "
-      f"{s['host_predicted_bytes'] / 2**20:.1f} MiB; {step / 2**20:.1f} MiB streamed per step "
-      f"({w['provider']}); decode {tok_s:.2f} tok/s, bound at the read bandwidth {dram / step:.1f} tok/s "
-      f"(an expert-granular stream would read {per_token / 2**20:.1f} MiB per step: bound {dram / per_token:.1f} tok/s)")
+      f"{s['host_predicted_bytes'] / 2**20:.1f} MiB ({w['provider']}); read {read_step / 2**20:.1f} MiB per forward pass "
+      f"({w['pieces_read']} expert pieces read, {w['piece_hits']} found in the pool; whole layers would be "
+      f"{w['streamed_bytes_per_step'] / 2**20:.1f} MiB); {tok_s:.2f} tok/s, against "
+      f"{disk_bps / read_step:.1f} tok/s at the disk's O_DIRECT read rate ({disk_bps / 1e9:.2f} GB/s)")
 PY

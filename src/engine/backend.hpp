@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -106,6 +107,11 @@ struct MoeFfn {
   const WeightMatrix* shared_up = nullptr;
   const WeightMatrix* shared_down = nullptr;
   VecRef shared_expert_gate;  // [hidden]; absent: the shared expert's output is added as is
+  // Streamed experts: when set, experts[e]'s data is valid only after bind() was given a
+  // list holding e (ascending expert numbers, at most bind_max of them) and until the next
+  // bind(); the backend binds the experts the batch routes to, in rounds of bind_max.
+  std::function<void(std::span<const int32_t>)> bind;
+  int64_t bind_max = 0;
 };
 
 // The primitives (Backend::supports). Fused ops are compositions of them; Moe is its own

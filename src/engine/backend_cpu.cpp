@@ -241,7 +241,7 @@ class CpuBackend final : public Backend {
     int64_t r0 = 0, r1 = 0, b0 = 0, nb = 0;
   };
   void run_raw(std::span<const RawJob> jobs);  // all in one dispatch
-  void moe_experts(const MoeFfn& f, bool gate_up);
+  void moe_experts(const MoeFfn& f, bool gate_up, size_t e0, size_t e1);  // experts [e0, e1)
   // The mixture-of-experts buffers (engine_memory's cpu_moe_bytes), when the model has experts.
   struct MoeState {
     Array<float> router, gathered, gate, up, out, shared_gate;
@@ -250,6 +250,7 @@ class CpuBackend final : public Backend {
     Array<int64_t> first;
     std::vector<RawJob> jobs;
     std::vector<RawTask> tasks;
+    std::vector<int32_t> used;  // experts the pass routes to (streamed experts' rounds)
   } moe_;
 
   ThreadPool pool_;
@@ -356,6 +357,7 @@ void CpuBackend::allocate(const BackendSetup& s) {
       moe_.up = alloc<float>(A * I);
       moe_.shared_gate = alloc<float>(size_t(T));
       moe_.jobs.reserve(2 * E);
+      moe_.used.reserve(E);
       moe_.tasks.reserve(size_t(pool_.size()) * 16 + 4 * E);
     }
     widest_ = dims_.widest_vector();
@@ -545,11 +547,11 @@ void CpuBackend::run_raw(std::span<const RawJob> jobs) {
 }
 
 // The active experts' gate and up (gate_up) or down matmuls over their gathered rows.
-void CpuBackend::moe_experts(const MoeFfn& f, bool gate_up) {
+void CpuBackend::moe_experts(const MoeFfn& f, bool gate_up, size_t e0, size_t e1) {
   const int64_t H = dims_.hidden, I = dims_.expert_inter;
   auto& jobs = moe_.jobs;
   jobs.clear();
-  for (size_t e = 0; e < f.experts.size(); ++e) {
+  for (size_t e = e0; e < e1; ++e) {
     const int64_t r = moe_.first[e], n = moe_.first[e + 1] - r;
     if (n == 0) continue;
     const MoeExpert& x = f.experts[e];
@@ -587,9 +589,30 @@ void CpuBackend::moe(const MoeFfn& f) {
     moe_.row_of[a] = int32_t(r);
     std::memcpy(moe_.gathered.get() + r * H, xn.row(a / k), size_t(H) * 4);
   });
-  moe_experts(f, true);
-  each(A, [&](int64_t r, int) { act_mul_row(f.act, moe_.gate.get() + r * I, moe_.up.get() + r * I, I); });
-  moe_experts(f, false);
+  // The routed experts' gate and up, activation, down: at once, or (streamed experts) in
+  // rounds of at most bind_max experts, each round's bound just before it runs.
+  auto experts = [&](size_t e0, size_t e1) {
+    moe_experts(f, true, e0, e1);
+    each(moe_.first[e1] - moe_.first[e0], [&](int64_t i, int) {
+      const int64_t r = moe_.first[e0] + i;
+      act_mul_row(f.act, moe_.gate.get() + r * I, moe_.up.get() + r * I, I);
+    });
+    moe_experts(f, false, e0, e1);
+  };
+  if (!f.bind) {
+    experts(0, size_t(E));
+  } else {
+    std::vector<int32_t>& used = moe_.used;
+    used.clear();
+    for (int64_t e = 0; e < E; ++e)
+      if (moe_.first[e + 1] > moe_.first[e]) used.push_back(int32_t(e));
+    const size_t per = size_t(std::max<int64_t>(1, f.bind_max));
+    for (size_t i = 0; i < used.size(); i += per) {
+      const size_t n = std::min(per, used.size() - i);
+      f.bind({used.data() + i, n});
+      experts(size_t(used[i]), size_t(used[i + n - 1]) + 1);
+    }
+  }
 
   Buffer& out = buf(Buf::Tmp);
   if (f.shared_gate) {  // Tmp = shared(x) (* sigmoid(gate . x))

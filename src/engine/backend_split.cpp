@@ -71,7 +71,7 @@ class SplitBackend final : public Backend {
       EngineConfig c = cfg;
       c.cuda = parts_[p]->device().kind == Device::Kind::Cuda;
       c.threads = parts_[p]->threads();
-      if (int(p) != how_.stream_part) c.stream_slots = 0, c.stream_slot_bytes = 0;
+      if (int(p) != how_.stream_part) c.stream_slots = 0, c.stream_slot_bytes = 0, c.stream_piece_slots = 0, c.stream_piece_bytes = 0;
       if (int(p) != how_.head_part) c.logit_rows = 1;  // never asked for logits: one row, not R
       memory_.push_back(parts_[p]->plan_state(sub, c));
       const EngineMemory& m = memory_.back();

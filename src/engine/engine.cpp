@@ -56,8 +56,11 @@ Engine make_engine(const Checkpoint& ck, const ModelLayout& layout, const Weight
     if (m.device.kind == Device::Kind::Cuda) gpus.insert(m.device);
   }
   if (setup.device.kind == Device::Kind::Cuda) gpus.insert(setup.device);
-  if (setup.stream && any_disk)
-    e.weights = std::make_unique<StreamedProvider>(ck, layout, store, *setup.stream);
+  if (setup.stream && any_disk) {
+    StreamOptions so = *setup.stream;
+    if (setup.device.kind == Device::Kind::Cuda) so.expert_pieces = false;  // the device ring copies whole modules
+    e.weights = std::make_unique<StreamedProvider>(ck, layout, store, so);
+  }
   else
     e.weights = std::make_unique<ResidentProvider>(layout, store);
   if (gpus.size() > 1 && setup.device.kind != Device::Kind::Cuda)

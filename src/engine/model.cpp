@@ -27,6 +27,8 @@ EngineConfig engine_config(const EngineOptions& opts, const Backend& backend, co
   c.fast_math = opts.fast_math;  // charged and used by CPU backends only (engine_memory)
   c.stream_slots = weights.pool_slots();
   c.stream_slot_bytes = weights.slot_bytes();
+  c.stream_piece_slots = weights.piece_slots();
+  c.stream_piece_bytes = weights.piece_bytes();
   return c;
 }
 

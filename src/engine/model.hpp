@@ -101,6 +101,8 @@ class Transformer {
     std::vector<Part> experts;     // [experts x 3]
     std::vector<MoeExpert> bound;  // [experts]: pointers into `experts`
     bool shared = false;
+    std::vector<Piece> want;             // streamed experts: the pieces of a round (bind)
+    std::vector<const uint8_t*> where;   // and where the provider put them
   };
   struct Layer {
     size_t module = 0;

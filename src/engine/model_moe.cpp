@@ -111,6 +111,8 @@ void Transformer::bind_moe(Layer& L, std::span<const TensorView> info, std::span
     if (int16_t g = L.at[size_t(Role::ShExpGate)]; g >= 0) check_vector(info[size_t(g)], H, backend_);
   }
   m.bound.resize(size_t(E));
+  m.want.reserve(size_t(std::max(0, weights_.piece_slots())));
+  m.where.reserve(size_t(std::max(0, weights_.piece_slots())));
   L.moe = std::move(m);
 }
 
@@ -119,7 +121,9 @@ void Transformer::run_moe(Layer& L, std::span<const TensorView> w) {
   auto rebind = [&](Part& p) {
     p.w.data = static_cast<const uint8_t*>(w[size_t(p.at)].data) + size_t(p.row0) * p.w.row_bytes;
   };
-  for (Part& p : m.experts) rebind(p);
+  const bool pieces = weights_.pieces_streamed(L.module);
+  if (!pieces)
+    for (Part& p : m.experts) rebind(p);
   rebind(m.router);
   if (m.shared) rebind(m.sh_gate), rebind(m.sh_up), rebind(m.sh_down);
   for (size_t e = 0; e < m.bound.size(); ++e)
@@ -130,6 +134,21 @@ void Transformer::run_moe(Layer& L, std::span<const TensorView> w) {
   f.top_k = dims_.top_k;
   f.norm_topk = recipe_.norm_topk;
   f.act = recipe_.act;
+  if (pieces) {  // the routed experts' rows come from the provider, round by round
+    f.bind_max = std::max(1, weights_.piece_slots() / 3);
+    f.bind = [this, &L](std::span<const int32_t> experts) {  // two pointers: no allocation
+      Moe& m = *L.moe;
+      m.want.clear();
+      for (int32_t e : experts)
+        for (int which = 0; which < 3; ++which) {
+          const Part& p = m.experts[size_t(e) * 3 + size_t(which)];
+          m.want.push_back({size_t(p.at), uint64_t(p.row0) * p.w.row_bytes, uint64_t(p.w.rows) * p.w.row_bytes});
+        }
+      m.where.resize(m.want.size());
+      weights_.fetch(L.module, m.want, m.where);
+      for (size_t j = 0; j < m.want.size(); ++j) m.experts[size_t(experts[j / 3]) * 3 + j % 3].w.data = m.where[j];
+    };
+  }
   if (m.shared) {
     f.shared_gate = &m.sh_gate.w;
     f.shared_up = &m.sh_up.w;

@@ -12,6 +12,10 @@
 //   reads; acquire(m) waits for them (or loads m at once when it was not prefetched).
 // - A read error (a file truncated under us) is thrown by acquire() of that module as
 //   load.short_read (exit 2) naming the file, tensor and offset.
+// - MoE layers (expert_pieces): a slot holds the layer less its routed experts; fetch()
+//   reads the pieces the batch routes to into a second pool of piece slots (LRU: a piece
+//   still there from an earlier step is not read again), all of a call's reads in flight
+//   at once over the reader threads.
 #pragma once
 
 #include <condition_variable>
@@ -37,11 +41,15 @@ struct StreamOptions {
   bool direct_io = true;               // O_DIRECT where the file system allows
   uint64_t chunk_bytes = 8ull << 20;   // largest single read
   std::function<void()> before_read;   // test hook: runs before each chunk is read
+  bool expert_pieces = true;           // routed experts of streamed modules read per expert
+  int piece_slots = 0;                 // 0 = stream_piece_slots(top_k) (engine_memory.hpp)
 };
 
 struct StreamStats {
   uint64_t bytes_read = 0;      // from files (page alignment included)
   uint64_t modules_read = 0;
+  uint64_t pieces_read = 0;     // expert pieces read (fetch)
+  uint64_t piece_hits = 0;      // expert pieces fetch found in the pool already
   double wait_s = 0;            // time acquire() blocked on reads
 };
 
@@ -63,6 +71,10 @@ class StreamedProvider final : public WeightProvider {
   int pool_slots() const override { return int(slots_.size()); }
   uint64_t slot_bytes() const override { return slot_bytes_; }
   std::string describe() const override;
+  bool pieces_streamed(size_t m) const override { return m < pieced_.size() && pieced_[m]; }
+  int piece_slots() const override { return int(pieces_.size()); }
+  uint64_t piece_bytes() const override { return piece_bytes_; }
+  void fetch(size_t m, std::span<const Piece> pieces, std::span<const uint8_t*> where) override;
   StreamStats stats() const;
 
  private:
@@ -76,7 +88,19 @@ class StreamedProvider final : public WeightProvider {
     std::exception_ptr error;
     std::vector<TensorView> views;
   };
-  // The readers' side (io/chunk_readers.hpp): job tag = slot << 32 | run of the slot's module.
+  struct PieceSlot {
+    Allocation mem;
+    size_t tensor = SIZE_MAX;   // checkpoint tensor index; SIZE_MAX = empty
+    uint64_t begin = 0, bytes = 0, off = 0;  // the piece; `off`: page-aligned file offset read to mem
+    uint32_t file = 0;
+    int pending = 0;
+    bool in_use = false;        // handed out by the current fetch()
+    uint64_t last_use = 0;
+    std::exception_ptr error;
+  };
+  // The readers' side (io/chunk_readers.hpp): job tag = slot << 32 | run of the slot's
+  // module; a piece slot's jobs have kPieceTag set and the piece slot in the low bits.
+  static constexpr uint64_t kPieceTag = 1ull << 63;
   struct Target final : ReadTarget {
     StreamedProvider& p;
     explicit Target(StreamedProvider& provider) : p(provider) {}
@@ -88,11 +112,16 @@ class StreamedProvider final : public WeightProvider {
   size_t claim_slot(std::unique_lock<std::mutex>& lk, bool wait);  // a slot to reuse
   void start_read(size_t slot, size_t m);       // under the lock
   const ModuleReads::Run& run_of(const ReadJob& j) const;
+  void free_pieces();                           // under the lock: nothing handed out
 
   std::vector<TensorInfo> tensors_;  // the checkpoint's (names and offsets for errors)
   StreamOptions opts_;
   std::vector<std::vector<TensorView>> info_;  // resident views; streamed ones with data = null
   std::vector<bool> streamed_;
+  std::vector<bool> pieced_;                   // streamed, with its routed experts in pieces
+  std::vector<std::vector<size_t>> slot_tensor_;  // per module: its tensor k -> index in reads_ (SIZE_MAX: a piece)
+  std::vector<PieceSlot> pieces_;
+  uint64_t piece_bytes_ = 0;
   std::vector<ModuleReads> reads_;             // per streamed module
   std::vector<std::unique_ptr<ReadFile>> files_;
   std::vector<Slot> slots_;

@@ -22,6 +22,10 @@ std::vector<std::vector<TensorView>> module_views(const ModelLayout& layout, con
   return out;
 }
 
+void WeightProvider::fetch(size_t m, std::span<const Piece>, std::span<const uint8_t*>) {
+  throw Error("engine.stream_pool", "module " + std::to_string(m) + " has no streamed pieces", {}, Exit::Internal);
+}
+
 ResidentProvider::ResidentProvider(const ModelLayout& layout, const WeightStore& store)
     : views_(module_views(layout, store)) {}
 

@@ -13,6 +13,10 @@
 //   and returns views valid until release(m). A module is acquired at most once at a time.
 // - prefetch(m) is a hint: start bringing m in; it never blocks on I/O.
 // - Errors while bringing a module in (a truncated file, say) are thrown by acquire().
+// - Pieces (a streamed MoE layer's routed experts): acquire(m) leaves the views of the
+//   tensors with expert roles null when pieces_streamed(m); fetch(m, pieces) brings in just
+//   the byte ranges asked for (the experts the batch routes to) and returns where they are,
+//   valid until the next fetch() or release(m). At most piece_slots() pieces per call.
 // Thread-safety: called from one thread (the engine's); implementations may use their own.
 #pragma once
 
@@ -25,6 +29,13 @@
 #include "model/model.hpp"
 
 namespace nunchaku::engine {
+
+// A byte range of one of a module's tensors: `tensor` indexes the module's tensors,
+// [begin, begin + bytes) is within that tensor's data.
+struct Piece {
+  size_t tensor = 0;
+  uint64_t begin = 0, bytes = 0;
+};
 
 class WeightProvider {
  public:
@@ -39,6 +50,10 @@ class WeightProvider {
   virtual int pool_slots() const { return 0; }
   virtual uint64_t slot_bytes() const { return 0; }
   virtual std::string describe() const = 0;          // e.g. "resident", "streamed 12 of 24 modules, 3 slots"
+  virtual bool pieces_streamed(size_t) const { return false; }
+  virtual int piece_slots() const { return 0; }
+  virtual uint64_t piece_bytes() const { return 0; }  // bytes of each piece slot
+  virtual void fetch(size_t m, std::span<const Piece> pieces, std::span<const uint8_t*> where);
 };
 
 // Every module as the loader left it in a WeightStore (host memory, GPU memory, or a file

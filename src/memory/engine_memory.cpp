@@ -47,12 +47,38 @@ int64_t engine_max_tokens(int64_t prefill_chunk, int64_t batch) {
   return prefill_chunk > 0 ? std::max(prefill_chunk, batch) : std::max<int64_t>(256, batch);
 }
 
+std::vector<size_t> stream_slot_tensors(const Module& m) {
+  std::vector<size_t> keep;
+  for (size_t i = 0; i < m.tensors.size(); ++i)
+    if (i >= m.roles.size() || !is_expert_role(m.roles[i])) keep.push_back(i);
+  return keep;
+}
+
 uint64_t stream_slot_bytes(const Checkpoint& ck, const Module& m) {
-  if (std::all_of(m.tensors.begin(), m.tensors.end(), [&](size_t t) { return t < ck.tensors.size(); }))
-    return plan_module_reads(ck, m).bytes;
-  Module known = m;  // a layout made for another index: charge the tensors that exist
-  std::erase_if(known.tensors, [&](size_t t) { return t >= ck.tensors.size(); });
-  return plan_module_reads(ck, known).bytes;
+  Module slot = m;  // the tensors the slot holds that exist (a layout made for another index)
+  slot.tensors.clear();
+  slot.roles.clear();
+  for (size_t i : stream_slot_tensors(m))
+    if (m.tensors[i] < ck.tensors.size()) {
+      slot.tensors.push_back(m.tensors[i]);
+      if (i < m.roles.size()) slot.roles.push_back(m.roles[i]);
+    }
+  return plan_module_reads(ck, slot).bytes;
+}
+
+uint64_t stream_piece_bytes(const Checkpoint& ck, const Module& m) {
+  constexpr uint64_t kPage = 4096;
+  uint64_t largest = 0;
+  for (size_t i = 0; i < m.tensors.size() && i < m.roles.size(); ++i) {
+    if (!is_expert_role(m.roles[i]) || m.tensors[i] >= ck.tensors.size()) continue;
+    const TensorInfo& t = ck.tensors[m.tensors[i]];
+    uint64_t piece = t.nbytes;
+    if (t.shape.size() == 3 && t.shape[0] > 0) piece /= uint64_t(t.shape[0]);  // stacked: one expert's rows
+    if (m.roles[i] == Role::ExpGateUp) piece /= 2;                              // its gate or its up half
+    largest = std::max(largest, piece);
+  }
+  // Any start within a page and the end rounded up: at most one page more than the bytes.
+  return largest == 0 ? 0 : (largest + kPage - 1) / kPage * kPage + kPage;
 }
 
 uint64_t engine_host_tables(const EngineConfig& c) {
@@ -134,7 +160,8 @@ EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
     m.activations = sat_add(m.activations, sat_prod(R, 8));
     m.host_logits = sat_prod(R, uint64_t(d.vocab), 4);
   }
-  m.stream_pool = sat_prod(uint64_t(std::max<int64_t>(0, c.stream_slots)), c.stream_slot_bytes);
+  m.stream_pool = sat_add(sat_prod(uint64_t(std::max<int64_t>(0, c.stream_slots)), c.stream_slot_bytes),
+                          sat_prod(uint64_t(std::max<int64_t>(0, c.stream_piece_slots)), c.stream_piece_bytes));
   m.thread_buffers = c.cuda ? 0 : cpu_thread_buffers(c);
   return m;
 }

@@ -34,6 +34,10 @@ struct EngineConfig {
   // largest streamed module); 0 slots = every weight resident.
   int64_t stream_slots = 0;
   uint64_t stream_slot_bytes = 0;
+  // A streamed MoE layer's routed experts come apart from its slot, at expert granularity:
+  // `stream_piece_slots` buffers of `stream_piece_bytes` each (stream_piece_bytes()).
+  int64_t stream_piece_slots = 0;
+  uint64_t stream_piece_bytes = 0;
 };
 
 // The engine's dimensions as it runs them (head_dim and kv heads resolved).
@@ -94,8 +98,24 @@ int64_t engine_max_tokens(int64_t prefill_chunk, int64_t batch);
 
 // Bytes of the slot that holds module `m` while it is streamed: its page-aligned read
 // layout (io/module_reads.hpp), as the streamed provider lays it out. The provider sizes
-// its slots with this and plan charges kStreamSlots x the largest disk module's.
+// its slots with this and plan charges kStreamSlots x the largest disk module's. A MoE
+// layer's routed-expert tensors (is_expert_role) are not in the slot: they are read expert
+// by expert into pieces (below).
 uint64_t stream_slot_bytes(const Checkpoint& ck, const Module& m);
+
+// The tensors of `m` that a streamed slot holds: all but the routed experts' (the indices
+// into m.tensors, ascending). A dense module keeps every tensor.
+std::vector<size_t> stream_slot_tensors(const Module& m);
+
+// Routed experts are streamed in pieces: one piece is one expert's gate, up or down rows
+// (a row range of a stacked [experts, rows, cols] tensor, half of a fused gate_up's, or one
+// per-expert tensor). A piece slot holds the largest piece of the module, page-aligned at
+// both ends as an O_DIRECT read needs; 0 for a module without expert tensors.
+uint64_t stream_piece_bytes(const Checkpoint& ck, const Module& m);
+
+// Piece slots of the pool: gate, up and down of top_k experts, one token's routing, so a
+// decode step reads each layer's experts in one round (more tokens: rounds of top_k experts).
+inline int64_t stream_piece_slots(int64_t top_k) { return 3 * std::max<int64_t>(1, top_k); }
 
 // The Transformer's own host tables (token ids, slots, positions, logit rows, positions per
 // slot), part of EngineMemory::activations; `c` with its defaults resolved. A split backend

@@ -14,6 +14,7 @@
 #include "memory/quant.hpp"
 #include "model/arch/attention_support.hpp"
 #include "model/arch/record.hpp"
+#include "model/recipe.hpp"
 #include "model/storage.hpp"
 #include "core/units.hpp"
 
@@ -277,6 +278,15 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
     e.kv_dtype = w.kv_dtype.value_or(DType::F32);  // run's --kv-dtype default
     require(e.kv_dtype == DType::F32 || e.kv_dtype == DType::F16, "usage.kv_dtype",
             fmt::format("nunchaku's KV cache is f32 or f16, not {}", dtype_name(e.kv_dtype)), "--kv-dtype f16");
+    // What `run` would refuse, said here so a "fits" is not read as "runs".
+    const std::string why = recipe_for(s).unsupported;
+    if (!why.empty() && !training)
+      e.notes.push_back(fmt::format("nunchaku's engine does not run this model yet ({}): `run` refuses it; the figures "
+                                    "are what it would take",
+                                    why));
+    else if (s.num_experts > 0 && w.target == Target::Cuda && !training)
+      e.notes.push_back("nunchaku's CUDA backend does not run mixture-of-experts layers yet: `run` refuses this model on "
+                        "a GPU and runs it on the CPU (--device cpu)");
   }
   e.mixed_precision = training && elem_bytes(e.compute_dtype) < 4;
 
@@ -335,6 +345,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
     if (m.kind == ModuleKind::Layer && m.layer >= 0 && m.component.empty() && !training)  // training keeps no KV cache
       mc.kv_bytes = kv_layer_bytes(s, m.layer, w.context, w.batch, e.kv_dtype);
     mc.stream_bytes = stream_slot_bytes(ck, m);
+    mc.stream_piece_bytes = stream_piece_bytes(ck, m);
     e.parameters += mc.parameters;
     e.modules.push_back(std::move(mc));
   }

@@ -45,6 +45,7 @@ struct ModuleCost {
                                  // unpartitioned (ZeRO-0) and on the GPU (no offload)
   uint64_t stream_bytes = 0;     // nunchaku's streaming slot for it (stream_slot_bytes, the file
                                  // layout as stored); 0 when no checkpoint was given
+  uint64_t stream_piece_bytes = 0;  // its routed experts' piece slot (stream_piece_bytes); 0 if none
   // Routed experts inside this layer (part of weight_bytes): a plan may keep them on another
   // device than the rest of the layer (llama.cpp --n-cpu-moe). expert_module is the
   // framework's module that holds them ("model.layers.3.mlp.experts"; "" for GGUF names).

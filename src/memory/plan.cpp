@@ -178,11 +178,16 @@ DevicePlan charge_plan(const Estimate& e, const PlanRequest& r, const std::vecto
   }
   if (!stream && disk_used && e.runtime == Runtime::Nunchaku && e.workload.mode == Mode::Infer) {
     // nunchaku's engine runs disk modules on the CPU through a ring of stream slots.
-    uint64_t largest_disk = 0;
+    // A MoE layer's slot holds all but its routed experts, read expert by expert into piece slots.
+    uint64_t largest_disk = 0, largest_piece = 0;
     for (size_t i = 0; i < e.modules.size() && i < where.size(); ++i)
-      if (where[i].kind == Device::Kind::Disk)  // the slot as the engine lays it out (stream_slot_bytes)
-        largest_disk = std::max(largest_disk, e.modules[i].stream_bytes ? e.modules[i].stream_bytes : e.modules[i].weight_bytes);
-    p.devices[cpu].staging = uint64_t(kStreamSlots) * largest_disk;  // the engine's pool (engine_memory.hpp)
+      if (where[i].kind == Device::Kind::Disk) {  // the slot as the engine lays it out (stream_slot_bytes)
+        const ModuleCost& m = e.modules[i];
+        largest_disk = std::max(largest_disk, m.stream_bytes || m.stream_piece_bytes ? m.stream_bytes : m.weight_bytes);
+        largest_piece = std::max(largest_piece, m.stream_piece_bytes);
+      }
+    p.devices[cpu].staging = uint64_t(kStreamSlots) * largest_disk +  // the engine's pool (engine_memory.hpp)
+                             (largest_piece ? uint64_t(stream_piece_slots(e.spec.num_experts_per_tok)) * largest_piece : 0);
   }
 
   p.fits = true;

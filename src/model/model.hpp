@@ -108,6 +108,10 @@ enum class Role : uint8_t {
   Router, ExpGate, ExpUp, ExpDown, ExpGateUp, ShGate, ShUp, ShDown, ShExpGate,
 };
 constexpr size_t kRoleCount = size_t(Role::ShExpGate) + 1;
+// A routed expert's gate, up, down or fused gate|up (what a token reads only when routed there).
+constexpr bool is_expert_role(Role r) {
+  return r == Role::ExpGate || r == Role::ExpUp || r == Role::ExpDown || r == Role::ExpGateUp;
+}
 struct Module {
   std::string name;              // prefix as the framework names it: "model.layers.3", "blk.3", "lm_head"
   ModuleKind kind = ModuleKind::Other;

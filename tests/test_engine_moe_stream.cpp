@@ -1,0 +1,154 @@
+// Routed experts streamed at expert granularity: a MoE layer left on disk is read as its
+// slot (attention, norms, router, shared expert) plus the pieces of the experts a batch routes
+// to. Checked against the resident engine (itself checked against transformers and llama.cpp
+// in test_engine_moe.cpp): the same logits bit for bit, the reads counted by routing (top_k
+// distinct experts per token and layer), and the pool charged by plan as allocated.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "format/open.hpp"
+#include "io/module_reads.hpp"
+#include "memory/engine_memory.hpp"
+#include "memory/estimate.hpp"
+#include "memory/plan.hpp"
+#include "tests/helpers.hpp"
+#include "tests/test_engine_helpers.hpp"
+
+using namespace nunchaku;
+using namespace nunchaku::engine;
+
+namespace {
+
+const Device kDisk{Device::Kind::Disk, 0};
+
+EngineOptions opts() {
+  EngineOptions o;
+  o.max_context = 64;
+  o.logit_rows = 16;
+  o.max_tokens = 16;
+  return o;
+}
+
+// All-position logits of one prompt, then 12 greedy tokens.
+struct Run {
+  std::vector<float> logits;
+  std::vector<int32_t> tokens;
+};
+Run run_of(Transformer& tf) {
+  const std::vector<int32_t> prompt = {1, 15, 27, 3, 9, 41, 7};
+  SeqChunk ch{0, 0, prompt, true};
+  auto l = tf.forward({&ch, 1});
+  return {std::vector<float>(l.begin(), l.end()), test::greedy(tf, prompt, 12)};
+}
+
+const StreamedProvider& provider(const test::EngineModel& m) {
+  const auto* p = dynamic_cast<const StreamedProvider*>(&m.tf->weights());
+  REQUIRE(p != nullptr);
+  return *p;
+}
+
+int64_t moe_layers(const ModelLayout& layout) {
+  int64_t n = 0;
+  for (const Module& mod : layout.modules)
+    n += std::any_of(mod.roles.begin(), mod.roles.end(), [](Role r) { return is_expert_role(r); });
+  return n;
+}
+
+const char* const kFixtures[] = {"engine/mixtral", "engine/qwen2_moe", "engine/qwen3_moe", "engine/olmoe",
+                                 "engine/moe-gguf/qwen3_moe.gguf", "engine/moe-gguf/qwen2_moe.gguf"};
+
+}  // namespace
+
+TEST_CASE("moe stream: experts read per expert give the resident engine's logits bit for bit", "[engine][moe][stream]") {
+  for (const char* rel : kFixtures) {
+    INFO(rel);
+    auto resident = test::load_engine_model(test::testdata(rel), opts(), Device{Device::Kind::Cpu, 0}, {}, 2);
+    const Run want = run_of(*resident.tf);
+    // The default pool (top_k experts a round), one expert a round (prefill in many rounds),
+    // and page-cache reads instead of O_DIRECT.
+    for (int slots : {0, 3}) {
+      for (bool direct : {true, false}) {
+        INFO("piece slots " << slots << (direct ? ", O_DIRECT" : ", buffered"));
+        StreamOptions so;
+        so.piece_slots = slots;
+        so.direct_io = direct;
+        auto m = test::load_engine_model(test::testdata(rel), opts(), kDisk, so, 2);
+        const auto& wp = m.tf->weights();
+        const int64_t k = m.layout.spec->num_experts_per_tok;
+        CHECK(wp.piece_slots() == (slots ? slots : 3 * k));
+        int64_t pieced = 0;
+        for (size_t i = 0; i < wp.modules(); ++i) pieced += wp.pieces_streamed(i);
+        CHECK(pieced == moe_layers(m.layout));
+        CHECK(pieced > 0);
+        const Run got = run_of(*m.tf);
+        CHECK(got.logits == want.logits);  // exact: same kernels over the same bytes
+        CHECK(got.tokens == want.tokens);
+        CHECK(m.tf->state_bytes() + wp.pool_bytes() == m.tf->predicted().allocated());
+        CHECK(m.tf->predicted().stream_pool == wp.pool_bytes());
+      }
+    }
+  }
+}
+
+TEST_CASE("moe stream: a decode step reads top_k experts' gate, up and down per MoE layer, nothing more",
+          "[engine][moe][stream]") {
+  for (const char* rel : kFixtures) {
+    INFO(rel);
+    auto m = test::load_engine_model(test::testdata(rel), opts(), kDisk, StreamOptions{}, 2);
+    const std::vector<int32_t> prompt = {1, 15, 27, 3};
+    SeqChunk ch{0, 0, prompt, false};
+    auto l = m.tf->forward({&ch, 1});
+    const StreamStats before = provider(m).stats();
+    const int32_t next = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+    SeqChunk step{0, int64_t(prompt.size()), std::span<const int32_t>(&next, 1), false};
+    m.tf->forward({&step, 1});
+    const StreamStats after = provider(m).stats();
+    // One token routes to top_k distinct experts in each MoE layer: 3 pieces each, read or
+    // found in the pool. Each module's slot is read once a pass.
+    const uint64_t k = uint64_t(m.layout.spec->num_experts_per_tok);
+    CHECK((after.pieces_read - before.pieces_read) + (after.piece_hits - before.piece_hits) ==
+          3 * k * uint64_t(moe_layers(m.layout)));
+    CHECK(after.modules_read - before.modules_read == m.layout.modules.size());
+    // The bytes read: each module's slot once, each piece read at most its slot's bytes.
+    uint64_t slots = 0;
+    for (const Module& mod : m.layout.modules) slots += stream_slot_bytes(m.ck, mod);
+    const uint64_t read = after.bytes_read - before.bytes_read;
+    CHECK(read <= slots + (after.pieces_read - before.pieces_read) * m.tf->weights().piece_bytes());
+    CHECK(read >= slots - 4096 * m.layout.modules.size());
+  }
+}
+
+TEST_CASE("moe stream: the piece slot by hand, and plan charges the pool the engine allocates", "[engine][moe][stream]") {
+  // qwen3_moe: hidden 32, moe_intermediate 16, fp32, top 3: a piece is 16 x 32 x 4 = 2048 B,
+  // its slot one page for the bytes and one for a start anywhere in a page.
+  {
+    Checkpoint ck = open_checkpoint(test::testdata("engine/qwen3_moe"));
+    ModelLayout layout = describe_model(ck);
+    const Module& l0 = layout.modules.at(1);
+    REQUIRE(l0.kind == ModuleKind::Layer);
+    CHECK(stream_piece_bytes(ck, l0) == 8192);
+    CHECK(stream_piece_slots(3) == 9);
+    // The slot holds no expert tensor: its bytes are what the layer's other tensors read.
+    Module rest = l0;
+    rest.tensors.clear();
+    for (size_t i : stream_slot_tensors(l0)) rest.tensors.push_back(l0.tensors[i]);
+    CHECK(stream_slot_bytes(ck, l0) == plan_module_reads(ck, rest).bytes);
+    CHECK(rest.tensors.size() + 3 * 8 == l0.tensors.size());  // 8 experts x gate, up, down
+  }
+  for (const char* rel : kFixtures) {
+    INFO(rel);
+    auto m = test::load_engine_model(test::testdata(rel), opts(), kDisk, StreamOptions{}, 2);
+    Workload w;
+    w.runtime = Runtime::Nunchaku;
+    w.target = Target::Cpu;
+    const Estimate e = estimate(m.ck, m.layout, w);
+    PlanRequest r;
+    r.cpu_ram = 1ull << 40;
+    r.allow_disk = true;
+    const DevicePlan p = charge_plan(e, r, std::vector<Device>(e.modules.size(), kDisk));
+    CHECK(p.devices.at(0).staging == m.tf->weights().pool_bytes());
+  }
+}
