@@ -393,3 +393,49 @@ TEST_CASE("cli load: --device cpu --verify --json, plan file, and errors", "[loa
   CHECK(r6.exit_code == 0);
   CHECK(r6.out.find("converted") != std::string::npos);
 }
+
+TEST_CASE("load: a module whose tensors are spread over the file is copied, not mapped with what lies between",
+          "[load]") {
+  // A writer that puts every layer's norms after all the matrices (make_bench_gguf.py did):
+  // a mapping of a layer's range would hold every later layer's bytes too. Layer 0's norms
+  // go last here; layer 1 stays contiguous and is mapped.
+  test::TempDir d;
+  const nlohmann::json c = test::read_json(test::testdata("models/llama/config.json"));
+  test::write_file((d.path / "config.json").string(), c.dump(2));
+  std::vector<std::pair<std::string, std::vector<int64_t>>> ts = test::llama_tensors(c), last;
+  std::erase_if(ts, [&](const auto& t) {
+    const bool norm0 = t.first.starts_with("model.layers.0.") && t.first.ends_with("layernorm.weight");
+    if (norm0) last.push_back(t);
+    return norm0;
+  });
+  REQUIRE(last.size() == 2);
+  ts.insert(ts.end(), last.begin(), last.end());
+  nlohmann::json hdr = nlohmann::json::object();
+  uint64_t off = 0, layer0 = 0;
+  for (const auto& [name, shape] : ts) {
+    uint64_t n = 4;
+    for (int64_t x : shape) n *= uint64_t(x);
+    hdr[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {off, off + n}}};
+    if (name.starts_with("model.layers.0.")) layer0 += n;
+    off += n;
+  }
+  test::write_sparse_safetensors((d.path / "model.safetensors").string(), hdr, off);
+  Checkpoint ck = open_checkpoint(d.path.string());
+  ModelLayout layout = describe_model(ck);
+  LoadOptions o;
+  o.placement = place_all(layout, Device{Device::Kind::Cpu, 0});
+  LoadResult r = load_checkpoint(ck, layout, o);
+  check_byte_exact(ck, r);
+  size_t l0 = SIZE_MAX, l1 = SIZE_MAX;
+  for (size_t i = 0; i < layout.modules.size(); ++i) {
+    if (layout.modules[i].name == "model.layers.0") l0 = i;
+    if (layout.modules[i].name == "model.layers.1") l1 = i;
+  }
+  REQUIRE(l0 != SIZE_MAX);
+  REQUIRE(l1 != SIZE_MAX);
+  CHECK(r.store.modules()[l0].memory != MemoryKind::FileMap);
+  CHECK(r.store.modules()[l0].bytes < layer0 + 4 * 4096);  // its own tensors (and alignment), not the file's rest
+  CHECK(r.store.modules()[l1].memory == MemoryKind::FileMap);
+  // Host memory: the checkpoint once, within page rounding per module.
+  CHECK(r.report.host_peak_bytes <= ck.total_bytes() + layout.modules.size() * 2 * 4096 + r.report.staging_bytes);
+}

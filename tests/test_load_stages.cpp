@@ -116,14 +116,22 @@ TEST_CASE("load stages: plan_units lays runs congruent to the file mod 4096, con
   }
   SECTION("mapped: one page-aligned range over a module in one file; a second file prevents it") {
     const Placed both = complete_placement(ck, hand_layout(), place(kCpu, kCpu));
-    const UnitPlan p = plan_units(ck, both, std::nullopt, /*map_host=*/true);
+    // As written, a's 110 bytes are spread over [100, 20034): mapping would take 20 KB of
+    // the file with them (more than its bytes + 256 per tensor + 2 pages), so a is copied.
+    const UnitPlan spread = plan_units(ck, both, std::nullopt, /*map_host=*/true);
+    CHECK_FALSE(spread.mapped[0].on);
+    CHECK(spread.module_bytes[0] == 3650);  // the copy plan of the section above
+    Checkpoint close = ck;
+    close.tensors[2].offset = 300;  // a.z
+    close.tensors[3].offset = 400;  // a.q: a is [100, 434), 110 bytes of tensors
+    const UnitPlan p = plan_units(close, both, std::nullopt, /*map_host=*/true);
     REQUIRE(p.mapped[0].on);
     CHECK(p.mapped[0].off == 0);
-    CHECK(p.mapped[0].len == 20034);
+    CHECK(p.mapped[0].len == 434);
     CHECK(p.module_bytes[0] == 0);
     CHECK_FALSE(p.mapped[1].on);  // b spans two files: copied
     CHECK(p.module_bytes[1] > 0);
-    const UnitPlan conv = plan_units(ck, both, DType::F16, true);
+    const UnitPlan conv = plan_units(close, both, DType::F16, true);
     CHECK_FALSE(conv.mapped[0].on);  // a has tensors to convert
   }
 }
