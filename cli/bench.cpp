@@ -283,23 +283,37 @@ int run_bench(BenchCliOptions o) {
   Progress progress("bench", !o.quiet);
   Bench bench(o, model);
   std::vector<Row> rows;
-  for (int64_t b : batches)
-    for (const Test& t : tests) {
-      rows.push_back(bench.run(t, int(b), progress));
-      progress.clear();
-      if (o.output == "jsonl") fmt::print("{}\n", dump_json(to_json(row_fields(h, o, rows.back()))));
-      if (o.output == "csv") print_csv_row(row_fields(h, o, rows.back()), rows.size() == 1);
-      std::fflush(stdout);
+  // The rows so far as one table or document (md, json; csv and jsonl went out row by row).
+  auto finish = [&] {
+    if (rows.empty()) return;
+    if (o.output == "md") fmt::print("{}", markdown(h, rows));
+    if (o.output == "json") {
+      // The document: what it is, and the rows as the JSONL lines are.
+      nlohmann::json j = json_document("bench");
+      j["path"] = h.path;
+      j["results"] = nlohmann::json::array();
+      for (const Row& r : rows) j["results"].push_back(to_json(row_fields(h, o, r)));
+      fmt::print("{}\n", dump_json(j, 2));
     }
-  if (o.output == "md") fmt::print("{}", markdown(h, rows));
-  if (o.output == "json") {
-    // The document: what it is, and the rows as the JSONL lines are.
-    nlohmann::json j = json_document("bench");
-    j["path"] = h.path;
-    j["results"] = nlohmann::json::array();
-    for (const Row& r : rows) j["results"].push_back(to_json(row_fields(h, o, r)));
-    fmt::print("{}\n", dump_json(j, 2));
+  };
+  const size_t total = batches.size() * tests.size();
+  try {
+    for (int64_t b : batches)
+      for (const Test& t : tests) {
+        rows.push_back(bench.run(t, int(b), progress));
+        progress.clear();
+        if (o.output == "jsonl") fmt::print("{}\n", dump_json(to_json(row_fields(h, o, rows.back()))));
+        if (o.output == "csv") print_csv_row(row_fields(h, o, rows.back()), rows.size() == 1);
+        std::fflush(stdout);
+      }
+  } catch (const Error& e) {
+    if (e.code() != "interrupted") throw;
+    progress.clear();
+    finish();  // a stop keeps the rows that finished, as run keeps its results
+    throw Error(e.code(), fmt::format("{}; {} of {} finished", e.message(), rows.size(), plural(total, "row")), e.context(),
+                static_cast<Exit>(e.exit_code()));
   }
+  finish();
   return 0;
 }
 
@@ -318,7 +332,8 @@ void add_bench(CLI::App& app, Action& action) {
       "as `run` does (--device, --vram, --cpu-ram, --fast-math, -t).\n"
       "Output (stdout): -o md (default, a Markdown table), csv, json (one document) or jsonl (one line per\n"
       "row, as each finishes); docs/cli.md has the fields.\n"
-      "Exit codes: 0 ok, 2 bad usage or model, 3 out of memory, 130/143 interrupted.\n"
+      "Exit codes: 0 ok, 2 bad usage or model, 3 out of memory, 130/143 interrupted (the rows that finished\n"
+      "are written, in the format asked for).\n"
       "Examples:\n"
       "  nunchaku bench model.gguf\n"
       "  nunchaku bench model.gguf -p 512 -n 128 -r 5 -b 1,8 -t 4\n"

@@ -4,12 +4,18 @@
 // with inspect's, and bad flags are exit 2 naming the flag.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "tests/helpers.hpp"
 #include "tests/json_schema_check.hpp"
+#include "tests/unix_child.hpp"
 
 using namespace nunchaku::test;
 using nlohmann::json;
@@ -182,4 +188,35 @@ TEST_CASE("bench: bad flags are exit 2 naming the flag", "[bench][cli]") {
   }
   auto missing = run_cli({"bench", testdata("run/no-such-model")});
   CHECK(missing.exit_code == 2);
+}
+
+TEST_CASE("bench: SIGINT keeps the rows that finished, in the format asked for, exit 130", "[bench][unix]") {
+  // pp4 takes milliseconds; tg100000 attends over a growing context of up to 100k positions,
+  // minutes of work, so the signal always arrives during it.
+  const std::vector<std::string> base = {"bench", testdata("run/llama-spm"), "-p", "4", "-n", "100000", "-r", "1", "-t", "1"};
+  TempDir d;
+  {
+    auto args = base;
+    args.insert(args.end(), {"-o", "jsonl"});
+    Child c = spawn(args, "/dev/null", "", d.file("err"));
+    const std::string first = read_line(c.from_child);  // the pp4 row, written as it finished
+    REQUIRE(!first.empty());
+    CHECK(json::parse(first)["test"] == "pp4");
+    ::kill(c.pid, SIGINT);
+    CHECK(wait_exit(c.pid) == 130);
+    CHECK(read_line(c.from_child, 5).empty());  // nothing after it
+    ::close(c.from_child);
+    CHECK_THAT(read_text(d.file("err")), Catch::Contains("interrupted by SIGINT: tg100000 at batch 1 was running; 1 of 2 rows finished"));
+  }
+  {
+    // The Markdown table is written at the end: a stop writes it with the rows done.
+    Child c = spawn(base, "/dev/null", d.file("md"), d.file("err2"));
+    REQUIRE(wait_catches(c.pid, SIGINT));
+    std::this_thread::sleep_for(std::chrono::seconds(2));  // the model loads and pp4 runs in milliseconds
+    ::kill(c.pid, SIGINT);
+    CHECK(wait_exit(c.pid) == 130);
+    const auto lines = lines_of(read_text(d.file("md")));
+    REQUIRE(lines.size() == 3);  // header, separator, pp4
+    CHECK(md_cells(lines[2])[6] == "pp4");
+  }
 }
