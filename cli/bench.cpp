@@ -275,6 +275,14 @@ int run_bench(BenchCliOptions o) {
     m = load_run_model(mo, ck, layout, nullptr);
   } catch (const Error& e) {
     if (e.code() == "load.interrupted") throw interrupted_error("the model was still loading");
+    if (e.exit_code() == int(Exit::OutOfMemory)) {  // run's hint names run's flags; these are bench's
+      ErrorContext c = e.context();
+      if (c.file.empty()) c.file = o.path;
+      c.hint = fmt::format("the longest test needs a context of {} and {}: lower -p/-n or -b, or --kv-dtype f16{}",
+                           plural(uint64_t(context), "token"), plural(uint64_t(max_batch), "KV slot"),
+                           o.vram.empty() && o.cpu_ram.empty() ? "" : ", or give more --vram / --cpu-ram");
+      throw Error(e.code(), e.message(), c, Exit::OutOfMemory);
+    }
     throw e.with_defaults({.file = o.path});
   }
   engine::Transformer& model = *m->model;

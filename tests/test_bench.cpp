@@ -188,6 +188,11 @@ TEST_CASE("bench: bad flags are exit 2 naming the flag", "[bench][cli]") {
   }
   auto missing = run_cli({"bench", testdata("run/no-such-model")});
   CHECK(missing.exit_code == 2);
+  // A context no memory holds: exit 3, the hint naming bench's flags (not run's --context).
+  auto huge = run_cli({"bench", m, "-p", "1000000000", "-n", "0", "-r", "1"});
+  CHECK(huge.exit_code == 3);
+  CHECK_THAT(huge.err, Catch::Contains("needs a context of 1000000001 tokens and 1 KV slot: lower -p/-n or -b"));
+  CHECK_THAT(huge.err, !Catch::Contains("--context"));
 }
 
 TEST_CASE("bench: SIGINT keeps the rows that finished, in the format asked for, exit 130", "[bench][unix]") {
