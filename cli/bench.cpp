@@ -3,6 +3,7 @@
 // (cli/run_model.hpp) and every test goes through run's scheduler (engine::generate):
 //   ppP  each of the batch's sequences is prefilled with P random token ids (and samples one);
 //   tgN  each sequence starts from one random token id and generates N (no EOS ends it).
+//   ppP+tgN (--pg P,N)  each is prefilled with P and generates N; t/s counts both.
 // t/s = tokens the engine counted (GenerationStats) / the scheduler's busy time, per
 // repetition; the table shows mean ± sd over -r repetitions, after one warm-up run.
 #include <algorithm>
@@ -40,6 +41,7 @@ struct BenchCliOptions {
   int repetitions = 5, threads = 0;
   int64_t prefill_chunk = 0;
   uint64_t seed = 0;
+  std::vector<std::string> pg;  // --pg P,N (repeatable): prompt then generation, as llama-bench's -pg
   bool json = false, fast_math = false, no_warmup = false, quiet = false;
 };
 
@@ -139,8 +141,9 @@ class Bench {
     for (int rep = 0; rep < o_.repetitions; ++rep) {
       progress.count(fmt::format("{} at batch {}, repetition {} of {}", t.name, batch, rep + 1, o_.repetitions));
       const engine::GenerationStats st = once(t, batch, n_gen);
-      // The tokens the test is about, as the engine counted them: prompt tokens prefilled, or tokens generated.
-      const int64_t counted = t.n_prompt > 0 ? st.prompt_tokens : st.generated_tokens;
+      // The tokens the test is about, as the engine counted them: prompt tokens prefilled, tokens
+      // generated, or both (not the one token a pp test samples, nor a tg test's start token).
+      const int64_t counted = (t.n_prompt > 0 ? st.prompt_tokens : 0) + (t.n_gen > 0 ? st.generated_tokens : 0);
       if (rep == 0) row.prompt_tokens = st.prompt_tokens, row.completion_tokens = st.generated_tokens;
       row.seconds.push_back(st.wall_s);
       row.tokens_per_s.push_back(st.wall_s > 0 ? double(counted) / st.wall_s : 0.0);
@@ -230,12 +233,18 @@ void print_csv_row(const Fields& f, bool header) {
   fmt::print("{}\n", line);
 }
 
-std::vector<Test> tests_of(const std::vector<int64_t>& prompts, const std::vector<int64_t>& gens) {
+// llama-bench's order: the prompt tests, the generation tests, then the --pg ones.
+std::vector<Test> tests_of(const std::vector<int64_t>& prompts, const std::vector<int64_t>& gens, const std::vector<std::string>& pg) {
   std::vector<Test> tests;
   for (int64_t p : prompts)
     if (p > 0) tests.push_back({fmt::format("pp{}", p), p, 0});
   for (int64_t n : gens)
     if (n > 0) tests.push_back({fmt::format("tg{}", n), 0, n});
+  for (const std::string& s : pg) {
+    const auto v = parse_list(s, "--pg", 1);
+    if (v.size() != 2) throw Error("usage.bench_list", fmt::format("--pg takes PROMPT,GENERATED (two numbers, as llama-bench's -pg), not '{}'", s));
+    tests.push_back({fmt::format("pp{}+tg{}", v[0], v[1]), v[0], v[1]});
+  }
   return tests;
 }
 
@@ -251,8 +260,8 @@ int run_bench(BenchCliOptions o) {
   }
   const auto prompts = parse_list(o.prompts, "-p/--n-prompt", 0), gens = parse_list(o.gens, "-n/--n-gen", 0);
   const auto batches = parse_list(o.batches, "-b/--batch-size", 1);
-  const std::vector<Test> tests = tests_of(prompts, gens);
-  if (tests.empty()) throw Error("usage.bench_tests", "-p and -n are all 0: no test to run", {.hint = "-p 512 -n 128"});
+  const std::vector<Test> tests = tests_of(prompts, gens, o.pg);
+  if (tests.empty()) throw Error("usage.bench_tests", "-p and -n are all 0 and no --pg: no test to run", {.hint = "-p 512 -n 128"});
   if (o.repetitions < 1) throw Error("usage.repetitions", fmt::format("-r/--repetitions must be at least 1, not {}", o.repetitions));
   DType kv;
   if (o.kv_dtype == "f32" || o.kv_dtype == "fp32") kv = DType::F32;
@@ -267,7 +276,7 @@ int run_bench(BenchCliOptions o) {
   // One engine for every row: as many KV slots as the largest batch, the context the longest test needs.
   const int max_batch = int(*std::max_element(batches.begin(), batches.end()));
   int64_t context = 1;
-  for (const Test& t : tests) context = std::max(context, std::max(t.n_prompt, t.n_gen) + 1);
+  for (const Test& t : tests) context = std::max(context, t.n_prompt + t.n_gen + 1);
   const RunModelOptions mo{{"", o.device, o.vram, o.cpu_ram, max_batch, o.threads, context, o.prefill_chunk, kv, o.fast_math},
                            "stream", o.quiet};
   std::unique_ptr<RunModel> m;
@@ -334,7 +343,8 @@ void add_bench(CLI::App& app, Action& action) {
       "Tests: ppP prefills P random token ids in each of the batch's sequences; tgN generates N tokens in\n"
       "each (from one random token, no EOS ends it). Every -b gets every test, each run -r times after one\n"
       "warm-up run; t/s is the tokens the engine counted (prompt tokens for pp, generated tokens for tg,\n"
-      "all sequences together) over the scheduler's busy time, mean +/- sample sd over the repetitions.\n"
+      "all sequences together) over the scheduler's busy time, mean +/- sample sd over the repetitions;\n"
+      "--pg P,N adds ppP+tgN: P prompt tokens then N generated, both counted (llama-bench's -pg).\n"
       "-b is the number of sequences run together, as run's --batch-size (llama-bench's -b is the\n"
       "tokens of one prompt pass: here that is --prefill-chunk). The model is opened, placed and run\n"
       "as `run` does (--device, --vram, --cpu-ram, --fast-math, -t).\n"
@@ -361,6 +371,8 @@ void add_bench(CLI::App& app, Action& action) {
   cmd->add_option("-r,--repetitions", o->repetitions, "Runs of each test (after one warm-up run)")->capture_default_str()->group(kWorkload);
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens per forward pass, as run's (default max(256, batch size))")
       ->group(kWorkload);
+  cmd->add_option("--pg", o->pg, "A prompt-then-generation test (ppP+tgN; llama-bench's -pg), repeatable")
+      ->option_text("P,N (repeatable)")->group(kWorkload);
   cmd->add_flag("--no-warmup", o->no_warmup, "Skip the warm-up run before each test's repetitions")->group(kWorkload);
   cmd->add_option("-s,--seed", o->seed, "Seed of the random token ids")->capture_default_str()->group(kWorkload);
   cmd->add_option("-t,--threads", o->threads, "CPU threads (default: all)")->group(kPlacement);

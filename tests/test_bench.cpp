@@ -170,6 +170,8 @@ TEST_CASE("bench: bad flags are exit 2 naming the flag", "[bench][cli]") {
       {{"-b", "-1"}, "--batch-size: -1 is out of range 1.."},  // the range table's check, as run --batch-size
       {{"-r", "0"}, "-r/--repetitions must be at least 1"},
       {{"-p", "0", "-n", "0"}, "no test to run"},
+      {{"--pg", "8"}, "--pg takes PROMPT,GENERATED"},
+      {{"--pg", "8,0"}, "--pg takes whole numbers from 1"},
       {{"-o", "results.json"}, "(hint: bench writes to stdout"},
       {{"-o", "table"}, "-o/--output takes a format, md, csv, json or jsonl"},
       {{"--json", "-o", "csv"}, "--json and -o csv disagree"},
@@ -223,5 +225,30 @@ TEST_CASE("bench: SIGINT keeps the rows that finished, in the format asked for, 
     const auto lines = lines_of(read_text(d.file("md")));
     REQUIRE(lines.size() == 3);  // header, separator, pp4
     CHECK(md_cells(lines[2])[6] == "pp4");
+  }
+}
+
+TEST_CASE("bench --pg P,N: llama-bench's prompt-then-generation test counts both", "[bench][json]") {
+  auto r = run_cli({"bench", testdata("run/llama-spm"), "-p", "0", "-n", "4", "--pg", "8,4", "--pg", "2,3", "-r", "2", "-b", "2",
+                    "-t", "1", "-o", "jsonl"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto lines = lines_of(r.out);
+  REQUIRE(lines.size() == 3);
+  const std::vector<std::string> names = {"tg4", "pp8+tg4", "pp2+tg3"};
+  const std::vector<std::pair<int, int>> per_seq = {{0, 4}, {8, 4}, {2, 3}};  // prompt, generated per sequence
+  for (size_t i = 0; i < 3; ++i) {
+    const json row = json::parse(lines[i]);
+    conforms(row);
+    INFO(row.dump());
+    CHECK(row["test"] == names[i]);
+    const auto [p, n] = per_seq[i];
+    CHECK(row["n_prompt"] == p);
+    CHECK(row["n_gen"] == n);
+    CHECK(row["completion_tokens"] == 2 * n);
+    if (p > 0) CHECK(row["prompt_tokens"] == 2 * p);
+    const double tokens = 2.0 * (p + n);  // both counted, over both sequences
+    for (size_t k = 0; k < 2; ++k)
+      CHECK(row["samples_tokens_per_s"][k].get<double>() == Approx(tokens / row["samples_s"][k].get<double>()).epsilon(1e-9));
   }
 }
