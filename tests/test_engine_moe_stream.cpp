@@ -5,6 +5,7 @@
 // distinct experts per token and layer), and the pool charged by plan as allocated.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "memory/engine_memory.hpp"
 #include "memory/estimate.hpp"
 #include "memory/plan.hpp"
+#include "tests/arch_fixture.hpp"
 #include "tests/helpers.hpp"
 #include "tests/test_engine_helpers.hpp"
 
@@ -155,5 +157,47 @@ TEST_CASE("moe stream: the piece slot by hand, and plan charges the pool the eng
     r.allow_disk = true;
     const DevicePlan p = charge_plan(e, r, std::vector<Device>(e.modules.size(), kDisk));
     CHECK(p.devices.at(0).staging == m.tf->weights().pool_bytes());
+  }
+}
+
+TEST_CASE("moe stream: a CPU plan short of RAM puts MoE layers on disk before dense modules", "[engine][moe][stream]") {
+  // On disk a MoE layer costs a step its slot and top_k experts; a dense module (the
+  // embedding, the head) all of itself. Qwen3-30B-A3B's published config, header only
+  // (bf16, 48 MoE layers of 128 experts, top 8).
+  test::TempDir tmp;
+  test::write_arch_fixture(std::filesystem::path(test::testdata("arch")) / "qwen3-30b-a3b", tmp.path.string());
+  Checkpoint ck = open_checkpoint(tmp.path.string());
+  ModelLayout layout = describe_model(ck);
+  Workload w;
+  w.runtime = Runtime::Nunchaku;
+  w.target = Target::Cpu;
+  w.context = 4096;
+  const Estimate e = estimate(ck, layout, w);
+  PlanRequest r;
+  r.allow_disk = true;
+  r.cpu_ram = 1ull << 40;
+  const uint64_t all = make_plan(e, r).devices.at(0).total();
+  for (double keep : {0.9, 0.5, 0.1}) {
+    INFO("budget " << keep << " of " << all);
+    r.cpu_ram = uint64_t(double(all) * keep);
+    const DevicePlan p = make_plan(e, r);
+    CHECK(p.fits);
+    std::vector<bool> disk(e.modules.size(), false);
+    for (const auto& d : p.devices)
+      if (d.device.kind == Device::Kind::Disk)
+        for (size_t i : d.modules) disk[i] = true;
+    size_t moe_on_disk = 0, moe = 0;
+    for (size_t i = 0; i < e.modules.size(); ++i) {
+      const bool pieced = e.modules[i].stream_piece_bytes > 0;
+      moe += pieced;
+      moe_on_disk += pieced && disk[i];
+      if (disk[i] && !pieced) CHECK(moe_on_disk == moe);  // a dense module on disk: every MoE layer is
+      if (e.modules[i].kind == ModuleKind::Head || e.modules[i].kind == ModuleKind::Embedding) {
+        INFO(e.modules[i].name);
+        CHECK_FALSE(disk[i]);  // 311 MiB each, read whole every step: kept while MoE layers can go
+      }
+    }
+    CHECK(moe == 48);
+    CHECK(moe_on_disk > 0);
   }
 }

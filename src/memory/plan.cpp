@@ -283,14 +283,23 @@ struct Planner {
     return pos;
   }
 
-  // Places sequence[prefix..n) on the CPU, the tail on disk while the CPU is short.
+  // Places sequence[prefix..n) on the CPU, the tail on disk while the CPU is short. nunchaku
+  // streams disk modules each step, so its MoE layers go first (from the last): on disk one
+  // reads its slot and top_k of its experts per token, where a dense module reads all of itself.
   std::vector<Device> offload_rest(std::vector<Device> seq, size_t prefix) const {
     for (size_t j = prefix; j < n; ++j) seq[j] = Device{Device::Kind::Cpu, 0};
     if (!r.allow_disk) return seq;
-    for (size_t q = n; q > prefix; --q) {
+    std::vector<size_t> order;  // positions, in the order they go to disk
+    const bool pieces_first = e.runtime == Runtime::Nunchaku && e.workload.mode == Mode::Infer;
+    for (int pass = pieces_first ? 0 : 1; pass < 2; ++pass)
+      for (size_t q = n; q > prefix; --q) {
+        const bool pieced = e.modules[roles.sequence[q - 1]].stream_piece_bytes > 0;
+        if (!pieces_first || pieced == (pass == 0)) order.push_back(q - 1);
+      }
+    for (size_t j : order) {
       DevicePlan p = charge_plan(e, r, expand(seq));
       if (p.devices[K].fits()) break;
-      seq[q - 1] = Device{Device::Kind::Disk, 0};
+      seq[j] = Device{Device::Kind::Disk, 0};
     }
     return seq;
   }

@@ -251,7 +251,8 @@ constexpr Rules kGemma2AttnHFAlt[] = {kGemma2AttnHF};
 constexpr Rules kSandwichHFAlt[] = {kSandwichNormHF};
 constexpr Rules kMlpHFAlt[] = {kMlpHF};
 constexpr Rules kMoeHFAlt[] = {kMoeMixtralHF, kMoeFusedHF};
-constexpr Rules kMoeExpertsHFAlt[] = {kMoeExpertsHF, kMlpHF};  // qwen3_moe mlp_only_layers are dense
+// qwen3_moe mlp_only_layers are dense; experts one tensor each (as saved) or fused (as in memory)
+constexpr Rules kMoeExpertsHFAlt[] = {kMoeExpertsHF, kMoeFusedHF, kMlpHF};
 constexpr Rules kMoeSharedHFAlt[] = {kMoeSharedHF, kMlpHF};    // qwen2_moe: off decoder_sparse_step
 constexpr Rules kQkNormFullHFAlt[] = {kQkNormFullHF};
 constexpr Rules kPhi3HFAlt[] = {kPhi3LayerHF};
