@@ -38,7 +38,8 @@ namespace {
 struct BenchCliOptions {
   std::string path, given_path, file, prompts = "512", gens = "128", batches = "1", output = "md", device = "cpu", vram, cpu_ram;
   std::string kv_dtype = "f32";
-  int repetitions = 5, threads = 0;
+  std::string threads = "";  // -t: "" = all hardware threads, or a comma list
+  int repetitions = 5;
   int64_t prefill_chunk = 0;
   uint64_t seed = 0;
   std::vector<std::string> pg;  // --pg P,N (repeatable): prompt then generation, as llama-bench's -pg
@@ -68,7 +69,7 @@ struct Test {
 // One row of the results: a test at one batch size, its repetitions.
 struct Row {
   Test test;
-  int batch = 1;
+  int batch = 1, threads = 1;  // threads: the engine's CPU threads
   int64_t prompt_tokens = 0, completion_tokens = 0;  // per repetition, as the engine counted them
   std::vector<double> seconds, tokens_per_s;
 };
@@ -111,10 +112,11 @@ ModelInfo model_info(const Checkpoint& ck, const ModelLayout& layout) {
 
 class Bench {
  public:
-  Bench(const BenchCliOptions& o, engine::Transformer& model) : o_(o), model_(model), rng_(o.seed) {}
+  Bench(const BenchCliOptions& o, RunModel& m) : o_(o), m_(m), rng_(o.seed) {}
 
   // One run of `t` with `batch` sequences; throws when the engine failed a sequence.
   engine::GenerationStats once(const Test& t, int batch, int64_t n_gen) {
+    engine::Transformer& model_ = *m_.model;
     std::vector<engine::GenerationRequest> reqs(static_cast<size_t>(batch));
     std::uniform_int_distribution<int32_t> id(0, int32_t(model_.vocab() - 1));
     for (auto& r : reqs) {
@@ -135,7 +137,7 @@ class Bench {
   }
 
   Row run(const Test& t, int batch, Progress& progress) {
-    Row row{t, batch, 0, 0, {}, {}};
+    Row row{t, batch, m_.model->backend().threads(), 0, 0, {}, {}};
     const int64_t n_gen = t.n_gen > 0 ? t.n_gen : 1;  // a prefill test samples the one token that ends it
     if (!o_.no_warmup) once(t, batch, 1);  // as llama-bench: the whole prompt, or one generated token
     for (int rep = 0; rep < o_.repetitions; ++rep) {
@@ -153,14 +155,13 @@ class Bench {
 
  private:
   const BenchCliOptions& o_;
-  engine::Transformer& model_;
+  RunModel& m_;
   std::mt19937 rng_;
 };
 
 struct Header {
   std::string path, backend;
   ModelInfo model;
-  int threads = 0;
 };
 
 // One result: the fields of a JSONL line, in the order CSV columns take them.
@@ -174,7 +175,7 @@ Fields row_fields(const Header& h, const BenchCliOptions& o, const Row& r) {
           {"weight_bytes", h.model.weight_bytes},
           {"num_parameters", h.model.num_parameters},
           {"backend", h.backend},
-          {"threads", h.threads},
+          {"threads", r.threads},
           {"batch_size", r.batch},
           {"kv_dtype", o.kv_dtype},
           {"fast_math", o.fast_math},
@@ -204,7 +205,7 @@ std::string markdown(const Header& h, const std::vector<Row>& rows) {
   std::vector<std::vector<std::string>> cells;
   for (const Row& r : rows)
     cells.push_back({h.model.type, format_bytes(h.model.weight_bytes), format_count(h.model.num_parameters), h.backend,
-                     std::to_string(h.threads), std::to_string(r.batch), r.test.name,
+                     std::to_string(r.threads), std::to_string(r.batch), r.test.name,
                      fmt::format("{:.2f} ± {:.2f}", mean(r.tokens_per_s), sd(r.tokens_per_s))});
   return markdown_table(cols, cells);
 }
@@ -260,6 +261,7 @@ int run_bench(BenchCliOptions o) {
   }
   const auto prompts = parse_list(o.prompts, "-p/--n-prompt", 0), gens = parse_list(o.gens, "-n/--n-gen", 0);
   const auto batches = parse_list(o.batches, "-b/--batch-size", 1);
+  const auto threads = o.threads.empty() ? std::vector<int64_t>{0} : parse_list(o.threads, "-t/--threads", 1);
   const std::vector<Test> tests = tests_of(prompts, gens, o.pg);
   if (tests.empty()) throw Error("usage.bench_tests", "-p and -n are all 0 and no --pg: no test to run", {.hint = "-p 512 -n 128"});
   if (o.repetitions < 1) throw Error("usage.repetitions", fmt::format("-r/--repetitions must be at least 1, not {}", o.repetitions));
@@ -277,7 +279,9 @@ int run_bench(BenchCliOptions o) {
   const int max_batch = int(*std::max_element(batches.begin(), batches.end()));
   int64_t context = 1;
   for (const Test& t : tests) context = std::max(context, t.n_prompt + t.n_gen + 1);
-  const RunModelOptions mo{{"", o.device, o.vram, o.cpu_ram, max_batch, o.threads, context, o.prefill_chunk, kv, o.fast_math},
+  // Placed for the most threads asked for (each CPU thread has its scratch).
+  const int most_threads = int(*std::max_element(threads.begin(), threads.end()));
+  const RunModelOptions mo{{"", o.device, o.vram, o.cpu_ram, max_batch, most_threads, context, o.prefill_chunk, kv, o.fast_math},
                            "stream", o.quiet};
   std::unique_ptr<RunModel> m;
   try {
@@ -294,11 +298,10 @@ int run_bench(BenchCliOptions o) {
     }
     throw e.with_defaults({.file = o.path});
   }
-  engine::Transformer& model = *m->model;
-  const Header h{o.given_path, m->backend.str(), model_info(ck, layout), model.backend().threads()};
+  const Header h{o.given_path, m->backend.str(), model_info(ck, layout)};
 
   Progress progress("bench", !o.quiet);
-  Bench bench(o, model);
+  Bench bench(o, *m);
   std::vector<Row> rows;
   // The rows so far as one table or document (md, json; csv and jsonl went out row by row).
   auto finish = [&] {
@@ -313,16 +316,19 @@ int run_bench(BenchCliOptions o) {
       fmt::print("{}\n", dump_json(j, 2));
     }
   };
-  const size_t total = batches.size() * tests.size();
+  const size_t total = threads.size() * batches.size() * tests.size();
   try {
-    for (int64_t b : batches)
-      for (const Test& t : tests) {
-        rows.push_back(bench.run(t, int(b), progress));
-        progress.clear();
-        if (o.output == "jsonl") fmt::print("{}\n", dump_json(to_json(row_fields(h, o, rows.back()))));
-        if (o.output == "csv") print_csv_row(row_fields(h, o, rows.back()), rows.size() == 1);
-        std::fflush(stdout);
-      }
+    for (int64_t th : threads) {
+      if (int(th) != m->setup.threads) remake_engine(*m, ck, layout, int(th));
+      for (int64_t b : batches)
+        for (const Test& t : tests) {
+          rows.push_back(bench.run(t, int(b), progress));
+          progress.clear();
+          if (o.output == "jsonl") fmt::print("{}\n", dump_json(to_json(row_fields(h, o, rows.back()))));
+          if (o.output == "csv") print_csv_row(row_fields(h, o, rows.back()), rows.size() == 1);
+          std::fflush(stdout);
+        }
+    }
   } catch (const Error& e) {
     if (e.code() != "interrupted") throw;
     progress.clear();
@@ -375,7 +381,8 @@ void add_bench(CLI::App& app, Action& action) {
       ->option_text("P,N (repeatable)")->group(kWorkload);
   cmd->add_flag("--no-warmup", o->no_warmup, "Skip the warm-up run before each test's repetitions")->group(kWorkload);
   cmd->add_option("-s,--seed", o->seed, "Seed of the random token ids")->capture_default_str()->group(kWorkload);
-  cmd->add_option("-t,--threads", o->threads, "CPU threads (default: all)")->group(kPlacement);
+  cmd->add_option("-t,--threads", o->threads, "CPU threads, comma-separated (each gets every -b and test; default: all)")
+      ->option_text("N[,N...]")->group(kPlacement);
   cmd->add_option("--device", o->device, "cpu | cuda[:N]: where the model runs (all weights there unless --vram)")
       ->capture_default_str()->group(kPlacement);
   cmd->add_option("--vram", o->vram, "GPU memory budget, one size per GPU (layers past it streamed, as run's)")->group(kPlacement);

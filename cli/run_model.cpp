@@ -54,10 +54,19 @@ std::unique_ptr<RunModel> load_run_model(const RunModelOptions& o, const Checkpo
   es.device = where.backend;
   if (o.place.fast_math && !o.quiet) fast_math_note(ck, where.backend);
   if (o.offload == "stream") es.stream = engine::StreamOptions{};
+  m->setup = es;
   m->engine = engine::make_engine(ck, layout, m->loaded.store, es);
   m->model = m->engine.model.get();
   if (m->gpu) m->gpu->sample();
   return m;
+}
+
+void remake_engine(RunModel& m, const Checkpoint& ck, const ModelLayout& layout, int threads) {
+  m.model = nullptr;
+  m.engine = {};  // its run state freed before the next one is allocated
+  m.setup.threads = threads;
+  m.engine = engine::make_engine(ck, layout, m.loaded.store, m.setup);
+  m.model = m.engine.model.get();
 }
 
 }  // namespace nunchaku::cli

@@ -28,11 +28,16 @@ struct RunModel {
   std::unique_ptr<GpuMemoryProbe> gpu;  // when the backend is CUDA
   int batch_size = 1;                   // as given, or what --batch-size auto chose
   Device backend{Device::Kind::Cpu, 0};  // where the ops run (cpu, or the CUDA device that runs what no GPU holds)
+  engine::EngineSetup setup;             // what the engine was made with
 };
 
 // Throws what run_placement, the load (load.interrupted on SIGINT) and the engine throw.
 // `tr` (may be null): --trace watches the GPUs the run uses.
 std::unique_ptr<RunModel> load_run_model(const RunModelOptions& o, const Checkpoint& ck, const ModelLayout& layout,
                                          TraceSession* tr);
+
+// The engine made again over the same loaded weights with `threads` CPU threads (bench -t 1,2,4);
+// the old one is freed first. `ck` and `layout` as given to load_run_model.
+void remake_engine(RunModel& m, const Checkpoint& ck, const ModelLayout& layout, int threads);
 
 }  // namespace nunchaku::cli

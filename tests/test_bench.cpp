@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/helpers.hpp"
@@ -171,6 +172,7 @@ TEST_CASE("bench: bad flags are exit 2 naming the flag", "[bench][cli]") {
       {{"-r", "0"}, "-r/--repetitions must be at least 1"},
       {{"-p", "0", "-n", "0"}, "no test to run"},
       {{"--pg", "8"}, "--pg takes PROMPT,GENERATED"},
+      {{"-t", "1,,2"}, "-t/--threads takes whole numbers from 1"},
       {{"--pg", "8,0"}, "--pg takes whole numbers from 1"},
       {{"-o", "results.json"}, "(hint: bench writes to stdout"},
       {{"-o", "table"}, "-o/--output takes a format, md, csv, json or jsonl"},
@@ -251,4 +253,19 @@ TEST_CASE("bench --pg P,N: llama-bench's prompt-then-generation test counts both
     for (size_t k = 0; k < 2; ++k)
       CHECK(row["samples_tokens_per_s"][k].get<double>() == Approx(tokens / row["samples_s"][k].get<double>()).epsilon(1e-9));
   }
+}
+
+TEST_CASE("bench -t 1,2: each thread count gets every batch size and test, as llama-bench's -t list", "[bench][json]") {
+  auto r = run_cli({"bench", testdata("run/llama-spm"), "-p", "8", "-n", "4", "-r", "1", "-b", "1,2", "-t", "1,2", "-o", "jsonl"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto lines = lines_of(r.out);
+  REQUIRE(lines.size() == 8);  // 2 thread counts x 2 batch sizes x 2 tests
+  std::vector<std::string> order;
+  for (const auto& line : lines) {
+    const json row = json::parse(line);
+    order.push_back(fmt::format("t{} b{} {}", row["threads"].get<int>(), row["batch_size"].get<int>(), row["test"].get<std::string>()));
+  }
+  CHECK(order == std::vector<std::string>{"t1 b1 pp8", "t1 b1 tg4", "t1 b2 pp8", "t1 b2 tg4",
+                                          "t2 b1 pp8", "t2 b1 tg4", "t2 b2 pp8", "t2 b2 tg4"});
 }
