@@ -66,7 +66,7 @@ done
 
 # Streamed: --cpu-ram at half the model's size, or the smallest budget run accepts when that
 # is more (its refusal, exit 3, names what the CPU needs).
-need=$(echo '{"prompt":"x"}' | "$BUILD/nunchaku" run "$M" --cpu-ram 1M --threads "$THREADS" 2>&1 >/dev/null |
+need=$(echo '{"prompt":"x"}' | "$BUILD/nunchaku" run "$M" --cpu-ram 1M --batch-size 1 --threads "$THREADS" 2>&1 >/dev/null |
   sed -n 's/.*cpu needs \([0-9.]*\) MiB.*/\1/p' | head -1 || true)
 half=$(( $(stat -c %s "$M") / 2 / 1048576 ))
 budget=$(python3 -c "import math; print(max($half, math.ceil(${need:-700} * 1.01 + 1)))")M
@@ -74,7 +74,7 @@ echo "== streamed: --cpu-ram $budget (half the model: ${half}M; smallest accepte
 # The disk-read bound: O_DIRECT reads of the model file in 8 MiB requests, as the stream reads.
 disk=$(dd if="$M" of=/dev/null bs=8M count=96 iflag=direct 2>&1 | sed -n 's/.* bytes.* copied, \([0-9.]*\) s.*/\1/p')
 disk_bps=$(python3 -c "print(96 * 8 * 2**20 / ${disk:-1})")
-echo '{"prompt":"Once upon a time"}' | /usr/bin/time -v "$BUILD/nunchaku" run "$M" --cpu-ram "$budget" --threads "$THREADS" \
+echo '{"prompt":"Once upon a time"}' | /usr/bin/time -v "$BUILD/nunchaku" run "$M" --cpu-ram "$budget" --batch-size 1 --threads "$THREADS" \
   --max-tokens 16 --stats "$DIR/moe-stream.json" > /dev/null 2> "$DIR/moe-stream.log"
 
 python3 - "$OUT" "$DIR/moe-estimate.json" "$DIR/moe-stream.json" "$budget" "$disk_bps" <<'PY'
