@@ -377,7 +377,7 @@ void add_bench(CLI::App& app, Action& action) {
   cmd->add_option("-r,--repetitions", o->repetitions, "Runs of each test (after one warm-up run)")->capture_default_str()->group(kWorkload);
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens per forward pass, as run's (default max(256, batch size))")
       ->group(kWorkload);
-  cmd->add_option("--pg", o->pg, "A prompt-then-generation test (ppP+tgN; llama-bench's -pg), repeatable")
+  cmd->add_option("--pg", o->pg, "A prompt-then-generation test (ppP+tgN; llama-bench's -pg)")
       ->option_text("P,N (repeatable)")->group(kWorkload);
   cmd->add_flag("--no-warmup", o->no_warmup, "Skip the warm-up run before each test's repetitions")->group(kWorkload);
   cmd->add_option("-s,--seed", o->seed, "Seed of the random token ids")->capture_default_str()->group(kWorkload);
