@@ -201,3 +201,33 @@ TEST_CASE("moe stream: a CPU plan short of RAM puts MoE layers on disk before de
     CHECK(moe_on_disk > 0);
   }
 }
+
+TEST_CASE("moe stream: published MoE configs' layers stream their experts as pieces (experts one tensor each or fused)",
+          "[engine][moe][stream]") {
+  // Header-only checkpoints with transformers 5's names (experts fused per layer:
+  // mlp.experts.gate_up_proj [E, 2I, H] and down_proj [E, H, I]). A piece is one expert's
+  // gate or up half, or its down: I x H x 2 B (bf16), plus the O_DIRECT page.
+  struct Case {
+    const char* name;
+    uint64_t piece;  // I x H x 2
+  };
+  for (const Case c : {Case{"qwen3-30b-a3b", 768ull * 2048 * 2}, Case{"qwen2-moe", 1408ull * 2048 * 2},
+                       Case{"olmoe", 1024ull * 2048 * 2}, Case{"mixtral-8x7b", 14336ull * 4096 * 2}}) {
+    INFO(c.name);
+    test::TempDir tmp;
+    test::write_arch_fixture(std::filesystem::path(test::testdata("arch")) / c.name, tmp.path.string());
+    Checkpoint ck = open_checkpoint(tmp.path.string());
+    ModelLayout layout = describe_model(ck);
+    int64_t layers = 0;
+    for (const Module& m : layout.modules) {
+      if (m.kind != ModuleKind::Layer) continue;
+      ++layers;
+      INFO(m.name);
+      CHECK(stream_piece_bytes(ck, m) == (c.piece + 4095) / 4096 * 4096 + 4096);
+      uint64_t all = 0;
+      for (size_t t : m.tensors) all += ck.tensors[t].nbytes;
+      CHECK(stream_slot_bytes(ck, m) < all / 8);  // the slot: attention, norms, router, shared expert
+    }
+    CHECK(layers == layout.spec->num_layers);
+  }
+}

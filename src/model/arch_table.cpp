@@ -88,6 +88,15 @@ constexpr R kMoeSharedHF[] = {
     {"mlp.shared_expert.down_proj.weight", "H SI", kReq, Role::ShDown},
     {"mlp.shared_expert_gate.weight", "1 H", kReq, Role::ShExpGate},
 };
+constexpr R kMoeSharedFusedHF[] = {  // qwen2_moe as transformers 5 holds it in memory
+    {"mlp.gate.weight", "E H", kReq, Role::Router},
+    {"mlp.experts.gate_up_proj", "E 2EI H", kReq, Role::ExpGateUp},
+    {"mlp.experts.down_proj", "E H EI", kReq, Role::ExpDown},
+    {"mlp.shared_expert.gate_proj.weight", "SI H", kReq, Role::ShGate},
+    {"mlp.shared_expert.up_proj.weight", "SI H", kReq, Role::ShUp},
+    {"mlp.shared_expert.down_proj.weight", "H SI", kReq, Role::ShDown},
+    {"mlp.shared_expert_gate.weight", "1 H", kReq, Role::ShExpGate},
+};
 constexpr R kQkNormFullHF[] = {  // olmoe: one norm over all of q (and of k), not per head
     {"self_attn.q_norm.weight", "Q", kReq, Role::QNorm},
     {"self_attn.k_norm.weight", "KV", kReq, Role::KNorm},
@@ -253,7 +262,7 @@ constexpr Rules kMlpHFAlt[] = {kMlpHF};
 constexpr Rules kMoeHFAlt[] = {kMoeMixtralHF, kMoeFusedHF};
 // qwen3_moe mlp_only_layers are dense; experts one tensor each (as saved) or fused (as in memory)
 constexpr Rules kMoeExpertsHFAlt[] = {kMoeExpertsHF, kMoeFusedHF, kMlpHF};
-constexpr Rules kMoeSharedHFAlt[] = {kMoeSharedHF, kMlpHF};    // qwen2_moe: off decoder_sparse_step
+constexpr Rules kMoeSharedHFAlt[] = {kMoeSharedHF, kMoeSharedFusedHF, kMlpHF};  // qwen2_moe: off decoder_sparse_step
 constexpr Rules kQkNormFullHFAlt[] = {kQkNormFullHF};
 constexpr Rules kPhi3HFAlt[] = {kPhi3LayerHF};
 constexpr Rules kGpt2HFAlt[] = {kGpt2LayerHF};
