@@ -24,6 +24,10 @@
 #include "memory/engine_memory.hpp"
 #include "model/model.hpp"
 
+namespace nunchaku {
+struct DevicePlan;
+}
+
 namespace nunchaku::test {
 
 // A loaded model and its engine (movable: the engine keeps no reference to ck or layout, and
@@ -55,6 +59,10 @@ inline EngineModel load_engine_model(const std::string& path, engine::EngineOpti
   m.tf = m.engine.model.get();
   return m;
 }
+
+// plan's charge for a nunchaku CPU run of `m` with every module on disk (streamed): what
+// it charges the CPU for the stream pool is devices[0].staging (test_engine_helpers.cpp).
+DevicePlan all_on_disk_plan(const EngineModel& m);
 
 // A ModelSpec of dimensions `d` (engine_dims() gives `d` back) and `max_context` positions:
 // for tests that size backends with engine_memory() without a checkpoint.

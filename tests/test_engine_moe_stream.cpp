@@ -148,15 +148,7 @@ TEST_CASE("moe stream: the piece slot by hand, and plan charges the pool the eng
   for (const char* rel : kFixtures) {
     INFO(rel);
     auto m = test::load_engine_model(test::testdata(rel), opts(), kDisk, StreamOptions{}, 2);
-    Workload w;
-    w.runtime = Runtime::Nunchaku;
-    w.target = Target::Cpu;
-    const Estimate e = estimate(m.ck, m.layout, w);
-    PlanRequest r;
-    r.cpu_ram = 1ull << 40;
-    r.allow_disk = true;
-    const DevicePlan p = charge_plan(e, r, std::vector<Device>(e.modules.size(), kDisk));
-    CHECK(p.devices.at(0).staging == m.tf->weights().pool_bytes());
+    CHECK(test::all_on_disk_plan(m).devices.at(0).staging == m.tf->weights().pool_bytes());
   }
 }
 
