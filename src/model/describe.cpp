@@ -95,6 +95,8 @@ json read_config(const std::string& path) {
   } catch (const json::parse_error& e) {
     throw Error("config.bad_json", std::string("config.json is not valid JSON: ") + json_error_message(e),
                 {.file = path, .offset = e.byte > 0 ? e.byte - 1 : 0});
+  } catch (const json::exception& e) {  // out_of_range 406: a number beyond double range (fuzz_config)
+    throw Error("config.bad_json", std::string("config.json is not valid JSON: ") + json_error_message(e), {.file = path});
   }
 }
 

@@ -223,7 +223,7 @@ void urls(std::string_view in) {
   const size_t nl = in.find('\n');
   const std::string_view base = in.substr(0, nl), location = nl == std::string_view::npos ? "" : in.substr(nl + 1);
   const Origin o = url_origin(base);
-  if (!o.scheme.empty()) check((o.scheme == "http" || o.scheme == "https") && o.port != 0);
+  if (!o.scheme.empty()) check(o.scheme == "http" || o.scheme == "https");  // port 0 when written so
   const std::string next = resolve_location(base, location);
   if (!o.scheme.empty()) {
     if (relative(location)) check(url_origin(next) == o);
