@@ -334,7 +334,7 @@ class BatchRun {
                           plural(max_prompt_bytes_ / size_t(model_.max_context()), "byte"));
       std::vector<int32_t> ids;
       if (err.empty()) ids = prompt_ids(o_.prompt, tok_, r, err);
-      Slim& slim = reqs_[index] = Slim{r.index, r.line, r.id, r.custom_id, r.openai, r.completion, {}};
+      Slim& slim = reqs_[index] = Slim{r.index, r.line, r.id, r.custom_id, r.openai, r.completion, r.params.logprobs.has_value(), {}};
       if (!err.empty()) {
         finish_error(index, err);
         continue;
@@ -344,6 +344,7 @@ class BatchRun {
       g.sampling = sampling_for(o_, r.params);
       g.max_tokens = r.params.max_tokens.value_or(o_.max_tokens);
       g.eos_ids = tok_.eos_ids();
+      g.logprobs = r.params.logprobs.value_or(-1);
       slim.stops = r.params.stop.value_or(o_.stop);
       watch_text(g, index, slim.stops);
       id = index;
@@ -355,7 +356,7 @@ class BatchRun {
   struct Slim {
     size_t index, line;
     nlohmann::json id;
-    bool custom_id, openai, completion;
+    bool custom_id, openai, completion, logprobs;
     std::vector<std::string> stops;
     BatchRequest as_request() const {
       BatchRequest r;
@@ -388,6 +389,14 @@ class BatchRun {
       c.finish_reason = "stop";
     }
     c.token_ids = g.tokens;
+    if (node.mapped().logprobs) {
+      auto& lp = c.logprobs.emplace();
+      for (const auto& t : g.logprobs) {
+        LogprobEntry e{tok_.decode_piece(t.token), t.logprob, {}};
+        for (const auto& [id, v] : t.top) e.top.emplace_back(tok_.decode_piece(id), v);
+        lp.push_back(std::move(e));
+      }
+    }
     c.prompt_tokens = g.prompt_tokens;
     c.prefill_s = g.prefill_s;
     c.decode_s = g.decode_s;

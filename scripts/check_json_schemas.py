@@ -53,7 +53,8 @@ def main():
     }
     stats = os.path.join(tmp, "stats.json")
     lines = run(["run", T("run/llama-spm"), "--max-tokens", "3", "-q", "--stats", stats],
-                'Once upon a time\n{"id": "a", "prompt": "x", "temperature": -1}\n')
+                'Once upon a time\n{"id": "a", "prompt": "x", "temperature": -1}\n'
+                '{"id": "lp", "prompt": "x", "logprobs": 2}\n')
     docs["run-stats"] = [open(stats).read()]
     trace_run, trace_load = os.path.join(tmp, "run-trace.json"), os.path.join(tmp, "load-trace.json")
     run(["run", T("run/llama-spm"), "--max-tokens", "3", "-q", "--trace", trace_run], "Once upon a time\n")

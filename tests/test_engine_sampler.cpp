@@ -3,6 +3,7 @@
 // transformers greedy continuations in testdata/engine/goldens.json.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -309,4 +310,57 @@ TEST_CASE("sampler: top-p over a large vocabulary equals the full-sort definitio
     for (auto& w : want) w /= kept;
     for (int i = 0; i < V; ++i) REQUIRE(got[size_t(i)] == Approx(want[size_t(i)]).margin(1e-6));
   }
+}
+
+TEST_CASE("generate logprobs: log_softmax of transformers' last-prompt logits, top-k sorted as the golden's", "[engine]") {
+  EngineOptions o;
+  o.max_batch = 2;
+  o.max_context = 64;
+  auto m = test::load_engine_model(test::testdata("models/llama"), o);
+  const auto& g = goldens().at("models/llama");
+  GenerationRequest rq;
+  rq.prompt = g.at("prompts")[0].get<std::vector<int32_t>>();
+  rq.max_tokens = 3;
+  rq.logprobs = 5;
+  // The golden's last prompt row, log_softmax in double: the independent expectation.
+  const std::vector<double> row = g.at("logits").back().get<std::vector<double>>();
+  double mx = *std::max_element(row.begin(), row.end()), sum = 0;
+  for (double v : row) sum += std::exp(v - mx);
+  auto golden_lp = [&](size_t i) { return row[i] - mx - std::log(sum); };
+  std::vector<int32_t> order(row.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[size_t(a)] > row[size_t(b)]; });
+  for (float temperature : {0.0f, 0.7f}) {  // raw logprobs: the same whatever the sampling
+    INFO("temperature " << temperature);
+    rq.sampling.temperature = temperature;
+    rq.sampling.seed = 9;
+    auto res = generate(*m.tf, std::span(&rq, 1), {.batch_size = 1});
+    REQUIRE(res[0].tokens.size() == 3);
+    REQUIRE(res[0].logprobs.size() == 3);
+    const auto& first = res[0].logprobs[0];
+    CHECK(first.token == res[0].tokens[0]);
+    CHECK(std::abs(first.logprob - golden_lp(size_t(first.token))) < 1e-4);
+    REQUIRE(first.top.size() == 5);
+    for (size_t j = 0; j < 5; ++j) {
+      CHECK(first.top[j].first == order[j]);
+      CHECK(std::abs(first.top[j].second - golden_lp(size_t(order[j]))) < 1e-4);
+      if (j) CHECK(first.top[j].second <= first.top[j - 1].second);
+    }
+    if (temperature == 0) CHECK(first.token == order[0]);
+  }
+  rq.logprobs = -1;
+  CHECK(generate(*m.tf, std::span(&rq, 1), {.batch_size = 1})[0].logprobs.empty());
+}
+
+TEST_CASE("token_logprobs: hand-computed values, NaN as -inf, k capped at 20", "[engine]") {
+  const std::vector<float> logits{0, std::log(3.0f), NAN, std::log(4.0f)};  // softmax 1/8, 3/8, 0, 4/8
+  auto t = token_logprobs(logits, 1, 3);
+  CHECK(std::abs(t.logprob - std::log(3.0 / 8)) < 1e-6);
+  REQUIRE(t.top.size() == 3);
+  CHECK(t.top[0].first == 3);
+  CHECK(t.top[1].first == 1);
+  CHECK(t.top[2].first == 0);
+  CHECK(token_logprobs(logits, 2, 0).logprob == -INFINITY);
+  std::vector<float> wide(64, 0.0f);
+  CHECK(token_logprobs(wide, 0, 50).top.size() == 20);
 }

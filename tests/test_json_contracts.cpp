@@ -216,7 +216,8 @@ TEST_CASE("json contract: run --stats and every result line follow docs/schema/r
       "Once upon a time\n"
       "{\"id\": \"a\", \"prompt\": \"The cat\", \"max_tokens\": 3}\n"
       "{\"custom_id\": 7, \"prompt\": \"x\", \"temperature\": -1}\n"
-      "{\"id\": [1], \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2}\n";
+      "{\"id\": [1], \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2}\n"
+      "{\"id\": \"lp\", \"prompt\": \"The cat\", \"max_tokens\": 2, \"logprobs\": 3}\n";
   const std::string openai =
       "{\"custom_id\": \"r1\", \"method\": \"POST\", \"url\": \"/v1/chat/completions\", \"body\": {\"model\": \"m\", "
       "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 3}}\n"
@@ -230,7 +231,7 @@ TEST_CASE("json contract: run --stats and every result line follow docs/schema/r
     size_t lines;
   };
   const std::vector<Case> cases = {
-      {{"run", spm, "--max-tokens", "4", "-q", "--stats", d.file("s1.json")}, mixed, 4},
+      {{"run", spm, "--max-tokens", "4", "-q", "--stats", d.file("s1.json")}, mixed, 5},
       {{"run", bpe, "--max-tokens", "4", "-q", "--stats", d.file("s2.json"), "--batch-size", "2"}, openai, 3},
       {{"run", spm, "--max-tokens", "3", "-q", "--stats", d.file("s3.json"), "--cpu-ram", "1140K", "--threads", "1"}, "Hello\n", 1},  // streamed
   };
@@ -245,6 +246,7 @@ TEST_CASE("json contract: run --stats and every result line follow docs/schema/r
       const json j = json::parse(line);
       INFO(line);
       conforms("run-result", j);
+      if (j.value("id", json()) == "lp") CHECK(j["logprobs"]["content"].size() == j["token_ids"].size());
       shapes.insert(j.contains("response") ? "openai " + std::to_string(j["response"]["status_code"].get<int>())
                                            : j["finish_reason"].get<std::string>());
     }

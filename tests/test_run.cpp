@@ -10,6 +10,7 @@
 
 #include "batch/requests.hpp"
 #include "tests/helpers.hpp"
+#include "tests/json_schema_check.hpp"
 
 using namespace nunchaku;
 using nlohmann::json;
@@ -180,4 +181,73 @@ TEST_CASE("run --fast-math: says so when no weight takes the 8-bit path, and the
   CHECK(out[0]["token_ids"] == c["completion_ids"]);
   auto h = test::run_cli({"run", "--help"});
   CHECK(h.out.find("--fast-math") != std::string::npos);
+}
+
+TEST_CASE("run: OpenAI logprobs (completions and chat), n and unsupported fields and urls per request", "[run]") {
+  const std::string dir = test::testdata("run/qwen2-bpe");
+  const std::string in =
+      "{\"custom_id\": \"c\", \"method\": \"POST\", \"url\": \"/v1/completions\", "
+      "\"body\": {\"prompt\": \"hello\", \"max_tokens\": 3, \"logprobs\": 2}}\n"
+      "{\"custom_id\": \"m\", \"method\": \"POST\", \"url\": \"/v1/chat/completions\", "
+      "\"body\": {\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 3, \"logprobs\": true, \"top_logprobs\": 3}}\n"
+      "{\"custom_id\": \"n\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"hello\", \"n\": 2}}\n"
+      "{\"custom_id\": \"e\", \"url\": \"/v1/embeddings\", \"body\": {\"input\": \"hello\"}}\n"
+      "{\"custom_id\": \"k\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"hello\", \"logprobs\": 21}}\n"
+      "{\"custom_id\": \"x\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"hello\", \"echo\": true}}\n"
+      "{\"custom_id\": \"t\", \"url\": \"/v1/chat/completions\", \"body\": {\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"top_logprobs\": 2}}\n";
+  auto r = test::run_cli({"run", dir, "-q"}, in);
+  REQUIRE(r.exit_code == 0);
+  auto out = jsonl(r.out);
+  REQUIRE(out.size() == 7);
+  const json& c = out[0]["response"]["body"]["choices"][0];
+  INFO(out[0].dump());
+  const json& lp = c["logprobs"];
+  const size_t n = out[0]["response"]["body"]["usage"]["completion_tokens"].get<size_t>();
+  CHECK(lp["tokens"].size() <= n);
+  REQUIRE(lp["tokens"].size() == lp["token_logprobs"].size());
+  REQUIRE(lp["top_logprobs"].size() == lp["tokens"].size());
+  REQUIRE(lp["text_offset"].size() == lp["tokens"].size());
+  std::string joined;
+  for (size_t i = 0; i < lp["tokens"].size(); ++i) {
+    CHECK(lp["text_offset"][i] == joined.size());
+    joined += lp["tokens"][i].get<std::string>();
+    CHECK(lp["token_logprobs"][i].get<double>() <= 0);
+    // Greedy: the sampled token is the most likely, so it is among the top 2 (with the same value).
+    CHECK(lp["top_logprobs"][i].size() <= 2);
+    CHECK(lp["top_logprobs"][i][lp["tokens"][i].get<std::string>()] == lp["token_logprobs"][i]);
+  }
+  CHECK(joined.starts_with(c["text"].get<std::string>()));
+  const json& content = out[1]["response"]["body"]["choices"][0]["logprobs"]["content"];
+  INFO(out[1].dump());
+  REQUIRE(!content.empty());
+  for (const auto& e : content) {
+    REQUIRE(e["top_logprobs"].size() == 3);
+    CHECK(e["top_logprobs"][0]["logprob"] == e["logprob"]);  // greedy: the argmax
+    CHECK(e["top_logprobs"][0]["logprob"] >= e["top_logprobs"][1]["logprob"]);
+    CHECK(e["top_logprobs"][1]["logprob"] >= e["top_logprobs"][2]["logprob"]);
+    std::string bytes;
+    for (const auto& b : e["bytes"]) bytes.push_back(char(b.get<int>()));
+    CHECK(bytes == e["token"].get<std::string>());
+  }
+  // Both bodies, logprobs included, against the openai package's schemas (scripts/make_openai_schema.py).
+  const json schemas = test::read_json(test::testdata("run/openai_schemas.json"));
+  for (size_t i : {0, 1}) {
+    const json& body = out[i]["response"]["body"];
+    for (const auto& w : test::schema_errors(schemas[body["object"].get<std::string>()], body)) FAIL_CHECK(w);
+  }
+  auto error_of = [&](size_t i) {
+    CHECK(out[i]["response"]["status_code"] == 400);
+    return out[i]["response"]["body"]["error"]["message"].get<std::string>();
+  };
+  CHECK_THAT(error_of(2), Catch::Contains("\"n\": 2 is not supported"));
+  CHECK_THAT(error_of(3), Catch::Contains("url \"/v1/embeddings\" is not supported"));
+  CHECK_THAT(error_of(4), Catch::Contains("\"logprobs\" must be in [0, 20], not 21"));
+  CHECK_THAT(error_of(5), Catch::Contains("\"echo\" is not supported"));
+  CHECK_THAT(error_of(6), Catch::Contains("\"top_logprobs\" needs \"logprobs\": true"));
+  // nunchaku's own shape: the chat form under "logprobs"; n 1 and defaults are accepted.
+  auto own = jsonl(test::run_cli({"run", dir, "-q", "--max-tokens", "2"},
+                                 "{\"prompt\": \"hi\", \"logprobs\": 1, \"n\": 1, \"echo\": false, \"stream\": false}\n").out);
+  REQUIRE(own.size() == 1);
+  INFO(own[0].dump());
+  CHECK(own[0]["logprobs"]["content"].size() == own[0]["token_ids"].size());
 }

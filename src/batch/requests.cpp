@@ -42,8 +42,46 @@ std::optional<T> ranged(const nlohmann::json& o, const char* key, const char* fi
   return T(*v);
 }
 
+// "logprobs": k (completions) | true/false (chat, with "top_logprobs": k) | null.
+std::optional<int> read_logprobs(const nlohmann::json& o) {
+  auto top = [&](const char* key, int64_t k) {
+    if (k < 0 || k > 20) throw std::runtime_error(fmt::format("\"{}\" must be in [0, 20], not {}", key, k));
+    return int(k);
+  };
+  auto lp = o.find("logprobs");
+  const auto tl = number<int64_t>(o, "top_logprobs");
+  const bool on = lp != o.end() && !lp->is_null() && !(lp->is_boolean() && !lp->get<bool>());
+  if (tl && !(on && lp->is_boolean())) throw std::runtime_error("\"top_logprobs\" needs \"logprobs\": true");
+  if (!on) return std::nullopt;
+  if (lp->is_boolean()) return top("top_logprobs", tl.value_or(0));
+  if (!lp->is_number_integer() && !lp->is_number_unsigned())
+    throw std::runtime_error("\"logprobs\" must be an integer (completions) or true/false (chat)");
+  return top("logprobs", lp->is_number_unsigned() ? int64_t(std::min<uint64_t>(lp->get<uint64_t>(), 1000)) : lp->get<int64_t>());
+}
+
+// OpenAI fields that would change the answer and are not implemented: a request carrying
+// one (with a value other than its default) is refused, never answered as if it were absent.
+void refuse_unsupported(const nlohmann::json& o) {
+  if (auto n = o.find("n"); n != o.end() && !n->is_null()) {
+    if (!n->is_number_integer() && !n->is_number_unsigned()) throw std::runtime_error("\"n\" must be an integer");
+    if (*n != 1) throw std::runtime_error(fmt::format("\"n\": {} is not supported (one choice per request; send n copies of the request)", n->dump()));
+  }
+  struct Field { const char* key; nlohmann::json off; };  // off: the value that means "not used"
+  static const Field fields[] = {{"echo", false}, {"best_of", 1}, {"logit_bias", nlohmann::json::object()},
+                                 {"suffix", ""}, {"presence_penalty", 0}, {"frequency_penalty", 0},
+                                 {"stream", false}, {"tools", nlohmann::json::array()},
+                                 {"functions", nlohmann::json::array()}, {"function_call", "none"},
+                                 {"response_format", {{"type", "text"}}}, {"guided_json", nullptr},
+                                 {"guided_regex", nullptr}, {"guided_choice", nullptr}, {"guided_grammar", nullptr}};
+  for (const auto& f : fields)
+    if (auto it = o.find(f.key); it != o.end() && !it->is_null() && *it != f.off)
+      throw std::runtime_error(fmt::format("\"{}\" is not supported", f.key));
+}
+
 RequestParams read_params(const nlohmann::json& o) {
+  refuse_unsupported(o);
   RequestParams p;
+  p.logprobs = read_logprobs(o);
   p.max_tokens = ranged<int64_t>(o, "max_tokens", "max_tokens");
   if (!p.max_tokens) p.max_tokens = ranged<int64_t>(o, "max_completion_tokens", "max_tokens");
   p.temperature = ranged<float>(o, "temperature", "temperature");
@@ -131,13 +169,13 @@ BatchRequest parse_request(std::string_view line, size_t index, size_t line_no, 
     if (o.contains("custom_id")) r.id = o["custom_id"], r.custom_id = true;
     else if (o.contains("id")) r.id = o["id"];
     r.openai = o.contains("body");
+    const std::string url = r.openai && o.contains("url") && o["url"].is_string() ? o["url"].get<std::string>() : "";
+    if (!url.empty() && url != "/v1/chat/completions" && url != "/v1/completions")
+      throw std::runtime_error(fmt::format("url \"{}\" is not supported (/v1/chat/completions or /v1/completions)", printable(url)));
     read_body(r.openai ? o["body"] : o, r);
     if (r.openai) {
-      const std::string url = o.contains("url") && o["url"].is_string() ? o["url"].get<std::string>() : "";
       if (url == "/v1/chat/completions" && !r.chat) throw std::runtime_error("/v1/chat/completions needs \"messages\"");
       if (url == "/v1/completions" && r.chat) throw std::runtime_error("/v1/completions needs \"prompt\", not \"messages\"");
-      if (!url.empty() && url != "/v1/chat/completions" && url != "/v1/completions")
-        throw std::runtime_error(fmt::format("url \"{}\" is not supported (/v1/chat/completions or /v1/completions)", url));
       r.completion = !r.chat;
     }
   } catch (const std::exception& e) {

@@ -8,6 +8,9 @@
 //   OpenAI batch request: {"custom_id", "method", "url", "body": {"messages" | "prompt", "max_tokens", ...}}
 //     ("max_completion_tokens" is read as max_tokens); url /v1/chat/completions needs
 //     "messages", /v1/completions needs "prompt" (raw text completion, no chat template).
+//   "logprobs": k (0..20) or true + "top_logprobs": k; "n" must be 1 (absent or null).
+//   Fields that would change the answer and are not implemented ("echo", "best_of",
+//   "logit_bias", "tools", "suffix", ...) and other urls are per-request errors naming them.
 // Numeric fields must lie in param_ranges() (the same table checks the command-line flags).
 // A line that fails to parse becomes a request with `error` set; the batch goes on.
 #pragma once
@@ -44,6 +47,9 @@ struct RequestParams {
   std::optional<int> top_k;
   std::optional<uint64_t> seed;
   std::optional<std::vector<std::string>> stop;
+  // Top alternatives per generated token, 0..20, when log-probabilities were asked for:
+  // "logprobs": k (completions) or "logprobs": true with "top_logprobs": k (chat).
+  std::optional<int> logprobs;
 };
 
 struct BatchRequest {

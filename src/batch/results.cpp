@@ -1,5 +1,6 @@
 #include "batch/results.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -16,6 +17,45 @@ nlohmann::json usage_json(const Completion& c) {
   return {{"prompt_tokens", c.prompt_tokens}, {"completion_tokens", n}, {"total_tokens", c.prompt_tokens + n}};
 }
 
+// -inf (a token the model rules out) as vLLM writes it: JSON has no infinities.
+double finite_logprob(float v) { return std::max(double(v), -9999.0); }
+
+nlohmann::json bytes_of(const std::string& s) {
+  nlohmann::json b = nlohmann::json::array();
+  for (unsigned char ch : s) b.push_back(int(ch));
+  return b;
+}
+
+// Chat's shape (and nunchaku's own): a list of entries with their top alternatives.
+nlohmann::json chat_logprobs(const std::vector<LogprobEntry>& lp) {
+  nlohmann::json content = nlohmann::json::array();
+  for (const auto& e : lp) {
+    nlohmann::json top = nlohmann::json::array();
+    for (const auto& [t, v] : e.top) top.push_back({{"token", t}, {"logprob", finite_logprob(v)}, {"bytes", bytes_of(t)}});
+    content.push_back({{"token", e.token}, {"logprob", finite_logprob(e.logprob)}, {"bytes", bytes_of(e.token)}, {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+// The completions shape: parallel lists; each top_logprobs entry maps token text to its
+// logprob for the top alternatives and the sampled token (as vLLM).
+nlohmann::json completion_logprobs(const std::vector<LogprobEntry>& lp) {
+  nlohmann::json tokens = nlohmann::json::array(), values = nlohmann::json::array(), tops = nlohmann::json::array(),
+                 offsets = nlohmann::json::array();
+  size_t offset = 0;
+  for (const auto& e : lp) {
+    tokens.push_back(e.token);
+    values.push_back(finite_logprob(e.logprob));
+    nlohmann::json top = nlohmann::json::object();
+    for (const auto& [t, v] : e.top) top[t] = finite_logprob(v);
+    if (!top.contains(e.token)) top[e.token] = finite_logprob(e.logprob);
+    tops.push_back(top);
+    offsets.push_back(offset);
+    offset += e.token.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
 nlohmann::json own_shape(const BatchRequest& r, const Completion* c, const std::string& error) {
   nlohmann::json j;
   j[r.custom_id ? "custom_id" : "id"] = r.id;
@@ -27,6 +67,7 @@ nlohmann::json own_shape(const BatchRequest& r, const Completion* c, const std::
   j["text"] = c->text;
   j["finish_reason"] = c->finish_reason;
   j["token_ids"] = c->token_ids;
+  if (c->logprobs) j["logprobs"] = chat_logprobs(*c->logprobs);
   j["usage"] = usage_json(*c);
   const size_t n = c->token_ids.size();
   const double tps = c->decode_s > 0 && n > 1 ? double(n - 1) / c->decode_s : 0;
@@ -42,6 +83,7 @@ nlohmann::json openai_shape(const BatchRequest& r, const Completion* c, const st
     body = {{"error", {{"message", error}, {"type", "invalid_request_error"}, {"param", nullptr}, {"code", nullptr}}}};
   } else {
     nlohmann::json choice = {{"index", 0}, {"finish_reason", c->finish_reason}, {"logprobs", nullptr}};
+    if (c->logprobs) choice["logprobs"] = r.completion ? completion_logprobs(*c->logprobs) : chat_logprobs(*c->logprobs);
     if (r.completion) choice["text"] = c->text;
     else choice["message"] = {{"role", "assistant"}, {"content", c->text}};
     body = {{"id", fmt::format("{}-{}", r.completion ? "cmpl" : "chatcmpl", r.index)},

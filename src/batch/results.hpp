@@ -4,11 +4,16 @@
 // OpenAI batch output shape ({"id", "custom_id", "response": {"status_code", "request_id",
 // "body": chat.completion | text_completion}, "error"}); any other in nunchaku's own
 // ({"id"|"custom_id", "text", "finish_reason", "token_ids", "usage", "timings"}).
+// Asked-for logprobs come as vLLM returns them: completions choices[].logprobs {tokens,
+// token_logprobs, top_logprobs, text_offset}; chat (and nunchaku's own shape, under
+// "logprobs") {content: [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -18,10 +23,18 @@
 
 namespace nunchaku {
 
+// One generated token's log-probability and its top alternatives (descending), as text.
+struct LogprobEntry {
+  std::string token;  // the token's bytes (decode_piece)
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;
+};
+
 struct Completion {
   std::string text;
   std::string finish_reason;        // stop | length
   std::vector<int32_t> token_ids;   // generated ids; a stopping EOS is not among them
+  std::optional<std::vector<LogprobEntry>> logprobs;  // one per token id, when requested
   int64_t prompt_tokens = 0;
   double prefill_s = 0, decode_s = 0;
 };

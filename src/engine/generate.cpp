@@ -163,6 +163,7 @@ class Scheduler {
       return true;
     }
     a.res.tokens.push_back(tok);
+    if (a.req.logprobs >= 0) a.res.logprobs.push_back(token_logprobs(logits, tok, a.req.logprobs));
     a.history.push_back(tok);
     a.pending = tok;
     if (a.req.stop && a.req.stop(a.res.tokens)) {

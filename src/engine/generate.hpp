@@ -23,6 +23,8 @@ struct GenerationRequest {
   std::vector<int32_t> prompt;       // token ids, BOS included when the model wants one
   SamplingParams sampling;
   int64_t max_tokens = 256;          // generated tokens at most
+  int logprobs = -1;                 // >= 0: log-probabilities of each generated token and its
+                                     // top `logprobs` alternatives (token_logprobs(), at most 20)
   std::vector<int32_t> eos_ids;      // any of these ends the request ("stop"), not included in tokens
   // Called after every generated token with all tokens so far; true ends the request
   // ("stop", the tokens kept as they are). The CLI checks stop strings here.
@@ -31,6 +33,7 @@ struct GenerationRequest {
 
 struct GenerationResult {
   std::vector<int32_t> tokens;       // generated ids (without the EOS that ended it)
+  std::vector<TokenLogprobs> logprobs;  // one per token of `tokens`, when requested
   std::string finish_reason;         // "stop", "length" (max_tokens or context full), "error"
   std::string error;                 // why, when finish_reason == "error"
   int64_t prompt_tokens = 0;

@@ -134,4 +134,27 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   return order_.back();  // rounding left u above the last partial sum
 }
 
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int top) {
+  auto at = [&](size_t i) { return std::isnan(logits[i]) ? -INFINITY : logits[i]; };
+  float mx = -INFINITY;
+  for (size_t i = 0; i < logits.size(); ++i) mx = std::max(mx, at(i));
+  double sum = 0;
+  if (std::isfinite(mx))
+    for (size_t i = 0; i < logits.size(); ++i) sum += std::exp(double(at(i)) - double(mx));
+  const double lse = std::isfinite(mx) ? double(mx) + std::log(sum) : double(mx);
+  auto lp = [&](size_t i) { return float(std::isfinite(lse) ? double(at(i)) - lse : (at(i) == mx ? 0.0 : -INFINITY)); };
+  TokenLogprobs out;
+  out.token = token;
+  out.logprob = token >= 0 && size_t(token) < logits.size() ? lp(size_t(token)) : -INFINITY;
+  const size_t k = std::min<size_t>(size_t(std::clamp(top, 0, kMaxTopLogprobs)), logits.size());
+  if (k == 0) return out;
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+  std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(k), ids.end(), [&](int32_t a, int32_t b) {
+    return at(size_t(a)) > at(size_t(b)) || (at(size_t(a)) == at(size_t(b)) && a < b);
+  });
+  for (size_t j = 0; j < k; ++j) out.top.emplace_back(ids[j], lp(size_t(ids[j])));
+  return out;
+}
+
 }  // namespace nunchaku::engine

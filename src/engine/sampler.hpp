@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace nunchaku::engine {
@@ -28,6 +29,18 @@ struct SamplingParams {
   float repetition_penalty = 1;  // 1 = off
   uint64_t seed = 0;
 };
+
+// The log-probability of `token` and the `top` most likely tokens (descending, the lower id
+// first on a tie; at most 20) under log_softmax of the raw logits of the step: before the
+// repetition penalty, temperature and filters (vLLM's default "raw" logprobs). NaN counts
+// as -inf, as in sampling.
+struct TokenLogprobs {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+constexpr int kMaxTopLogprobs = 20;
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int top);
 
 class Sampler {
  public:
