@@ -29,6 +29,8 @@ nlohmann::json read_trace(const std::string& path) {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw Error("trace.json", fmt::format("not JSON: {}", e.what()), {.file = path, .offset = e.byte ? e.byte - 1 : 0});
+  } catch (const nlohmann::json::exception&) {  // out_of_range 406: a number beyond double range
+    throw Error("trace.json", "not a trace: a number beyond the range of a double", {.file = path});
   }
 }
 

@@ -238,6 +238,11 @@ TEST_CASE("trace --svg: a file that is not a trace is refused with exit 2, nothi
   r = run_cli({"trace", dir.file("broken.json"), "--svg", out});
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("broken.json"));
+  // A number beyond double range (nlohmann's out_of_range, not a parse_error; fuzz_config found it in config.json).
+  write_file(dir.file("huge.json"), std::string("{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1E400}]}"));
+  r = run_cli({"trace", dir.file("huge.json"), "--svg", out});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("huge.json") && Catch::Contains("beyond the range"));
   r = run_cli({"trace", dir.file("missing.json"), "--svg", out});
   CHECK(r.exit_code == 2);
   CHECK(!std::filesystem::exists(out));
