@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "batch/requests.hpp"
+#include "engine/kernels_fast_bf16.hpp"
 #include "tests/helpers.hpp"
 #include "tests/json_schema_check.hpp"
 
@@ -181,6 +182,29 @@ TEST_CASE("run --fast-math: says so when no weight takes the 8-bit path, and the
   CHECK(out[0]["token_ids"] == c["completion_ids"]);
   auto h = test::run_cli({"run", "--help"});
   CHECK(h.out.find("--fast-math") != std::string::npos);
+}
+
+TEST_CASE("run/bench without --fast-math: one line says when the model's weights have the fast path", "[run][fast-math]") {
+  // BF16 matrices take the fast path on a CPU with AVX512_BF16 only (kernels_fast_bf16.hpp);
+  // F32 never. The line is on stderr, once, and not with --fast-math or --quiet.
+  const std::string bf16 = test::testdata("engine/llama-small-bf16");
+  const std::string hint = "have a faster, approximate path";
+  auto r = test::run_cli({"bench", bf16, "-p", "4", "-n", "2", "-r", "1"});
+  REQUIRE(r.exit_code == 0);
+  if (engine::fast_bf16_available()) {
+    CHECK(r.err.find("BF16 weights " + hint) != std::string::npos);
+    CHECK(r.err.find(hint) == r.err.rfind(hint));
+  } else {
+    CHECK(r.err.find(hint) == std::string::npos);
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"bench", bf16, "-p", "4", "-n", "2", "-r", "1", "--fast-math"},
+        std::vector<std::string>{"bench", test::testdata("engine/llama-small-gguf/llama-small-f32.gguf"), "-p", "4", "-n",
+                                 "2", "-r", "1"}}) {
+    auto q = test::run_cli(args);
+    REQUIRE(q.exit_code == 0);
+    CHECK(q.err.find(hint) == std::string::npos);
+  }
 }
 
 TEST_CASE("run: OpenAI logprobs (completions and chat), n and unsupported fields and urls per request", "[run]") {
