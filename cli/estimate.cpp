@@ -21,6 +21,7 @@
 #include "io/atomic_output.hpp"
 #include "memory/memory_pictures.hpp"
 #include "memory/estimate.hpp"
+#include "memory/multinode.hpp"
 #include "memory/quant.hpp"
 #include "core/units.hpp"
 #include "model/model.hpp"
@@ -83,7 +84,7 @@ void print_table(const Estimate& e, bool explain) {
   if (!described) wl = fmt::format("{}, weights {}", mode_name(w.mode), dtype_name(e.weight_dtype));
   if (w.mode != Mode::Infer)
     wl += fmt::format(", {} ({} trainable), ZeRO-{} on {}, offload {}", optimizer_name(w.optimizer),
-                      format_count(e.trainable_parameters), w.zero, plural(uint64_t(w.gpus), "GPU"), offload_name(w.offload));
+                      format_count(e.trainable_parameters), w.zero, ranks_text(w), offload_name(w.offload));
   else if (w.gpus > 1)
     wl += fmt::format(", split over {} GPUs", w.gpus);
   print_field("workload:", wl);
@@ -98,7 +99,11 @@ void print_table(const Estimate& e, bool explain) {
   fmt::print("{:<24} {:>12}\n", fmt::format("component (per {})", per_device(e)), "bytes");
   for (const auto& c : e.gpu) row(c.name, c.bytes, c.formula);
   fmt::print("{:<24} {:>12}  ({} B)\n", fmt::format("total per {}", per_device(e)), format_bytes(e.per_gpu_total), e.per_gpu_total);
-  for (const auto& c : e.host) row(c.name + " (CPU)", c.bytes, c.formula);
+  const char* host_of = w.nodes > 1 ? " (CPU per node)" : " (CPU)";
+  for (const auto& c : e.host) row(c.name + host_of, c.bytes, c.formula);
+  if (w.nodes > 1)
+    fmt::print("{:<24} {:>12}  ({} GPUs × {}{})\n", "per node (GPUs)", format_bytes(e.per_gpu_total * uint64_t(w.gpus)), w.gpus,
+               format_bytes(e.per_gpu_total), e.host_total > 0 ? fmt::format("; host {}", format_bytes(e.host_total)) : "");
   if (!explain) fmt::print("(--explain shows how each row is computed)\n");
   for (const auto& n : e.notes) fmt::print("note: {}\n", wrap(n, output_width(), 6));
 }

@@ -14,6 +14,7 @@ std::span<const OptionRange> option_ranges() {
       {"--context", 1, int64_t{1} << 31},        // tokens per sequence
       {"--prefill-chunk", 1, int64_t{1} << 31},  // tokens per prefill pass
       {"--gpus", 1, 65536},
+      {"--nodes", 1, 4096},
       {"--threads", 1, 65536},  // more than the hardware is capped with a warning
       {"--max-pending", 1, int64_t{1} << 30},
       {"--lora-rank", 1, 65536},

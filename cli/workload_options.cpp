@@ -95,6 +95,7 @@ Workload to_workload(const WorkloadOptions& o, size_t n_vram) {
   w.lora_rank = o.lora_rank;
   w.lora_targets = split(o.lora_targets, ',');
   w.gpus = o.gpus > 0 ? o.gpus : std::max<int>(1, static_cast<int>(n_vram));
+  w.nodes = o.nodes;
   w.zero = o.zero;
   if (!o.runtime.empty() && o.runtime != "all") w.runtime = parse_runtime(o.runtime);
   if (o.device == "cpu") w.target = Target::Cpu;
@@ -157,7 +158,9 @@ void add_workload_options(CLI::App* cmd, WorkloadOptions& o) {
                   "default: the steady state of every later step")->group(kTraining);
   cmd->add_option("--lora-rank", o.lora_rank, "LoRA rank")->capture_default_str()->group(kTraining);
   cmd->add_option("--lora-targets", o.lora_targets, "Comma list of module names, or all-linear (default: PEFT's per-architecture default)")->group(kTraining);
-  cmd->add_option("--gpus", o.gpus, "GPU count (default: the number of --vram sizes, else 1)")->group(kHardware);
+  cmd->add_option("--gpus", o.gpus, "GPU count, per node with --nodes (default: the number of --vram sizes, else 1)")->group(kHardware);
+  cmd->add_option("--nodes", o.nodes, "Machines of --gpus GPUs each (--vram is per GPU): DeepSpeed training partitions over "
+                  "nodes x GPUs ranks, host memory is per node")->capture_default_str()->group(kHardware);
   cmd->add_option("--zero", o.zero, "DeepSpeed ZeRO stage 0..3 (training)")->capture_default_str()->group(kTraining);
   cmd->add_option("--offload", o.offload, "ZeRO-Offload: none | optimizer | params")->capture_default_str()->group(kTraining);
   cmd->add_option("--overhead", o.overheads, "Override a named overhead: cuda_context=300M, cublas_workspace=8M, allocator_slack=0")->group(kHardware);

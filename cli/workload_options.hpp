@@ -16,7 +16,7 @@ struct WorkloadOptions {
   std::string mode = "infer", dtype, kv_dtype, quant, optimizer = "adamw", offload = "none", lora_targets;
   std::string runtime, device = "cuda", attention = "default";
   int64_t batch = 1, context = 0, prefill_chunk = 0, lora_rank = 16, ubatch = 0, steps = 0;
-  int quant_bits = 4, group_size = 128, gpus = 0, zero = 0, threads = 0;
+  int quant_bits = 4, group_size = 128, gpus = 0, nodes = 1, zero = 0, threads = 0;
   bool double_quant = false, grad_ckpt = false, flash = false, all_logits = false, swa_full = false, no_repack = false;
   std::vector<std::string> overheads;
 };

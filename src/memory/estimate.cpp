@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "memory/engine_memory.hpp"
 #include "memory/estimate_detail.hpp"
+#include "memory/multinode.hpp"
 #include "memory/quant.hpp"
 #include "model/arch/attention_support.hpp"
 #include "model/arch/record.hpp"
@@ -31,6 +32,18 @@ constexpr int64_t kMaxBatch = 1LL << 24;
 
 void require(bool ok, const char* code, const std::string& msg, const std::string& hint = "") {
   if (!ok) throw Error(code, msg, {.hint = hint});
+}
+
+// --nodes N: only runtimes that span machines take it (multinode.hpp says which and how).
+void check_nodes(const Workload& w, Runtime r) {
+  if (w.nodes == 1) return;
+  require(w.target == Target::Cuda, "usage.nodes", fmt::format("--nodes {} with --device cpu: the estimate is of one process in "
+                                                               "host memory", w.nodes),
+          "leave --nodes out, or estimate the GPUs of each node (--device cuda)");
+  require(r == Runtime::DeepSpeed, "usage.nodes",
+          fmt::format("--nodes {}: --runtime {} runs on one machine", w.nodes, runtime_name(r)),
+          w.mode == Mode::Infer ? "leave --nodes out (one node of --gpus GPUs)"
+                                : "multi-node training: --runtime deepspeed (--zero 0..3)");
 }
 
 ModelSpec resolve_spec(const ModelLayout& layout, const std::vector<Module>& mods) {
@@ -72,8 +85,11 @@ Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoi
           "--offload moves model states from the GPUs to host memory; with --device cpu they are in host memory already",
           "leave --offload out (ZeRO partitions the states over the processes)");
   require(w.lora_rank >= 1 && w.lora_rank <= 65536, "usage.lora_rank", "--lora-rank must be in 1..65536");
-  if (!w.runtime) w.runtime = !training ? Runtime::Nunchaku : w.zero > 0 ? Runtime::DeepSpeed : Runtime::Transformers;
+  require(w.nodes >= 1 && w.nodes <= 4096, "usage.nodes", fmt::format("--nodes {} is out of range 1..4096", w.nodes));
+  if (!w.runtime)
+    w.runtime = !training ? Runtime::Nunchaku : w.zero > 0 || w.nodes > 1 ? Runtime::DeepSpeed : Runtime::Transformers;
   const Runtime r = *w.runtime;
+  check_nodes(w, r);
   // nunchaku feeds prompts in passes of the engine's max_tokens, which --prefill-chunk sets
   // (run's flag of the same name): not clamped to the context, at least the batch.
   if (r == Runtime::Nunchaku && !training) w.prefill_chunk = engine_max_tokens(in.prefill_chunk, w.batch);
@@ -368,7 +384,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
                                                       uint64_t(s.num_experts));
   else
     e.weight_bytes_per_token += experts;
-  const uint64_t n = static_cast<uint64_t>(w.gpus);
+  const uint64_t n = w.ranks();
   uint64_t slack = 0;
 
   std::string wdesc = w.quant.scheme != QuantScheme::None
@@ -378,7 +394,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   if (training && w.zero == 3) {
     // ZeRO-3 partitions parameters; the gathered largest layer is a separate line.
     e.gpu.push_back({"weights", w.offload == Offload::Params ? 0 : weights / n,
-                     w.offload == Offload::Params ? "offloaded to CPU (ZeRO-3 offload_param)" : fmt::format("({}) / {} GPUs (ZeRO-3)", wdesc, n)});
+                     w.offload == Offload::Params ? "offloaded to CPU (ZeRO-3 offload_param)" : fmt::format("({}) / {} (ZeRO-3)", wdesc, ranks_text(w))});
   } else if (!training && n > 1) {
     e.gpu.push_back({"weights", weights / n, fmt::format("({}) / {} GPUs (model split evenly)", wdesc, n)});
   } else {
@@ -409,6 +425,7 @@ Verdict verdict(const Estimate& e, uint64_t vram) {
   v.margin = v.fits ? v.budget - e.per_gpu_total : e.per_gpu_total - v.budget;
   const std::string of = v.budget == vram ? "" : fmt::format(" (of the {} {} uses)", format_bytes(v.budget), runtime_name(e.runtime));
   v.text = v.fits ? fmt::format("fits, {} headroom{}", format_bytes(v.margin), of) : fmt::format("OOM by {}{}", format_bytes(v.margin), of);
+  if (const std::string why = rank_breakdown(e); !why.empty()) v.text += "; " + why;
   // A fit that rests on guessed terms (no record for the family, a part not modelled) is
   // not a verdict to rely on: say so in the verdict itself.
   if (v.fits && !e.guessed.empty())

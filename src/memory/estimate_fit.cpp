@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "memory/estimate.hpp"
+#include "memory/multinode.hpp"
 #include "memory/quant.hpp"
 #include "core/units.hpp"
 
@@ -68,7 +69,7 @@ namespace {
 
 // One way to change the workload. Searched levers (batch, context, GPU count) pick the
 // value that fits given the other changes of the combination.
-enum class Search { None, Batch, Context, Gpus };
+enum class Search { None, Batch, Context, Gpus, Nodes };
 struct Option {
   int lever = 0;
   int cost = 0;  // what the user gives up: 0 nothing, 1 speed, 2 throughput/precision, 3 quality or hardware, 4 the task
@@ -138,6 +139,18 @@ struct Searcher {
         }
       }
       return false;
+    } else if (s == Search::Nodes) {
+      for (int n : {2, 4, 8, 16, 32}) {
+        if (n <= base.nodes) continue;
+        Workload x = w;
+        x.nodes = n;
+        if (fit(x)) {
+          w.nodes = n;
+          flags = fmt::format("--nodes {}", n);
+          return true;
+        }
+      }
+      return false;
     }
     return true;
   }
@@ -203,6 +216,9 @@ std::vector<Option> levers(const Workload& w, Runtime rt) {
     ++lever;
   }
   if (w.batch > 1) add(2, "largest batch", "", [](Workload&) {}, Search::Batch), ++lever;
+  // More machines of the same GPUs: DeepSpeed partitions over every node's GPUs (training
+  // only); listed before more GPUs in one machine, which stops at the size of a node.
+  if (!cpu && training) add(3, "fewest nodes", "", [](Workload&) {}, Search::Nodes), ++lever;
   if (!cpu) add(3, "fewest GPUs", "", [](Workload&) {}, Search::Gpus), ++lever;
   if (!training && w.context > 1) add(4, "longest context", "", [](Workload&) {}, Search::Context), ++lever;
   return o;
@@ -257,7 +273,7 @@ std::vector<Suggestion> suggest_fits(const Checkpoint& ck, const ModelLayout& la
     auto dominated = [&](const Workload& x) {
       return std::any_of(kept.begin(), kept.end(), [&](const Kept& k) {
         return std::includes(fixed.begin(), fixed.end(), k.fixed.begin(), k.fixed.end()) && x.batch <= k.w.batch &&
-               x.context <= k.w.context && x.gpus >= k.w.gpus;
+               x.context <= k.w.context && x.ranks() >= k.w.ranks();
       });
     };
     if (!searched && dominated(w)) continue;  // decided before any estimate
@@ -304,7 +320,7 @@ nlohmann::json to_json(const Estimate& e) {
                    {"optimizer", optimizer_name(w.optimizer)},
                    {"grad_checkpointing", w.grad_checkpointing}, {"attention", attention_name(w.attention)},
                    {"all_logits", w.all_logits},       {"lora_rank", w.lora_rank},
-                   {"lora_targets", w.lora_targets},   {"gpus", w.gpus},
+                   {"lora_targets", w.lora_targets},   {"gpus", w.gpus}, {"nodes", w.nodes},
                    {"zero", w.zero},                   {"offload", offload_name(w.offload)},
                    {"mixed_precision", e.mixed_precision}, {"ubatch", w.ubatch},
                    {"swa_full", w.swa_full},           {"repack", w.repack ? json(*w.repack) : json(nullptr)},
@@ -333,6 +349,7 @@ nlohmann::json to_json(const Estimate& e) {
     if (c.overhead) j["overheads"].push_back(c.name);
   j["total_bytes"] = e.per_gpu_total;
   j["host_total_bytes"] = e.host_total;
+  j["topology"] = topology_json(e);
   j["modules"] = json::array();
   for (const auto& m : e.modules)
     j["modules"].push_back({{"name", m.name}, {"kind", module_kind_name(m.kind)},

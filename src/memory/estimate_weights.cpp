@@ -27,6 +27,9 @@ Estimate estimate_weights_only(const Checkpoint& ck, const ModelLayout& layout, 
   if (win.quant.scheme != QuantScheme::None)
     throw Error("estimate.no_spec", "--quant keeps embeddings, norms and the head as the model's description says; "
                 "this checkpoint has none", {.hint = "--dtype converts every float tensor alike"});
+  if (win.nodes != 1)
+    throw Error("usage.nodes", fmt::format("--nodes {}: a module tree without a model description is estimated for one machine "
+                                           "(transformers)", win.nodes), {.hint = "leave --nodes out"});
   if (win.gpus < 1 || win.gpus > 65536)
     throw Error("usage.gpus", fmt::format("--gpus {} is out of range 1..65536", win.gpus));
   Estimate e;

@@ -8,6 +8,7 @@
 
 #include "core/units.hpp"
 #include "memory/estimate_detail.hpp"
+#include "memory/multinode.hpp"
 
 namespace nunchaku::estimate_detail {
 namespace {
@@ -34,15 +35,48 @@ uint64_t optimizer_bytes(Optimizer o, const TrainTensor& t) {
   return 0;
 }
 
+// Host memory per node, DeepSpeed's cpu_mem (deepspeed 0.19: stage_1_and_2.py
+// estimate_zero2_model_states_mem_needs, stage3.py estimate_zero3_model_states_mem_needs
+// with zero_init, additional_buffer_factor 1.5). `states`: fp32 master + optimizer + fp32
+// gradient bytes (16 B/param for AdamW mixed precision; DeepSpeed's 16), P trainable
+// parameters, L the largest layer's. ZeRO-3's offloaded states are spread over the nodes
+// (DeepSpeed's gpus_factor 1/num_nodes); its other terms are per GPU of one node, except
+// ZeRO-2 offload's 4 B × every rank (total_gpus in DeepSpeed's formula).
+void add_host_model_states(Estimate& e, uint64_t states, uint64_t P, uint64_t L) {
+  const Workload& w = e.workload;
+  const uint64_t g = static_cast<uint64_t>(w.gpus), nodes = static_cast<uint64_t>(w.nodes), n = w.ranks();
+  const int z = w.zero;
+  auto x15 = [](uint64_t v) { return v / 2 * 3 + (v % 2) * 3 / 2; };  // floor(1.5 v)
+  const std::string per_node = nodes > 1 ? fmt::format(" / {} nodes", nodes) : "";
+  const std::string node_gpus = nodes > 1 ? fmt::format("{} GPUs per node", g) : fmt::format("{} GPUs", g);
+  if (z == 1 || z == 2) {
+    if (w.offload != Offload::None)
+      e.host.push_back({"host_model_states", x15(std::max(mul({4, n, P}), states)),
+                        fmt::format("max(4 × {} × P, {} B of fp32 states) × 1.5 (DeepSpeed estimate_zero2, cpu_offload{})", ranks_text(w), states,
+                                    nodes > 1 ? ": its formula counts every node's GPUs" : "")});
+    else
+      e.host.push_back({"host_model_states", x15(mul({4, g, P})), fmt::format("P × 4 × {} × 1.5 (DeepSpeed estimate_zero2)", node_gpus)});
+  } else if (z == 3) {
+    if (w.offload == Offload::Params)
+      e.host.push_back({"host_model_states", x15(add(mul({2, P}), states)) / nodes,
+                        fmt::format("(2 B params + fp32 states) × P × 1.5{} (DeepSpeed estimate_zero3, offload params)", per_node)});
+    else if (w.offload == Offload::Optimizer)
+      e.host.push_back({"host_model_states", x15(states) / nodes,
+                        fmt::format("fp32 states × 1.5{} (DeepSpeed estimate_zero3, offload optimizer)", per_node)});
+    else
+      e.host.push_back({"host_model_states", x15(mul({4, L, g})),
+                        fmt::format("largest layer × 4 B × {} × 1.5 (DeepSpeed estimate_zero3)", node_gpus)});
+  }
+}
+
 }  // namespace
 
 uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainable) {
   const Workload& w = e.workload;
   const ModelSpec& s = e.spec;
-  const uint64_t n = static_cast<uint64_t>(w.gpus);
+  const uint64_t n = w.ranks();  // DeepSpeed partitions over every rank of every node
   const int z = w.zero;
   const bool off_opt = w.offload != Offload::None;  // params offload implies optimizer offload
-  const bool off_params = w.offload == Offload::Params;
   const uint64_t el = elem_bytes(e.compute_dtype);
 
   uint64_t base_params = 0, adapter_params = 0, grads16 = 0, master = 0, opt = 0, fp32_grads = 0, adapters = 0;
@@ -81,7 +115,7 @@ uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainab
 
   // Which states are partitioned over the n GPUs (ZeRO stage) and which live on the host.
   const uint64_t part_opt = z >= 1 ? n : 1, part_grad = z >= 2 ? n : 1, part_param = z >= 3 ? n : 1;
-  const std::string zs = z == 0 ? "" : fmt::format(" / {} GPUs (ZeRO-{})", n, z);
+  const std::string zs = z == 0 ? "" : fmt::format(" / {} (ZeRO-{})", ranks_text(w), z);
   if (adapters > 0)
     e.gpu.push_back({"lora_adapters", adapters / part_param,
                      fmt::format("rank {} × (in + out) per target ({}) × 4 B fp32 = {} params{}", w.lora_rank,
@@ -92,11 +126,11 @@ uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainab
   e.heap_retained_formula = "one set of gradients (the previous step's, freed by zero_grad, below this step's tensors)";
   e.gpu.push_back({"gradients", add(g16, off_opt ? 0 : fp32_grads / part_opt),
                    off_opt ? "offloaded to CPU with the optimizer (ZeRO-Offload)"
-                   : z >= 3 ? fmt::format("fp32 grad partition 4 B × {} / {} (16-bit grads of the gathered layer are in zero3_gather)", base_params, n)
+                   : z >= 3 ? fmt::format("fp32 grad partition 4 B × {} / {} (16-bit grads of the gathered layer are in zero3_gather)", base_params, ranks_text(w))
                             : fmt::format("{} trainable × {} B{}{}", T, adapter_params > 0 ? 4 : el, z >= 2 ? zs : "",
                                           fp32_grads == 0 ? ""
                                           : z == 0 ? fmt::format(" + fp32 grads 4 B × {} (DeepSpeed stage-0 optimizer)", base_params)
-                                                   : fmt::format(" + fp32 grad partition 4 B × {} / {}", base_params, n))});
+                                                   : fmt::format(" + fp32 grad partition 4 B × {} / {}", base_params, ranks_text(w)))});
   e.gpu.push_back({"master_weights", off_opt ? 0 : master / part_opt,
                    !e.mixed_precision || adapter_params > 0 ? "none (weights already fp32 or frozen)"
                    : off_opt ? "offloaded to CPU (ZeRO-Offload)" : fmt::format("fp32 copy 4 B × {}{}", base_params, z >= 1 ? zs : "")});
@@ -107,24 +141,7 @@ uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainab
     // DeepSpeed's largest_layer_memory: the gathered layer's 16-bit params and grads.
     e.gpu.push_back({"zero3_gather", mul({4, L}), fmt::format("4 B × largest layer params ({})", L)});
   }
-  // Host memory, DeepSpeed's cpu_mem with additional_buffer_factor 1.5 (single node).
-  const uint64_t states = add(add(master, opt), fp32_grads);  // 16 B/param for AdamW mixed
-  const uint64_t P = T;
-  auto x15 = [](uint64_t v) { return v / 2 * 3 + (v % 2) * 3 / 2; };
-  if (z >= 1 && z <= 2) {
-    if (off_opt)
-      e.host.push_back({"host_model_states", x15(std::max(mul({4, n, P}), states)),
-                        fmt::format("max(4 × {} GPUs × P, {} B of fp32 states) × 1.5 (DeepSpeed estimate_zero2, cpu_offload)", n, states)});
-    else
-      e.host.push_back({"host_model_states", x15(mul({4, n, P})), fmt::format("P × 4 × {} GPUs × 1.5 (DeepSpeed estimate_zero2)", n)});
-  } else if (z == 3) {
-    if (off_params)
-      e.host.push_back({"host_model_states", x15(add(mul({2, P}), states)), "(2 B params + fp32 states) × P × 1.5 (DeepSpeed estimate_zero3, offload params)"});
-    else if (off_opt)
-      e.host.push_back({"host_model_states", x15(states), "fp32 states × 1.5 (DeepSpeed estimate_zero3, offload optimizer)"});
-    else
-      e.host.push_back({"host_model_states", x15(mul({4, L, n})), fmt::format("largest layer × 4 B × {} GPUs × 1.5 (DeepSpeed estimate_zero3)", n)});
-  }
+  add_host_model_states(e, add(add(master, opt), fp32_grads), T, L);
 
   // Saved activations (Korthikanti et al. 2022, 16-bit activations; scaled for fp32).
   const uint64_t sq = w.context, b = w.batch, h = s.hidden_size, a = s.num_heads, layers = s.num_layers;
@@ -150,7 +167,7 @@ uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainab
   e.runtime_model = {
       e.runtime == Runtime::DeepSpeed
           ? fmt::format("DeepSpeed ZeRO-{} on {}, offload {}: model states as DeepSpeed's estimators count them "
-                        "(fp32 master, optimizer and gradient copies{})", z, plural(n, "GPU"),
+                        "(fp32 master, optimizer and gradient copies{})", z, ranks_text(w),
                         offload_name(w.offload), z >= 1 ? ", partitioned" : "")
           : fmt::format("PyTorch training step (transformers): {} weights, {} optimizer, no DeepSpeed partitioning",
                         e.mixed_precision ? "16-bit autocast with fp32 master" : dtype_name(e.weight_dtype), optimizer_name(w.optimizer)),

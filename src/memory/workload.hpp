@@ -62,7 +62,8 @@ struct Workload {
   bool all_logits = false;    // logits for every position, not just the last
   int64_t lora_rank = 16;
   std::vector<std::string> lora_targets;  // module names ("q_proj"); empty = q_proj,v_proj (PEFT's llama default); "all-linear"
-  int gpus = 1;
+  int gpus = 1;               // GPUs per node (DeepSpeed's num_gpus_per_node)
+  int nodes = 1;              // machines of `gpus` GPUs each (--nodes; DeepSpeed's num_nodes)
   int zero = 0;               // ZeRO stage 0..3 (training modes)
   Offload offload = Offload::None;
   // nullopt: nunchaku for inference, deepspeed for training with --zero, else transformers.
@@ -85,6 +86,9 @@ struct Workload {
   // Overrides for the named overheads (cuda_context, cublas_workspace, allocator_slack,
   // cpu_runtime, cuda_graphs, glibc_heap).
   std::map<std::string, uint64_t> overheads;
+
+  // Processes with a GPU each over every node (DeepSpeed's total_gpus, vLLM's TP x PP).
+  uint64_t ranks() const { return uint64_t(gpus < 1 ? 1 : gpus) * uint64_t(nodes < 1 ? 1 : nodes); }
 };
 
 }  // namespace nunchaku
