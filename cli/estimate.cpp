@@ -85,8 +85,8 @@ void print_table(const Estimate& e, bool explain) {
   if (w.mode != Mode::Infer)
     wl += fmt::format(", {} ({} trainable), ZeRO-{} on {}, offload {}", optimizer_name(w.optimizer),
                       format_count(e.trainable_parameters), w.zero, ranks_text(w), offload_name(w.offload));
-  else if (w.gpus > 1)
-    wl += fmt::format(", split over {} GPUs", w.gpus);
+  else if (w.ranks() > 1)
+    wl += fmt::format(", split over {}", ranks_text(w));
   print_field("workload:", wl);
   if (described) print_field("KV cache:", fmt::format("{} per token (all layers, batch 1){}", format_bytes(e.kv_bytes_per_token), layer_pattern(s)));
   for (const auto& g : e.guessed) fmt::print("guessed:   {}\n", g);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/model_source.hpp"
+#include "cli/plan_multinode.hpp"
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/json_doc.hpp"
@@ -171,6 +172,9 @@ int run_plan(const PlanCliOptions& o) {
   // A llama.cpp / vLLM export runs at most the model's context: plan for what it runs.
   if (exported && (*exported == Runtime::LlamaCpp || *exported == Runtime::Vllm) && layout.spec && w.context > 0)
     w.context = export_context(*layout.spec, w.context, *exported, notes);
+  if (w.nodes > 1 && format != "deepspeed")  // spans machines: no one-machine device map
+    return run_plan_multinode({format, o.output, o.path, r.vram.empty() ? 0 : *std::min_element(r.vram.begin(), r.vram.end()), notes},
+                              ck, layout, w);
   Estimate e = estimate(ck, layout, w);
 
   std::optional<uint64_t> minv;

@@ -4,10 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "memory/estimate.hpp"
+#include "memory/multinode.hpp"
 #include "model/model.hpp"
 #include "tests/helpers.hpp"
 #include "tests/json_schema_check.hpp"
@@ -178,4 +180,92 @@ TEST_CASE("multinode: --nodes the runtime cannot span is a usage error", "[multi
   const auto r = test::run_cli({"estimate", m, "--nodes", "2", "--gpus", "4", "--mode", "train", "--json"});
   REQUIRE(r.exit_code == 0);
   CHECK(json::parse(r.out)["runtime"] == "deepspeed");
+}
+
+TEST_CASE("multinode: vLLM's pipeline stages split layers as get_pp_indices does", "[multinode][estimate]") {
+  // vllm/distributed/utils.py: L / PP each, the remainder one more each from the second-to-last stage back.
+  CHECK(vllm_pp_partition(80, 2) == std::vector<int64_t>{40, 40});
+  CHECK(vllm_pp_partition(80, 3) == std::vector<int64_t>{27, 27, 26});
+  CHECK(vllm_pp_partition(10, 4) == std::vector<int64_t>{2, 3, 3, 2});
+  CHECK(vllm_pp_partition(32, 5) == std::vector<int64_t>{6, 6, 7, 7, 6});
+}
+
+namespace {
+
+// Every "--flag" of the vllm and ray lines on `text` is in testdata/golden/vllm_flags.json.
+void flags_known(const std::string& text) {
+  const json g = test::read_json(test::testdata("golden/vllm_flags.json"));
+  std::istringstream lines(text);
+  std::string line;
+  size_t seen = 0;
+  while (std::getline(lines, line)) {
+    const auto at = line.find("ray start");
+    const bool vllm = line.rfind("vllm serve", 0) == 0, ray = at != std::string::npos;
+    if (!vllm && !ray) continue;
+    std::istringstream words(line.substr(vllm ? 0 : at));
+    for (std::string w; words >> w;) {
+      if (w.rfind("--", 0) != 0) continue;
+      const std::string flag = w.substr(0, w.find('='));
+      INFO(line);
+      CHECK(g[vllm ? "vllm" : "ray"]["flags"].contains(flag));
+      ++seen;
+    }
+  }
+  CHECK(seen > 10);
+}
+
+}  // namespace
+
+TEST_CASE("multinode: Llama-2-70B fp16 on 2 x 8 x 24 GiB exports vLLM TP 8 x PP 2 with Ray and multiprocessing lines",
+          "[multinode][cli]") {
+  test::TempDir dir;
+  const std::string cfg = test::testdata("models/llama2-70b-config/config.json");
+  test::write_sparse_llama(dir.path.string(), cfg);
+  const auto r = test::run_cli({"plan", dir.path.string(), "--format", "vllm", "--nodes", "2", "--gpus", "8", "--vram", "24G"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("--tensor-parallel-size 8 --pipeline-parallel-size 2"));
+  CHECK_THAT(r.out, Catch::Contains("--distributed-executor-backend ray"));
+  CHECK_THAT(r.out, Catch::Contains("--nnodes 2 --node-rank 1 --master-addr $HEAD_NODE_IP --headless"));
+  CHECK_THAT(r.out, Catch::Contains("ray start --head --port=6379"));
+  CHECK_THAT(r.err, Catch::Contains("fits on 2 nodes × 8 GPUs: TP 8 × PP 2"));
+  flags_known(r.out);
+  // Per rank, by hand from config.json: stage 1 holds layers 40-79, the final norm and lm_head
+  // (stage 0 layers 0-39 and the embedding: the same size), fp16, over TP 8.
+  const json c = test::read_json(cfg);
+  const uint64_t h = c["hidden_size"], I = c["intermediate_size"], V = c["vocab_size"];
+  const uint64_t kv_dim = h / c["num_attention_heads"].get<uint64_t>() * c["num_key_value_heads"].get<uint64_t>();
+  const uint64_t layer = 2 * h * h + 2 * kv_dim * h + 3 * h * I + 2 * h;
+  const uint64_t stage1 = (40 * layer + h + V * h) * 2 / 8;
+  const auto e = test::run_cli({"estimate", dir.path.string(), "--runtime", "vllm", "--nodes", "2", "--gpus", "8", "--vram", "24G", "--json"});
+  REQUIRE(e.exit_code == 0);
+  const json j = json::parse(e.out);
+  CHECK(j["component_bytes"]["weights"] == stage1);
+  // KV: 40 layers × 2 × 1 of 8 KV heads × 128 × 2 B per token, 4096 tokens (blocks of 16).
+  CHECK(j["component_bytes"]["kv_cache"] == uint64_t(40) * 2 * 128 * 2 * 4096);
+  CHECK(j["topology"]["num_ranks"] == 16);
+  const json schema = test::read_json(std::string(NUNCHAKU_SOURCE_DIR) + "/docs/schema/estimate.json");
+  CHECK(test::schema_errors(schema, j).empty());
+}
+
+TEST_CASE("multinode: plan --nodes refuses what does not span machines", "[multinode][cli]") {
+  test::TempDir dir;
+  test::write_sparse_llama(dir.path.string(), test::testdata("models/llama2-70b-config/config.json"));
+  const std::string m = dir.path.string();
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"plan", m, "--nodes", "2", "--gpus", "8", "--vram", "24G"}, "--format vllm (inference) or deepspeed (training)"},
+      {{"plan", m, "--nodes", "2", "--gpus", "6", "--vram", "24G", "--format", "vllm"}, "must divide the 64 attention heads"},
+      {{"plan", m, "--nodes", "2", "--gpus", "8", "--format", "vllm"}, "plan --nodes needs --vram"},
+      {{"estimate", m, "--nodes", "81", "--gpus", "8", "--runtime", "vllm"}, "more than the 80 layers"},
+  };
+  for (const auto& c : cases) {
+    const auto r = test::run_cli(c.args);
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(c.says));
+  }
 }

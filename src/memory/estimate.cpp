@@ -40,9 +40,9 @@ void check_nodes(const Workload& w, Runtime r) {
   require(w.target == Target::Cuda, "usage.nodes", fmt::format("--nodes {} with --device cpu: the estimate is of one process in "
                                                                "host memory", w.nodes),
           "leave --nodes out, or estimate the GPUs of each node (--device cuda)");
-  require(r == Runtime::DeepSpeed, "usage.nodes",
+  require(r == Runtime::DeepSpeed || r == Runtime::Vllm, "usage.nodes",
           fmt::format("--nodes {}: --runtime {} runs on one machine", w.nodes, runtime_name(r)),
-          w.mode == Mode::Infer ? "leave --nodes out (one node of --gpus GPUs)"
+          w.mode == Mode::Infer ? "multi-node inference: --runtime vllm (tensor parallel within a node, pipeline parallel across nodes)"
                                 : "multi-node training: --runtime deepspeed (--zero 0..3)");
 }
 
@@ -402,6 +402,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   }
 
   slack = training ? add_training_terms(e, trainable) : add_runtime_inference(e, ck);
+  if (!training && e.runtime == Runtime::Vllm && w.nodes > 1) split_vllm_pipeline(e);
   add_overheads(e, slack);
   add_torch_load_peak(e, ck);
   if (training) adjust_training_peak(e);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -23,5 +24,26 @@ nlohmann::json topology_json(const Estimate& e);
 // (ZeRO-3 over 2 nodes × 8 GPUs (16 ranks)), activations + logits 3.6 GiB, overheads 0.8 GiB
 // per GPU"); "" for other runtimes.
 std::string rank_breakdown(const Estimate& e);
+
+// vLLM over nodes: tensor parallel over the G GPUs of a node (TP = --gpus), pipeline parallel
+// over the nodes (PP = --nodes), as vLLM's docs advise. Layers per stage as vLLM's
+// get_pp_indices (vllm/distributed/utils.py): L / PP each, the remainder one more each for
+// the stages before the last (from the second-to-last backwards).
+std::vector<int64_t> vllm_pp_partition(int64_t layers, int pp);
+
+// One pipeline stage (a node) of a vLLM TP x PP layout: layers [first, first + count), what
+// each of its TP ranks holds.
+struct PipelineStage {
+  int64_t first_layer = 0, num_layers = 0;
+  uint64_t weight_bytes = 0;  // per rank: the stage's layers (+ embedding on the first, norm and
+                              // head on the last; a tied head is a copy there) / TP
+  uint64_t kv_bytes = 0;      // per rank: the stage's KV / min(TP, KV heads) (MLA: not split)
+};
+std::vector<PipelineStage> vllm_stages(const Estimate& e, int tp, int pp);
+
+// estimate() for vLLM with --nodes > 1: the weights and kv_cache lines become the fullest
+// stage's per rank. Throws usage.nodes when TP does not divide the attention heads or PP
+// exceeds the layers (vLLM refuses both).
+void split_vllm_pipeline(Estimate& e);
 
 }  // namespace nunchaku
