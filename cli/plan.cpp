@@ -11,6 +11,8 @@
 
 #include "cli/model_source.hpp"
 #include "cli/plan_multinode.hpp"
+#include "cli/export_dir.hpp"
+#include "memory/plan_multinode.hpp"
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/json_doc.hpp"
@@ -217,6 +219,7 @@ int run_plan(const PlanCliOptions& o) {
   }
 
   std::string text;
+  std::vector<std::pair<std::string, std::string>> files;  // -o DIR: name -> text
   bool fits = p.fits;
   std::string verdict_line;  // the export's own verdict when the device map's says nothing about it
   if (format == "table") {
@@ -263,15 +266,35 @@ int run_plan(const PlanCliOptions& o) {
     p.notes.push_back(fmt::format("DeepSpeed: ZeRO-{} offload {}: {} per GPU ({})", d["zero"].get<int>(), d["offload"].get<std::string>(),
                                   format_bytes(d["per_gpu_total"].get<uint64_t>()), fits ? "fits" : "does NOT fit even so"));
     // ZeRO partitions states over the GPUs; the layer placement above is not what DeepSpeed runs.
-    verdict_line = fits ? fmt::format("fits with ZeRO-{} offload {}", d["zero"].get<int>(), d["offload"].get<std::string>())
-                        : "does NOT fit: " + p.shortfall;
+    verdict_line = (fits ? fmt::format("fits with ZeRO-{} offload {}", d["zero"].get<int>(), d["offload"].get<std::string>())
+                         : "does NOT fit: " + p.shortfall) +
+                   "; " + d["why"].get<std::string>();
+    files = {{"ds_config.json", text}};
+    if (w.nodes > 1 || is_output_dir(o.output)) {
+      const DeepSpeedLaunch l = deepspeed_launch(w, "ds_config.json", "hostfile");
+      files.push_back({"hostfile", l.hostfile});
+      std::string sh;
+      for (const auto& line : l.lines) sh += line + "\n";
+      files.push_back({"deepspeed_launch.sh", sh});
+      if (w.nodes > 1)
+        for (const auto& line : l.lines) p.notes.push_back(line);
+    }
   }
 
   if (!o.svg.empty()) {
     write_file_atomically(o.svg, bar_chart_svg(plan_chart(p, e, plan_verdict(p, static_cast<size_t>(e.spec.num_layers)))));
     fmt::print(stderr, "wrote {} (svg)\n", o.svg);
   }
-  if (!o.output.empty() && o.output != "-") {  // "-o -" is stdout, as no -o
+  if (is_output_dir(o.output)) {  // -o DIR: the export's files
+    if (files.empty())
+      throw Error("usage.output", fmt::format("-o {}: a directory takes the exports of several files (--format deepspeed, or "
+                                              "--format vllm with --nodes); --format {} writes one file", o.output, format),
+                  {.hint = "give -o FILE"});
+    // DeepSpeed partitions states over the ranks: its notes and verdict, not a layer placement.
+    for (const auto& n : p.notes) fmt::print("note: {}\n", wrap(n, output_width(), 6));
+    fmt::print("{}\n", verdict_line);
+    for (const auto& f : write_export_files(o.output, files)) fmt::print("wrote {}\n", f);
+  } else if (!o.output.empty() && o.output != "-") {  // "-o -" is stdout, as no -o
     // The file gets the chosen format; stdout the table (or, for the table itself, where it went).
     write_file_atomically(o.output, text);
     if (format != "table") fmt::print("{}", render_table(p, e, fixes));

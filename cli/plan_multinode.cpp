@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/export_dir.hpp"
 #include "cli/help.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
@@ -89,7 +90,13 @@ int run_plan_multinode(const MultinodeRequest& q, const Checkpoint& ck, const Mo
   const VllmCluster c = vllm_cluster(e, q.vram, totals, q.model, nodes_fit);
   const std::string table = render(c, e, q.vram, q.notes);
   const std::string lines = launch_text(c);
-  if (!q.output.empty() && q.output != "-") {
+  if (is_output_dir(q.output)) {
+    std::string ray, mp;
+    for (const auto& l : c.ray_lines) ray += l + "\n";
+    for (const auto& l : c.mp_lines) mp += l + "\n";
+    fmt::print("{}\n{}\n", table, verdict_line(c));
+    for (const auto& f : write_export_files(q.output, {{"vllm_ray.sh", ray}, {"vllm_mp.sh", mp}})) fmt::print("wrote {}\n", f);
+  } else if (!q.output.empty() && q.output != "-") {
     write_file_atomically(q.output, lines);
     fmt::print("{}\n{}\n{}wrote {} (vllm launch lines)\n", table, verdict_line(c), lines, q.output);
   } else {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -267,5 +268,32 @@ TEST_CASE("multinode: plan --nodes refuses what does not span machines", "[multi
     INFO(r.err);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::Contains(c.says));
+  }
+}
+
+TEST_CASE("multinode: plan --format deepspeed -o DIR writes what DeepSpeed's own code read (golden)", "[multinode][cli]") {
+  // testdata/golden/deepspeed_exports_check.json: scripts/check_deepspeed_exports.py ran these
+  // cases and fed each file to DeepSpeed (DeepSpeedConfig with the plan's world size,
+  // _parse_hostfile, the launcher's parse_args). The files must still be those.
+  const json g = test::read_json(test::testdata("golden/deepspeed_exports_check.json"));
+  REQUIRE(g["cases"].size() >= 4);
+  test::TempDir dir;
+  const std::string model = dir.file("model");
+  std::filesystem::create_directories(model);
+  test::write_sparse_llama(model, test::testdata("models/llama2-70b-config/config.json"));
+  int k = 0;
+  for (const auto& c : g["cases"]) {
+    const std::string out = dir.file("out" + std::to_string(k++)) + "/";
+    std::vector<std::string> args;
+    for (const auto& a : c["args"]) args.push_back(a == "MODEL" ? model : a == "OUT/" ? out : a.get<std::string>());
+    const auto r = test::run_cli(args);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == c["exit_code"].get<int>());
+    for (const auto& [name, text] : c["files"].items()) CHECK(test::read_text(out + name) == text.get<std::string>());
+    const json& ds = c["deepspeed_read"];
+    // What DeepSpeed read: a world of every rank, one hostfile entry per node.
+    CHECK(ds["train_batch_size"].get<int64_t>() == ds["train_micro_batch_size_per_gpu"].get<int64_t>() * ds["world_size"].get<int64_t>());
+    CHECK(ds["launches"].size() == 2);
+    CHECK(ds["launches"][1]["no_ssh"] == true);
   }
 }

@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/units.hpp"
+#include "memory/multinode.hpp"
 
 namespace nunchaku {
 namespace {
@@ -189,13 +190,15 @@ nlohmann::json deepspeed_config(const Checkpoint& ck, const ModelLayout& layout,
     nlohmann::json zero = {{"stage", z}};
     if (off != Offload::None) zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
     if (off == Offload::Params) zero["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
-    nlohmann::json cfg = {{"train_micro_batch_size_per_gpu", t.batch},
+    // train_batch_size = micro-batch × accumulation × every rank of every node (DeepSpeed asserts it).
+    nlohmann::json cfg = {{"train_batch_size", t.batch * int64_t(t.ranks())},
+                          {"train_micro_batch_size_per_gpu", t.batch},
                           {"gradient_accumulation_steps", 1},
                           {"zero_optimization", zero}};
     if (e.compute_dtype == DType::BF16) cfg["bf16"] = {{"enabled", true}};
     if (e.compute_dtype == DType::F16) cfg["fp16"] = {{"enabled", true}};
     out = {{"config", cfg}, {"fits", e.per_gpu_total <= vram}, {"per_gpu_total", e.per_gpu_total}, {"host_total", e.host_total},
-           {"zero", z}, {"offload", offload_name(off)}};
+           {"zero", z}, {"offload", offload_name(off)}, {"why", rank_breakdown(e)}};
     if (e.per_gpu_total <= vram) break;
   }
   return out;

@@ -112,4 +112,19 @@ VllmCluster vllm_cluster(const Estimate& e, uint64_t vram, const std::vector<uin
   return c;
 }
 
+DeepSpeedLaunch deepspeed_launch(const Workload& w, const std::string& config_file, const std::string& hostfile_name) {
+  DeepSpeedLaunch d;
+  const int nodes = std::max(1, w.nodes), gpus = std::max(1, w.gpus);
+  d.hostfile = "# DeepSpeed hostfile: one line per node, `HOST slots=GPUS`; replace node0.. with the names ssh reaches\n";
+  for (int i = 0; i < nodes; ++i) d.hostfile += fmt::format("node{} slots={}\n", i, gpus);
+  const std::string tail = fmt::format("--num_nodes {} --num_gpus {} train.py --deepspeed {}", nodes, gpus, config_file);
+  d.lines.push_back(fmt::format("# from node0, which reaches the others by passwordless ssh (train.py: your script, taking "
+                                "--deepspeed CONFIG):"));
+  d.lines.push_back(fmt::format("deepspeed --hostfile {} --master_addr $MASTER_ADDR --master_port 29500 {}", hostfile_name, tail));
+  d.lines.push_back(fmt::format("# or without ssh: on node K (0..{}), MASTER_ADDR = node0's address:", nodes - 1));
+  d.lines.push_back(fmt::format("deepspeed --hostfile {} --no_ssh --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port 29500 {}",
+                                hostfile_name, tail));
+  return d;
+}
+
 }  // namespace nunchaku

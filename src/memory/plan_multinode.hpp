@@ -40,4 +40,14 @@ struct VllmCluster {
 VllmCluster vllm_cluster(const Estimate& e, uint64_t vram, const std::vector<uint64_t>& device_total, const std::string& model,
                          const std::function<bool(int)>& nodes_fit);
 
+// DeepSpeed over nodes: a hostfile with placeholder host names (`node0 slots=8` ... for the
+// user to replace), the `deepspeed --hostfile ...` line and the no-SSH form (the same command
+// on every node with --no_ssh --node_rank K --master_addr --master_port). `script` is the
+// training script placeholder; the config is `config_file`.
+struct DeepSpeedLaunch {
+  std::string hostfile;
+  std::vector<std::string> lines;  // shell text: comments and commands, the ssh launch then the no-SSH one
+};
+DeepSpeedLaunch deepspeed_launch(const Workload& w, const std::string& config_file, const std::string& hostfile_name);
+
 }  // namespace nunchaku
