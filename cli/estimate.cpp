@@ -181,13 +181,14 @@ int run(const EstimateOptions& o) {
   std::vector<Estimate> es;
   std::vector<std::optional<Verdict>> vs;
   std::vector<std::vector<Suggestion>> suggs;
+  const EstimateBasis basis = estimate_basis(ck, layout);
   for (const auto& x : ws) {
-    es.push_back(estimate(ck, layout, x));
+    es.push_back(estimate(ck, layout, x, basis));
     vs.emplace_back();
     suggs.emplace_back();
     if (!vram.empty()) {
       vs.back() = verdict(es.back(), *std::min_element(vram.begin(), vram.end()));
-      if (!vs.back()->fits) suggs.back() = suggest_fits(ck, layout, x, vs.back()->vram, o.margin);
+      if (!vs.back()->fits) suggs.back() = suggest_fits(ck, layout, x, vs.back()->vram, o.margin, 5, &basis);
     }
   }
   warn(es.front());

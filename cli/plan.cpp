@@ -177,7 +177,8 @@ int run_plan(const PlanCliOptions& o) {
   if (w.nodes > 1 && format != "deepspeed")  // spans machines: no one-machine device map
     return run_plan_multinode({format, o.output, o.path, r.vram.empty() ? 0 : *std::min_element(r.vram.begin(), r.vram.end()), notes},
                               ck, layout, w);
-  Estimate e = estimate(ck, layout, w);
+  const EstimateBasis basis = estimate_basis(ck, layout);
+  Estimate e = estimate(ck, layout, w, basis);
 
   std::optional<uint64_t> minv;
   if (o.min_vram) {
@@ -209,7 +210,7 @@ int run_plan(const PlanCliOptions& o) {
     Workload planned = w;
     planned.context = e.workload.context;
     auto replan = [&](const Workload& w2, const PlanRequest& r2) {
-      Estimate e2 = estimate(ck, layout, w2);
+      Estimate e2 = estimate(ck, layout, w2, basis);
       AccelerateMap m;
       return r2.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e2, r2, &m) : make_plan(e2, r2);
     };

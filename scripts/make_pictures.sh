@@ -43,8 +43,8 @@ with open(path, "wb") as f:
 os.truncate(path, 8 + len(body) + off)
 PY
 
-"$BIN" estimate "$model" --context 8192 --runtime all --vram 24G --svg "$OUTDIR/estimate-llama3-8b.svg" >/dev/null
-"$BIN" plan "$model" --context 8192 --vram 12G --cpu-ram 16G --svg "$OUTDIR/plan-llama3-8b.svg" >/dev/null
+"$BIN" estimate "$model" --context 8192 --runtime all --vram 24G --threads 1 --svg "$OUTDIR/estimate-llama3-8b.svg" >/dev/null
+"$BIN" plan "$model" --context 8192 --vram 12G --cpu-ram 16G --threads 1 --svg "$OUTDIR/plan-llama3-8b.svg" >/dev/null
 printf 'Once upon a time\nThe cat\n' |
   "$BIN" run testdata/run/llama-spm --raw --max-tokens 32 -q --trace "$tmp/run.json" >/dev/null
 "$BIN" trace "$tmp/run.json" --svg "$OUTDIR/run-trace.svg"

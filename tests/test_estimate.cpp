@@ -342,7 +342,9 @@ TEST_CASE("estimate: bitsandbytes / GPTQ / AWQ tensor bytes by hand", "[estimate
   const uint64_t n = 4096ULL * 4096;
   QuantContext qc;
   qc.num_layers = 32;
-  const auto role = tensor_role(t, true);
+  Module layer{"model.layers.0", ModuleKind::Layer, 0, {0}};
+  layer.roles = {Role::Q};
+  const auto role = quant_role(layer, 0, t);
   REQUIRE(role == TensorRole::Linear);
   // LLM.int8: int8 weights + one fp32 scale per output row.
   CHECK(quantized_tensor(parse_quant("int8"), t, role, 0, qc, t.nbytes).bytes == n + 4096 * 4);
@@ -357,10 +359,24 @@ TEST_CASE("estimate: bitsandbytes / GPTQ / AWQ tensor bytes by hand", "[estimate
   // Embeddings, norms and lm_head stay as they are under bitsandbytes and GPTQ.
   TensorInfo emb = t;
   emb.name = "model.embed_tokens.weight";
-  CHECK(quantized_tensor(parse_quant("nf4"), emb, tensor_role(emb, false), -1, qc, 123).bytes == 123);
+  const Module emb_module{"model.embed_tokens", ModuleKind::Embedding, -1, {1}};
+  CHECK(quant_role(emb_module, 0, emb) == TensorRole::Embedding);
+  CHECK(quantized_tensor(parse_quant("nf4"), emb, quant_role(emb_module, 0, emb), -1, qc, 123).bytes == 123);
   TensorInfo head = t;
   head.name = "lm_head.weight";
-  CHECK(quantized_tensor(parse_quant("gptq"), head, tensor_role(head, false), -1, qc, 77).bytes == 77);
+  const Module head_module{"lm_head", ModuleKind::Head, -1, {2}};
+  CHECK(quantized_tensor(parse_quant("gptq"), head, quant_role(head_module, 0, head), -1, qc, 77).bytes == 77);
+  // The role comes from the module the record made and the table's role, not the name:
+  // GPT-2's position table is no token embedding, a norm is a vector, and a layer tensor of
+  // a family without a table (no roles) is a Linear.
+  const Module wpe{"transformer.wpe", ModuleKind::Embedding, -1, {3}};
+  CHECK(quant_role(wpe, 0, emb) == TensorRole::Other);
+  CHECK(quant_role(head_module, 0, emb) == TensorRole::Head);
+  TensorInfo norm = t;
+  norm.shape = {4096};
+  CHECK(quant_role(layer, 0, norm) == TensorRole::Vector);
+  const Module untabled{"model.layers.0", ModuleKind::Layer, 0, {0}};
+  CHECK(quant_role(untabled, 0, t) == TensorRole::Linear);
   CHECK_THROWS_AS(parse_quant("q9_9"), Error);
   CHECK_THROWS_AS(parse_quant("awq", 3), Error);
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <stdexcept>
+#include <unordered_map>
 #include <thread>
 
 #include <fmt/format.h>
@@ -227,6 +229,13 @@ uint64_t kv_cache_bytes_per_token(const ModelSpec& s, DType kv) {
 
 namespace {
 
+// Tensor k of layer m is a routed expert: by the tensor table's role, by name where the
+// family has no table entry for it.
+bool is_routed(const Module& m, size_t k, std::string_view name) {
+  const Role r = k < m.roles.size() ? m.roles[k] : Role::None;
+  return is_expert_role(r) || (r == Role::None && is_routed_expert(name));
+}
+
 // Device-map keys for every tensor of layer `m` outside `experts`: the shortest prefix of each
 // tensor's name below the layer that is not an ancestor of the experts module.
 std::vector<std::string> sibling_modules(const Checkpoint& ck, const Module& m, const std::string& experts) {
@@ -250,7 +259,49 @@ std::vector<std::string> sibling_modules(const Checkpoint& ck, const Module& m, 
 
 }  // namespace
 
+EstimateBasis estimate_basis(const Checkpoint& ck, const ModelLayout& layout) {
+  EstimateBasis b;
+  b.tied_embeddings = std::none_of(layout.modules.begin(), layout.modules.end(),
+                                   [](const Module& m) { return m.kind == ModuleKind::Head && !m.tensors.empty(); });
+  std::vector<std::string_view> aliased;  // tensors that alias another ("a" of "a=b")
+  for (const auto& p : layout.tied) aliased.push_back(std::string_view(p).substr(0, p.find('=')));
+  // Logical parameters per tensor: the layout's (the config's bits), else counted here.
+  std::vector<uint64_t> counted;
+  if (layout.logical.size() != ck.tensors.size()) counted = logical_parameters(ck, 4);
+  const std::vector<uint64_t>& logical = counted.empty() ? layout.logical : counted;
+  std::unordered_map<std::string_view, uint64_t> leaf;  // leaf module prefix → parameters
+  b.modules.resize(layout.modules.size());
+  for (size_t mi = 0; mi < layout.modules.size(); ++mi) {
+    const Module& m = layout.modules[mi];
+    EstimateBasis::Part& part = b.modules[mi];
+    if (m.component == "mtp") continue;  // charged by no runtime (estimate says so)
+    leaf.clear();
+    for (size_t k = 0; k < m.tensors.size(); ++k) {
+      const size_t ti = m.tensors[k];
+      if (ti >= ck.tensors.size()) continue;
+      const TensorInfo& t = ck.tensors[ti];
+      if (std::find(aliased.begin(), aliased.end(), t.name) != aliased.end()) continue;
+      const bool routed = m.kind == ModuleKind::Layer && is_routed(m, k, t.name);
+      part.tensors.push_back({ti, logical[ti], quant_role(m, k, t), routed});
+      part.parameters += logical[ti];
+      uint64_t& in_leaf = leaf[std::string_view(t.name).substr(0, t.name.rfind('.'))];
+      in_leaf += logical[ti];
+      part.largest_leaf = std::max(part.largest_leaf, in_leaf);
+      if (auto at = t.name.find(".experts."); routed && at != std::string::npos && part.expert_module.empty())
+        part.expert_module = t.name.substr(0, at + 8);
+    }
+    if (!part.expert_module.empty()) part.sibling_modules = sibling_modules(ck, m, part.expert_module);
+    part.stream_bytes = stream_slot_bytes(ck, m);
+    part.stream_piece_bytes = stream_piece_bytes(ck, m);
+  }
+  return b;
+}
+
 Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workload& win) {
+  return estimate(ck, layout, win, estimate_basis(ck, layout));
+}
+
+Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workload& win, const EstimateBasis& basis) {
   if (!layout.spec) return estimate_weights_only(ck, layout, win);  // any module tree: weights + overheads
   if (const ArchRecord* r = find_record(layout.spec->architecture); r && r->diffusion) {
     // A diffusion transformer: weights and the runtime's fixed costs, the rest named as guessed.
@@ -311,15 +362,11 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   qc.gqa = s.num_kv_heads > 0 ? s.num_heads / s.num_kv_heads : 1;
   qc.num_experts = s.num_experts;
   qc.is_70b = s.num_layers == 80 && (s.architecture == "llama" || s.architecture == "mistral");
-  qc.tied_embeddings = std::none_of(ck.tensors.begin(), ck.tensors.end(),
-                                    [](const TensorInfo& t) { return tensor_role(t, false) == TensorRole::Head; });
-
-  std::vector<std::string> aliased;  // tensors that alias another ("a" of "a=b")
-  for (const auto& p : layout.tied) aliased.push_back(p.substr(0, p.find('=')));
+  qc.tied_embeddings = basis.tied_embeddings;
 
   std::vector<TrainTensor> trainable;
   const uint64_t e_w = elem_bytes(e.weight_dtype);
-  const std::vector<uint64_t> logical = logical_parameters(ck, 4);
+  if (basis.modules.size() != mods.size()) throw std::logic_error("estimate(): basis built for another layout");
   for (size_t mi = 0; mi < mods.size(); ++mi) {
     const Module& m = mods[mi];
     if (m.component == "mtp") {  // multi-token-prediction layers: loaded by no runtime by default
@@ -327,41 +374,35 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
                                     "unless speculative decoding asks)", m.name, format_count(m.parameters)));
       continue;
     }
+    const EstimateBasis::Part& part = basis.modules[mi];
     ModuleCost mc{m.name, m.kind, m.layer, 0, 0, 0, 0, 0};
-    std::map<std::string, uint64_t> leaf;  // leaf module prefix → parameters (DeepSpeed's "layer")
-    for (size_t ti : m.tensors) {
-      if (ti >= ck.tensors.size()) continue;
-      const TensorInfo& t = ck.tensors[ti];
-      if (std::find(aliased.begin(), aliased.end(), t.name) != aliased.end()) continue;
-      const uint64_t numel = logical[ti];
-      mc.parameters += numel;
-      leaf[t.name.substr(0, t.name.rfind('.'))] += numel;
+    mc.parameters = part.parameters;
+    e.largest_layer_parameters = std::max(e.largest_layer_parameters, part.largest_leaf);
+    for (const EstimateBasis::Tensor& bt : part.tensors) {
+      const TensorInfo& t = ck.tensors[bt.index];
+      const uint64_t numel = bt.logical;
       const bool convert = w.dtype.has_value() && is_weight_like(t.dtype);
       const uint64_t kept = convert ? mul({numel, e_w}) : t.nbytes;
-      const TensorRole role = tensor_role(t, m.kind == ModuleKind::Layer);
-      const uint64_t tb = quantized_tensor(w.quant, t, role, m.layer, qc, kept).bytes;
+      const uint64_t tb = quantized_tensor(w.quant, t, bt.role, m.layer, qc, kept).bytes;
       mc.weight_bytes = add(mc.weight_bytes, tb);
-      if (m.kind == ModuleKind::Layer && is_routed_expert(t.name)) {
-        mc.expert_bytes = add(mc.expert_bytes, tb);
-        if (auto at = t.name.find(".experts."); at != std::string::npos && mc.expert_module.empty())
-          mc.expert_module = t.name.substr(0, at + 8);
-      }
+      if (bt.routed) mc.expert_bytes = add(mc.expert_bytes, tb);
+      if (w.mode == Mode::Infer) continue;
       const uint64_t in = t.shape.empty() ? 1 : static_cast<uint64_t>(std::max<int64_t>(t.shape.back(), 1));
       const bool weight = is_weight_like(t.dtype) || (numel > 0 && numel != t.numel());  // packed stores are weights
       if (w.mode == Mode::Train && weight) {
         trainable.push_back({mi, numel / in, in, numel, false});
-      } else if (lora && role == TensorRole::Linear && is_lora_target(t, w.lora_targets)) {
+      } else if (lora && bt.role == TensorRole::Linear && is_lora_target(t, w.lora_targets)) {
         const uint64_t out = numel / in, r = static_cast<uint64_t>(w.lora_rank);
         trainable.push_back({mi, r, in, r * in, true});   // lora_A: (r, in)
         trainable.push_back({mi, out, r, out * r, true});  // lora_B: (out, r)
       }
     }
-    for (auto [_, p] : leaf) e.largest_layer_parameters = std::max(e.largest_layer_parameters, p);
-    if (!mc.expert_module.empty()) mc.sibling_modules = sibling_modules(ck, m, mc.expert_module);
+    mc.expert_module = part.expert_module;
+    mc.sibling_modules = part.sibling_modules;
     if (m.kind == ModuleKind::Layer && m.layer >= 0 && m.component.empty() && !training)  // training keeps no KV cache
       mc.kv_bytes = kv_layer_bytes(s, m.layer, w.context, w.batch, e.kv_dtype);
-    mc.stream_bytes = stream_slot_bytes(ck, m);
-    mc.stream_piece_bytes = stream_piece_bytes(ck, m);
+    mc.stream_bytes = part.stream_bytes;
+    mc.stream_piece_bytes = part.stream_piece_bytes;
     e.parameters += mc.parameters;
     e.modules.push_back(std::move(mc));
   }

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "format/checkpoint.hpp"
+#include "memory/quant.hpp"
 #include "memory/workload.hpp"
 #include "model/model.hpp"
 
@@ -104,6 +105,34 @@ struct Estimate {
 // Runtime, attention kernel and KV dtype of the workload: nunchaku for inference unless
 // named; training: deepspeed with --zero, else transformers.
 Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workload& w);
+
+// What estimate() reads from the checkpoint alone, whatever the workload: per module (parallel
+// to ModelLayout::modules) its charged tensors with their logical parameters and quantizer
+// role, which are routed experts, the largest leaf module, the device-map siblings of its
+// experts, and the streaming slot and piece bytes. Built once by callers that estimate one
+// checkpoint many times (plan's fixes, the fit searches), so each estimate costs the tensor
+// count, not the names' parsing.
+struct EstimateBasis {
+  struct Tensor {
+    size_t index = 0;       // into Checkpoint::tensors
+    uint64_t logical = 0;   // parameters (quantized stores by the values they hold)
+    TensorRole role = TensorRole::Other;
+    bool routed = false;    // a routed expert's weight in a decoder layer
+  };
+  struct Part {
+    std::vector<Tensor> tensors;  // tied aliases left out
+    uint64_t parameters = 0;
+    uint64_t largest_leaf = 0;    // parameters of the largest leaf module (DeepSpeed's "layer")
+    std::string expert_module;    // "model.layers.3.mlp.experts." when it holds routed experts
+    std::vector<std::string> sibling_modules;
+    uint64_t stream_bytes = 0, stream_piece_bytes = 0;
+  };
+  std::vector<Part> modules;
+  bool tied_embeddings = false;  // no head module: the embedding is the output projection
+};
+EstimateBasis estimate_basis(const Checkpoint& ck, const ModelLayout& layout);
+// estimate() with the basis of (ck, layout) already built.
+Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workload& w, const EstimateBasis& basis);
 // The runtimes that model this mode (inference: nunchaku, transformers, vllm, llama.cpp;
 // training: transformers, deepspeed), for --runtime all.
 std::vector<Runtime> runtimes_for(Mode m);
@@ -164,8 +193,10 @@ struct Suggestion {
   uint64_t per_gpu_total = 0;
   uint64_t headroom = 0;
 };
+// `basis`: estimate_basis(ck, layout) when the caller has it (else built here).
 std::vector<Suggestion> suggest_fits(const Checkpoint& ck, const ModelLayout& layout, const Workload& w,
-                                     uint64_t vram, double margin = 0.05, size_t max_suggestions = 5);
+                                     uint64_t vram, double margin = 0.05, size_t max_suggestions = 5,
+                                     const EstimateBasis* basis = nullptr);
 
 nlohmann::json to_json(const Estimate& e);
 nlohmann::json to_json(const Verdict& v);

@@ -81,6 +81,7 @@ struct Option {
 struct Searcher {
   const Checkpoint& ck;
   const ModelLayout& layout;
+  const EstimateBasis& basis;
   uint64_t vram;
   double margin;
   size_t evaluated = 0;
@@ -90,7 +91,7 @@ struct Searcher {
     ++evaluated;
     Estimate e;
     try {
-      e = estimate(ck, layout, w);
+      e = estimate(ck, layout, w, basis);
     } catch (const Error&) {
       return std::nullopt;  // an invalid combination (e.g. offload without ZeRO)
     }
@@ -227,11 +228,13 @@ std::vector<Option> levers(const Workload& w, Runtime rt) {
 }  // namespace
 
 std::vector<Suggestion> suggest_fits(const Checkpoint& ck, const ModelLayout& layout, const Workload& w0, uint64_t vram,
-                                     double margin, size_t max_suggestions) {
+                                     double margin, size_t max_suggestions, const EstimateBasis* given) {
   std::vector<Suggestion> out;
-  const Estimate base = estimate(ck, layout, w0);
+  const EstimateBasis own = given ? EstimateBasis{} : estimate_basis(ck, layout);
+  const EstimateBasis& basis = given ? *given : own;
+  const Estimate base = estimate(ck, layout, w0, basis);
   const Workload& w = base.workload;
-  Searcher S{ck, layout, vram, margin};
+  Searcher S{ck, layout, basis, vram, margin};
   if (S.fit(w)) return out;
   const std::vector<Option> opts = levers(w, base.runtime);
   int n_levers = 0;
@@ -294,7 +297,7 @@ std::vector<Suggestion> suggest_fits(const Checkpoint& ck, const ModelLayout& la
     auto total = S.fit(x);
     if (!total) continue;
     kept.push_back({fixed, x});
-    const uint64_t budget = verdict(estimate(ck, layout, x), vram).budget;
+    const uint64_t budget = verdict(estimate(ck, layout, x, basis), vram).budget;
     out.push_back({fmt::format("{}", fmt::join(what, " + ")), fmt::format("{}", fmt::join(flags, " ")), c.cost, *total, budget - *total});
   }
   return out;

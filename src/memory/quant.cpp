@@ -161,15 +161,20 @@ QuantSpec parse_quant(std::string_view text, int bits, int group_size, bool doub
   return q;
 }
 
-TensorRole tensor_role(const TensorInfo& t, bool in_layer) {
-  const std::string& n = t.name;
+TensorRole quant_role(const Module& m, size_t k, const TensorInfo& t) {
   if (t.shape.size() <= 1) return TensorRole::Vector;
-  if (contains(n, "lm_head") || n == "output.weight" || n == "embed_out.weight") return TensorRole::Head;
-  if (contains(n, "embed_tokens") || contains(n, "token_embd") || contains(n, ".wte.") || n.rfind("wte.", 0) == 0 ||
-      contains(n, "word_embeddings") || n == "tok_embeddings.weight")
-    return TensorRole::Embedding;
-  if (in_layer) return contains(n, "norm") ? TensorRole::Vector : TensorRole::Linear;
-  return TensorRole::Other;
+  const Role r = k < m.roles.size() ? m.roles[k] : Role::None;
+  switch (m.kind) {
+    case ModuleKind::Head: return TensorRole::Head;
+    case ModuleKind::Embedding:
+      return r == Role::Embed || is_token_embedding(m.name) ? TensorRole::Embedding : TensorRole::Other;
+    case ModuleKind::Layer:
+      return r == Role::AttnNorm || r == Role::FfnNorm || r == Role::QNorm || r == Role::KNorm ||
+                     r == Role::PostAttnNorm || r == Role::PostFfnNorm
+                 ? TensorRole::Vector
+                 : TensorRole::Linear;
+    default: return TensorRole::Other;
+  }
 }
 
 QuantizedTensor quantized_tensor(const QuantSpec& q, const TensorInfo& t, TensorRole role, int64_t layer,

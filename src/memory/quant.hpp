@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "format/checkpoint.hpp"
+#include "model/model.hpp"
 #include "memory/workload.hpp"
 
 namespace nunchaku {
@@ -23,9 +24,11 @@ enum class TensorRole {
   Other,      // anything else (position embeddings, buffers)
 };
 
-// Classifies by name and rank (HF and GGUF spellings); `in_layer` = the tensor
-// belongs to a decoder-layer module.
-TensorRole tensor_role(const TensorInfo& t, bool in_layer);
+// What tensor k of module m (t = its TensorInfo) is to a quantizer, from the module the
+// architecture record put it in and the role the tensor table gave it (no name matching):
+// rank <= 1 and a layer's norms are Vector, a layer's other tensors Linear, the head module
+// Head, the token-embedding module Embedding, anything else Other.
+TensorRole quant_role(const Module& m, size_t k, const TensorInfo& t);
 
 // "--quant" text → spec: int8, nf4, fp4, gptq, awq or a llama.cpp ftype name
 // (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k).

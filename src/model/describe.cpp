@@ -360,12 +360,6 @@ void check_against_table(const Checkpoint& ck, const Grouping& g, const ModelSpe
   }
 }
 
-bool is_token_embedding(std::string_view module) {
-  size_t dot = module.rfind('.');
-  std::string_view last = dot == std::string_view::npos ? module : module.substr(dot + 1);
-  return last != "wpe" && last != "position_embd";
-}
-
 // ---- the one model validation ---------------------------------------------------------
 // Every subcommand builds its model through describe_model, so this is where a spec
 // that cannot describe the checkpoint is refused (exit 2 naming the file and the field
@@ -542,6 +536,12 @@ void count_parameters(const Checkpoint& ck, const std::vector<uint64_t>& logical
 
 }  // namespace
 
+bool is_token_embedding(std::string_view module) {
+  size_t dot = module.rfind('.');
+  std::string_view last = dot == std::string_view::npos ? module : module.substr(dot + 1);
+  return last != "wpe" && last != "position_embd";
+}
+
 ModelLayout describe_model(const Checkpoint& ck) {
   ModelLayout out;
   const bool gguf_arch = ck.metadata.is_object() && ck.metadata.contains("general.architecture");
@@ -569,7 +569,8 @@ ModelLayout describe_model(const Checkpoint& ck) {
 
   const Parts parts = parts_for(out.spec);
   Grouping g = out.spec ? choose_grouping(ck, out.spec->architecture, parts) : group_fallback(ck, parts);
-  const std::vector<uint64_t> logical = logical_parameters(ck, quant_bits(config));
+  out.logical = logical_parameters(ck, quant_bits(config));
+  const std::vector<uint64_t>& logical = out.logical;
 
   // Modules in the order a loader walks them: embeddings, layers (per stack, by index),
   // final norm, head, then anything else in file order.

@@ -142,7 +142,13 @@ struct ModelLayout {
   uint64_t num_parameters = 0;         // logical parameters of the modules a runtime loads (no MTP)
   uint64_t num_active_parameters = 0;  // per token: routed experts counted top_k / experts
   uint64_t num_stored_elements = 0;    // Σ numel as stored (packed bytes, scales included)
+  // Per checkpoint tensor (parallel to Checkpoint::tensors): its logical parameters, quantized
+  // stores counted by the values they hold (logical_parameters with the config's bits).
+  std::vector<uint64_t> logical;
 };
+
+// A module of kind Embedding that is the token table (not GPT-2's wpe / position_embd).
+bool is_token_embedding(std::string_view module);
 
 // config.json (HF) → ModelSpec. Throws Error("config.*") on malformed JSON.
 ModelSpec spec_from_hf_config(const nlohmann::json& config);
