@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <sys/stat.h>
@@ -331,4 +332,39 @@ TEST_CASE("shards: pytorch_model.bin.index.json over real torch.save files", "[s
       if (!t.storage.empty()) CHECK(m.storage == std::to_string(i) + "/" + t.storage);
     }
   CHECK(k == ck.tensors.size());
+}
+
+TEST_CASE("shards: 24 shards read on several threads merge in shard order, errors as one thread meets them", "[shards]") {
+  // From 8 shards on, headers are parsed on up to 8 threads; the result must not depend on it.
+  TempDir tmp;
+  json wm = json::object();
+  auto name_of = [](int i) { return fmt::format("model-{:05d}-of-00024.safetensors", i + 1); };
+  for (int i = 0; i < 24; ++i) {
+    std::vector<T> ts = {{fmt::format("model.layers.{}.w", i), "F32", {2, 2}, 16}, {fmt::format("model.layers.{}.b", i), "F32", {2}, 8}};
+    write_st(tmp.file(name_of(i)), ts);
+    for (const auto& t : ts) wm[t.name] = name_of(i);
+  }
+  const std::string index = tmp.file("model.safetensors.index.json");
+  nunchaku::test::write_file(index, json{{"weight_map", wm}}.dump());
+  Checkpoint ck = read_index(index);
+  REQUIRE(ck.tensors.size() == 48);
+  REQUIRE(ck.files.size() == 24);
+  for (size_t k = 0; k < ck.tensors.size(); ++k) {
+    INFO(ck.tensors[k].name);
+    CHECK(ck.tensors[k].file == k / 2);  // shard order, each tensor in its own file
+    CHECK(ck.files[ck.tensors[k].file].path == tmp.file(name_of(int(k / 2))));
+  }
+  // Shard 20 corrupt and shard 6 holding shard 3's tensor: the duplicate comes first in order.
+  nunchaku::test::write_file(tmp.file(name_of(19)), std::string("not a tensor file at all"));
+  write_st(tmp.file(name_of(5)), {{"model.layers.5.w", "F32", {2, 2}, 16}, {"model.layers.5.b", "F32", {2}, 8},
+                                  {"model.layers.2.w", "F32", {2, 2}, 16}});
+  Error e = error_of_index(index);
+  CHECK(e.code() == "shards.duplicate_tensor");
+  CHECK(e.context().file == tmp.file(name_of(5)));
+  CHECK(e.context().tensor == "model.layers.2.w");
+  // With shard 6 mended, the corrupt shard 20 is the error, named.
+  write_st(tmp.file(name_of(5)), {{"model.layers.5.w", "F32", {2, 2}, 16}, {"model.layers.5.b", "F32", {2}, 8}});
+  Error e2 = error_of_index(index);
+  CHECK(e2.code() == "shards.unknown_format");
+  CHECK(e2.context().file == tmp.file(name_of(19)));
 }

@@ -5,8 +5,13 @@
 // one-file Checkpoints are merged: files in shard order, tensor file indices
 // remapped, metadata merged.
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <filesystem>
 #include <map>
+#include <string_view>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 
 #include "core/error.hpp"
@@ -44,22 +49,69 @@ Checkpoint read_shard(const Source& src) {
               {.file = path, .offset = 0});
 }
 
-// Reads every file and fails on a tensor name found in two of them.
-Checkpoint read_and_merge(const std::vector<std::string>& files, const SourceOpener& open) {
+// Reads the shards, up to 8 at a time on their own threads (each header is parsed apart;
+// the merge below is in shard order, so results and errors are what one thread gives).
+struct ShardReads {
+  std::vector<Checkpoint> parts;
+  std::vector<std::exception_ptr> errors;  // per shard: why it could not be read
+};
+ShardReads read_shards(const std::vector<std::string>& files, const SourceOpener& open, bool threads) {
+  ShardReads r{std::vector<Checkpoint>(files.size()), std::vector<std::exception_ptr>(files.size())};
+  auto& parts = r.parts;
+  auto& errors = r.errors;
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < files.size(); i = next++) {
+      try {
+        const auto src = open(files[i]);
+        if (!src) throw Error("shards.missing", "shard file does not exist", {.file = files[i]});
+        parts[i] = read_shard(*src);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  const size_t want = threads && files.size() >= 8 ? std::min<size_t>({8, files.size() / 4, std::max(1u, std::thread::hardware_concurrency())}) : 1;
+  for (size_t k = 1; k < want; ++k) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {  // threads refused (ulimit -u): this one reads the rest
+      break;
+    }
+  }
+  work();
+  for (auto& t : pool) t.join();
+  return r;
+}
+
+// Reads every file and fails on a tensor name found in two of them. `owner` (when given)
+// receives tensor name -> file index. `threads`: the opener may be called from several
+// threads at once (local files; the Hub's opener is not).
+Checkpoint read_and_merge(const std::vector<std::string>& files, const SourceOpener& open, bool threads,
+                          std::unordered_map<std::string_view, uint32_t>* owner_out = nullptr) {
+  ShardReads reads = read_shards(files, open, threads);
+  size_t total = 0;
+  for (const auto& p : reads.parts) total += p.tensors.size();
   Checkpoint ck;
-  std::unordered_map<std::string, uint32_t> owner;  // tensor name -> file index
+  ck.tensors.reserve(total);  // never reallocated below: the name views stay valid
+  std::unordered_map<std::string_view, uint32_t> own;
+  std::unordered_map<std::string_view, uint32_t>& owner = owner_out ? *owner_out : own;
+  owner.reserve(total);
+  // In shard order, as one thread reading them in turn would fail: the first shard that
+  // cannot be read, or the first name that an earlier shard already holds.
   for (size_t i = 0; i < files.size(); ++i) {
-    const auto src = open(files[i]);
-    if (!src) throw Error("shards.missing", "shard file does not exist", {.file = files[i]});
-    Checkpoint part = read_shard(*src);
-    for (const auto& t : part.tensors) {
+    if (reads.errors[i]) std::rethrow_exception(reads.errors[i]);
+    const size_t from = ck.tensors.size();
+    append_shard(ck, std::move(reads.parts[i]), i == 0);
+    for (size_t k = from; k < ck.tensors.size(); ++k) {
+      const TensorInfo& t = ck.tensors[k];
       auto [it, fresh] = owner.emplace(t.name, static_cast<uint32_t>(i));
       if (!fresh)
         throw Error("shards.duplicate_tensor", "tensor is also in " + files[it->second],
                     {.file = files[i], .tensor = t.name, .offset = t.offset,
                      .hint = "two shards hold the same tensor; remove the stale file"});
     }
-    append_shard(ck, std::move(part), i == 0);
   }
   return ck;
 }
@@ -180,21 +232,22 @@ std::vector<std::string> local_shards(const std::map<std::string, std::string>& 
 // The checkpoint the index describes: its shards merged, every weight_map entry checked
 // against the shard that holds it, unlisted tensors and an off total_size warned about.
 Checkpoint index_checkpoint(const json& doc, const std::string& index_path, const std::map<std::string, std::string>& shard_paths,
-                            const std::vector<std::string>& files, const SourceOpener& open) {
+                            const std::vector<std::string>& files, const SourceOpener& open, bool threads) {
   const json& wm = doc["weight_map"];
-  Checkpoint ck = read_and_merge(files, open);
+  std::unordered_map<std::string_view, uint32_t> where;  // tensor -> file index
+  Checkpoint ck = read_and_merge(files, open, threads, &where);
   ck.path = index_path;
 
-  std::unordered_map<std::string, uint32_t> where;  // tensor -> file index
-  where.reserve(ck.tensors.size());
-  for (size_t i = 0; i < ck.tensors.size(); ++i) where.emplace(ck.tensors[i].name, ck.tensors[i].file);
   std::unordered_map<std::string, uint32_t> file_of;  // shard path -> file index
   for (uint32_t i = 0; i < files.size(); ++i) file_of.emplace(files[i], i);
+  std::unordered_map<std::string, uint32_t> shard_file;  // shard name in the index -> file index
+  for (const auto& [shard, path] : shard_paths) shard_file.emplace(shard, file_of.at(path));
 
   for (const auto& [name, shard] : wm.items()) {
-    const std::string& path = shard_paths.at(shard.get_ref<const std::string&>());
+    const uint32_t file = shard_file.at(shard.get_ref<const std::string&>());
+    const std::string& path = files[file];
     auto it = where.find(name);
-    if (it == where.end() || it->second != file_of.at(path)) {
+    if (it == where.end() || it->second != file) {
       std::string hint = it == where.end() ? "no shard holds it"
                                            : "it is in " + files[it->second] + "; the index is stale";
       throw Error("index.tensor_not_in_shard", "the index places this tensor in " + path + ", which lacks it",
@@ -203,10 +256,12 @@ Checkpoint index_checkpoint(const json& doc, const std::string& index_path, cons
   }
 
   // Tensors the index does not list: readable, but a sign of a stale index.
+  // Every entry was found above and names are unique, so equal counts mean none is unlisted.
   std::vector<size_t> unlisted(files.size(), 0);
   std::vector<std::string> first_unlisted(files.size());
-  for (const auto& t : ck.tensors)
-    if (!wm.contains(t.name) && unlisted[t.file]++ == 0) first_unlisted[t.file] = t.name;
+  if (wm.size() != ck.tensors.size())
+    for (const auto& t : ck.tensors)
+      if (!wm.contains(t.name) && unlisted[t.file]++ == 0) first_unlisted[t.file] = t.name;
   for (size_t i = 0; i < files.size(); ++i)
     if (unlisted[i])
       ck.warnings.push_back(files[i] + ": " + plural(unlisted[i], "tensor") + " not listed in " + index_path +
@@ -239,7 +294,7 @@ Checkpoint index_checkpoint(const json& doc, const std::string& index_path, cons
 Checkpoint read_index(const std::string& index_path) {
   const json doc = read_index_json(FileSource(index_path));
   const auto shard_paths = index_shards(doc, index_path);
-  return index_checkpoint(doc, index_path, shard_paths, local_shards(shard_paths, index_path), open_local_source);
+  return index_checkpoint(doc, index_path, shard_paths, local_shards(shard_paths, index_path), open_local_source, true);
 }
 
 Checkpoint read_index(const std::string& index_path, const SourceOpener& open) {
@@ -249,12 +304,12 @@ Checkpoint read_index(const std::string& index_path, const SourceOpener& open) {
   const auto shard_paths = index_shards(doc, index_path);
   std::vector<std::string> files;
   for (const auto& [shard, path] : shard_paths) files.push_back(path);
-  return index_checkpoint(doc, index_path, shard_paths, files, open);
+  return index_checkpoint(doc, index_path, shard_paths, files, open, false);
 }
 
 Checkpoint merge_shards(const std::string& display_path, const std::vector<std::string>& files) {
   if (files.empty()) throw Error("shards.none", "no shard files to read", {.file = display_path});
-  Checkpoint ck = read_and_merge(files, open_local_source);
+  Checkpoint ck = read_and_merge(files, open_local_source, true);
   ck.path = display_path;
   return ck;
 }
