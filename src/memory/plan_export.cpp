@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/units.hpp"
 #include "memory/multinode.hpp"
+#include "model/arch/record.hpp"
 
 namespace nunchaku {
 namespace {
@@ -22,16 +23,25 @@ nlohmann::json device_value(const Device& d) {
 }  // namespace
 
 nlohmann::json accelerate_device_map(const DevicePlan& p, const Estimate& e, const ModelLayout& layout) {
+  // Keys are modules as transformers 5 builds them: a multimodal checkpoint saved under the
+  // older names ("language_model.model.layers.3", "vision_tower") maps its in-memory modules
+  // ("model.language_model.layers.3", "model.vision_tower"), by the wrapper record's renames.
+  auto key = [&](const std::string& module) {
+    if (!layout.spec) return module;
+    std::string k = transformers_name(*layout.spec, module + ".");
+    k.pop_back();
+    return k;
+  };
   nlohmann::json j = nlohmann::json::object();
   std::optional<Device> first_layer;
   for (size_t i = 0; i < e.modules.size() && i < p.module_device.size(); ++i) {
-    j[e.modules[i].name] = device_value(p.module_device[i]);
+    j[key(e.modules[i].name)] = device_value(p.module_device[i]);
     if (e.modules[i].kind == ModuleKind::Layer && !first_layer) first_layer = p.module_device[i];
   }
   // A head tied to the embedding is not a tensor of the file, but from_pretrained needs it mapped.
   for (const auto& t : layout.tied) {
     const std::string alias = t.substr(0, t.find('=')), target = t.substr(t.find('=') + 1);
-    const std::string alias_mod = alias.substr(0, alias.rfind('.')), target_mod = target.substr(0, target.rfind('.'));
+    const std::string alias_mod = key(alias.substr(0, alias.rfind('.'))), target_mod = key(target.substr(0, target.rfind('.')));
     if (!j.contains(alias_mod) && j.contains(target_mod)) j[alias_mod] = j[target_mod];
   }
   if (has_hf_rotary_module(layout) && first_layer && !j.contains("model.rotary_emb")) j["model.rotary_emb"] = device_value(*first_layer);
@@ -40,9 +50,9 @@ nlohmann::json accelerate_device_map(const DevicePlan& p, const Estimate& e, con
   for (size_t i = 0; i < e.modules.size() && i < p.expert_device.size(); ++i) {
     const ModuleCost& m = e.modules[i];
     if (m.expert_module.empty() || p.expert_device[i] == p.module_device[i]) continue;
-    j.erase(m.name);
-    for (const auto& k : m.sibling_modules) j[k] = device_value(p.module_device[i]);
-    j[m.expert_module] = device_value(p.expert_device[i]);
+    j.erase(key(m.name));
+    for (const auto& k : m.sibling_modules) j[key(k)] = device_value(p.module_device[i]);
+    j[key(m.expert_module)] = device_value(p.expert_device[i]);
   }
   return j;
 }

@@ -83,6 +83,11 @@ ModelSpec spec_from_hf_config(const json& config) {
   s.max_context = f.integer({"max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length",
                              "seq_length"}).value_or(0);
   s.tie_word_embeddings = f.boolean({"tie_word_embeddings"}).value_or(rec && rec->ties_by_default);
+  // A multimodal wrapper ties (or not) by its own config, whatever text_config says: transformers
+  // 5 ties the ForConditionalGeneration model's lm_head by the top-level value (a tiny Mistral3
+  // with text_config false and top-level true is saved without lm_head.weight).
+  if (wrap && text != &config)
+    if (auto top_tie = top.boolean({"tie_word_embeddings"})) s.tie_word_embeddings = *top_tie;
   s.dtype = f.string({"torch_dtype", "dtype"}).value_or("");
   s.norm_eps = f.number({"rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_epsilon"}).value_or(0);
 
