@@ -104,6 +104,8 @@ void print_table(const Estimate& e, bool explain) {
   if (w.nodes > 1)
     fmt::print("{:<24} {:>12}  ({} GPUs × {}{})\n", "per node (GPUs)", format_bytes(e.per_gpu_total * uint64_t(w.gpus)), w.gpus,
                format_bytes(e.per_gpu_total), e.host_total > 0 ? fmt::format("; host {}", format_bytes(e.host_total)) : "");
+  if (!e.network.empty()) fmt::print("{:<24} {:>12}\n", "per step, across nodes", "bytes");
+  for (const auto& c : e.network) row(c.name, c.bytes, c.formula);
   if (!explain) fmt::print("(--explain shows how each row is computed)\n");
   for (const auto& n : e.notes) fmt::print("note: {}\n", wrap(n, output_width(), 6));
 }
@@ -240,7 +242,8 @@ void add_estimate(CLI::App& app, Action& action) {
       "Examples:\n"
       "  nunchaku estimate model/ --vram 16G --context 8192 --batch 4\n"
       "  nunchaku estimate model/ --runtime all --vram 24G\n"
-      "  nunchaku estimate model/ --mode qlora --vram 24G --json");
+      "  nunchaku estimate model/ --mode qlora --vram 24G --json\n"
+      "  nunchaku estimate model/ --mode train --zero 3 --nodes 2 --gpus 8 --vram 80G --interconnect 400Gb --explain");
   cmd->add_option("PATH", o->path, "Checkpoint file or directory, or a Hub id (org/name[@rev][:QUANT])")->required();
   add_file_option(cmd, o->file);
   add_workload_options(cmd, o->w);

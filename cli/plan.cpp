@@ -330,7 +330,9 @@ void add_plan(CLI::App& app, Action& action) {
       "  nunchaku plan model/ --vram 16G --context 8192 --batch 4\n"
       "  nunchaku plan model/ --vram 24G,24G --format accelerate -o device_map.json\n"
       "  nunchaku plan model/ --vram 8G --format llama.cpp\n"
-      "  nunchaku plan model/ --min-vram --gpus 2");
+      "  nunchaku plan model/ --min-vram --gpus 2\n"
+      "  nunchaku plan model/ --format vllm --nodes 2 --gpus 8 --vram 24G -o launch/\n"
+      "  nunchaku plan model/ --mode train --format deepspeed --nodes 2 --gpus 8 --vram 80G -o ds/");
   cmd->add_option("PATH", o->path, "Checkpoint file or directory, or a Hub id (org/name[@rev][:QUANT])")->required();
   add_file_option(cmd, o->file);
   cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)")->group(kHardware);
@@ -342,7 +344,9 @@ void add_plan(CLI::App& app, Action& action) {
   cmd->add_option("--offload-exec", o->offload_exec, "Where offloaded layers run: cpu | gpu (streamed through cuda:0)")->capture_default_str()->group(kPlanning);
   cmd->add_option("--format", o->format, "table | json | accelerate | llama.cpp | vllm | deepspeed")->capture_default_str()->group(kOutput);
   cmd->add_flag("--json", o->json, "Same as --format json")->group(kOutput);
-  cmd->add_option("-o,--output", o->output, "Write the --format output to FILE (an export's table goes to stdout)")->group(kOutput);
+  cmd->add_option("-o,--output", o->output, "Write the --format output to FILE (an export's table goes to stdout); a DIR (existing, "
+                  "or ending in /) takes the files of deepspeed (ds_config.json, hostfile, deepspeed_launch.sh) and of vllm over --nodes")
+      ->group(kOutput);
   cmd->add_option("--svg", o->svg, "Also draw the plan as an SVG picture (a stacked bar per device: which layers, KV, reserves, budget) to FILE")
       ->group(kOutput);
   cmd->add_flag("--min-vram", o->min_vram, "Also find the smallest memory per GPU that holds everything on the GPUs")->group(kPlanning);

@@ -2,6 +2,7 @@
 #include "cli/workload_options.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 
@@ -77,6 +78,19 @@ std::vector<uint64_t> parse_vram_for_plan(const std::string& s, std::vector<std:
   return {};
 }
 
+uint64_t parse_bandwidth(const std::string& s) {
+  std::string t = s;
+  if (t.size() > 2 && t.compare(t.size() - 2, 2, "/s") == 0) t.resize(t.size() - 2);
+  for (const char* bits : {"bps", "bit", "b"}) {
+    const std::string b = bits;
+    if (t.size() > b.size() && t.compare(t.size() - b.size(), b.size(), b) == 0 && std::isalpha(static_cast<unsigned char>(t[t.size() - b.size() - 1]))) {
+      // "400Gb": the size parser reads "400GB" (10^9 bytes); a bit is an eighth of that.
+      return parse_size_or_throw(t.substr(0, t.size() - b.size()) + "B", "--interconnect") / 8;
+    }
+  }
+  return parse_size_or_throw(t, "--interconnect");
+}
+
 Workload to_workload(const WorkloadOptions& o, size_t n_vram) {
   Workload w;
   w.mode = parse_mode(o.mode);
@@ -96,6 +110,7 @@ Workload to_workload(const WorkloadOptions& o, size_t n_vram) {
   w.lora_targets = split(o.lora_targets, ',');
   w.gpus = o.gpus > 0 ? o.gpus : std::max<int>(1, static_cast<int>(n_vram));
   w.nodes = o.nodes;
+  if (!o.interconnect.empty()) w.interconnect = parse_bandwidth(o.interconnect);
   w.zero = o.zero;
   if (!o.runtime.empty() && o.runtime != "all") w.runtime = parse_runtime(o.runtime);
   if (o.device == "cpu") w.target = Target::Cpu;
@@ -161,6 +176,8 @@ void add_workload_options(CLI::App* cmd, WorkloadOptions& o) {
   cmd->add_option("--gpus", o.gpus, "GPU count, per node with --nodes (default: the number of --vram sizes, else 1)")->group(kHardware);
   cmd->add_option("--nodes", o.nodes, "Machines of --gpus GPUs each (--vram is per GPU): DeepSpeed training partitions over "
                   "nodes x GPUs ranks, host memory is per node")->capture_default_str()->group(kHardware);
+  cmd->add_option("--interconnect", o.interconnect, "Bandwidth of a node's link to the others, e.g. 400Gb (bits/s) or 50GB/s: "
+                  "--explain times the bytes a step sends across nodes")->group(kHardware);
   cmd->add_option("--zero", o.zero, "DeepSpeed ZeRO stage 0..3 (training)")->capture_default_str()->group(kTraining);
   cmd->add_option("--offload", o.offload, "ZeRO-Offload: none | optimizer | params")->capture_default_str()->group(kTraining);
   cmd->add_option("--overhead", o.overheads, "Override a named overhead: cuda_context=300M, cublas_workspace=8M, allocator_slack=0")->group(kHardware);

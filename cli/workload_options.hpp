@@ -14,7 +14,7 @@ namespace nunchaku::cli {
 
 struct WorkloadOptions {
   std::string mode = "infer", dtype, kv_dtype, quant, optimizer = "adamw", offload = "none", lora_targets;
-  std::string runtime, device = "cuda", attention = "default";
+  std::string runtime, device = "cuda", attention = "default", interconnect;
   int64_t batch = 1, context = 0, prefill_chunk = 0, lora_rank = 16, ubatch = 0, steps = 0;
   int quant_bits = 4, group_size = 128, gpus = 0, nodes = 1, zero = 0, threads = 0;
   bool double_quant = false, grad_ckpt = false, flash = false, all_logits = false, swa_full = false, no_repack = false;
@@ -26,6 +26,9 @@ void add_workload_options(CLI::App* cmd, WorkloadOptions& o);
 // Throws Error usage.* (exit 2) on bad values. `n_vram`: the number of --vram sizes (GPU count default).
 // --runtime all is not a Workload: callers loop over runtimes_for(mode) (see is_all_runtimes).
 Workload to_workload(const WorkloadOptions& o, size_t n_vram);
+// --interconnect: "400Gb" / "400Gbps" / "400Gbit" (bits per second, 10^9), or a size per
+// second ("50GB", "50GB/s", "46.6G"), read by the one size parser. Bytes per second.
+uint64_t parse_bandwidth(const std::string& s);
 bool is_all_runtimes(const WorkloadOptions& o);
 // --gpus against --vram: one size and --gpus N means N GPUs of that size; several sizes
 // must number N. Throws Error usage.gpus (exit 2) otherwise.

@@ -297,3 +297,35 @@ TEST_CASE("multinode: plan --format deepspeed -o DIR writes what DeepSpeed's own
     CHECK(ds["launches"][1]["no_ssh"] == true);
   }
 }
+
+TEST_CASE("multinode: --interconnect times the bytes a step sends across nodes", "[multinode][cli]") {
+  test::TempDir dir;
+  test::write_sparse_llama(dir.path.string(), test::testdata("models/llama2-70b-config/config.json"));
+  const std::string m = dir.path.string();
+  // ZeRO-3 on 2 nodes: each node's link carries half of two 16-bit parameter gathers and one
+  // gradient reduce-scatter per step: 3 × P × 2 B / 2 = 3P bytes; 400 Gb/s = 50e9 B/s.
+  const uint64_t P = 68976648192ull;
+  auto ds = test::run_cli({"estimate", m, "--mode", "train", "--zero", "3", "--nodes", "2", "--gpus", "8", "--interconnect", "400Gb", "--json"});
+  REQUIRE(ds.exit_code == 0);
+  const json t = json::parse(ds.out)["topology"];
+  CHECK(t["interconnect_bytes_per_s"] == 50000000000ull);
+  REQUIRE(t["network"].size() == 1);
+  CHECK(t["network"][0]["bytes_per_step"] == 3 * P);
+  CHECK(t["network"][0]["seconds_per_step"].get<double>() == Approx(3.0 * double(P) / 50e9));
+  // vLLM PP 2: a decode step sends hidden_states + residual of one token (2 × 8192 × 2 B) across
+  // the boundary; the tensor-parallel all-reduce stays inside the node.
+  auto v = test::run_cli({"estimate", m, "--runtime", "vllm", "--nodes", "2", "--gpus", "8", "--interconnect", "50GB/s", "--json"});
+  REQUIRE(v.exit_code == 0);
+  const json n = json::parse(v.out)["topology"]["network"];
+  CHECK(n[0]["name"] == "pp_activations_decode");
+  CHECK(n[0]["bytes_per_step"] == 2 * 8192 * 2);
+  CHECK(n[1]["bytes_per_step"] == uint64_t(2) * 8192 * 8192 * 2);
+  CHECK(n[2]["crosses_nodes"] == false);
+  CHECK(n[2]["seconds_per_step"].is_null());
+  const auto explain = test::run_cli({"estimate", m, "--runtime", "vllm", "--nodes", "2", "--gpus", "8", "--interconnect", "400Gbps", "--explain"});
+  CHECK_THAT(explain.out, Catch::Contains("at --interconnect 400 Gb/s (50 GB/s): 5.37 ms per step"));
+  CHECK(test::run_cli({"estimate", m, "--runtime", "vllm", "--nodes", "2", "--interconnect", "fast"}).exit_code == 2);
+  // One node: nothing crosses.
+  auto one = test::run_cli({"estimate", m, "--mode", "train", "--zero", "3", "--gpus", "8", "--json"});
+  CHECK(json::parse(one.out)["topology"]["network"].empty());
+}

@@ -449,6 +449,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   if (training) adjust_training_peak(e);
   for (const auto& c : e.gpu) e.per_gpu_total = add(e.per_gpu_total, c.bytes);
   for (const auto& c : e.host) e.host_total = add(e.host_total, c.bytes);
+  add_cross_node_traffic(e);
   if (e.context_defaulted)
     e.notes.push_back(fmt::format("context defaulted to {} tokens = min(model max {}, {})", w.context, s.max_context, kDefaultContext));
   if (s.max_context > 0 && w.context > s.max_context)

@@ -92,6 +92,9 @@ struct Estimate {
   std::string heap_retained_formula;
   std::vector<Component> gpu;    // per GPU, in table order
   std::vector<Component> host;   // CPU RAM (offload, DeepSpeed's host estimate); may be empty
+  // --nodes > 1: bytes per step that cross a node's network link (or stay inside a node, named
+  // so), each with its formula and, with --interconnect, the time at that bandwidth (multinode.hpp).
+  std::vector<Component> network;
   std::vector<ModuleCost> modules;
   uint64_t per_gpu_total = 0;
   uint64_t host_total = 0;

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "core/units.hpp"
 #include "memory/estimate_detail.hpp"
@@ -16,6 +18,20 @@ std::string ranks_text(const Workload& w) {
   return fmt::format("{} × {} ({})", plural(uint64_t(w.nodes), "node"), plural(g, "GPU"), plural(w.ranks(), "rank"));
 }
 
+namespace {
+nlohmann::json network_json(const Estimate& e) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : e.network) {
+    const bool crosses = c.formula.rfind("crosses nodes", 0) == 0;
+    out.push_back({{"name", c.name}, {"bytes_per_step", c.bytes}, {"crosses_nodes", crosses},
+                   {"seconds_per_step", crosses && e.workload.interconnect > 0 ? nlohmann::json(double(c.bytes) / double(e.workload.interconnect))
+                                                                                : nlohmann::json(nullptr)},
+                   {"formula", c.formula}});
+  }
+  return out;
+}
+}  // namespace
+
 nlohmann::json topology_json(const Estimate& e) {
   const Workload& w = e.workload;
   const uint64_t g = static_cast<uint64_t>(std::max(1, w.gpus));
@@ -24,7 +40,9 @@ nlohmann::json topology_json(const Estimate& e) {
           {"num_ranks", w.ranks()},
           {"rank_bytes", e.per_gpu_total},
           {"node_gpu_bytes", estimate_detail::mul({e.per_gpu_total, g})},
-          {"node_host_bytes", e.host_total}};
+          {"node_host_bytes", e.host_total},
+          {"interconnect_bytes_per_s", w.interconnect > 0 ? nlohmann::json(w.interconnect) : nlohmann::json(nullptr)},
+          {"network", network_json(e)}};
 }
 
 std::vector<int64_t> vllm_pp_partition(int64_t layers, int pp) {
@@ -95,6 +113,67 @@ void split_vllm_pipeline(Estimate& e) {
   e.runtime_model.push_back(fmt::format("over {} nodes: tensor parallel {} within a node, pipeline parallel {} across nodes (layers per "
                                         "stage {}, vLLM's get_pp_indices)",
                                         pp, tp, pp, fmt::join(vllm_pp_partition(s.num_layers, pp), "/")));
+}
+
+namespace {
+
+std::string at_bandwidth(const Workload& w, uint64_t bytes) {
+  if (w.interconnect == 0) return "; give --interconnect (e.g. 400Gb) for the time";
+  const double s = double(bytes) / double(w.interconnect);
+  const std::string t = s >= 1 ? fmt::format("{:.2f} s", s) : s >= 1e-3 ? fmt::format("{:.2f} ms", s * 1e3) : fmt::format("{:.1f} µs", s * 1e6);
+  return fmt::format("; at --interconnect {:.4g} Gb/s ({:.4g} GB/s): {} per step", double(w.interconnect) * 8 / 1e9,
+                     double(w.interconnect) / 1e9, t);
+}
+
+void vllm_traffic(Estimate& e) {
+  using estimate_detail::mul;
+  const Workload& w = e.workload;
+  const uint64_t h = e.spec.hidden_size, el = estimate_detail::elem_bytes(e.compute_dtype), tp = std::max(1, w.gpus);
+  const uint64_t decode = uint64_t(w.batch), prefill = uint64_t(kVllmMaxNumBatchedTokens);
+  // IntermediateTensors between stages: hidden_states and residual, t × h each.
+  for (auto [name, t] : {std::pair{"pp_activations_decode", decode}, std::pair{"pp_activations_prefill", prefill}}) {
+    const uint64_t b = mul({2, t, h, el});
+    e.network.push_back({name, b, fmt::format("crosses nodes: each stage boundary sends hidden_states + residual, 2·t·h·{} B with t={} "
+                                              "({}), per step and boundary{}", el, t, t == decode ? "decode: one token per sequence"
+                                              : "prefill: max_num_batched_tokens", at_bandwidth(w, b))});
+  }
+  const std::vector<int64_t> parts = vllm_pp_partition(e.spec.num_layers, std::max(1, w.nodes));
+  const uint64_t layers = uint64_t(*std::max_element(parts.begin(), parts.end()));
+  const uint64_t ar = mul({2, layers, decode, h, el}) / tp * 2 * (tp - 1);
+  e.network.push_back({"tp_allreduce_decode", ar,
+                       fmt::format("inside a node (NVLink/PCIe, not the interconnect): 2 all-reduces per layer × {} layers of t·h·{} B, "
+                                   "ring 2·(TP−1)/TP = {}/{} per GPU, t={}", layers, el, 2 * (tp - 1), tp, decode)});
+}
+
+void deepspeed_traffic(Estimate& e) {
+  using estimate_detail::mul;
+  const Workload& w = e.workload;
+  const uint64_t M = uint64_t(std::max(1, w.nodes)), el = estimate_detail::elem_bytes(e.compute_dtype);
+  const uint64_t T = e.trainable_parameters, P = e.parameters;
+  // What one node's link carries of a collective over every rank: the (M - 1) / M of the
+  // tensor that lives on the other nodes (hierarchical: once per node, not per GPU).
+  const uint64_t grads = mul({T, el}) / M * (M - 1);
+  if (w.zero < 3) {
+    const uint64_t b = mul({2, grads});
+    e.network.push_back({"gradient_allreduce", b, fmt::format("crosses nodes: 16-bit gradients all-reduced (reduce-scatter + all-gather) "
+                                                              "each step: 2 × {} trainable × {} B × (M−1)/M, M={} nodes{}",
+                                                              T, el, M, at_bandwidth(w, b))});
+    return;
+  }
+  const uint64_t params = mul({P, el}) / M * (M - 1);
+  const uint64_t b = estimate_detail::add(mul({2, params}), grads);
+  e.network.push_back({"zero3_gather_reduce", b,
+                       fmt::format("crosses nodes: ZeRO-3 gathers the 16-bit parameters in forward and again in backward and "
+                                   "reduce-scatters the gradients: (2 × {} params + {} trainable) × {} B × (M−1)/M, M={} nodes{}",
+                                   P, T, el, M, at_bandwidth(w, b))});
+}
+
+}  // namespace
+
+void add_cross_node_traffic(Estimate& e) {
+  if (e.workload.nodes <= 1) return;
+  if (e.runtime == Runtime::Vllm) vllm_traffic(e);
+  else if (e.runtime == Runtime::DeepSpeed) deepspeed_traffic(e);
 }
 
 std::string rank_breakdown(const Estimate& e) {

@@ -64,6 +64,7 @@ struct Workload {
   std::vector<std::string> lora_targets;  // module names ("q_proj"); empty = q_proj,v_proj (PEFT's llama default); "all-linear"
   int gpus = 1;               // GPUs per node (DeepSpeed's num_gpus_per_node)
   int nodes = 1;              // machines of `gpus` GPUs each (--nodes; DeepSpeed's num_nodes)
+  uint64_t interconnect = 0;  // bytes per second of a node's link to the others (--interconnect); 0 = not given
   int zero = 0;               // ZeRO stage 0..3 (training modes)
   Offload offload = Offload::None;
   // nullopt: nunchaku for inference, deepspeed for training with --zero, else transformers.
