@@ -21,6 +21,7 @@
 #include "io/atomic_output.hpp"
 #include "memory/memory_pictures.hpp"
 #include "memory/estimate.hpp"
+#include "memory/fsdp.hpp"
 #include "memory/multinode.hpp"
 #include "memory/quant.hpp"
 #include "core/units.hpp"
@@ -82,7 +83,10 @@ void print_table(const Estimate& e, bool explain) {
              dtype_name(e.weight_dtype), w.quant.scheme != QuantScheme::None ? " as " + w.quant.label() : "",
              dtype_name(e.compute_dtype), dtype_name(e.kv_dtype));
   if (!described) wl = fmt::format("{}, weights {}", mode_name(w.mode), dtype_name(e.weight_dtype));
-  if (w.mode != Mode::Infer)
+  if (w.mode != Mode::Infer && e.runtime == Runtime::Fsdp)
+    wl += fmt::format(", {} ({} trainable), {}, CPU offload {}", optimizer_name(w.optimizer), format_count(e.trainable_parameters),
+                      fsdp_layout_text(w), w.offload == Offload::None ? "off" : "on");
+  else if (w.mode != Mode::Infer)
     wl += fmt::format(", {} ({} trainable), ZeRO-{} on {}, offload {}", optimizer_name(w.optimizer),
                       format_count(e.trainable_parameters), w.zero, ranks_text(w), offload_name(w.offload));
   else if (w.ranks() > 1)
@@ -174,9 +178,10 @@ int run(const EstimateOptions& o) {
   if (!o.svg.empty()) check_not_input(o.svg);
   ModelLayout layout = describe_model(ck);
   std::vector<Workload> ws;
-  if (is_all_runtimes(o.w) && layout.spec)
-    for (Runtime r : runtimes_for(w.mode)) ws.push_back(w), ws.back().runtime = r;
-  else if (is_all_runtimes(o.w))  // a module tree without config: PyTorch is the one runtime that loads it
+  if (is_all_runtimes(o.w) && layout.spec) {
+    for (Runtime r : runtimes_for(w.mode))
+      if (r != Runtime::Fsdp || w.target == Target::Cuda) ws.push_back(w), ws.back().runtime = r;  // FSDP: GPUs only
+  } else if (is_all_runtimes(o.w))  // a module tree without config: PyTorch is the one runtime that loads it
     ws.push_back(w), ws.back().runtime = Runtime::Transformers;
   else
     ws.push_back(w);
@@ -243,7 +248,8 @@ void add_estimate(CLI::App& app, Action& action) {
       "  nunchaku estimate model/ --vram 16G --context 8192 --batch 4\n"
       "  nunchaku estimate model/ --runtime all --vram 24G\n"
       "  nunchaku estimate model/ --mode qlora --vram 24G --json\n"
-      "  nunchaku estimate model/ --mode train --zero 3 --nodes 2 --gpus 8 --vram 80G --interconnect 400Gb --explain");
+      "  nunchaku estimate model/ --mode train --zero 3 --nodes 2 --gpus 8 --vram 80G --interconnect 400Gb --explain\n"
+      "  nunchaku estimate model/ --mode train --runtime fsdp --fsdp-strategy hybrid --nodes 2 --gpus 8 --vram 80G");
   cmd->add_option("PATH", o->path, "Checkpoint file or directory, or a Hub id (org/name[@rev][:QUANT])")->required();
   add_file_option(cmd, o->file);
   add_workload_options(cmd, o->w);

@@ -13,6 +13,8 @@
 #include "cli/plan_multinode.hpp"
 #include "cli/export_dir.hpp"
 #include "memory/plan_multinode.hpp"
+#include "memory/fsdp.hpp"
+#include "memory/plan_fsdp.hpp"
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/json_doc.hpp"
@@ -110,9 +112,11 @@ std::string render_table(const DevicePlan& p, const Estimate& e, const std::vect
 
 // Exports that the target tool cannot run are refused before any work, with the reason.
 void refuse_export(const std::string& format, const Workload& w, bool disk) {
-  if (format == "deepspeed" && w.mode == Mode::Infer)
-    throw Error("usage.format", "--format deepspeed writes a DeepSpeed training config (ZeRO stage and offload); it needs --mode "
-                                "train, lora or qlora",
+  if ((format == "deepspeed" || format == "fsdp") && w.mode == Mode::Infer)
+    throw Error("usage.format", format == "fsdp" ? "--format fsdp writes an accelerate config for FSDP training; it needs --mode "
+                                                   "train, lora or qlora"
+                                                 : "--format deepspeed writes a DeepSpeed training config (ZeRO stage and offload); "
+                                                   "it needs --mode train, lora or qlora",
                 {.hint = "for inference: --format accelerate, llama.cpp or vllm"});
   if (format == "vllm" && disk)
     throw Error("usage.format", "--format vllm cannot use --disk: vLLM has no disk tier (what --cpu-offload-gb moves out of the GPU "
@@ -125,9 +129,11 @@ int run_plan(const PlanCliOptions& o) {
   if (o.json && o.format != "table" && o.format != "json")
     throw Error("usage.format", fmt::format("--json and --format {} disagree", o.format), {.hint = "--json is --format json"});
   const std::string format = o.json ? "json" : o.format;
-  static const std::vector<std::string> formats = {"table", "json", "accelerate", "llama.cpp", "vllm", "deepspeed"};
+  static const std::vector<std::string> formats = {"table", "json", "accelerate", "llama.cpp", "vllm", "deepspeed", "fsdp"};
   if (std::find(formats.begin(), formats.end(), format) == formats.end())
-    throw Error("usage.format", fmt::format("--format: unknown format '{}'", format), {.hint = "table, json, accelerate, llama.cpp, vllm, deepspeed"});
+    throw Error("usage.format", fmt::format("--format: unknown format '{}'", format),
+                {.hint = "table, json, accelerate, llama.cpp, vllm, deepspeed, fsdp"});
+  const bool training_export = format == "deepspeed" || format == "fsdp";  // states sharded over ranks, not a device map
   if (!o.compat.empty() && o.compat != "accelerate")
     throw Error("usage.compat", fmt::format("--compat: unknown tool '{}'", o.compat), {.hint = "accelerate"});
   if (o.offload_exec != "cpu" && o.offload_exec != "gpu")
@@ -151,6 +157,7 @@ int run_plan(const PlanCliOptions& o) {
   const std::optional<Runtime> exported = format == "llama.cpp" ? std::optional(Runtime::LlamaCpp)
                                           : format == "vllm"      ? std::optional(Runtime::Vllm)
                                           : format == "deepspeed" ? std::optional(Runtime::DeepSpeed)
+                                          : format == "fsdp"      ? std::optional(Runtime::Fsdp)
                                           : format == "accelerate" && w.mode == Mode::Infer ? std::optional(Runtime::Transformers)
                                                                                             : std::nullopt;
   if (exported) {
@@ -174,7 +181,7 @@ int run_plan(const PlanCliOptions& o) {
   // A llama.cpp / vLLM export runs at most the model's context: plan for what it runs.
   if (exported && (*exported == Runtime::LlamaCpp || *exported == Runtime::Vllm) && layout.spec && w.context > 0)
     w.context = export_context(*layout.spec, w.context, *exported, notes);
-  if (w.nodes > 1 && format != "deepspeed")  // spans machines: no one-machine device map
+  if (w.nodes > 1 && !training_export)  // spans machines: no one-machine device map
     return run_plan_multinode({format, o.output, o.path, r.vram.empty() ? 0 : *std::min_element(r.vram.begin(), r.vram.end()), notes},
                               ck, layout, w);
   const EstimateBasis basis = estimate_basis(ck, layout);
@@ -186,7 +193,7 @@ int run_plan(const PlanCliOptions& o) {
     minv = min_vram(e, gpus, r.offload_exec);
     if (r.vram.empty() && minv) r.vram.assign(static_cast<size_t>(gpus), *minv);
   }
-  if (r.vram.empty() && o.vram.empty() && format != "deepspeed")
+  if (r.vram.empty() && o.vram.empty() && !training_export)
     notes.push_back("no --vram: planning for the CPU alone (give --vram 16G[,24G] or --vram auto)");
 
   AccelerateMap amap;
@@ -206,7 +213,7 @@ int run_plan(const PlanCliOptions& o) {
                                     format_bytes(*m), *m));
 
   std::vector<PlanFix> fixes;
-  if (!p.fits && format != "deepspeed") {
+  if (!p.fits && !training_export) {
     Workload planned = w;
     planned.context = e.workload.context;
     auto replan = [&](const Workload& w2, const PlanRequest& r2) {
@@ -280,6 +287,19 @@ int run_plan(const PlanCliOptions& o) {
       if (w.nodes > 1)
         for (const auto& line : l.lines) p.notes.push_back(line);
     }
+  } else if (format == "fsdp") {
+    if (r.vram.empty()) throw Error("usage.vram", "--format fsdp needs --vram");
+    const FsdpExport x = fsdp_accelerate_config(ck, layout, w, *std::min_element(r.vram.begin(), r.vram.end()), "config.yaml");
+    text = x.yaml;
+    fits = p.fits = x.fits;
+    p.shortfall = "neither FSDP sharding nor its CPU offload fits --vram (see the note)";
+    p.notes.insert(p.notes.end(), x.notes.begin(), x.notes.end());
+    verdict_line = (fits ? fmt::format("fits with FSDP {} shard{}", fsdp_strategy_name(x.strategy),
+                                       x.offload == Offload::None ? "" : " + CPU offload")
+                         : "does NOT fit: " + p.shortfall) + "; " + x.why;
+    files = {{"config.yaml", x.yaml}, {"fsdp_launch.sh", x.launch}};
+    if (w.nodes > 1)
+      for (const auto& line : x.lines) p.notes.push_back(line);
   }
 
   if (!o.svg.empty()) {
@@ -288,8 +308,8 @@ int run_plan(const PlanCliOptions& o) {
   }
   if (is_output_dir(o.output)) {  // -o DIR: the export's files
     if (files.empty())
-      throw Error("usage.output", fmt::format("-o {}: a directory takes the exports of several files (--format deepspeed, or "
-                                              "--format vllm with --nodes); --format {} writes one file", o.output, format),
+      throw Error("usage.output", fmt::format("-o {}: a directory takes the exports of several files (--format deepspeed or fsdp, "
+                                              "or --format vllm with --nodes); --format {} writes one file", o.output, format),
                   {.hint = "give -o FILE"});
     // DeepSpeed partitions states over the ranks: its notes and verdict, not a layer placement.
     for (const auto& n : p.notes) fmt::print("note: {}\n", wrap(n, output_width(), 6));
@@ -332,7 +352,8 @@ void add_plan(CLI::App& app, Action& action) {
       "  nunchaku plan model/ --vram 8G --format llama.cpp\n"
       "  nunchaku plan model/ --min-vram --gpus 2\n"
       "  nunchaku plan model/ --format vllm --nodes 2 --gpus 8 --vram 24G -o launch/\n"
-      "  nunchaku plan model/ --mode train --format deepspeed --nodes 2 --gpus 8 --vram 80G -o ds/");
+      "  nunchaku plan model/ --mode train --format deepspeed --nodes 2 --gpus 8 --vram 80G -o ds/\n"
+      "  nunchaku plan model/ --mode train --format fsdp --nodes 2 --gpus 8 --vram 80G -o fsdp/");
   cmd->add_option("PATH", o->path, "Checkpoint file or directory, or a Hub id (org/name[@rev][:QUANT])")->required();
   add_file_option(cmd, o->file);
   cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)")->group(kHardware);
@@ -342,10 +363,12 @@ void add_plan(CLI::App& app, Action& action) {
       ->capture_default_str()->group(kPlanning);
   cmd->add_option("--compat", o->compat, "accelerate: reproduce accelerate's infer_auto_device_map exactly")->group(kPlanning);
   cmd->add_option("--offload-exec", o->offload_exec, "Where offloaded layers run: cpu | gpu (streamed through cuda:0)")->capture_default_str()->group(kPlanning);
-  cmd->add_option("--format", o->format, "table | json | accelerate | llama.cpp | vllm | deepspeed")->capture_default_str()->group(kOutput);
+  cmd->add_option("--format", o->format, "table | json | accelerate | llama.cpp | vllm | deepspeed | fsdp (accelerate "
+                  "config.yaml for FSDP training)")->capture_default_str()->group(kOutput);
   cmd->add_flag("--json", o->json, "Same as --format json")->group(kOutput);
   cmd->add_option("-o,--output", o->output, "Write the --format output to FILE (an export's table goes to stdout); a DIR (existing, "
-                  "or ending in /) takes the files of deepspeed (ds_config.json, hostfile, deepspeed_launch.sh) and of vllm over --nodes")
+                  "or ending in /) takes the files of deepspeed (ds_config.json, hostfile, deepspeed_launch.sh), fsdp (config.yaml, "
+                  "fsdp_launch.sh) and of vllm over --nodes")
       ->group(kOutput);
   cmd->add_option("--svg", o->svg, "Also draw the plan as an SVG picture (a stacked bar per device: which layers, KV, reserves, budget) to FILE")
       ->group(kOutput);

@@ -68,8 +68,8 @@ std::string launch_text(const VllmCluster& c) {
 
 int run_plan_multinode(const MultinodeRequest& q, const Checkpoint& ck, const ModelLayout& layout, const Workload& w) {
   if (q.format != "vllm")
-    throw Error("usage.nodes", fmt::format("plan --nodes {} plans what spans machines: --format vllm (inference) or deepspeed (training), "
-                                           "not --format {}", w.nodes, q.format),
+    throw Error("usage.nodes", fmt::format("plan --nodes {} plans what spans machines: --format vllm (inference), deepspeed or fsdp "
+                                           "(training), not --format {}", w.nodes, q.format),
                 {.hint = w.mode == Mode::Infer ? "add --format vllm" : "add --format deepspeed"});
   if (q.vram == 0) throw Error("usage.vram", "plan --nodes needs --vram (the memory of one GPU)");
   const Estimate e = estimate(ck, layout, w);

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
 #include "format/dtype.hpp"
+#include "memory/fsdp.hpp"
 #include "memory/quant.hpp"
 #include "core/units.hpp"
 
@@ -103,6 +104,7 @@ Workload to_workload(const WorkloadOptions& o, size_t n_vram) {
   if (w.quant.scheme == QuantScheme::None && o.double_quant) w.quant.double_quant = true;  // qlora's nf4 base
   w.optimizer = parse_optimizer(o.optimizer);
   w.offload = parse_offload(o.offload);
+  w.fsdp = parse_fsdp_strategy(o.fsdp_strategy);
   w.grad_checkpointing = o.grad_ckpt;
   w.flash_attention = o.flash;
   w.all_logits = o.all_logits;
@@ -161,8 +163,8 @@ void add_workload_options(CLI::App* cmd, WorkloadOptions& o) {
   cmd->add_flag("--flash-attention", o.flash, "No materialized attention scores (= --attention flash)")->group(kInference);
   cmd->add_option("--attention", o.attention, "eager | sdpa | flash (default: the runtime's own)")->group(kInference);
   cmd->add_option("--runtime", o.runtime,
-                  "nunchaku | transformers | vllm | llama.cpp | deepspeed | all (default: nunchaku; training: transformers, "
-                  "deepspeed with --zero)")->group(kWorkload);
+                  "nunchaku | transformers | vllm | llama.cpp | deepspeed | fsdp | all (default: nunchaku; training: "
+                  "transformers, deepspeed with --zero or --nodes; fsdp: PyTorch FSDP2 via accelerate/torchrun)")->group(kWorkload);
   cmd->add_option("--device", o.device, "cuda | cpu (CPU: no GPU overheads, the runtime's CPU fixed cost)")->capture_default_str()->group(kHardware);
   cmd->add_option("--threads", o.threads, "nunchaku: CPU threads of the run (default: this machine's)")->group(kHardware);
   cmd->add_option("--ubatch", o.ubatch, "llama.cpp: micro-batch n_ubatch, its -ub (default 512); --prefill-chunk is its n_batch (default 2048)")->group(kInference);
@@ -174,12 +176,15 @@ void add_workload_options(CLI::App* cmd, WorkloadOptions& o) {
   cmd->add_option("--lora-rank", o.lora_rank, "LoRA rank")->capture_default_str()->group(kTraining);
   cmd->add_option("--lora-targets", o.lora_targets, "Comma list of module names, or all-linear (default: PEFT's per-architecture default)")->group(kTraining);
   cmd->add_option("--gpus", o.gpus, "GPU count, per node with --nodes (default: the number of --vram sizes, else 1)")->group(kHardware);
-  cmd->add_option("--nodes", o.nodes, "Machines of --gpus GPUs each (--vram is per GPU): DeepSpeed training partitions over "
-                  "nodes x GPUs ranks, host memory is per node")->capture_default_str()->group(kHardware);
+  cmd->add_option("--nodes", o.nodes, "Machines of --gpus GPUs each (--vram is per GPU): DeepSpeed and FSDP training shard "
+                  "over nodes x GPUs ranks, host memory is per node")->capture_default_str()->group(kHardware);
   cmd->add_option("--interconnect", o.interconnect, "Bandwidth of a node's link to the others, e.g. 400Gb (bits/s) or 50GB/s: "
                   "--explain times the bytes a step sends across nodes")->group(kHardware);
   cmd->add_option("--zero", o.zero, "DeepSpeed ZeRO stage 0..3 (training)")->capture_default_str()->group(kTraining);
-  cmd->add_option("--offload", o.offload, "ZeRO-Offload: none | optimizer | params")->capture_default_str()->group(kTraining);
+  cmd->add_option("--offload", o.offload, "ZeRO-Offload: none | optimizer | params; fsdp: params = FSDP's CPU offload of "
+                  "parameters, gradients and optimizer states")->capture_default_str()->group(kTraining);
+  cmd->add_option("--fsdp-strategy", o.fsdp_strategy, "fsdp: full (shard over nodes x GPUs ranks) | hybrid (shard within "
+                  "a node, replicate across nodes)")->capture_default_str()->group(kTraining);
   cmd->add_option("--overhead", o.overheads, "Override a named overhead: cuda_context=300M, cublas_workspace=8M, allocator_slack=0")->group(kHardware);
 }
 

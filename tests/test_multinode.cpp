@@ -258,7 +258,7 @@ TEST_CASE("multinode: plan --nodes refuses what does not span machines", "[multi
     std::string says;
   };
   const std::vector<Case> cases = {
-      {{"plan", m, "--nodes", "2", "--gpus", "8", "--vram", "24G"}, "--format vllm (inference) or deepspeed (training)"},
+      {{"plan", m, "--nodes", "2", "--gpus", "8", "--vram", "24G"}, "--format vllm (inference), deepspeed or fsdp (training)"},
       {{"plan", m, "--nodes", "2", "--gpus", "6", "--vram", "24G", "--format", "vllm"}, "must divide the 64 attention heads"},
       {{"plan", m, "--nodes", "2", "--gpus", "8", "--format", "vllm"}, "plan --nodes needs --vram"},
       {{"estimate", m, "--nodes", "81", "--gpus", "8", "--runtime", "vllm"}, "more than the 80 layers"},

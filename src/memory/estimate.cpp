@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "memory/engine_memory.hpp"
 #include "memory/estimate_detail.hpp"
+#include "memory/fsdp.hpp"
 #include "memory/multinode.hpp"
 #include "memory/quant.hpp"
 #include "model/arch/attention_support.hpp"
@@ -42,10 +43,10 @@ void check_nodes(const Workload& w, Runtime r) {
   require(w.target == Target::Cuda, "usage.nodes", fmt::format("--nodes {} with --device cpu: the estimate is of one process in "
                                                                "host memory", w.nodes),
           "leave --nodes out, or estimate the GPUs of each node (--device cuda)");
-  require(r == Runtime::DeepSpeed || r == Runtime::Vllm, "usage.nodes",
+  require(r == Runtime::DeepSpeed || r == Runtime::Fsdp || r == Runtime::Vllm, "usage.nodes",
           fmt::format("--nodes {}: --runtime {} runs on one machine", w.nodes, runtime_name(r)),
           w.mode == Mode::Infer ? "multi-node inference: --runtime vllm (tensor parallel within a node, pipeline parallel across nodes)"
-                                : "multi-node training: --runtime deepspeed (--zero 0..3)");
+                                : "multi-node training: --runtime deepspeed (--zero 0..3) or --runtime fsdp");
 }
 
 ModelSpec resolve_spec(const ModelLayout& layout, const std::vector<Module>& mods) {
@@ -79,9 +80,10 @@ Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoi
   require(w.zero >= 0 && w.zero <= 3, "usage.zero", fmt::format("--zero {} is not a ZeRO stage (0..3)", w.zero));
   const bool training = w.mode != Mode::Infer;
   require(training || w.zero == 0, "usage.zero_needs_training", "--zero applies to training modes", "add --mode train, lora or qlora");
-  require(w.offload == Offload::None || w.zero >= 1, "estimate.offload_needs_zero",
+  const bool fsdp = w.runtime == Runtime::Fsdp;  // offloads without ZeRO (fsdp.cpp checks which)
+  require(w.offload == Offload::None || w.zero >= 1 || fsdp, "estimate.offload_needs_zero",
           "--offload needs ZeRO (DeepSpeed offloads only partitioned states)", "add --zero 2 (optimizer) or --zero 3 (params)");
-  require(w.offload != Offload::Params || w.zero == 3, "estimate.offload_needs_zero",
+  require(w.offload != Offload::Params || w.zero == 3 || fsdp, "estimate.offload_needs_zero",
           "--offload params needs ZeRO-3", "add --zero 3");
   require(w.offload == Offload::None || w.target == Target::Cuda, "usage.offload_cpu",
           "--offload moves model states from the GPUs to host memory; with --device cpu they are in host memory already",
@@ -92,6 +94,7 @@ Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoi
     w.runtime = !training ? Runtime::Nunchaku : w.zero > 0 || w.nodes > 1 ? Runtime::DeepSpeed : Runtime::Transformers;
   const Runtime r = *w.runtime;
   check_nodes(w, r);
+  check_fsdp_workload(w, r);
   // nunchaku feeds prompts in passes of the engine's max_tokens, which --prefill-chunk sets
   // (run's flag of the same name): not clamped to the context, at least the batch.
   if (r == Runtime::Nunchaku && !training) w.prefill_chunk = engine_max_tokens(in.prefill_chunk, w.batch);
@@ -102,8 +105,8 @@ Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoi
   require(w.steps >= 0, "usage.steps", fmt::format("--steps {} is negative", w.steps));
   require(w.steps == 0 || training, "usage.steps", "--steps is for training (the optimizer's first step or the steady state)",
           "add --mode train, lora or qlora");
-  require(!training || r == Runtime::Transformers || r == Runtime::DeepSpeed, "usage.runtime_mode",
-          fmt::format("--runtime {} does not train", runtime_name(r)), "use --runtime transformers or deepspeed for --mode train/lora/qlora");
+  require(!training || r == Runtime::Transformers || r == Runtime::DeepSpeed || r == Runtime::Fsdp, "usage.runtime_mode",
+          fmt::format("--runtime {} does not train", runtime_name(r)), "use --runtime transformers, deepspeed or fsdp for --mode train/lora/qlora");
   require(training || r != Runtime::DeepSpeed, "usage.runtime_mode", "--runtime deepspeed is modelled for training only",
           "add --mode train, lora or qlora, or pick an inference runtime");
   require(w.zero == 0 || r == Runtime::DeepSpeed, "usage.zero_needs_deepspeed", "--zero is DeepSpeed's", "add --runtime deepspeed");
@@ -390,11 +393,11 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
       const uint64_t in = t.shape.empty() ? 1 : static_cast<uint64_t>(std::max<int64_t>(t.shape.back(), 1));
       const bool weight = is_weight_like(t.dtype) || (numel > 0 && numel != t.numel());  // packed stores are weights
       if (w.mode == Mode::Train && weight) {
-        trainable.push_back({mi, numel / in, in, numel, false});
+        trainable.push_back({mi, numel / in, in, numel, false, t.shape.empty() ? 1 : uint64_t(std::max<int64_t>(t.shape.front(), 1))});
       } else if (lora && bt.role == TensorRole::Linear && is_lora_target(t, w.lora_targets)) {
         const uint64_t out = numel / in, r = static_cast<uint64_t>(w.lora_rank);
-        trainable.push_back({mi, r, in, r * in, true});   // lora_A: (r, in)
-        trainable.push_back({mi, out, r, out * r, true});  // lora_B: (out, r)
+        trainable.push_back({mi, r, in, r * in, true, r});      // lora_A: (r, in)
+        trainable.push_back({mi, out, r, out * r, true, out});  // lora_B: (out, r)
       }
     }
     mc.expert_module = part.expert_module;
@@ -478,7 +481,7 @@ Verdict verdict(const Estimate& e, uint64_t vram) {
 
 std::vector<Runtime> runtimes_for(Mode m) {
   if (m == Mode::Infer) return {Runtime::Nunchaku, Runtime::Transformers, Runtime::Vllm, Runtime::LlamaCpp};
-  return {Runtime::Transformers, Runtime::DeepSpeed};
+  return {Runtime::Transformers, Runtime::DeepSpeed, Runtime::Fsdp};
 }
 
 }  // namespace nunchaku

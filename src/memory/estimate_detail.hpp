@@ -53,6 +53,7 @@ struct TrainTensor {
   size_t module = 0;      // index into Estimate::modules
   uint64_t rows = 0, cols = 0, numel = 0;  // rows × cols matrix view (Adafactor factors it)
   bool adapter = false;   // LoRA factor: fp32 weight + grad, no master copy
+  uint64_t dim0 = 0;      // the tensor's first dimension (FSDP shards it; 0 = rows)
 };
 
 uint64_t round_up(uint64_t v, uint64_t m);  // v rounded up to a multiple of m (runtime.cpp)

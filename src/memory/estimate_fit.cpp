@@ -206,7 +206,14 @@ std::vector<Option> levers(const Workload& w, Runtime rt) {
     }
     const std::pair<int, Offload> zs[] = {{1, Offload::None}, {2, Offload::None}, {3, Offload::None},
                                           {2, Offload::Optimizer}, {3, Offload::Optimizer}, {3, Offload::Params}};
+    if (rt == Runtime::Fsdp) {  // FSDP's own levers: shard over every node, then its CPU offload (fsdp.hpp)
+      if (w.fsdp == FsdpStrategy::Hybrid && w.nodes > 1)
+        add(1, "FSDP full shard", "--fsdp-strategy full", [](Workload& x) { x.fsdp = FsdpStrategy::Full; });
+      if (w.offload == Offload::None && !cpu)
+        add(3, "FSDP CPU offload", "--offload params", [](Workload& x) { x.offload = Offload::Params; });
+    }
     for (const auto& [z, off] : zs) {
+      if (rt == Runtime::Fsdp) break;
       if (z < w.zero || (z == w.zero && off <= w.offload) || (cpu && off != Offload::None)) continue;
       const int cost = off == Offload::None ? 1 : off == Offload::Optimizer ? 2 : 3;
       std::string flags = fmt::format("--runtime deepspeed --zero {}", z);

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/units.hpp"
 #include "memory/estimate_detail.hpp"
+#include "memory/fsdp.hpp"
 
 namespace nunchaku {
 
@@ -42,7 +43,8 @@ nlohmann::json topology_json(const Estimate& e) {
           {"node_gpu_bytes", estimate_detail::mul({e.per_gpu_total, g})},
           {"node_host_bytes", e.host_total},
           {"interconnect_bytes_per_s", w.interconnect > 0 ? nlohmann::json(w.interconnect) : nlohmann::json(nullptr)},
-          {"network", network_json(e)}};
+          {"network", network_json(e)},
+          {"fsdp", fsdp_json(e)}};
 }
 
 std::vector<int64_t> vllm_pp_partition(int64_t layers, int pp) {
@@ -168,23 +170,61 @@ void deepspeed_traffic(Estimate& e) {
                                    P, T, el, M, at_bandwidth(w, b))});
 }
 
+// FSDP (fsdp.hpp). Full shard: as ZeRO-3, the parameters all-gathered in forward and again in
+// backward (reshard_after_forward) and the gradients reduce-scattered, over every rank. Hybrid:
+// those collectives stay within a node; across nodes only each rank's gradient shard is
+// all-reduced over the M replicas (FSDP2's all_reduce_group), 2 × T·e × (M−1)/M per node.
+void fsdp_traffic(Estimate& e) {
+  using estimate_detail::mul;
+  const Workload& w = e.workload;
+  const uint64_t M = uint64_t(std::max(1, w.nodes)), el = estimate_detail::elem_bytes(e.compute_dtype);
+  const uint64_t T = e.trainable_parameters, P = e.parameters;
+  const uint64_t grads = mul({T, el}) / M * (M - 1), params = mul({P, el}) / M * (M - 1);
+  if (w.fsdp == FsdpStrategy::Full) {
+    const uint64_t b = estimate_detail::add(mul({2, params}), grads);
+    e.network.push_back({"fsdp_gather_reduce", b,
+                         fmt::format("crosses nodes: FSDP full shard all-gathers the parameters in {} for forward and again for "
+                                     "backward and reduce-scatters the gradients: (2 × {} params + {} trainable) × {} B × (M−1)/M, "
+                                     "M={} nodes{}", dtype_name(e.compute_dtype), P, T, el, M, at_bandwidth(w, b))});
+    return;
+  }
+  const uint64_t b = mul({2, grads});
+  e.network.push_back({"hsdp_gradient_allreduce", b,
+                       fmt::format("crosses nodes: FSDP hybrid shard all-reduces each rank's gradient shard over the {} replicas "
+                                   "(reduce-scatter + all-gather): 2 × {} trainable × {} B × (M−1)/M, M={} nodes{}",
+                                   M, T, el, M, at_bandwidth(w, b))});
+  const uint64_t G = uint64_t(std::max(1, w.gpus));
+  const uint64_t in = mul({P, el}) / G * (G - 1);
+  e.network.push_back({"hsdp_gather_reduce", estimate_detail::add(mul({2, in}), mul({T, el}) / G * (G - 1)),
+                       fmt::format("inside a node (NVLink/PCIe, not the interconnect): parameter all-gathers (forward, backward) "
+                                   "and gradient reduce-scatter over the {} GPUs of the node, (2 × {} + {}) × {} B × (G−1)/G per GPU",
+                                   G, P, T, el)});
+}
+
 }  // namespace
 
 void add_cross_node_traffic(Estimate& e) {
   if (e.workload.nodes <= 1) return;
   if (e.runtime == Runtime::Vllm) vllm_traffic(e);
   else if (e.runtime == Runtime::DeepSpeed) deepspeed_traffic(e);
+  else if (e.runtime == Runtime::Fsdp) fsdp_traffic(e);
 }
 
 std::string rank_breakdown(const Estimate& e) {
-  if (e.runtime != Runtime::DeepSpeed) return "";
-  uint64_t states = 0, transient = 0, over = 0;
+  if (e.runtime != Runtime::DeepSpeed && e.runtime != Runtime::Fsdp) return "";
+  uint64_t states = 0, transient = 0, over = 0, gathered = 0;
   for (const auto& c : e.gpu) {
     if (c.overhead) over = estimate_detail::add(over, c.bytes);
     else if (c.name == "activations" || c.name == "logits") transient = estimate_detail::add(transient, c.bytes);
+    else if (c.name == "fsdp_unsharded") gathered = c.bytes;
     else states = estimate_detail::add(states, c.bytes);
   }
   const Workload& w = e.workload;
+  if (e.runtime == Runtime::Fsdp)
+    return fmt::format("per GPU: model states {} ({}{}), all-gathered units {}, activations + logits {}, overheads {}",
+                       format_bytes(states), fsdp_layout_text(w),
+                       w.offload == Offload::None ? "" : fmt::format("; CPU offload: {} per node in host memory", format_bytes(e.host_total)),
+                       format_bytes(gathered), format_bytes(transient), format_bytes(over));
   return fmt::format("per GPU: model states {} (ZeRO-{}{} over {}), activations + logits {}, overheads {}", format_bytes(states), w.zero,
                      w.offload == Offload::None ? "" : fmt::format(" offload {}", offload_name(w.offload)), ranks_text(w),
                      format_bytes(transient), format_bytes(over));

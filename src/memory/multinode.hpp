@@ -17,19 +17,21 @@ std::string ranks_text(const Workload& w);
 
 // Per rank and per node of an estimate: {num_nodes, num_gpus_per_node, num_ranks,
 // rank_bytes (= total_bytes), node_gpu_bytes (every GPU of one node), node_host_bytes
-// (host_total_bytes: the host components are per node)}.
+// (host_total_bytes: the host components are per node), network, fsdp (fsdp_json: null unless
+// --runtime fsdp)}.
 nlohmann::json topology_json(const Estimate& e);
 
 // --nodes > 1: e.network, the bytes one step moves, per node link, each with its formula
 // (docs/estimate.md, "Several nodes"): vLLM's pipeline activations across nodes (decode and
 // prefill steps) and its tensor-parallel all-reduce, which stays inside a node; DeepSpeed's
-// gradient reduce (ZeRO 0-2) or parameter gathers + gradient reduce-scatter (ZeRO-3). With
+// gradient reduce (ZeRO 0-2) or parameter gathers + gradient reduce-scatter (ZeRO-3); FSDP's
+// full-shard gathers + reduce-scatter, or hybrid shard's gradient all-reduce across nodes. With
 // --interconnect, each crossing line says how long it takes at that bandwidth.
 void add_cross_node_traffic(Estimate& e);
 
-// DeepSpeed training: what a rank holds, in words, for the verdict ("model states 72.3 GiB
-// (ZeRO-3 over 2 nodes × 8 GPUs (16 ranks)), activations + logits 3.6 GiB, overheads 0.8 GiB
-// per GPU"); "" for other runtimes.
+// DeepSpeed or FSDP training: what a rank holds, in words, for the verdict ("model states
+// 72.3 GiB (ZeRO-3 over 2 nodes × 8 GPUs (16 ranks)), activations + logits 3.6 GiB, overheads
+// 0.8 GiB per GPU"; FSDP adds its all-gathered units); "" for other runtimes.
 std::string rank_breakdown(const Estimate& e);
 
 // vLLM over nodes: tensor parallel over the G GPUs of a node (TP = --gpus), pipeline parallel

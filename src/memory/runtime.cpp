@@ -23,16 +23,17 @@ std::string_view runtime_name(Runtime r) {
     case Runtime::Vllm: return "vllm";
     case Runtime::LlamaCpp: return "llama.cpp";
     case Runtime::DeepSpeed: return "deepspeed";
+    case Runtime::Fsdp: return "fsdp";
   }
   return "?";
 }
 
 Runtime parse_runtime(std::string_view s) {
-  for (Runtime r : {Runtime::Nunchaku, Runtime::Transformers, Runtime::Vllm, Runtime::LlamaCpp, Runtime::DeepSpeed})
+  for (Runtime r : {Runtime::Nunchaku, Runtime::Transformers, Runtime::Vllm, Runtime::LlamaCpp, Runtime::DeepSpeed, Runtime::Fsdp})
     if (runtime_name(r) == s) return r;
   if (s == "llamacpp" || s == "llama-cpp") return Runtime::LlamaCpp;
   throw Error("usage.runtime", fmt::format("--runtime: unknown runtime '{}'", s),
-              {.hint = "one of: nunchaku, transformers, vllm, llama.cpp, deepspeed, all"});
+              {.hint = "one of: nunchaku, transformers, vllm, llama.cpp, deepspeed, fsdp, all"});
 }
 
 std::string_view attention_name(Attention a) {
@@ -246,7 +247,8 @@ uint64_t add_runtime_inference(Estimate& e, const Checkpoint& ck) {
     case Runtime::Vllm: return add_vllm(e);
     case Runtime::LlamaCpp: return add_llamacpp(e, ck);
     case Runtime::Transformers:
-    case Runtime::DeepSpeed: return add_transformers(e);
+    case Runtime::DeepSpeed:
+    case Runtime::Fsdp: return add_transformers(e);
   }
   return 0;
 }
@@ -258,7 +260,7 @@ void add_overheads(Estimate& e, uint64_t slack_default) {
     e.gpu.push_back({name, set ? it->second : def, set ? "set with --overhead" : why, true});
   };
   const Runtime r = e.runtime;
-  const bool torch = r == Runtime::Transformers || r == Runtime::Vllm || r == Runtime::DeepSpeed;
+  const bool torch = r == Runtime::Transformers || r == Runtime::Vllm || r == Runtime::DeepSpeed || r == Runtime::Fsdp;
   if (e.target == Target::Cpu) {
     if (r == Runtime::Nunchaku)
       over("cpu_runtime", 8 * kMiB, "nunchaku process: binary, C++ runtime, tokenizer tables (measured, docs/estimate.md)");

@@ -8,6 +8,7 @@
 
 #include "core/units.hpp"
 #include "memory/estimate_detail.hpp"
+#include "memory/fsdp.hpp"
 #include "memory/multinode.hpp"
 
 namespace nunchaku::estimate_detail {
@@ -80,9 +81,12 @@ uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainab
   const uint64_t el = elem_bytes(e.compute_dtype);
 
   uint64_t base_params = 0, adapter_params = 0, grads16 = 0, master = 0, opt = 0, fp32_grads = 0, adapters = 0;
+  std::vector<uint64_t> tensor_opt;  // per trainable tensor (FSDP shards each)
+  tensor_opt.reserve(trainable.size());
   for (const auto& t : trainable) {
     uint64_t tb = 0;
     const uint64_t ob = optimizer_bytes(w.optimizer, t);
+    tensor_opt.push_back(ob);
     opt = add(opt, ob);
     tb = add(tb, ob);
     if (t.adapter) {
@@ -113,35 +117,39 @@ uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainab
   e.trainable_parameters = T;
   const uint64_t L = e.largest_layer_parameters;
 
-  // Which states are partitioned over the n GPUs (ZeRO stage) and which live on the host.
-  const uint64_t part_opt = z >= 1 ? n : 1, part_grad = z >= 2 ? n : 1, part_param = z >= 3 ? n : 1;
-  const std::string zs = z == 0 ? "" : fmt::format(" / {} (ZeRO-{})", ranks_text(w), z);
-  if (adapters > 0)
-    e.gpu.push_back({"lora_adapters", adapters / part_param,
-                     fmt::format("rank {} × (in + out) per target ({}) × 4 B fp32 = {} params{}", w.lora_rank,
-                                 fmt::join(w.lora_targets, ","), adapter_params, z >= 3 ? zs : "")});
-  const uint64_t g16 = (off_opt || z >= 3) ? 0 : grads16 / part_grad;
-  // glibc on the CPU: the previous step's freed gradients (docs/estimate.md).
-  e.heap_retained = g16;
-  e.heap_retained_formula = "one set of gradients (the previous step's, freed by zero_grad, below this step's tensors)";
-  e.gpu.push_back({"gradients", add(g16, off_opt ? 0 : fp32_grads / part_opt),
-                   off_opt ? "offloaded to CPU with the optimizer (ZeRO-Offload)"
-                   : z >= 3 ? fmt::format("fp32 grad partition 4 B × {} / {} (16-bit grads of the gathered layer are in zero3_gather)", base_params, ranks_text(w))
-                            : fmt::format("{} trainable × {} B{}{}", T, adapter_params > 0 ? 4 : el, z >= 2 ? zs : "",
-                                          fp32_grads == 0 ? ""
-                                          : z == 0 ? fmt::format(" + fp32 grads 4 B × {} (DeepSpeed stage-0 optimizer)", base_params)
-                                                   : fmt::format(" + fp32 grad partition 4 B × {} / {}", base_params, ranks_text(w)))});
-  e.gpu.push_back({"master_weights", off_opt ? 0 : master / part_opt,
-                   !e.mixed_precision || adapter_params > 0 ? "none (weights already fp32 or frozen)"
-                   : off_opt ? "offloaded to CPU (ZeRO-Offload)" : fmt::format("fp32 copy 4 B × {}{}", base_params, z >= 1 ? zs : "")});
-  e.gpu.push_back({"optimizer_states", off_opt ? 0 : opt / part_opt,
-                   off_opt ? "offloaded to CPU (ZeRO-Offload)"
-                           : fmt::format("{} states over {} trainable params{}", optimizer_name(w.optimizer), T, z >= 1 ? zs : "")});
-  if (z >= 3) {
-    // DeepSpeed's largest_layer_memory: the gathered layer's 16-bit params and grads.
-    e.gpu.push_back({"zero3_gather", mul({4, L}), fmt::format("4 B × largest layer params ({})", L)});
+  if (e.runtime == Runtime::Fsdp) {
+    add_fsdp_model_states(e, trainable, tensor_opt);
+  } else {
+    // Which states are partitioned over the n GPUs (ZeRO stage) and which live on the host.
+    const uint64_t part_opt = z >= 1 ? n : 1, part_grad = z >= 2 ? n : 1, part_param = z >= 3 ? n : 1;
+    const std::string zs = z == 0 ? "" : fmt::format(" / {} (ZeRO-{})", ranks_text(w), z);
+    if (adapters > 0)
+      e.gpu.push_back({"lora_adapters", adapters / part_param,
+                       fmt::format("rank {} × (in + out) per target ({}) × 4 B fp32 = {} params{}", w.lora_rank,
+                                   fmt::join(w.lora_targets, ","), adapter_params, z >= 3 ? zs : "")});
+    const uint64_t g16 = (off_opt || z >= 3) ? 0 : grads16 / part_grad;
+    // glibc on the CPU: the previous step's freed gradients (docs/estimate.md).
+    e.heap_retained = g16;
+    e.heap_retained_formula = "one set of gradients (the previous step's, freed by zero_grad, below this step's tensors)";
+    e.gpu.push_back({"gradients", add(g16, off_opt ? 0 : fp32_grads / part_opt),
+                     off_opt ? "offloaded to CPU with the optimizer (ZeRO-Offload)"
+                     : z >= 3 ? fmt::format("fp32 grad partition 4 B × {} / {} (16-bit grads of the gathered layer are in zero3_gather)", base_params, ranks_text(w))
+                              : fmt::format("{} trainable × {} B{}{}", T, adapter_params > 0 ? 4 : el, z >= 2 ? zs : "",
+                                            fp32_grads == 0 ? ""
+                                            : z == 0 ? fmt::format(" + fp32 grads 4 B × {} (DeepSpeed stage-0 optimizer)", base_params)
+                                                     : fmt::format(" + fp32 grad partition 4 B × {} / {}", base_params, ranks_text(w)))});
+    e.gpu.push_back({"master_weights", off_opt ? 0 : master / part_opt,
+                     !e.mixed_precision || adapter_params > 0 ? "none (weights already fp32 or frozen)"
+                     : off_opt ? "offloaded to CPU (ZeRO-Offload)" : fmt::format("fp32 copy 4 B × {}{}", base_params, z >= 1 ? zs : "")});
+    e.gpu.push_back({"optimizer_states", off_opt ? 0 : opt / part_opt,
+                     off_opt ? "offloaded to CPU (ZeRO-Offload)"
+                             : fmt::format("{} states over {} trainable params{}", optimizer_name(w.optimizer), T, z >= 1 ? zs : "")});
+    if (z >= 3) {
+      // DeepSpeed's largest_layer_memory: the gathered layer's 16-bit params and grads.
+      e.gpu.push_back({"zero3_gather", mul({4, L}), fmt::format("4 B × largest layer params ({})", L)});
+    }
+    add_host_model_states(e, add(add(master, opt), fp32_grads), T, L);
   }
-  add_host_model_states(e, add(add(master, opt), fp32_grads), T, L);
 
   // Saved activations (Korthikanti et al. 2022, 16-bit activations; scaled for fp32).
   const uint64_t sq = w.context, b = w.batch, h = s.hidden_size, a = s.num_heads, layers = s.num_layers;
@@ -165,7 +173,11 @@ uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainab
   e.gpu.push_back({"logits", e.logits_bytes,
                    fmt::format("b·s·vocab × ({} B logits + 4 B fp32 upcast + 4 B grad) = {}·{}·{}", el, b, sq, s.vocab_size)});
   e.runtime_model = {
-      e.runtime == Runtime::DeepSpeed
+      e.runtime == Runtime::Fsdp
+          ? fmt::format("PyTorch FSDP2 (fully_shard, as accelerate applies it: a unit per decoder layer, the embedding, norm + "
+                        "head), {}{}: each rank holds its padded shards and all-gathers one unit at a time",
+                        fsdp_layout_text(w), w.offload == Offload::None ? "" : ", CPU offload of parameters, gradients and optimizer")
+      : e.runtime == Runtime::DeepSpeed
           ? fmt::format("DeepSpeed ZeRO-{} on {}, offload {}: model states as DeepSpeed's estimators count them "
                         "(fp32 master, optimizer and gradient copies{})", z, ranks_text(w),
                         offload_name(w.offload), z >= 1 ? ", partitioned" : "")

@@ -16,9 +16,13 @@ namespace nunchaku {
 
 enum class Mode { Infer, Train, LoRA, QLoRA };
 enum class Optimizer { AdamW, AdamW8bit, SGD, SGDMomentum, Adafactor, Lion };
-enum class Offload { None, Optimizer, Params };  // ZeRO-Offload targets
+enum class Offload { None, Optimizer, Params };  // ZeRO-Offload targets (FSDP: Params, its CPUOffload)
 // The program that will run the workload: each allocates differently (docs/estimate.md).
-enum class Runtime { Nunchaku, Transformers, Vllm, LlamaCpp, DeepSpeed };
+enum class Runtime { Nunchaku, Transformers, Vllm, LlamaCpp, DeepSpeed, Fsdp };
+// FSDP's sharding (--fsdp-strategy, src/memory/fsdp.hpp): over every rank of every node
+// (FULL_SHARD, fully_shard on a 1-D mesh), or within a node and replicated across nodes
+// (HYBRID_SHARD, fully_shard on a (nodes, GPUs) mesh).
+enum class FsdpStrategy { Full, Hybrid };
 enum class Target { Cuda, Cpu };  // --device: where the workload runs
 // Attention kernel: eager materializes the score matrix; sdpa/flash do not.
 enum class Attention { Default, Eager, Sdpa, Flash };
@@ -30,7 +34,7 @@ std::string_view offload_name(Offload o);      // "none", "optimizer", "params"
 Mode parse_mode(std::string_view s);
 Optimizer parse_optimizer(std::string_view s);
 Offload parse_offload(std::string_view s);
-std::string_view runtime_name(Runtime r);      // "nunchaku", "transformers", "vllm", "llama.cpp", "deepspeed"
+std::string_view runtime_name(Runtime r);      // "nunchaku", "transformers", "vllm", "llama.cpp", "deepspeed", "fsdp"
 Runtime parse_runtime(std::string_view s);     // Error usage.runtime (exit 2)
 std::string_view attention_name(Attention a);  // "default", "eager", "sdpa", "flash"
 Attention parse_attention(std::string_view s);
@@ -67,6 +71,7 @@ struct Workload {
   uint64_t interconnect = 0;  // bytes per second of a node's link to the others (--interconnect); 0 = not given
   int zero = 0;               // ZeRO stage 0..3 (training modes)
   Offload offload = Offload::None;
+  FsdpStrategy fsdp = FsdpStrategy::Full;  // --runtime fsdp: --fsdp-strategy full | hybrid
   // nullopt: nunchaku for inference, deepspeed for training with --zero, else transformers.
   std::optional<Runtime> runtime;
   Target target = Target::Cuda;
