@@ -89,18 +89,17 @@ std::vector<FsdpUnit> fsdp_units(const Estimate& e) {
 
 namespace {
 
-// The fsdp_unsharded line. All-gathered units (docs/estimate.md, "FSDP"): a decoder layer runs with its parameters
-// gathered and the next layer's prefetched (FSDP2's implicit forward prefetch and default
-// backward prefetch of one unit), and in backward its unsharded gradients (resharded before
-// they are copied into the reduce-scatter input). The tail [norm, head] is not resharded
-// after forward (accelerate gives it reshard_after_forward=False) and its gradients wait for
-// its post-backward: at the start of backward, beside the prefetched last layer; tied, the
-// tail holds the embedding too, so it stays gathered through the whole step. The embedding
-// unit's gradients come last, beside the first layer's. The root's leftovers stay gathered.
+// The fsdp_unsharded line, the all-gathered units at their peak (docs/estimate.md, "FSDP";
+// the phases as torch's FSDPMemTracker files FSDP2's tensors, scripts/measure_fsdp_peak.py).
+// A layer's post-backward holds its unsharded parameters and gradients, the next unit's
+// all-gather buffer (prefetched, not yet copied out: the embedding, or the tied tail, before
+// layer 0) and the previous layer's reduce-scatter input (one kept for overlap). Backward's
+// start holds the tail (norm + head, not resharded after forward: its parameters and its
+// forward all-gather buffer) and its gradients; backward's end the embedding's parameters and
+// gradients beside layer 0's reduce-scatter input. The root's leftovers stay gathered.
 Component unsharded_units(const Estimate& e) {
-  const std::vector<FsdpUnit> units = fsdp_units(e);
   FsdpUnit layer{"-"}, embed, tail, root;
-  for (const auto& u : units) {
+  for (const auto& u : fsdp_units(e)) {
     if (u.name == "root") root = u;
     else if (u.name == "embedding") embed = u;
     else if (u.name.rfind("norm + ", 0) == 0) tail = u;
@@ -110,32 +109,27 @@ Component unsharded_units(const Estimate& e) {
     }
   }
   const bool tied = tail.name == "norm + tied embedding/head";
-  const uint64_t L = layer.gathered_bytes, Lg = layer.grad_bytes, Tt = add(tail.gathered_bytes, tail.grad_bytes),
-                 Et = add(embed.gathered_bytes, embed.grad_bytes), R = add(root.gathered_bytes, root.grad_bytes);
-  const uint64_t mid = add(mul({2, L}), Lg), start = add(Tt, L), end = add(Et, L);
-  uint64_t peak = 0;
+  const FsdpUnit& first = tied ? tail : embed;  // gathered last in backward, for the embedding
+  const uint64_t U = layer.gathered_bytes, Ug = layer.grad_bytes;
+  const uint64_t mid = add(add(U, mul({2, Ug})), std::max(U, first.gathered_bytes));
+  const uint64_t start = add(mul({2, tail.gathered_bytes}), tail.grad_bytes);
+  const uint64_t end = add(add(first.gathered_bytes, first.grad_bytes), Ug);
+  const uint64_t peak = std::max({mid, start, end});
   std::string phase;
-  if (tied) {
-    peak = add(Tt, mid);
-    phase = fmt::format("tied: the tail (norm + embedding/head) {} + its gradients {} gathered through the step, + a layer's "
-                        "backward 2 × {} + its gradients {}", format_bytes(tail.gathered_bytes), format_bytes(tail.grad_bytes),
-                        format_bytes(L), format_bytes(Lg));
-  } else if (mid >= start && mid >= end) {
-    peak = mid;
-    phase = fmt::format("a layer's backward: 2 × its gathered parameters {} (running + prefetched) + its gradients {}",
-                        format_bytes(L), format_bytes(Lg));
-  } else if (start >= end) {
-    peak = start;
-    phase = fmt::format("backward's start: the tail (norm + head) {} + its gradients {} + the prefetched last layer {}",
-                        format_bytes(tail.gathered_bytes), format_bytes(tail.grad_bytes), format_bytes(L));
-  } else {
-    peak = end;
-    phase = fmt::format("backward's end: the embedding {} + its gradients {} + the first layer {}", format_bytes(embed.gathered_bytes),
-                        format_bytes(embed.grad_bytes), format_bytes(L));
-  }
+  if (peak == mid)
+    phase = fmt::format("a layer's post-backward: its parameters {0} + its gradients {1} + the next unit's all-gather buffer "
+                        "{2} + the previous layer's reduce-scatter input {1}",
+                        format_bytes(U), format_bytes(Ug), format_bytes(std::max(U, first.gathered_bytes)));
+  else if (peak == start)
+    phase = fmt::format("backward's start: the tail (norm + head) {0}, its forward all-gather buffer {0} and its gradients {1}",
+                        format_bytes(tail.gathered_bytes), format_bytes(tail.grad_bytes));
+  else
+    phase = fmt::format("backward's end: the embedding {} + its gradients {} + layer 0's reduce-scatter input {}",
+                        format_bytes(first.gathered_bytes), format_bytes(first.grad_bytes), format_bytes(Ug));
+  const uint64_t R = add(root.gathered_bytes, root.grad_bytes);
   return {"fsdp_unsharded", add(peak, R),
-                   fmt::format("all-gathered units in {} at their peak, {} (largest layer {}){}", dtype_name(e.compute_dtype), phase,
-                               layer.name, R > 0 ? fmt::format(" + the root's leftovers {} (kept gathered)", format_bytes(R)) : "")};
+          fmt::format("all-gathered units in {} at their peak, {} (largest layer {}){}", dtype_name(e.compute_dtype), phase, layer.name,
+                      R > 0 ? fmt::format(" + the root's leftovers {} (kept gathered)", format_bytes(R)) : "")};
 }
 
 }  // namespace
