@@ -252,6 +252,26 @@ TEST_CASE("fsdp: workloads FSDP does not run are usage errors", "[fsdp][cli]") {
   CHECK_FALSE(json::parse(cpu.out)["runtimes"].contains("fsdp"));
 }
 
+TEST_CASE("fsdp: plan --runtime fsdp --json and --format fsdp on stdout", "[fsdp][cli]") {
+  const std::string m = test::testdata("models/llama");
+  const auto j = test::run_cli({"plan", m, "--mode", "train", "--runtime", "fsdp", "--gpus", "2", "--vram", "8G", "--json"});
+  INFO(j.err);
+  REQUIRE(j.exit_code == 0);
+  const json plan = json::parse(j.out);
+  CHECK(plan["runtime"] == "fsdp");
+  const json schema = test::read_json(std::string(NUNCHAKU_SOURCE_DIR) + "/docs/schema/plan.json");
+  CHECK(test::schema_errors(schema, plan).empty());
+  // The YAML on stdout (one machine: no parallelism_config, the plain launch line), the words on stderr.
+  const auto y = test::run_cli({"plan", m, "--mode", "train", "--format", "fsdp", "--gpus", "2", "--vram", "8G"});
+  REQUIRE(y.exit_code == 0);
+  CHECK_THAT(y.out, Catch::Contains("distributed_type: FSDP\n"));
+  CHECK_THAT(y.out, Catch::Contains("num_processes: 2"));
+  CHECK(y.out.find("parallelism_config") == std::string::npos);
+  CHECK_THAT(y.err, Catch::Contains("fits with FSDP full shard; per GPU: model states"));
+  CHECK(test::run_cli({"plan", m, "--format", "fsdp", "--vram", "8G"}).exit_code == 2);  // inference
+  CHECK(test::run_cli({"plan", m, "--mode", "train", "--format", "fsdp", "--runtime", "deepspeed", "--vram", "8G"}).exit_code == 2);
+}
+
 TEST_CASE("fsdp: plan --format fsdp -o DIR writes what accelerate's own code read (golden)", "[fsdp][cli]") {
   // testdata/golden/fsdp_exports_check.json: scripts/check_fsdp_exports.py ran these cases and
   // fed each file to accelerate 1.16 (ClusterConfig.from_yaml_file, the launcher's parser and
