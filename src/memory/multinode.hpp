@@ -30,7 +30,7 @@ nlohmann::json topology_json(const Estimate& e);
 void add_cross_node_traffic(Estimate& e);
 
 // DeepSpeed or FSDP training: what a rank holds, in words, for the verdict ("model states
-// 72.3 GiB (ZeRO-3 over 2 nodes × 8 GPUs (16 ranks)), activations + logits 3.6 GiB, overheads
+// 73.25 GiB (ZeRO-3 over 2 nodes × 8 GPUs (16 ranks)), activations + logits 3.6 GiB, overheads
 // 0.8 GiB per GPU"; FSDP adds its all-gathered units); "" for other runtimes.
 std::string rank_breakdown(const Estimate& e);
 
