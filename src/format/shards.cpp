@@ -13,13 +13,16 @@
 #include <system_error>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.hpp"
 #include "format/open.hpp"
 #include "format/readers.hpp"
 #include "format/source_readers.hpp"
+#include "format/json_members.hpp"
 #include "format/safetensors_json.hpp"
 #include "core/source.hpp"
+#include "core/text.hpp"
 #include "core/units.hpp"
 
 namespace nunchaku {
@@ -85,44 +88,56 @@ ShardReads read_shards(const std::vector<std::string>& files, const SourceOpener
   return r;
 }
 
+// Fails on the first tensor of ck.tensors[from, end) whose name an earlier one holds; `owner`
+// gathers tensor name -> file index (the names are views into ck.tensors).
+void check_unique_names(const Checkpoint& ck, size_t from, const std::vector<std::string>& files,
+                        std::unordered_map<std::string_view, uint32_t>& owner) {
+  for (size_t k = from; k < ck.tensors.size(); ++k) {
+    const TensorInfo& t = ck.tensors[k];
+    auto [it, fresh] = owner.emplace(t.name, t.file);
+    if (!fresh)
+      throw Error("shards.duplicate_tensor", "tensor is also in " + files[it->second],
+                  {.file = files[t.file], .tensor = t.name, .offset = t.offset,
+                   .hint = "two shards hold the same tensor; remove the stale file"});
+  }
+}
+
 // Reads every file and fails on a tensor name found in two of them. `owner` (when given)
 // receives tensor name -> file index. `threads`: the opener may be called from several
-// threads at once (local files; the Hub's opener is not).
+// threads at once (local files; the Hub's opener is not). `names_checked` (when given):
+// when every shard reads, the name check is left to the caller (an index's weight_map
+// proves names unique more cheaply) and *names_checked says so.
 Checkpoint read_and_merge(const std::vector<std::string>& files, const SourceOpener& open, bool threads,
-                          std::unordered_map<std::string_view, uint32_t>* owner_out = nullptr) {
+                          std::unordered_map<std::string_view, uint32_t>* owner_out = nullptr,
+                          bool* names_checked = nullptr) {
   ShardReads reads = read_shards(files, open, threads);
   size_t total = 0;
   for (const auto& p : reads.parts) total += p.tensors.size();
   Checkpoint ck;
   ck.tensors.reserve(total);  // never reallocated below: the name views stay valid
+  const bool check = !names_checked || std::any_of(reads.errors.begin(), reads.errors.end(), [](auto& e) { return bool(e); });
+  if (names_checked) *names_checked = check;
   std::unordered_map<std::string_view, uint32_t> own;
   std::unordered_map<std::string_view, uint32_t>& owner = owner_out ? *owner_out : own;
-  owner.reserve(total);
+  if (check) owner.reserve(total);
   // In shard order, as one thread reading them in turn would fail: the first shard that
   // cannot be read, or the first name that an earlier shard already holds.
   for (size_t i = 0; i < files.size(); ++i) {
     if (reads.errors[i]) std::rethrow_exception(reads.errors[i]);
     const size_t from = ck.tensors.size();
     append_shard(ck, std::move(reads.parts[i]), i == 0);
-    for (size_t k = from; k < ck.tensors.size(); ++k) {
-      const TensorInfo& t = ck.tensors[k];
-      auto [it, fresh] = owner.emplace(t.name, static_cast<uint32_t>(i));
-      if (!fresh)
-        throw Error("shards.duplicate_tensor", "tensor is also in " + files[it->second],
-                    {.file = files[i], .tensor = t.name, .offset = t.offset,
-                     .hint = "two shards hold the same tensor; remove the stale file"});
-    }
+    if (check) check_unique_names(ck, from, files, owner);
   }
   return ck;
 }
 
-json read_index_json(const Source& src) {
+std::vector<uint8_t> read_index_bytes(const Source& src) {
   const std::string& path = src.path();
   if (src.size() > kMaxIndexBytes)
     throw Error("index.too_large", "index file has " + std::to_string(src.size()) + " bytes, over the " +
                     std::to_string(kMaxIndexBytes) + "-byte limit",
                 {.file = path});
-  const auto bytes = src.read_vec(0, static_cast<size_t>(src.size()));
+  auto bytes = src.read_vec(0, static_cast<size_t>(src.size()));
   if (size_t deep = detail::too_deep_at(bytes.data(), bytes.size(), kMaxIndexDepth); deep != std::string::npos)
     throw Error("index.too_deep", "index JSON nests deeper than " + std::to_string(kMaxIndexDepth) + " levels",
                 {.file = path, .offset = deep});
@@ -130,6 +145,10 @@ json read_index_json(const Source& src) {
   if (auto nul = std::find(bytes.begin(), bytes.end(), uint8_t{0}); nul != bytes.end())
     throw Error("index.not_json", "index is not valid JSON (NUL byte)",
                 {.file = path, .offset = static_cast<uint64_t>(nul - bytes.begin())});
+  return bytes;
+}
+
+json parse_index_json(const std::vector<uint8_t>& bytes, const std::string& path) {
   try {
     return json::parse(bytes.begin(), bytes.end());
   } catch (const json::parse_error& e) {
@@ -177,9 +196,83 @@ void append_shard(Checkpoint& into, Checkpoint&& part, bool first) {
 
 namespace {
 
-// The index JSON, checked: an object with a non-empty weight_map of plain file names.
-// Returns the shards in name order (model-00001-of-00003 ... sort as written): name -> path.
-std::map<std::string, std::string> index_shards(const json& doc, const std::string& index_path) {
+// The index, read. The usual one (an object whose weight_map maps distinct names to plain
+// strings) is split into members without a DOM: 46k weight_map entries in a nlohmann map
+// cost more than all the shard headers. Anything else is parsed whole by the JSON parser,
+// whose path words every error as it always did (weight_map in name order); the split
+// path hands over to it on any doubt, before a shard is read.
+struct Index {
+  std::string path;
+  std::vector<uint8_t> bytes;
+  std::vector<detail::JsonMember> members;  // split path: the weight_map members (own the names)
+  json doc;                                 // parser's path: the whole document
+  bool parsed = false;
+  json metadata;                            // the "metadata" member; null when absent
+  std::vector<std::string_view> shards;     // the distinct shard names, as first met
+  std::vector<std::pair<std::string_view, uint32_t>> weight_map;  // tensor -> index into shards
+  std::unordered_map<std::string_view, uint32_t> listed;           // the same, by name
+  uint32_t last = 0;                        // the shard of the previous entry
+};
+
+// Adds one weight_map entry; false when the name is listed already.
+bool add_entry(Index& ix, std::string_view name, std::string_view shard) {
+  if (ix.shards.empty() || ix.shards[ix.last] != shard) {  // entries come grouped by shard
+    auto it = std::find(ix.shards.begin(), ix.shards.end(), shard);
+    if (it == ix.shards.end()) it = ix.shards.insert(it, shard);
+    ix.last = static_cast<uint32_t>(it - ix.shards.begin());
+  }
+  if (!ix.listed.emplace(name, ix.last).second) return false;
+  ix.weight_map.emplace_back(name, ix.last);
+  return true;
+}
+
+// The split path; false (and `ix` to be refilled) where the parser must decide.
+bool split_index(Index& ix) {
+  const std::string_view text(reinterpret_cast<const char*>(ix.bytes.data()), ix.bytes.size());
+  std::vector<detail::JsonMember> top;
+  size_t bad = 0;
+  if (first_invalid_utf8(text) != std::string_view::npos || !detail::split_object(text, top, bad)) return false;
+  const detail::JsonMember* wm = nullptr;
+  std::unordered_set<std::string_view> seen;
+  for (const auto& m : top) {
+    if (!seen.insert(m.key).second) return false;  // the parser keeps the last one
+    if (m.key == "weight_map") {
+      wm = &m;
+      continue;
+    }
+    try {  // every other member is parsed, as the whole document would be
+      json v = json::parse(text.substr(m.value_at, m.value_end - m.value_at));
+      if (m.key == "metadata") ix.metadata = std::move(v);
+    } catch (const json::exception&) {
+      return false;
+    }
+  }
+  if (!wm || text[wm->value_at] != '{') return false;
+  const std::string_view map = text.substr(wm->value_at, wm->value_end - wm->value_at);
+  if (!detail::split_object(map, ix.members, bad) || ix.members.empty()) return false;
+  ix.weight_map.reserve(ix.members.size());
+  ix.listed.reserve(ix.members.size());
+  for (const auto& m : ix.members) {
+    std::string_view v = map.substr(m.value_at, m.value_end - m.value_at);
+    if (v.front() != '"') return false;
+    v = v.substr(1, v.size() - 2);
+    for (char c : v)
+      if (c == '\\' || static_cast<unsigned char>(c) < 0x20) return false;
+    if (!add_entry(ix, m.key, v)) return false;
+  }
+  for (auto shard : ix.shards)
+    if (!plain_relative(std::string(shard))) return false;
+  return true;
+}
+
+// The parser's path: the whole document, checked as an object with a non-empty weight_map
+// of plain file names, entries in name order.
+void parse_index(Index& ix) {
+  ix = Index{std::move(ix.path), std::move(ix.bytes)};
+  ix.doc = parse_index_json(ix.bytes, ix.path);
+  ix.parsed = true;
+  const json& doc = ix.doc;
+  const std::string& index_path = ix.path;
   if (!doc.is_object())
     throw Error("index.not_object", std::string("index JSON is a ") + doc.type_name() + ", not an object",
                 {.file = index_path});
@@ -188,9 +281,8 @@ std::map<std::string, std::string> index_shards(const json& doc, const std::stri
     throw Error("index.no_weight_map", "index has no \"weight_map\" object", {.file = index_path,
                 .hint = "expected {\"metadata\": {...}, \"weight_map\": {\"tensor\": \"shard file\"}}"});
   if (wm->empty()) throw Error("index.empty", "\"weight_map\" lists no tensors", {.file = index_path});
-
-  const fs::path dir = fs::path(index_path).parent_path();
-  std::map<std::string, std::string> shard_paths;  // shard name -> path
+  ix.weight_map.reserve(wm->size());
+  ix.listed.reserve(wm->size());
   for (const auto& [name, shard] : wm->items()) {
     if (!shard.is_string())
       throw Error("index.bad_entry", std::string("weight_map value is a ") + shard.type_name() + ", not a file name",
@@ -199,8 +291,24 @@ std::map<std::string, std::string> index_shards(const json& doc, const std::stri
     if (!plain_relative(s))
       throw Error("index.bad_shard_path", "shard \"" + s + "\" is not a file name beside the index",
                   {.file = index_path, .tensor = name});
-    shard_paths.emplace(s, (dir / s).string());
+    add_entry(ix, name, s);  // the DOM's keys are distinct
   }
+  if (auto m = doc.find("metadata"); m != doc.end()) ix.metadata = *m;
+}
+
+Index read_index_doc(const Source& src) {
+  Index ix;
+  ix.path = src.path();
+  ix.bytes = read_index_bytes(src);
+  if (!split_index(ix)) parse_index(ix);
+  return ix;
+}
+
+// The shards in name order (model-00001-of-00003 ... sort as written): name -> path.
+std::map<std::string, std::string> index_shards(const Index& ix) {
+  const fs::path dir = fs::path(ix.path).parent_path();
+  std::map<std::string, std::string> shard_paths;  // shard name -> path
+  for (auto shard : ix.shards) shard_paths.emplace(shard, (dir / shard).string());
   return shard_paths;
 }
 
@@ -229,39 +337,65 @@ std::vector<std::string> local_shards(const std::map<std::string, std::string>& 
   return files;
 }
 
-// The checkpoint the index describes: its shards merged, every weight_map entry checked
-// against the shard that holds it, unlisted tensors and an off total_size warned about.
-Checkpoint index_checkpoint(const json& doc, const std::string& index_path, const std::map<std::string, std::string>& shard_paths,
-                            const std::vector<std::string>& files, const SourceOpener& open, bool threads) {
-  const json& wm = doc["weight_map"];
-  std::unordered_map<std::string_view, uint32_t> where;  // tensor -> file index
-  Checkpoint ck = read_and_merge(files, open, threads, &where);
-  ck.path = index_path;
-
-  std::unordered_map<std::string, uint32_t> file_of;  // shard path -> file index
-  for (uint32_t i = 0; i < files.size(); ++i) file_of.emplace(files[i], i);
-  std::unordered_map<std::string, uint32_t> shard_file;  // shard name in the index -> file index
-  for (const auto& [shard, path] : shard_paths) shard_file.emplace(shard, file_of.at(path));
-
-  for (const auto& [name, shard] : wm.items()) {
-    const uint32_t file = shard_file.at(shard.get_ref<const std::string&>());
+// Every weight_map entry against the shard that holds it, in name order: the first that is
+// missing or elsewhere is the error. `where`: tensor name -> file index, from the merge.
+void check_weight_map(Index& ix, const std::vector<uint32_t>& shard_file, const std::vector<std::string>& files,
+                      const std::unordered_map<std::string_view, uint32_t>& where) {
+  if (!ix.parsed)  // the split path's names are distinct, so name order is the parser's order
+    std::sort(ix.weight_map.begin(), ix.weight_map.end());
+  for (const auto& [name, shard] : ix.weight_map) {
+    const uint32_t file = shard_file[shard];
     const std::string& path = files[file];
     auto it = where.find(name);
     if (it == where.end() || it->second != file) {
       std::string hint = it == where.end() ? "no shard holds it"
                                            : "it is in " + files[it->second] + "; the index is stale";
       throw Error("index.tensor_not_in_shard", "the index places this tensor in " + path + ", which lacks it",
-                  {.file = index_path, .tensor = name, .hint = hint});
+                  {.file = ix.path, .tensor = std::string(name), .hint = hint});
     }
+  }
+}
+
+// True when every tensor is in the shard the index names and the index lists no other:
+// then names are unique across shards (two alike would be listed for one file, which
+// cannot hold both) and nothing is unlisted.
+bool index_matches(const Index& ix, const Checkpoint& ck, const std::vector<uint32_t>& shard_file) {
+  if (ck.tensors.size() != ix.weight_map.size()) return false;
+  for (const auto& t : ck.tensors) {
+    auto it = ix.listed.find(t.name);
+    if (it == ix.listed.end() || shard_file[it->second] != t.file) return false;
+  }
+  return true;
+}
+
+// The checkpoint the index describes: its shards merged, every weight_map entry checked
+// against the shard that holds it, unlisted tensors and an off total_size warned about.
+Checkpoint index_checkpoint(Index& ix, const std::map<std::string, std::string>& shard_paths,
+                            const std::vector<std::string>& files, const SourceOpener& open, bool threads) {
+  const std::string& index_path = ix.path;
+  std::unordered_map<std::string_view, uint32_t> where;  // tensor -> file index
+  bool names_checked = false;
+  Checkpoint ck = read_and_merge(files, open, threads, &where, &names_checked);
+  ck.path = index_path;
+
+  std::unordered_map<std::string_view, uint32_t> file_of;  // shard path -> file index
+  for (uint32_t i = 0; i < files.size(); ++i) file_of.emplace(files[i], i);
+  std::vector<uint32_t> shard_file(ix.shards.size());  // shard id in the index -> file index
+  for (size_t k = 0; k < ix.shards.size(); ++k)
+    shard_file[k] = file_of.at(shard_paths.find(std::string(ix.shards[k]))->second);
+
+  if (!index_matches(ix, ck, shard_file)) {  // what is wrong, as the one-by-one checks find it
+    if (!names_checked) check_unique_names(ck, 0, files, where);
+    check_weight_map(ix, shard_file, files, where);
   }
 
   // Tensors the index does not list: readable, but a sign of a stale index.
   // Every entry was found above and names are unique, so equal counts mean none is unlisted.
   std::vector<size_t> unlisted(files.size(), 0);
   std::vector<std::string> first_unlisted(files.size());
-  if (wm.size() != ck.tensors.size())
+  if (ix.weight_map.size() != ck.tensors.size())
     for (const auto& t : ck.tensors)
-      if (!wm.contains(t.name) && unlisted[t.file]++ == 0) first_unlisted[t.file] = t.name;
+      if (!ix.listed.count(t.name) && unlisted[t.file]++ == 0) first_unlisted[t.file] = t.name;
   for (size_t i = 0; i < files.size(); ++i)
     if (unlisted[i])
       ck.warnings.push_back(files[i] + ": " + plural(unlisted[i], "tensor") + " not listed in " + index_path +
@@ -269,7 +403,7 @@ Checkpoint index_checkpoint(const json& doc, const std::string& index_path, cons
 
   // metadata.total_size is advisory (transformers computes it its own way); never fatal.
   json index_meta = json::object();
-  if (auto m = doc.find("metadata"); m != doc.end()) {
+  if (const json* m = &ix.metadata; !m->is_null()) {
     if (m->is_object()) {
       index_meta = *m;
       if (auto ts = m->find("total_size"); ts != m->end()) {
@@ -281,7 +415,7 @@ Checkpoint index_checkpoint(const json& doc, const std::string& index_path, cons
                                 " but the tensors take " +
                                 std::to_string(sum) + " bytes");
       }
-    } else if (!m->is_null()) {
+    } else {
       ck.warnings.push_back(index_path + ": \"metadata\" is a " + std::string(m->type_name()) + ", ignored");
     }
   }
@@ -292,19 +426,19 @@ Checkpoint index_checkpoint(const json& doc, const std::string& index_path, cons
 }  // namespace
 
 Checkpoint read_index(const std::string& index_path) {
-  const json doc = read_index_json(FileSource(index_path));
-  const auto shard_paths = index_shards(doc, index_path);
-  return index_checkpoint(doc, index_path, shard_paths, local_shards(shard_paths, index_path), open_local_source, true);
+  Index ix = read_index_doc(FileSource(index_path));
+  const auto shard_paths = index_shards(ix);
+  return index_checkpoint(ix, shard_paths, local_shards(shard_paths, index_path), open_local_source, true);
 }
 
 Checkpoint read_index(const std::string& index_path, const SourceOpener& open) {
   const auto index = open(index_path);
   if (!index) throw Error("index.missing", "index file does not exist", {.file = index_path});
-  const json doc = read_index_json(*index);
-  const auto shard_paths = index_shards(doc, index_path);
+  Index ix = read_index_doc(*index);
+  const auto shard_paths = index_shards(ix);
   std::vector<std::string> files;
   for (const auto& [shard, path] : shard_paths) files.push_back(path);
-  return index_checkpoint(doc, index_path, shard_paths, files, open, false);
+  return index_checkpoint(ix, shard_paths, files, open, false);
 }
 
 Checkpoint merge_shards(const std::string& display_path, const std::vector<std::string>& files) {
