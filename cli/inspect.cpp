@@ -234,9 +234,9 @@ int run_inspect(const InspectOptions& o) {
     progress.clear();
   }
   if (o.json) {
-    auto j = inspect_json(ck, layout, o.filter);
+    auto j = inspect_json(ck, layout, o.filter, false);
     j["verify"] = vr ? verify_json(ck, *vr) : nlohmann::json(nullptr);
-    fmt::print("{}\n", dump_json(stamp(j, "inspect"), 2));
+    fmt::print("{}\n", dump_inspect_json(stamp(j, "inspect"), ck, o.filter));
   } else {
     print_text(ck, layout, o);
     if (vr) {

@@ -10,7 +10,9 @@
 #include "core/error.hpp"
 #include "format/open.hpp"
 #include "model/arch_table.hpp"
+#include "core/text.hpp"
 #include "model/model.hpp"
+#include "model/report.hpp"
 #include "tests/helpers.hpp"
 
 using namespace nunchaku;
@@ -785,4 +787,35 @@ TEST_CASE("model validation: suspicious but legal values are warnings", "[model]
   CHECK(warned("'sliding_window' is 0"));
   CHECK(warned("'rms_norm_eps' is 0.5"));
   CHECK(warned("'rope_scaling.factor' is 0.5"));
+}
+
+// inspect --json writes its "tensors" array straight from the checkpoint; the document must
+// be the one the full DOM gives (dump_json of inspect_json with every tensor in it).
+TEST_CASE("inspect json: the streamed tensors array is the DOM's text", "[model][inspect]") {
+  auto same = [](const Checkpoint& ck, const std::string& filter) {
+    const ModelLayout layout = describe_model(ck);
+    json doc = inspect_json(ck, layout, filter, false);
+    doc["command"] = "inspect";
+    json full = inspect_json(ck, layout, filter, true);
+    full["command"] = "inspect";
+    CHECK(dump_inspect_json(doc, ck, filter) == dump_json(full, 2));
+  };
+  for (const char* rel : {"models/llama", "models/llama-sharded", "models/llama-pt/model_legacy.pt",
+                          "models/llama-pt/model_zip.pt", "models/pt-nested/checkpoint.pt", "pytorch/legacy_views.pt",
+                          "pytorch/zip_views.pt", "models/llama-gguf"}) {
+    INFO(rel);
+    const Checkpoint ck = open_checkpoint(test::testdata(rel));
+    same(ck, "");
+    same(ck, "*layers.1*");
+    same(ck, "no such tensor");
+  }
+  // Names and paths that need escapes, non-ASCII and bytes that are not UTF-8; storages and
+  // strides; a scalar.
+  Checkpoint ck = make_ck({{"a\"q\\b\n\t\x01\x7f.weight", {2, 3}}, {"caf\xc3\xa9.w", {}}, {"bad\xff.w", {4}}});
+  ck.files[0].path = "dir \"x\"/m\xc3\xa9.bin";
+  ck.tensors[0].storage = "0/st\"x";
+  ck.tensors[0].storage_offset = 7;
+  ck.tensors[0].strides = {1, 2};
+  same(ck, "");
+  same(ck, "caf*");
 }

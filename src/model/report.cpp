@@ -2,6 +2,8 @@
 
 #include <fnmatch.h>
 
+#include "core/text.hpp"
+
 namespace nunchaku {
 
 bool glob_match(const std::string& pattern, const std::string& name) {
@@ -20,8 +22,81 @@ std::map<std::string, DTypeTotals> dtype_totals(const Checkpoint& ck, const std:
   return out;
 }
 
-nlohmann::json inspect_json(const Checkpoint& ck, const ModelLayout& layout, const std::string& filter) {
-  using nlohmann::json;
+namespace {
+
+using nlohmann::json;
+
+json tensor_json(const Checkpoint& ck, const TensorInfo& t) {
+  json tj = {{"name", t.name},
+             {"dtype", std::string(dtype_name(t.dtype))},
+             {"shape", t.shape},
+             {"size_bytes", t.nbytes},
+             {"file", ck.files.at(t.file).path},
+             {"offset", t.offset}};
+  if (!t.strides.empty()) tj["strides"] = t.strides;
+  if (!t.storage.empty()) {
+    tj["storage"] = t.storage;
+    tj["storage_offset"] = t.storage_offset;
+  }
+  return tj;
+}
+
+// `s` as a JSON string literal, as dump_json writes it.
+std::string json_string(const std::string& s) {
+  for (char c : s)
+    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x80)
+      return dump_json(json(s));
+  return '"' + s + '"';
+}
+
+// `v` as dump_json(.., 2) writes an array of integers whose closing bracket is indented `pad`.
+template <class Int>
+void int_array(std::string& out, const std::vector<Int>& v, std::string_view pad) {
+  if (v.empty()) {
+    out += "[]";
+    return;
+  }
+  out += '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    out += i ? ",\n" : "\n";
+    out.append(pad).append("  ") += std::to_string(v[i]);
+  }
+  out += '\n';
+  out.append(pad) += ']';
+}
+
+// The "tensors" array as dump_json(document, 2) writes it, one level into the document:
+// what tensor_json would give, without a DOM of 100k objects.
+void tensors_text(std::string& out, const Checkpoint& ck, const std::string& filter) {
+  std::vector<std::string> files;
+  for (const auto& f : ck.files) files.push_back(json_string(f.path));
+  bool first = true;
+  for (const auto& t : ck.tensors) {
+    if (!glob_match(filter, t.name)) continue;
+    out += first ? "[\n    {\n      \"dtype\": \"" : ",\n    {\n      \"dtype\": \"";
+    first = false;
+    out.append(dtype_name(t.dtype)).append("\",\n      \"file\": ").append(files.at(t.file));
+    out.append(",\n      \"name\": ").append(json_string(t.name));
+    out.append(",\n      \"offset\": ").append(std::to_string(t.offset));
+    out.append(",\n      \"shape\": ");
+    int_array(out, t.shape, "      ");
+    out.append(",\n      \"size_bytes\": ").append(std::to_string(t.nbytes));
+    if (!t.storage.empty()) {
+      out.append(",\n      \"storage\": ").append(json_string(t.storage));
+      out.append(",\n      \"storage_offset\": ").append(std::to_string(t.storage_offset));
+    }
+    if (!t.strides.empty()) {
+      out.append(",\n      \"strides\": ");
+      int_array(out, t.strides, "      ");
+    }
+    out += "\n    }";
+  }
+  out += first ? "[]" : "\n  ]";
+}
+
+}  // namespace
+
+nlohmann::json inspect_json(const Checkpoint& ck, const ModelLayout& layout, const std::string& filter, bool with_tensors) {
   json j;
   j["format"] = std::string(format_name(ck.format));
   j["path"] = ck.path;
@@ -37,18 +112,7 @@ nlohmann::json inspect_json(const Checkpoint& ck, const ModelLayout& layout, con
     count++;
     params += t.numel();
     bytes += t.nbytes;
-    json tj = {{"name", t.name},
-               {"dtype", std::string(dtype_name(t.dtype))},
-               {"shape", t.shape},
-               {"size_bytes", t.nbytes},
-               {"file", ck.files.at(t.file).path},
-               {"offset", t.offset}};
-    if (!t.strides.empty()) tj["strides"] = t.strides;
-    if (!t.storage.empty()) {
-      tj["storage"] = t.storage;
-      tj["storage_offset"] = t.storage_offset;
-    }
-    tensors.push_back(std::move(tj));
+    if (with_tensors) tensors.push_back(tensor_json(ck, t));
   }
   j["filter"] = filter.empty() ? json(nullptr) : json(filter);
   j["num_tensors"] = count;
@@ -80,6 +144,21 @@ nlohmann::json inspect_json(const Checkpoint& ck, const ModelLayout& layout, con
   j["warnings"] = warnings;
   j["tensors"] = std::move(tensors);
   return j;
+}
+
+std::string dump_inspect_json(const nlohmann::json& doc, const Checkpoint& ck, const std::string& filter) {
+  std::string text = dump_json(doc, 2);
+  // A top-level member's name follows a newline and two spaces; a raw newline is never
+  // inside a string, so this is the document's own "tensors" and no nested one.
+  constexpr std::string_view kEmpty = "\n  \"tensors\": []";
+  const size_t at = text.find(kEmpty);
+  if (at == std::string::npos) return text;
+  std::string out;
+  out.reserve(text.size() + ck.tensors.size() * 320);
+  out.append(text, 0, at + kEmpty.size() - 2);
+  tensors_text(out, ck, filter);
+  out.append(text, at + kEmpty.size());
+  return out;
 }
 
 }  // namespace nunchaku
