@@ -43,19 +43,20 @@ size_t value_end(std::string_view s, size_t i) {
   return i;
 }
 
-// Decodes the string literal s[b, e); false if it is not a valid JSON string.
-bool decode_key(std::string_view s, size_t b, size_t e, std::string& out) {
+// Decodes the string literal s[b, e) into m.key; false if it is not a valid JSON string.
+bool decode_key(std::string_view s, size_t b, size_t e, JsonMember& m) {
   std::string_view lit = s.substr(b, e - b);
   const std::string_view body = lit.substr(1, lit.size() - 2);
   bool plain = true;
   for (char c : body)
     if (c == '\\' || static_cast<unsigned char>(c) < 0x20) plain = false;
   if (plain) {
-    out.assign(body);
+    m.key = body;
     return true;
   }
   try {
-    out = nlohmann::json::parse(lit).get<std::string>();
+    m.decoded = std::make_unique<std::string>(nlohmann::json::parse(lit).get<std::string>());
+    m.key = *m.decoded;
     return true;
   } catch (const nlohmann::json::exception&) {
     return false;
@@ -87,7 +88,7 @@ bool split_object(std::string_view s, std::vector<JsonMember>& out, size_t& erro
     JsonMember m;
     m.key_at = i;
     size_t ke = string_end(s, i);
-    if (ke == std::string_view::npos || !decode_key(s, i, ke, m.key)) { error_at = i; return false; }
+    if (ke == std::string_view::npos || !decode_key(s, i, ke, m)) { error_at = i; return false; }
     i = skip_space(s, ke);
     if (i >= s.size() || s[i] != ':') { error_at = std::min(i, s.size()); return false; }
     i = skip_space(s, i + 1);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,7 +14,8 @@
 namespace nunchaku::detail {
 
 struct JsonMember {
-  std::string key;                // decoded
+  std::string_view key;           // decoded: into the text, or into `decoded` when it has escapes
+  std::unique_ptr<std::string> decoded;  // on the heap, so `key` survives moves
   size_t key_at = 0;              // offset of the key's opening quote in the text
   size_t value_at = 0, value_end = 0;  // the value's bytes: [value_at, value_end)
 };

@@ -138,9 +138,9 @@ class Reader {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& code, const std::string& msg, const std::string& tensor,
+  [[noreturn]] void fail(const std::string& code, const std::string& msg, std::string_view tensor,
                          std::optional<uint64_t> offset, std::string hint = {}) const {
-    throw Error(code, msg, {.file = src_.path(), .tensor = tensor, .offset = offset, .hint = std::move(hint)});
+    throw Error(code, msg, {.file = src_.path(), .tensor = std::string(tensor), .offset = offset, .hint = std::move(hint)});
   }
 
   // Absolute offset of a data-region offset, if representable.
@@ -213,7 +213,7 @@ class Reader {
   }
 
   // `at`: the absolute offset of the entry's name in the file.
-  Entry entry(const std::string& name, const json& v, uint64_t at) const {
+  Entry entry(std::string_view name, const json& v, uint64_t at) const {
     auto bad = [&](const std::string& why) {
       fail("safetensors.bad_entry", why, name, at,
            "each tensor entry is {\"dtype\": \"F32\", \"shape\": [..], \"data_offsets\": [begin, end]}");
@@ -239,10 +239,10 @@ class Reader {
   }
 
   // The checks of an entry's values, however they were read.
-  Entry finish(const std::string& name, std::string_view dname, const std::vector<uint64_t>& dims, uint64_t begin,
+  Entry finish(std::string_view name, std::string_view dname, const std::vector<uint64_t>& dims, uint64_t begin,
                uint64_t end, uint64_t at) const {
     Entry e;
-    e.name = name;
+    e.name = std::string(name);
     e.begin = begin;
     e.end = end;
     auto d = safetensors_dtype(dname);

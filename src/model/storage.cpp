@@ -14,10 +14,16 @@ std::string_view strip(std::string_view s, std::string_view suf) { return s.subs
 }  // namespace
 
 std::vector<uint64_t> logical_parameters(const Checkpoint& ck, int bits) {
+  // The name set answers "is there a sibling ..."; built on the first question (most
+  // checkpoints never ask: 46k names hashed for nothing).
   std::unordered_set<std::string_view> names;
-  names.reserve(ck.tensors.size() * 2);
-  for (const auto& t : ck.tensors) names.insert(t.name);
-  auto has = [&](std::string_view base, std::string_view suf) { return names.count(std::string(base) + std::string(suf)) > 0; };
+  auto has = [&](std::string_view base, std::string_view suf) {
+    if (names.empty()) {
+      names.reserve(ck.tensors.size() * 2);
+      for (const auto& t : ck.tensors) names.insert(t.name);
+    }
+    return names.count(std::string(base) + std::string(suf)) > 0;
+  };
   const uint64_t per_int32 = bits > 0 && bits <= 32 ? 32u / static_cast<uint64_t>(bits) : 8;
 
   std::vector<uint64_t> out;
