@@ -87,22 +87,34 @@ struct Attention {
   VecRef sinks;         // per head: a logit that joins each softmax's denominator only
 };
 
-// A layer's mixture of experts (Backend::moe): per token, router logits W_r . x, softmax,
-// the top_k experts (largest weights, ties to the lower index, NaN logits never chosen
-// before a number), their weights renormalized to sum 1 when `norm_topk`; the output is
+// A layer's mixture of experts (Backend::moe): per token, router logits W_r . x (+ bias),
+// softmax, the top_k experts (largest weights, ties to the lower index, NaN logits never
+// chosen before a number), their weights renormalized to sum 1 when `norm_topk` (or, with
+// Routing::TopkSoftmax, a softmax over the k chosen logits: route_token); the output is
 // sum_j w_j * down_j(act(gate_j . x) * (up_j . x)), plus, with a shared expert,
 // sigmoid(shared_expert_gate . x) * shared(x). Expert e's matrices are experts[e].
+// gpt-oss (MoeFfn::gate_up_mixed): `gate` holds gate and up as one matrix of 2 x inter
+// outputs, gate at even ones and up at odd, `up` is null; biases are added after the
+// products; the activation is the clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit,
+// limit), (u + 1) * g * sigmoid(alpha * g). Its matrices may be input-major or split-scale
+// MXFP4 (WeightMatrix; matmul_expert_rows).
 struct MoeExpert {
   const WeightMatrix* gate = nullptr;
   const WeightMatrix* up = nullptr;
   const WeightMatrix* down = nullptr;
+  VecRef gate_up_bias;  // [2 x inter] (gate_up_mixed)
+  VecRef down_bias;     // [hidden]
 };
 struct MoeFfn {
   const WeightMatrix* router = nullptr;  // [experts, hidden]
   std::span<const MoeExpert> experts;
   int64_t top_k = 0;
   bool norm_topk = false;
+  Routing routing = Routing::SoftmaxTopk;
+  VecRef router_bias;  // [experts], added to the router's logits
   Activation act = Activation::Silu;
+  bool gate_up_mixed = false;  // gpt-oss experts (MoeExpert)
+  float swiglu_alpha = 0, swiglu_limit = 0;
   const WeightMatrix* shared_gate = nullptr;  // the shared expert (all three, or none)
   const WeightMatrix* shared_up = nullptr;
   const WeightMatrix* shared_down = nullptr;

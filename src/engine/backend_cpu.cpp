@@ -40,6 +40,30 @@ struct AlignedDelete {
 template <class T>
 using Array = std::unique_ptr<T[], AlignedDelete>;
 
+// Element i of a weight vector (F32, F16 or BF16), for vectors read once per use (the MoE
+// layers' per-expert biases, wider than the vector slots).
+float vec_at(const VecRef& v, int64_t i) {
+  const auto* p = static_cast<const uint8_t*>(v.data);
+  if (v.dtype == DType::F16) return blocks::half_to_float(blocks::load_u16(p + 2 * i));
+  if (v.dtype == DType::BF16) return blocks::bf16_to_float(blocks::load_u16(p + 2 * i));
+  float x;
+  std::memcpy(&x, p + 4 * i, 4);
+  return x;
+}
+
+// gpt-oss's expert activation over one row of 2n interleaved gate|up values (bias added
+// first, when given), written in place to the row's first n: reads 2i and 2i + 1 >= i.
+void clamped_swiglu_row(float* gu, int64_t n, const VecRef& bias, float alpha, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    float g = gu[2 * i], u = gu[2 * i + 1];
+    if (bias) g += vec_at(bias, 2 * i), u += vec_at(bias, 2 * i + 1);
+    g = std::min(g, limit);  // NaN stays NaN, as torch.clamp
+    u = std::max(std::min(u, limit), -limit);
+    const float glu = g * (1.0f / (1.0f + std::exp(-(g * alpha))));
+    gu[i] = (u + 1.0f) * glu;
+  }
+}
+
 // A float buffer whose bytes are counted.
 struct Buffer {
   Array<float> p;
@@ -244,7 +268,9 @@ class CpuBackend final : public Backend {
   void moe_experts(const MoeFfn& f, bool gate_up, size_t e0, size_t e1);  // experts [e0, e1)
   // The mixture-of-experts buffers (engine_memory's cpu_moe_bytes), when the model has experts.
   struct MoeState {
-    Array<float> router, gathered, gate, up, out, shared_gate;
+    Array<float> router, gathered, gate_up, out, shared_gate;
+    float* gate = nullptr;  // [A x inter] each, in gate_up; gpt-oss: rows of 2 x inter from gate
+    float* up = nullptr;
     Array<int32_t> choice, order, row_of;
     Array<float> weight;
     Array<int64_t> first;
@@ -353,8 +379,9 @@ void CpuBackend::allocate(const BackendSetup& s) {
       moe_.first = alloc<int64_t>(E + 1);
       moe_.gathered = alloc<float>(A * H);
       moe_.out = alloc<float>(A * H);
-      moe_.gate = alloc<float>(A * I);
-      moe_.up = alloc<float>(A * I);
+      moe_.gate_up = alloc<float>(2 * A * I);
+      moe_.gate = moe_.gate_up.get();
+      moe_.up = moe_.gate + A * I;
       moe_.shared_gate = alloc<float>(size_t(T));
       moe_.jobs.reserve(2 * E);
       moe_.used.reserve(E);
@@ -542,7 +569,7 @@ void CpuBackend::run_raw(std::span<const RawJob> jobs) {
   pool_.run(int64_t(tasks.size()), [&](int64_t i, int) {
     const RawTask& t = tasks[size_t(i)];
     const RawJob& j = jobs[size_t(t.job)];
-    matmul_rows(*j.w, j.in + t.b0 * j.ldx, j.ldx, t.nb, j.out + t.b0 * j.ldo, j.ldo, t.r0, t.r1);
+    matmul_expert_rows(*j.w, j.in + t.b0 * j.ldx, j.ldx, t.nb, j.out + t.b0 * j.ldo, j.ldo, t.r0, t.r1);
   });
 }
 
@@ -555,11 +582,14 @@ void CpuBackend::moe_experts(const MoeFfn& f, bool gate_up, size_t e0, size_t e1
     const int64_t r = moe_.first[e], n = moe_.first[e + 1] - r;
     if (n == 0) continue;
     const MoeExpert& x = f.experts[e];
-    if (gate_up) {
-      jobs.push_back({x.gate, moe_.gathered.get() + r * H, H, n, moe_.gate.get() + r * I, I});
-      jobs.push_back({x.up, moe_.gathered.get() + r * H, H, n, moe_.up.get() + r * I, I});
+    const int64_t w = f.gate_up_mixed ? 2 * I : I;  // gpt-oss: gate|up rows of 2I in `gate`
+    if (gate_up && f.gate_up_mixed) {
+      jobs.push_back({x.gate, moe_.gathered.get() + r * H, H, n, moe_.gate + r * w, w});
+    } else if (gate_up) {
+      jobs.push_back({x.gate, moe_.gathered.get() + r * H, H, n, moe_.gate + r * I, I});
+      jobs.push_back({x.up, moe_.gathered.get() + r * H, H, n, moe_.up + r * I, I});
     } else {
-      jobs.push_back({x.down, moe_.gate.get() + r * I, I, n, moe_.out.get() + r * H, H});
+      jobs.push_back({x.down, moe_.gate + r * w, w, n, moe_.out.get() + r * H, H});
     }
   }
   run_raw(jobs);
@@ -580,8 +610,11 @@ void CpuBackend::moe(const MoeFfn& f) {
   const RawJob router{f.router, xn.p.get(), xn.width, T, moe_.router.get(), E};
   run_raw({&router, 1});
   each(T, [&](int64_t t, int) {
-    route_token({moe_.router.get() + t * E, size_t(E)}, f.norm_topk, {moe_.choice.get() + t * k, size_t(k)},
-                {moe_.weight.get() + t * k, size_t(k)});
+    float* logits = moe_.router.get() + t * E;
+    if (f.router_bias)
+      for (int64_t e = 0; e < E; ++e) logits[e] += vec_at(f.router_bias, e);
+    route_token({logits, size_t(E)}, f.norm_topk, {moe_.choice.get() + t * k, size_t(k)},
+                {moe_.weight.get() + t * k, size_t(k)}, f.routing);
   });
   group_by_expert({moe_.choice.get(), size_t(A)}, E, {moe_.first.get(), size_t(E + 1)}, {moe_.order.get(), size_t(A)});
   each(A, [&](int64_t r, int) {
@@ -591,13 +624,26 @@ void CpuBackend::moe(const MoeFfn& f) {
   });
   // The routed experts' gate and up, activation, down: at once, or (streamed experts) in
   // rounds of at most bind_max experts, each round's bound just before it runs.
+  // The expert of gathered row r (rows are grouped by expert).
+  const auto expert_of = [&](int64_t r) {
+    return size_t(std::upper_bound(moe_.first.get(), moe_.first.get() + E + 1, r) - moe_.first.get() - 1);
+  };
   auto experts = [&](size_t e0, size_t e1) {
     moe_experts(f, true, e0, e1);
     each(moe_.first[e1] - moe_.first[e0], [&](int64_t i, int) {
       const int64_t r = moe_.first[e0] + i;
-      act_mul_row(f.act, moe_.gate.get() + r * I, moe_.up.get() + r * I, I);
+      if (f.gate_up_mixed)
+        clamped_swiglu_row(moe_.gate + r * 2 * I, I, f.experts[expert_of(r)].gate_up_bias, f.swiglu_alpha, f.swiglu_limit);
+      else
+        act_mul_row(f.act, moe_.gate + r * I, moe_.up + r * I, I);
     });
     moe_experts(f, false, e0, e1);
+    if (f.gate_up_mixed)
+      each(moe_.first[e1] - moe_.first[e0], [&](int64_t i, int) {
+        const int64_t r = moe_.first[e0] + i;
+        if (const VecRef& b = f.experts[expert_of(r)].down_bias)
+          for (int64_t h = 0; h < H; ++h) moe_.out[r * H + h] += vec_at(b, h);
+      });
   };
   if (!f.bind) {
     experts(0, size_t(E));

@@ -42,7 +42,7 @@ void check_supported(const ModelSpec& spec, const BlockRecipe& recipe) {
   if (!recipe.unsupported.empty())
     throw engine_error("engine.unsupported_architecture", recipe.unsupported, "",
                        "supported: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, mixtral, qwen2_moe, "
-                       "qwen3_moe, olmoe");
+                       "qwen3_moe, olmoe, gpt_oss");
   const EngineDims d = engine_dims(spec);
   if (d.hidden <= 0 || d.heads <= 0 || d.head_dim <= 0 || d.head_dim % 2 || d.kv_heads <= 0 || d.heads % d.kv_heads ||
       d.layers <= 0)
@@ -99,10 +99,13 @@ ModelBinding bind_modules(const ModelLayout& layout) {
     const bool sparse = at[size_t(Role::Router)] >= 0;  // a MoE layer (others of the family are dense)
     std::vector<Role> need = {Role::AttnNorm, Role::O, Role::FfnNorm};
     for (Role r : recipe.fused_qkv ? std::vector{Role::QKV} : std::vector{Role::Q, Role::K, Role::V}) need.push_back(r);
-    if (sparse && at[size_t(Role::ExpGateUp)] >= 0) need.push_back(Role::ExpDown);
+    if (sparse && recipe.clamped_swiglu) need.insert(need.end(), {Role::ExpGateUpMixed, Role::ExpDown, Role::ExpGateUpBias, Role::ExpDownBias});
+    else if (sparse && at[size_t(Role::ExpGateUp)] >= 0) need.push_back(Role::ExpDown);
     else if (sparse) need.insert(need.end(), {Role::ExpGate, Role::ExpUp, Role::ExpDown});
     else if (recipe.fused_gate_up) need.insert(need.end(), {Role::GateUp, Role::Down});
     else need.insert(need.end(), {Role::Gate, Role::Up, Role::Down});
+    if (sparse && recipe.router_bias) need.push_back(Role::RouterBias);
+    if (recipe.attn_sinks) need.push_back(Role::Sinks);
     if (sparse && (at[size_t(Role::ShGate)] >= 0 || at[size_t(Role::ShUp)] >= 0 || at[size_t(Role::ShDown)] >= 0))
       need.insert(need.end(), {Role::ShGate, Role::ShUp, Role::ShDown});
     for (Role r : need)
@@ -130,6 +133,42 @@ WeightMatrix matrix(const TensorView& t, int64_t rows, int64_t cols, const Backe
   if (!rb || *rb * uint64_t(rows) != t.nbytes)
     throw engine_error("engine.bad_shape", "row length is not a whole number of blocks", t.name);
   return WeightMatrix{static_cast<const uint8_t*>(t.data), t.dtype, rows, cols, size_t(*rb), t.name};
+}
+
+WeightMatrix expert_matrix(const TensorView& t, const TensorView* scales, int64_t experts, int64_t rows, int64_t cols,
+                           const Backend& backend) {
+  check_place(t, &backend);
+  const bool mxfp4 = t.dtype == DType::U8;
+  if (!mxfp4) {
+    if (!expert_matrix_supports(t.dtype, true, false))
+      throw engine_error("engine.unsupported_dtype",
+                         fmt::format("experts of dtype {} (input-major experts are F32, F16 or BF16)", dtype_name(t.dtype)),
+                         t.name);
+    if (t.shape != std::vector<int64_t>{experts, cols, rows})
+      throw engine_error("engine.bad_shape",
+                         fmt::format("shape [{}] where the model needs [{}, {}, {}]", fmt::join(t.shape, ", "), experts, cols, rows),
+                         t.name);
+    const size_t esize = dtype_info(t.dtype).block_bytes;
+    WeightMatrix w{static_cast<const uint8_t*>(t.data), t.dtype, rows, cols, size_t(rows) * esize, t.name};
+    w.input_major = true;
+    return w;
+  }
+  if (!scales)
+    throw engine_error("engine.missing_tensor", "MXFP4 blocks without their scales tensor (<name>_scales)", t.name);
+  check_place(*scales, &backend);
+  if (cols % 32 || t.shape != std::vector<int64_t>{experts, rows, cols / 32, 16})
+    throw engine_error("engine.bad_shape",
+                       fmt::format("MXFP4 blocks of shape [{}] where the model needs [{}, {}, {}, 16]", fmt::join(t.shape, ", "),
+                                   experts, rows, cols / 32),
+                       t.name);
+  if (scales->dtype != DType::U8 || scales->shape != std::vector<int64_t>{experts, rows, cols / 32})
+    throw engine_error("engine.bad_shape",
+                       fmt::format("MXFP4 scales of dtype {} and shape [{}] where the model needs U8 [{}, {}, {}]",
+                                   dtype_name(scales->dtype), fmt::join(scales->shape, ", "), experts, rows, cols / 32),
+                       scales->name);
+  WeightMatrix w{static_cast<const uint8_t*>(t.data), DType::MXFP4, rows, cols, size_t(cols / 2), t.name};
+  w.scales = static_cast<const uint8_t*>(scales->data);
+  return w;
 }
 
 void check_vector(const TensorView& t, int64_t n, const Backend& backend) {

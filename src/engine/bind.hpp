@@ -39,6 +39,13 @@ size_t find_role(const ModelLayout& layout, Role r);
 // engine.unsupported_dtype / engine.not_contiguous / engine.not_readable (by `backend`, or,
 // when null, on the host).
 WeightMatrix matrix(const TensorView& t, int64_t rows, int64_t cols, const Backend* backend);
+// gpt-oss's stacked experts as one matrix of experts x rows output rows of `cols` inputs:
+// `t` input-major [experts, cols, rows] of F32/F16/BF16 (WeightMatrix::input_major, `rows`
+// x `cols` with experts x cols stored rows), or, when `t` is U8, MXFP4 blocks [experts, rows,
+// cols / 32, 16] with `scales` [experts, rows, cols / 32] U8 (required then). Throws
+// engine.bad_shape / engine.unsupported_dtype / engine.missing_tensor / engine.not_readable.
+WeightMatrix expert_matrix(const TensorView& t, const TensorView* scales, int64_t experts, int64_t rows, int64_t cols,
+                           const Backend& backend);
 // Checks a norm/bias vector: n elements of F32/F16/BF16, readable by the backend.
 void check_vector(const TensorView& t, int64_t n, const Backend& backend);
 // The vector at index `at` of acquired views (empty VecRef when at < 0).

@@ -26,6 +26,14 @@ struct WeightMatrix {
   int64_t rows = 0, cols = 0;
   size_t row_bytes = 0;
   std::string name;
+  // gpt-oss's experts (Backend::moe only, through matmul_expert_rows): `input_major`: stored
+  // [cols][rows] (x @ W, bf16/fp32 files), row_bytes apart per input; dtype MXFP4: as the HF
+  // files hold it, 16 code bytes per 32 values at `data` (row_bytes = cols / 2) and one E8M0
+  // scale byte per 32 values at `scales` (cols / 32 per row; GGUF's interleaved MXFP4 blocks
+  // are not read).
+  bool input_major = false;
+  const uint8_t* scales = nullptr;
+  int64_t stored_rows() const { return input_major ? cols : rows; }  // rows of storage (row_bytes each)
 };
 
 // Dtypes the matmul kernels read directly.
@@ -47,6 +55,18 @@ Isa set_isa(Isa isa);
 constexpr int64_t kMatmulGemmBatch = kCpuGemmMinRows;  // defined with the accounting (engine_memory())
 void matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
                  int64_t r0, int64_t r1);
+
+// matmul_rows for any expert matrix: input-major ones (F32, F16, BF16) sum x[i] * W[i][r]
+// over i in order; split-scale MXFP4 ones dequantize each 32-value block exactly (a code's
+// FP4 value times 2^(scale - 127), as transformers' convert_moe_packed_tensors) and sum like
+// F32; the rest are matmul_rows. Scalar code the compiler vectorizes.
+void matmul_expert_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
+                        int64_t r0, int64_t r1);
+bool expert_matrix_supports(DType t, bool input_major, bool split_scales);
+// FP4 (e2m1) code -> value: codes 0-7 are +0, 0.5, 1, 1.5, 2, 3, 4, 6; 8-15 their negatives.
+float fp4_e2m1_value(uint8_t code);
+// E8M0 scale byte -> 2^(s - 127) (255: NaN).
+float e8m0_value(uint8_t s);
 
 // out[0..cols) = row r of W as fp32 (embedding lookup, tests).
 void dequant_row(const WeightMatrix& w, int64_t r, float* out);

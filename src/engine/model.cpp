@@ -158,10 +158,11 @@ void Transformer::bind_layer(Layer& L, std::span<const TensorView> info, const s
                                            {Role::KBias, kv_dim}, {Role::VBias, kv_dim}, {Role::OBias, H},
                                            {Role::QNorm, qn}, {Role::KNorm, kn},
                                            {Role::GateBias, I},   {Role::UpBias, I},     {Role::DownBias, H},
-                                           {Role::PostAttnNorm, H}, {Role::PostFfnNorm, H}};
+                                           {Role::PostAttnNorm, H}, {Role::PostFfnNorm, H}, {Role::Sinks, dims_.heads}};
   for (auto [r, n] : vecs)
     if (L.at[size_t(r)] >= 0) check_vector(info[size_t(L.at[size_t(r)])], n, backend_);
   const std::pair<bool, Role> needed[] = {{recipe_.qk_norm, Role::QNorm}, {recipe_.qk_norm, Role::KNorm},
+                                          {recipe_.attn_sinks, Role::Sinks},
                                           {recipe_.post_attn_norm, Role::PostAttnNorm},
                                           {recipe_.post_ffn_norm, Role::PostFfnNorm}};
   for (auto [want, r] : needed)
@@ -177,7 +178,8 @@ int64_t Transformer::panel_cols() const {
     for (const Part* p : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down})
       if (p->at >= 0) widen(p->w);
     if (L.moe) {
-      for (const Part& p : L.moe->experts) widen(p.w);
+      for (const Part& p : L.moe->experts)
+        if (p.at >= 0 && !p.w.input_major && p.w.dtype != DType::MXFP4) widen(p.w);  // gpt-oss's never take the GEMM
       widen(L.moe->router.w);
       if (L.moe->shared)
         for (const Part* p : {&L.moe->sh_gate, &L.moe->sh_up, &L.moe->sh_down}) widen(p->w);
@@ -224,7 +226,7 @@ std::string Transformer::describe() const {
                                             : std::to_string(dims_.inter);
   return fmt::format("{}, {}, hidden {}, heads {}/{} x {}, ffn {} ({}), norm {}, vocab {}, weights {}, rope {}, kv {}, {}, {}",
                      spec_.architecture, plural(layers_.size(), "layer"), dims_.hidden, dims_.heads, dims_.kv_heads, dims_.head_dim,
-                     ffn, activation_name(recipe_.act), norm_kind_name(recipe_.norm), dims_.vocab,
+                     ffn, expert_activation_name(recipe_), norm_kind_name(recipe_.norm), dims_.vocab,
                      dtype_name(layers_.empty() ? embed_.w.dtype : layers_[0].q.w.dtype),
                      rope_style_ == RopeStyle::NeoX ? "neox" : "interleaved", dtype_name(cfg_.kv_dtype),
                      weights_.describe(), backend_.describe());
@@ -289,7 +291,7 @@ void Transformer::run_attention(Layer& L, int64_t l, std::span<const TensorView>
   be.rope_and_cache(l, norm_of(w, L, Role::QNorm), norm_of(w, L, Role::KNorm), L.rope);
   const MatmulJob o[1] = {{&L.o.w, Buf::Tmp, vec(Role::OBias)}};
   be.prefetch(o);
-  be.attention(l, {L.window, recipe_.attn_scale, recipe_.attn_softcap, {}});
+  be.attention(l, {L.window, recipe_.attn_scale, recipe_.attn_softcap, vec(Role::Sinks)});
   be.matmul(o, Buf::Att);
   if (recipe_.post_attn_norm) be.norm(Buf::Tmp, Buf::Tmp, norm_of(w, L, Role::PostAttnNorm));
   be.add_norm(Buf::X, Buf::Tmp, Buf::XN, norm_of(w, L, Role::FfnNorm));

@@ -1,5 +1,6 @@
 // The decoder-only transformer over a WeightProvider and a Backend, one block recipe
-// (model/recipe.hpp: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3) interpreted
+// (model/recipe.hpp: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3 and the MoE
+// families mixtral, qwen2_moe, qwen3_moe, olmoe, gpt_oss) interpreted
 // op by op:
 //
 //   Transformer(layout, provider, backend)   forward(): for each module in order
@@ -92,7 +93,8 @@ class Transformer {
   struct Part {
     WeightMatrix w;  // data bound at acquire
     int16_t at = -1;
-    int64_t row0 = 0;
+    int64_t row0 = 0;         // first stored row (WeightMatrix::stored_rows) in the tensor
+    int16_t scales_at = -1;   // split-scale MXFP4: the scales tensor (cols / 32 bytes per row)
   };
   // A MoE layer's router, routed experts (3 parts each: gate, up, down; rows of a stacked
   // tensor or one tensor per expert) and optional shared expert.
@@ -124,6 +126,9 @@ class Transformer {
   void bind_layer(Layer& L, std::span<const TensorView> info, const std::string& module);
   // model_moe.cpp: the experts of a layer with a router (dims_.experts, expert_inter set).
   void bind_moe(Layer& L, std::span<const TensorView> info, std::span<const Role> roles, const std::string& module);
+  // gpt-oss's experts (recipe clamped_swiglu): gate|up mixed and down, input-major floats or
+  // split-scale MXFP4, with their biases.
+  void bind_mixed_experts(Moe& m, const Layer& L, std::span<const TensorView> info, const std::string& module);
   void moe_dims(const ModelLayout& layout, size_t module);  // dims_ expert_inter, inter (shared)
   void run_moe(Layer& L, std::span<const TensorView> w);   // XN -> Tmp
   void run_layer(Layer& L, int64_t l);

@@ -49,14 +49,48 @@ void Transformer::moe_dims(const ModelLayout& layout, size_t module) {
     const TensorView& t = info[i];
     if (roles[i] == Role::ExpGate) dims_.expert_inter = t.shape.size() == 3 ? dim(t, 1) : dim(t, 0);
     if (roles[i] == Role::ExpGateUp) dims_.expert_inter = dim(t, 1) / 2;
+    // gpt-oss: MXFP4 blocks [E, 2I, H/32, 16] or input-major floats [E, H, 2I]
+    if (roles[i] == Role::ExpGateUpMixed) dims_.expert_inter = (t.dtype == DType::U8 ? dim(t, 1) : dim(t, 2)) / 2;
     if (roles[i] == Role::ShGate) dims_.inter = std::max(dims_.inter, dim(t, 0));
   }
+}
+
+void Transformer::bind_mixed_experts(Moe& m, const Layer& L, std::span<const TensorView> info, const std::string& module) {
+  const int64_t E = dims_.experts, H = dims_.hidden, I = dims_.expert_inter;
+  auto stacked = [&](Role r, Role scales, int64_t rows, int64_t cols, int which) {
+    const int16_t at = L.at[size_t(r)], sat = L.at[size_t(scales)];
+    const WeightMatrix w = expert_matrix(info[size_t(at)], sat >= 0 ? &info[size_t(sat)] : nullptr, E, rows, cols, backend_);
+    for (int64_t e = 0; e < E; ++e) {
+      Part& p = m.experts[size_t(e) * 3 + size_t(which)];
+      p.w = w;
+      p.at = at;
+      p.scales_at = w.dtype == DType::MXFP4 ? sat : int16_t(-1);  // (data, scales: bound per pass)
+      p.row0 = e * w.stored_rows();
+    }
+  };
+  stacked(Role::ExpGateUpMixed, Role::ExpGateUpScales, 2 * I, H, 0);
+  stacked(Role::ExpDown, Role::ExpDownScales, H, I, 2);
+  check_vector(info[size_t(L.at[size_t(Role::ExpGateUpBias)])], E * 2 * I, backend_);
+  check_vector(info[size_t(L.at[size_t(Role::ExpDownBias)])], E * H, backend_);
+  if (L.at[size_t(Role::RouterBias)] >= 0) check_vector(info[size_t(L.at[size_t(Role::RouterBias)])], E, backend_);
+  (void)module;
 }
 
 void Transformer::bind_moe(Layer& L, std::span<const TensorView> info, std::span<const Role> roles,
                            const std::string& module) {
   const int64_t E = dims_.experts, H = dims_.hidden, I = dims_.expert_inter;
   Moe m;
+  if (recipe_.clamped_swiglu) {
+    m.experts.resize(size_t(E) * 3);
+    bind_mixed_experts(m, L, info, module);
+    m.router.at = L.at[size_t(Role::Router)];
+    m.router.w = matrix(info[size_t(m.router.at)], E, H, &backend_);
+    m.bound.resize(size_t(E));
+    m.want.reserve(size_t(std::max(0, weights_.piece_slots())));
+    m.where.reserve(size_t(std::max(0, weights_.piece_slots())));
+    L.moe = std::move(m);
+    return;
+  }
   m.experts.resize(size_t(E) * 3);
   std::vector<bool> seen(size_t(E) * 3, false);
   auto bad = [&](const std::string& what, const std::string& tensor) {
@@ -123,17 +157,36 @@ void Transformer::run_moe(Layer& L, std::span<const TensorView> w) {
   };
   const bool pieces = weights_.pieces_streamed(L.module);
   if (!pieces)
-    for (Part& p : m.experts) rebind(p);
+    for (Part& p : m.experts)
+      if (p.at >= 0) rebind(p);
+  for (Part& p : m.experts)  // split-scale MXFP4: the scales stay in the module's slot
+    if (p.scales_at >= 0)
+      p.w.scales = static_cast<const uint8_t*>(w[size_t(p.scales_at)].data) + size_t(p.row0) * size_t(p.w.cols / 32);
   rebind(m.router);
   if (m.shared) rebind(m.sh_gate), rebind(m.sh_up), rebind(m.sh_down);
+  const bool mixed = recipe_.clamped_swiglu;
+  const VecRef gu_bias = mixed ? vector_ref(w, L.at[size_t(Role::ExpGateUpBias)]) : VecRef{};
+  const VecRef down_bias = mixed ? vector_ref(w, L.at[size_t(Role::ExpDownBias)]) : VecRef{};
+  auto slice = [](VecRef v, size_t e, int64_t n) {  // expert e's row of a stacked bias
+    if (!v) return v;
+    v.data = static_cast<const uint8_t*>(v.data) + e * size_t(n) * dtype_info(v.dtype).block_bytes;
+    v.n = n;
+    return v;
+  };
   for (size_t e = 0; e < m.bound.size(); ++e)
-    m.bound[e] = {&m.experts[e * 3].w, &m.experts[e * 3 + 1].w, &m.experts[e * 3 + 2].w};
+    m.bound[e] = {&m.experts[e * 3].w, mixed ? nullptr : &m.experts[e * 3 + 1].w, &m.experts[e * 3 + 2].w,
+                  slice(gu_bias, e, 2 * dims_.expert_inter), slice(down_bias, e, dims_.hidden)};
   MoeFfn f;
   f.router = &m.router.w;
+  f.router_bias = vector_ref(w, L.at[size_t(Role::RouterBias)]);
   f.experts = m.bound;
   f.top_k = dims_.top_k;
   f.norm_topk = recipe_.norm_topk;
+  f.routing = recipe_.routing;
   f.act = recipe_.act;
+  f.gate_up_mixed = mixed;
+  f.swiglu_alpha = recipe_.swiglu_alpha;
+  f.swiglu_limit = recipe_.swiglu_limit;
   if (pieces) {  // the routed experts' rows come from the provider, round by round
     f.bind_max = std::max(1, weights_.piece_slots() / 3);
     f.bind = [this, &L](std::span<const int32_t> experts) {  // two pointers: no allocation
@@ -142,11 +195,15 @@ void Transformer::run_moe(Layer& L, std::span<const TensorView> w) {
       for (int32_t e : experts)
         for (int which = 0; which < 3; ++which) {
           const Part& p = m.experts[size_t(e) * 3 + size_t(which)];
-          m.want.push_back({size_t(p.at), uint64_t(p.row0) * p.w.row_bytes, uint64_t(p.w.rows) * p.w.row_bytes});
+          if (p.at < 0) continue;  // gpt-oss: no separate up
+          m.want.push_back({size_t(p.at), uint64_t(p.row0) * p.w.row_bytes, uint64_t(p.w.stored_rows()) * p.w.row_bytes});
         }
       m.where.resize(m.want.size());
       weights_.fetch(L.module, m.want, m.where);
-      for (size_t j = 0; j < m.want.size(); ++j) m.experts[size_t(experts[j / 3]) * 3 + j % 3].w.data = m.where[j];
+      size_t j = 0;
+      for (int32_t e : experts)
+        for (int which = 0; which < 3; ++which)
+          if (Part& p = m.experts[size_t(e) * 3 + size_t(which)]; p.at >= 0) p.w.data = m.where[j++];
     };
   }
   if (m.shared) {

@@ -5,8 +5,30 @@
 
 namespace nunchaku::engine {
 
+namespace {
+
+// softmax over the chosen experts' logits (experts_out sorted: the first is the largest
+// number, or +inf, or NaN when there is no number).
+void softmax_chosen(std::span<const float> logits, std::span<const int32_t> chosen, std::span<float> w) {
+  const size_t k = chosen.size();
+  const float max = logits[size_t(chosen[0])];
+  if (std::isnan(max)) {
+    for (size_t j = 0; j < k; ++j) w[j] = 0.0f;
+    return;
+  }
+  float sum = 0;
+  for (size_t j = 0; j < k; ++j) {
+    const float v = logits[size_t(chosen[j])];
+    w[j] = std::isnan(v) ? 0.0f : std::isinf(max) ? (v == max ? 1.0f : 0.0f) : std::exp(v - max);
+    sum += w[j];
+  }
+  for (size_t j = 0; j < k; ++j) w[j] /= sum;  // sum >= 1: the first term is 1
+}
+
+}  // namespace
+
 void route_token(std::span<const float> logits, bool norm_topk, std::span<int32_t> experts_out,
-                 std::span<float> weights_out) {
+                 std::span<float> weights_out, Routing routing) {
   const size_t E = logits.size(), k = experts_out.size();
   float max = -std::numeric_limits<float>::infinity();
   for (float v : logits)
@@ -30,6 +52,10 @@ void route_token(std::span<const float> logits, bool norm_topk, std::span<int32_
   }
   if (!any) {
     for (size_t j = 0; j < k; ++j) weights_out[j] = 0.0f;
+    return;
+  }
+  if (routing == Routing::TopkSoftmax) {
+    if (k > 0) softmax_chosen(logits, experts_out.first(k), weights_out);
     return;
   }
   double denom = 0;  // softmax over all experts, then the chosen ones' probabilities

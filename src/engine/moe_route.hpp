@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <span>
 
+#include "model/recipe.hpp"
+
 namespace nunchaku::engine {
 
 // One token: `logits` [experts] -> the top `experts_out.size()` experts and their weights.
@@ -13,8 +15,10 @@ namespace nunchaku::engine {
 // expert index. A NaN logit ranks below every number and gets weight 0; when no logit is a
 // number the first experts are chosen with weight 0 (the routed part then adds nothing).
 // Never allocates; experts_out.size() == weights_out.size() <= logits.size().
+// Routing::TopkSoftmax (gpt-oss): the same choice, weights a softmax over the chosen experts'
+// logits alone (max subtracted: the first); NaN logits chosen get 0, +inf ones share 1.
 void route_token(std::span<const float> logits, bool norm_topk, std::span<int32_t> experts_out,
-                 std::span<float> weights_out);
+                 std::span<float> weights_out, Routing routing = Routing::SoftmaxTopk);
 
 // The assignments of a pass grouped by expert: `choice` [tokens x k] expert ids (each in
 // [0, experts)) -> `first` [experts + 1] (expert e's assignments are rows first[e] ..

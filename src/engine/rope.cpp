@@ -1,5 +1,6 @@
 #include "engine/rope.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <string>
@@ -57,6 +58,38 @@ void apply_longrope(const nlohmann::json& rs, int64_t max_context, float theta, 
   }
 }
 
+// YaRN (transformers' _compute_yarn_parameters, in float32 as there): the frequencies of the
+// dimensions that turn fewer than beta_slow times over the pre-training context are
+// interpolated (divided by factor), those turning more than beta_fast times kept, a linear
+// ramp between; the correction range is floored/ceiled unless truncate is false. The
+// attention factor (cos and sin scaled) is the recipe's mscale.
+void apply_yarn(const nlohmann::json& rs, float theta, int64_t dims, std::vector<float>& inv_freq) {
+  const double factor = json_number(rs, "factor", 0);
+  const double orig = json_number(rs, "original_max_position_embeddings", 0);
+  if (!(factor > 0) || !(orig > 0))
+    throw Error("engine.unsupported_rope", "yarn scaling needs a positive factor and original_max_position_embeddings");
+  const double beta_fast = json_number(rs, "beta_fast", 0) != 0 ? json_number(rs, "beta_fast", 0) : 32;
+  const double beta_slow = json_number(rs, "beta_slow", 0) != 0 ? json_number(rs, "beta_slow", 0) : 1;
+  auto it = rs.find("truncate");
+  const bool truncate = it == rs.end() || !it->is_boolean() || it->get<bool>();
+  const double pi = std::numbers::pi;
+  auto correction_dim = [&](double rotations) {
+    return double(dims) * std::log(orig / (rotations * 2 * pi)) / (2 * std::log(double(theta)));
+  };
+  double low = correction_dim(beta_fast), high = correction_dim(beta_slow);
+  if (truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0);
+  high = std::min(high, double(dims - 1));
+  if (low == high) high += 0.001;
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    const float pos_freq = std::pow(theta, float(2 * i) / float(dims));
+    const float extrapolation = 1.0f / pos_freq, interpolation = 1.0f / (float(factor) * pos_freq);
+    const float ramp = std::clamp((float(i) - float(low)) / float(high - low), 0.0f, 1.0f);
+    const float keep = 1.0f - ramp;  // the extrapolation's share
+    inv_freq[i] = interpolation * (1.0f - keep) + extrapolation * keep;
+  }
+}
+
 }  // namespace
 
 RopeStyle default_rope_style(const ModelSpec& spec, Naming naming) {
@@ -79,9 +112,11 @@ std::vector<float> rope_inv_freq(const RopeRecipe& rope, int64_t head_dim, std::
     for (float& f : inv_freq) f /= factor;
   } else if (rtype == "longrope" || rtype == "su") {
     apply_longrope(rs, max_context, theta, dims, inv_freq);
+  } else if (rtype == "yarn") {
+    apply_yarn(rs, theta, dims, inv_freq);
   } else if (rtype != "default" && rtype != "none") {
     throw Error("engine.unsupported_rope", "rope scaling '" + rtype + "' is not supported",
-                {.hint = "supported: none, linear, llama3, longrope"});
+                {.hint = "supported: none, linear, llama3, longrope, yarn"});
   }
   for (size_t i = 0; i < divisors.size() && i < inv_freq.size(); ++i) inv_freq[i] /= divisors[i];
   return inv_freq;

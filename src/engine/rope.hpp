@@ -15,7 +15,7 @@ namespace nunchaku::engine {
 RopeStyle default_rope_style(const ModelSpec& spec, Naming naming);
 // inv_freq[i] = theta^(-2i/dims) for i < dims/2 (dims: the table's rotated values per head)
 // with the table's scaling (none, linear, llama3, longrope: its short factors, or its long
-// ones when the run holds more than the pre-training context `max_context`), each divided
+// ones when the run holds more than the pre-training context `max_context`; yarn), each divided
 // by divisors[i] when given (llama.cpp's rope_freqs tensor).
 // Throws engine.unsupported_rope for other scaling types.
 std::vector<float> rope_inv_freq(const RopeRecipe& rope, int64_t head_dim, std::span<const float> divisors,

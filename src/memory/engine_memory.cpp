@@ -73,8 +73,9 @@ uint64_t stream_piece_bytes(const Checkpoint& ck, const Module& m) {
     if (!is_expert_role(m.roles[i]) || m.tensors[i] >= ck.tensors.size()) continue;
     const TensorInfo& t = ck.tensors[m.tensors[i]];
     uint64_t piece = t.nbytes;
-    if (t.shape.size() == 3 && t.shape[0] > 0) piece /= uint64_t(t.shape[0]);  // stacked: one expert's rows
+    if (t.shape.size() >= 3 && t.shape[0] > 0) piece /= uint64_t(t.shape[0]);  // stacked (MXFP4 blocks: 4-D): one expert's
     if (m.roles[i] == Role::ExpGateUp) piece /= 2;                              // its gate or its up half
+    // (gpt-oss's ExpGateUpMixed: gate and up interleaved, one piece per expert)
     largest = std::max(largest, piece);
   }
   // Any start within a page and the end rounded up: at most one page more than the bytes.
@@ -93,9 +94,12 @@ int64_t panel_cols_of(const Checkpoint& ck, const ModelLayout& layout) {
   for (const Module& m : layout.modules)
     has_head = has_head || std::find(m.roles.begin(), m.roles.end(), Role::Head) != m.roles.end();
   int64_t cols = 0;
-  for (const Module& m : layout.modules)
+  for (const Module& m : layout.modules) {
+    // gpt-oss's experts (input-major or split-scale MXFP4) never take the GEMM.
+    const bool mixed = std::find(m.roles.begin(), m.roles.end(), Role::ExpGateUpMixed) != m.roles.end();
     for (size_t i = 0; i < m.tensors.size() && i < m.roles.size(); ++i) {
       if (m.tensors[i] >= ck.tensors.size() || !cpu_gemm_uses_panel(ck.tensors[m.tensors[i]].dtype)) continue;
+      if (mixed && is_expert_role(m.roles[i])) continue;
       switch (m.roles[i]) {
         case Role::Q: case Role::K: case Role::V: case Role::Gate: case Role::Up: case Role::Head: cols = std::max(cols, d.hidden); break;
         case Role::O: cols = std::max(cols, d.q_dim()); break;
@@ -108,6 +112,7 @@ int64_t panel_cols_of(const Checkpoint& ck, const ModelLayout& layout) {
         default: break;
       }
     }
+  }
   return cols;
 }
 

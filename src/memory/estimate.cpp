@@ -233,10 +233,13 @@ uint64_t kv_cache_bytes_per_token(const ModelSpec& s, DType kv) {
 namespace {
 
 // Tensor k of layer m is a routed expert: by the tensor table's role, by name where the
-// family has no table entry for it.
+// family has no table entry for it. gpt-oss's per-expert biases and MXFP4 scales count with
+// their experts (a token reads its experts' rows), though a stream slot holds them whole.
 bool is_routed(const Module& m, size_t k, std::string_view name) {
   const Role r = k < m.roles.size() ? m.roles[k] : Role::None;
-  return is_expert_role(r) || (r == Role::None && is_routed_expert(name));
+  const bool expert_data = r == Role::ExpGateUpBias || r == Role::ExpDownBias || r == Role::ExpGateUpScales ||
+                           r == Role::ExpDownScales;
+  return is_expert_role(r) || expert_data || (r == Role::None && is_routed_expert(name));
 }
 
 // Device-map keys for every tensor of layer `m` outside `experts`: the shortest prefix of each

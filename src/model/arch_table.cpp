@@ -101,6 +101,41 @@ constexpr R kQkNormFullHF[] = {  // olmoe: one norm over all of q (and of k), no
     {"self_attn.q_norm.weight", "Q", kReq, Role::QNorm},
     {"self_attn.k_norm.weight", "KV", kReq, Role::KNorm},
 };
+// gpt-oss (transformers' modeling_gpt_oss.py): llama attention with biases and one sink
+// logit per head; the router is a linear with bias; experts' gate|up interleaved in one
+// stacked tensor, input-major [E, H, 2I] in bf16/fp32 files, or MXFP4 (*_blocks [E, rows,
+// cols/32, 16] + *_scales [E, rows, cols/32], output-major) as OpenAI ships them.
+constexpr R kGptOssAttnHF[] = {
+    {"input_layernorm.weight", "H", kReq, Role::AttnNorm},
+    {"self_attn.q_proj.weight", "Q H", kReq, Role::Q},
+    {"self_attn.k_proj.weight", "KV H", kReq, Role::K},
+    {"self_attn.v_proj.weight", "KV H", kReq, Role::V},
+    {"self_attn.o_proj.weight", "H Q", kReq, Role::O},
+    {"self_attn.q_proj.bias", "Q", kOpt, Role::QBias},
+    {"self_attn.k_proj.bias", "KV", kOpt, Role::KBias},
+    {"self_attn.v_proj.bias", "KV", kOpt, Role::VBias},
+    {"self_attn.o_proj.bias", "H", kOpt, Role::OBias},
+    {"self_attn.sinks", "*", kReq, Role::Sinks},  // [heads] (bind checks it)
+    {"post_attention_layernorm.weight", "H", kReq, Role::FfnNorm},
+};
+constexpr R kGptOssMoeHF[] = {
+    {"mlp.router.weight", "E H", kReq, Role::Router},
+    {"mlp.router.bias", "E", kReq, Role::RouterBias},
+    {"mlp.experts.gate_up_proj", "E H 2EI", kReq, Role::ExpGateUpMixed},
+    {"mlp.experts.gate_up_proj_bias", "E 2EI", kReq, Role::ExpGateUpBias},
+    {"mlp.experts.down_proj", "E EI H", kReq, Role::ExpDown},
+    {"mlp.experts.down_proj_bias", "E H", kReq, Role::ExpDownBias},
+};
+constexpr R kGptOssMoeMxfp4HF[] = {
+    {"mlp.router.weight", "E H", kReq, Role::Router},
+    {"mlp.router.bias", "E", kReq, Role::RouterBias},
+    {"mlp.experts.gate_up_proj_blocks", "E 2EI * *", kReq, Role::ExpGateUpMixed},
+    {"mlp.experts.gate_up_proj_scales", "E 2EI *", kReq, Role::ExpGateUpScales},
+    {"mlp.experts.gate_up_proj_bias", "E 2EI", kReq, Role::ExpGateUpBias},
+    {"mlp.experts.down_proj_blocks", "E H * *", kReq, Role::ExpDown},
+    {"mlp.experts.down_proj_scales", "E H *", kReq, Role::ExpDownScales},
+    {"mlp.experts.down_proj_bias", "E H", kReq, Role::ExpDownBias},
+};
 constexpr R kPhi3LayerHF[] = {
     {"input_layernorm.weight", "H", kReq, Role::AttnNorm},
     {"self_attn.qkv_proj.weight", "QKV H", kReq, Role::QKV},
@@ -265,6 +300,8 @@ constexpr Rules kMoeExpertsHFAlt[] = {kMoeExpertsHF, kMoeFusedHF, kMlpHF};
 constexpr Rules kMoeSharedHFAlt[] = {kMoeSharedHF, kMoeSharedFusedHF, kMlpHF};  // qwen2_moe: off decoder_sparse_step
 constexpr Rules kQkNormFullHFAlt[] = {kQkNormFullHF};
 constexpr Rules kPhi3HFAlt[] = {kPhi3LayerHF};
+constexpr Rules kGptOssAttnHFAlt[] = {kGptOssAttnHF};
+constexpr Rules kGptOssMoeHFAlt[] = {kGptOssMoeHF, kGptOssMoeMxfp4HF};
 constexpr Rules kGpt2HFAlt[] = {kGpt2LayerHF};
 constexpr Rules kAttnGGUFAlt[] = {kAttnGGUF};
 constexpr Rules kAttnBiasGGUFAlt[] = {kAttnBiasGGUF};
@@ -288,6 +325,7 @@ constexpr LayerSlot kQwen2MoeHF[] = {{kAttnHFAlt}, {kAttnBiasHFAlt}, {kMoeShared
 constexpr LayerSlot kQwen3MoeHF[] = {{kAttnHFAlt}, {kQkNormHFAlt}, {kMoeExpertsHFAlt}};
 constexpr LayerSlot kOlmoeHF[] = {{kAttnHFAlt}, {kQkNormFullHFAlt}, {kMoeExpertsHFAlt}};
 constexpr LayerSlot kPhi3HF[] = {{kPhi3HFAlt}};
+constexpr LayerSlot kGptOssHF[] = {{kGptOssAttnHFAlt}, {kGptOssMoeHFAlt}};
 constexpr LayerSlot kGpt2HF[] = {{kGpt2HFAlt}};
 constexpr LayerSlot kLlamaGGUF[] = {{kAttnGGUFAlt}, {kMlpGGUFAlt}};
 constexpr LayerSlot kQwen2GGUF[] = {{kAttnGGUFAlt}, {kAttnBiasGGUFAlt}, {kMlpGGUFAlt}};
@@ -320,6 +358,7 @@ constexpr ArchEntry kTable[] = {
     {"qwen2_moe", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kQwen2MoeHF},
     {"qwen3_moe", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kQwen3MoeHF},
     {"olmoe", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kOlmoeHF},
+    {"gpt_oss", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kGptOssHF},
     {"gpt2", Naming::HF, kGpt2Roots, "h.", kGpt2GlobalsHF, kGpt2HF},
     {"llama", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kLlamaGGUF},
     {"mistral", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kLlamaGGUF},
@@ -365,7 +404,9 @@ std::string_view role_name(Role r) {
       "ffn_norm", "gate", "up",         "down",    "gate_bias",  "up_bias",   "down_bias",
       "post_attn_norm", "post_ffn_norm", "qkv", "gate_up",
       "router", "expert_gate", "expert_up", "expert_down", "expert_gate_up",
-      "shared_gate", "shared_up", "shared_down", "shared_expert_gate"};
+      "shared_gate", "shared_up", "shared_down", "shared_expert_gate",
+      "sinks", "router_bias", "expert_gate_up_mixed", "expert_gate_up_bias", "expert_down_bias",
+      "expert_gate_up_scales", "expert_down_scales"};
   return kNames[size_t(r)];
 }
 

@@ -67,6 +67,7 @@ struct ModelSpec {
   double query_pre_attn_scalar = 0;  // gemma2/3: attention scale = 1/sqrt(this)
   double rope_local_theta = 0;       // gemma3: rope base of the sliding-window layers
   double partial_rotary_factor = 0;  // phi-4-mini: rotary on this fraction of head_dim
+  double swiglu_alpha = 0, swiglu_limit = 0;  // gpt-oss experts' clamped SwiGLU (1.702, 7.0)
   // Per decoder layer (size num_layers), from the family's record: config layer_types, the
   // family's pattern (gemma3 5 sliding : 1 full, llama4 3 chunked : 1 full, jamba 1 attention
   // in 8, ...) or llama.cpp's per-architecture defaults. Empty = every layer Full (Mla when
@@ -106,11 +107,17 @@ enum class Role : uint8_t {
   // fused per layer [E, 2I, H] (transformers 5 in memory); the shared expert and its
   // sigmoid gate [1, H] (qwen2_moe).
   Router, ExpGate, ExpUp, ExpDown, ExpGateUp, ShGate, ShUp, ShDown, ShExpGate,
+  // gpt-oss: attention sinks [heads]; the router's bias [E]; gate and up of each expert
+  // interleaved in one stacked tensor (gate at even outputs, up at odd), stored input-major
+  // [E, H, 2I] (x @ W) in bf16/fp32 files or as MXFP4 blocks [E, 2I, H/32, 16] (U8, output-
+  // major; its down likewise [E, H, I/32, 16]) with E8M0 scales [E, rows, cols/32] beside
+  // them; per-expert biases [E, 2I] and [E, H].
+  Sinks, RouterBias, ExpGateUpMixed, ExpGateUpBias, ExpDownBias, ExpGateUpScales, ExpDownScales,
 };
-constexpr size_t kRoleCount = size_t(Role::ShExpGate) + 1;
+constexpr size_t kRoleCount = size_t(Role::ExpDownScales) + 1;
 // A routed expert's gate, up, down or fused gate|up (what a token reads only when routed there).
 constexpr bool is_expert_role(Role r) {
-  return r == Role::ExpGate || r == Role::ExpUp || r == Role::ExpDown || r == Role::ExpGateUp;
+  return r == Role::ExpGate || r == Role::ExpUp || r == Role::ExpDown || r == Role::ExpGateUp || r == Role::ExpGateUpMixed;
 }
 struct Module {
   std::string name;              // prefix as the framework names it: "model.layers.3", "blk.3", "lm_head"

@@ -34,6 +34,8 @@ double longrope_attention_factor(const ModelSpec& s) {
   return factor > 1.0 && orig > 1 ? std::sqrt(1 + std::log(factor) / std::log(orig)) : 1.0;
 }
 
+double yarn_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
+
 Activation activation_of(const ModelSpec& s, BlockRecipe& r) {
   const std::string& a = s.hidden_act;
   // transformers runs every gemma with the tanh GELU, whatever hidden_act says (Gemma 1 configs
@@ -58,6 +60,21 @@ std::string_view norm_kind_name(NormKind k) {
 
 std::string_view activation_name(Activation a) { return a == Activation::Silu ? "silu" : "gelu-tanh"; }
 
+std::string_view expert_activation_name(const BlockRecipe& r) {
+  return r.clamped_swiglu ? "clamped-swiglu" : activation_name(r.act);
+}
+
+double yarn_attention_factor(const nlohmann::json& rs, int64_t max_context) {
+  const double given = number_or(rs, "attention_factor", 0);
+  if (given > 0) return given;
+  double factor = number_or(rs, "factor", 0);
+  const double orig = number_or(rs, "original_max_position_embeddings", 0);
+  if (factor <= 0 && orig > 0 && max_context > 0) factor = double(max_context) / orig;
+  const double m = number_or(rs, "mscale", 0), all = number_or(rs, "mscale_all_dim", 0);
+  if (m != 0 && all != 0) return yarn_mscale(factor, m) / yarn_mscale(factor, all);
+  return yarn_mscale(factor, 1);
+}
+
 int64_t kv_positions(const LayerRecipe& l, int64_t max_context, int64_t max_tokens) {
   if (l.window <= 0) return max_context;
   return std::min(max_context, l.window + std::max<int64_t>(1, max_tokens) - 1);
@@ -69,8 +86,8 @@ BlockRecipe recipe_for(const ModelSpec& s) {
   const bool gguf = s.source == "gguf";
   const int64_t heads = s.num_heads, hd = s.head_dim > 0 ? s.head_dim : (heads > 0 ? s.hidden_size / heads : 0);
   static const char* const kRuns[] = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
-                                      "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"};
-  static const char* const kMoe[] = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe"};
+                                      "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss"};
+  static const char* const kMoe[] = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss"};
   const bool moe_family = std::find(std::begin(kMoe), std::end(kMoe), fam) != std::end(kMoe);
   if (std::find(std::begin(kRuns), std::end(kRuns), fam) == std::end(kRuns))
     r.unsupported = "architecture '" + fam + "' is not supported by the engine";
@@ -85,6 +102,12 @@ BlockRecipe recipe_for(const ModelSpec& s) {
     r.norm_topk = s.moe_norm_topk;
   }
   r.qk_norm_full = fam == "olmoe";
+  if (fam == "gpt_oss") {
+    r.routing = Routing::TopkSoftmax;
+    r.router_bias = r.attn_sinks = r.clamped_swiglu = true;
+    r.swiglu_alpha = float(s.swiglu_alpha > 0 ? s.swiglu_alpha : 1.702);
+    r.swiglu_limit = float(s.swiglu_limit > 0 ? s.swiglu_limit : 7.0);
+  }
 
   r.act = activation_of(s, r);
   r.tied_head = s.tie_word_embeddings;
@@ -102,8 +125,15 @@ BlockRecipe recipe_for(const ModelSpec& s) {
   int64_t dims = s.partial_rotary_factor > 0 && s.partial_rotary_factor < 1 ? int64_t(double(hd) * s.partial_rotary_factor) : hd;
   dims -= dims % 2;
   const bool longrope = rope_type(s.rope_scaling) == "longrope" || rope_type(s.rope_scaling) == "su";
-  r.ropes.push_back({s.rope_theta > 0 ? s.rope_theta : 10000.0, s.rope_scaling, dims,
-                     longrope ? float(longrope_attention_factor(s)) : 1.0f});
+  nlohmann::json scaling = s.rope_scaling;
+  if (fam == "gpt_oss" && !scaling.is_object())  // GptOssConfig's default rope_parameters
+    scaling = {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"truncate", false},
+               {"original_max_position_embeddings", 4096}};
+  const bool yarn = rope_type(scaling) == "yarn";
+  if (yarn && !scaling.contains("original_max_position_embeddings") && s.max_context > 0)
+    scaling["original_max_position_embeddings"] = s.max_context;  // transformers' standardize_rope_params
+  const float mscale = longrope ? float(longrope_attention_factor(s)) : yarn ? float(yarn_attention_factor(scaling, s.max_context)) : 1.0f;
+  r.ropes.push_back({s.rope_theta > 0 ? s.rope_theta : 10000.0, scaling, dims, mscale});
   const bool local_rope = fam == "gemma3" && s.rope_local_theta > 0;
   if (local_rope) r.ropes.push_back({s.rope_local_theta, nullptr, dims});
 

@@ -23,13 +23,17 @@ namespace nunchaku {
 enum class NormKind : uint8_t { Rms, RmsOnePlus, Layer };
 // gate = act(gate) * up: SiLU (llama, phi3) or GELU with the tanh approximation (gemma).
 enum class Activation : uint8_t { Silu, GeluTanh };
+// How a router's logits become the experts' weights: softmax over all experts, then the
+// top k (renormalized when norm_topk: mixtral, qwen*_moe, olmoe), or the top k logits first
+// and a softmax over those k (gpt-oss).
+enum class Routing : uint8_t { SoftmaxTopk, TopkSoftmax };
 
 // One rotary table (engine/rope.cpp makes its inverse frequencies).
 struct RopeRecipe {
   double theta = 10000.0;
-  nlohmann::json scaling;  // null, or {"rope_type"|"type": linear | llama3 | longrope, ...}
+  nlohmann::json scaling;  // null, or {"rope_type"|"type": linear | llama3 | longrope | yarn, ...}
   int64_t dims = 0;        // rotated values at the start of each head (even, <= head_dim)
-  float mscale = 1;        // cos and sin times this (longrope's attention factor)
+  float mscale = 1;        // cos and sin times this (longrope's and yarn's attention factor)
 };
 
 struct LayerRecipe {
@@ -56,6 +60,15 @@ struct BlockRecipe {
   // (qwen2_moe) is added times sigmoid(its gate . x). Experts use `act`.
   int64_t experts = 0, top_k = 0;
   bool norm_topk = false;
+  Routing routing = Routing::SoftmaxTopk;
+  bool router_bias = false;               // router logits = W_r . x + b (gpt-oss; required)
+  // gpt-oss: attention sinks (one learned logit per head joins each softmax's denominator;
+  // required), and experts with gate|up interleaved in one matrix (gate at even outputs, up
+  // at odd), a bias after each product, and the clamped SwiGLU instead of `act`:
+  // g = min(gate, limit), u = clamp(up, -limit, limit), out = (u + 1) * g * sigmoid(alpha * g).
+  bool attn_sinks = false;
+  bool clamped_swiglu = false;
+  float swiglu_alpha = 0, swiglu_limit = 0;
   std::vector<RopeRecipe> ropes;          // [0] full-attention layers; [1] gemma3's sliding layers
   std::vector<LayerRecipe> layers;        // one per layer
   std::string unsupported;                // why the engine cannot run this family ("" = it can)
@@ -73,5 +86,10 @@ int64_t kv_positions(const LayerRecipe& l, int64_t max_context, int64_t max_toke
 
 std::string_view norm_kind_name(NormKind k);     // "rms", "rms(1+w)", "layer"
 std::string_view activation_name(Activation a);  // "silu", "gelu-tanh"
+// The experts' activation as describe() names it: activation_name, or "clamped-swiglu".
+std::string_view expert_activation_name(const BlockRecipe& r);
+// yarn's attention factor (transformers' _compute_yarn_parameters): attention_factor when
+// given, else 0.1 * ln(factor) + 1 (the mscale / mscale_all_dim ratio when both are set).
+double yarn_attention_factor(const nlohmann::json& scaling, int64_t max_context);
 
 }  // namespace nunchaku

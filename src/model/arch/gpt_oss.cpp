@@ -11,9 +11,13 @@ void hf(const ConfigFields& f, ModelSpec& s) {
                         .vocab = 201088, .context = 131072, .rope_theta = 150000, .norm_eps = 1e-5, .experts = 128,
                         .experts_per_tok = 4, .sliding_window = 128});
   if (!pattern_from_layer_types(f, s, s.sliding_window) && s.sliding_window > 0) pattern_alternate(s);
+  // The experts' clamped SwiGLU (transformers' GptOssConfig defaults).
+  s.swiglu_alpha = f.number({"swiglu_alpha"}).value_or(1.702);
+  s.swiglu_limit = f.number({"swiglu_limit"}).value_or(7.0);
 }
 void gguf(const ConfigFields&, const std::string&, ModelSpec& s) {
   if (s.sliding_window > 0 && s.layer_attn.empty()) pattern_alternate(s);
+  s.swiglu_alpha = 1.702, s.swiglu_limit = 7.0;  // llama.cpp's constants for the arch
 }
 }  // namespace
 extern const ArchRecord kGptOss{.family = "gpt_oss", .names = kNames, .hf_class = "GptOssForCausalLM",

@@ -1,0 +1,203 @@
+// gpt-oss on the CPU engine against transformers 5.25 (scripts/make_engine_gpt_oss.py,
+// testdata/engine/gpt_oss.json): a tiny random fp32 GptOssForCausalLM as save_pretrained
+// writes it (input-major experts) and the same model with MXFP4 experts as the published
+// checkpoints store them (*_blocks / *_scales; golden: transformers on the dequantized
+// weights). 32 greedy ids exactly, logits within 1e-4; yarn's frequencies as transformers
+// computes them; top-k-then-softmax routing by hand; the run state as estimate predicts it;
+// streamed experts equal resident ones.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/moe_route.hpp"
+#include "engine/rope.hpp"
+#include "format/open.hpp"
+#include "memory/estimate.hpp"
+#include "memory/plan.hpp"
+#include "model/recipe.hpp"
+#include "tests/helpers.hpp"
+#include "tests/test_engine_helpers.hpp"
+
+using namespace nunchaku;
+using namespace nunchaku::engine;
+using nlohmann::json;
+
+namespace {
+
+const json& goldens() {
+  static const json g = json::parse(std::ifstream(test::testdata("engine/gpt_oss.json")));
+  return g;
+}
+
+double rel_error(const float* ours, const json& ref) {
+  double scale = 0, err = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    scale = std::max(scale, std::abs(ref[i].get<double>()));
+    err = std::max(err, test::abs_diff(ours[i], ref[i].get<double>()));
+  }
+  return err / std::max(scale, 1e-6);
+}
+
+EngineOptions options() {
+  EngineOptions o;
+  o.max_context = 64;
+  o.logit_rows = 64;
+  o.max_tokens = 16;
+  o.max_batch = 2;
+  return o;
+}
+
+// The prompt's logits, 32 greedy ids, the whole sequence again in passes of 16 tokens.
+void check_against_golden(test::EngineModel& m, const json& g) {
+  const auto prompt = g.at("prompt").get<std::vector<int32_t>>();
+  const auto want = g.at("ids").get<std::vector<int32_t>>();
+  SeqChunk ch{0, 0, prompt, true};
+  auto out = m.tf->forward({&ch, 1});
+  REQUIRE(out.size() == prompt.size() * size_t(m.tf->vocab()));
+  for (size_t r = 0; r < prompt.size(); ++r) {
+    INFO("prompt position " << r);
+    CHECK(rel_error(out.data() + r * size_t(m.tf->vocab()), g.at("prompt_logits")[r]) < 1e-4);
+  }
+  CHECK(test::greedy(*m.tf, prompt, int(want.size())) == want);
+  std::vector<int32_t> seq = prompt;
+  seq.insert(seq.end(), want.begin(), want.end() - 1);
+  std::span<const float> last;
+  for (size_t at = 0; at < seq.size(); at += 16) {
+    const size_t n = std::min<size_t>(seq.size() - at, 16);
+    SeqChunk part{1, int64_t(at), std::span<const int32_t>(seq).subspan(at, n), false};
+    last = m.tf->forward({&part, 1});
+  }
+  CHECK(rel_error(last.data(), g.at("final_logits")) < 1e-4);
+  CHECK(m.tf->state_bytes() == m.tf->predicted().allocated());
+}
+
+}  // namespace
+
+TEST_CASE("engine gpt-oss: fp32 and MXFP4 checkpoints match transformers (32 greedy ids, logits 1e-4)",
+          "[engine][moe][gpt_oss]") {
+  for (const char* name : {"gpt_oss", "gpt_oss_mxfp4"}) {
+    auto m = test::load_engine_model(test::testdata(std::string("engine/") + name), options(),
+                                     Device{Device::Kind::Cpu, 0}, {}, 2);
+    INFO(name << ": " << m.tf->describe());
+    check_against_golden(m, goldens().at(name));
+  }
+}
+
+TEST_CASE("engine gpt-oss: the recipe its config gives", "[engine][moe][gpt_oss]") {
+  const ModelLayout layout = describe_model(open_checkpoint(test::testdata("engine/gpt_oss")));
+  const ModelSpec& s = *layout.spec;
+  const BlockRecipe r = recipe_for(s);
+  CHECK(r.unsupported.empty());
+  CHECK((r.experts == 8 && r.top_k == 4 && r.routing == Routing::TopkSoftmax && r.router_bias));
+  CHECK((r.attn_sinks && r.clamped_swiglu && r.swiglu_alpha == 1.3f && r.swiglu_limit == 1.0f));
+  REQUIRE(r.layers.size() == 4);
+  CHECK((r.layers[0].window == 6 && r.layers[1].window == 0 && r.layers[2].window == 6 && r.layers[3].window == 0));
+  CHECK(r.attn_scale == Approx(1 / std::sqrt(8.0)));
+  // yarn: cos and sin times 0.1 ln(factor) + 1 (transformers' attention factor)
+  CHECK(r.ropes[0].mscale == Approx(goldens()["yarn"]["fixture"]["attention_factor"].get<double>()).epsilon(1e-7));
+  // The published config without rope_scaling gets GptOssConfig's default yarn.
+  ModelSpec bare = s;
+  bare.rope_scaling = nullptr;
+  CHECK(recipe_for(bare).ropes[0].mscale == Approx(0.1 * std::log(32.0) + 1));
+  // MXFP4 experts: the same dimensions, the blocks' roles from the table
+  const ModelLayout q = describe_model(open_checkpoint(test::testdata("engine/gpt_oss_mxfp4")));
+  CHECK(engine_dims(*q.spec).expert_inter == 32);
+  size_t scales = 0;
+  for (const Module& mod : q.modules)
+    for (Role role : mod.roles) scales += role == Role::ExpGateUpScales || role == Role::ExpDownScales;
+  CHECK(scales == 8);
+}
+
+TEST_CASE("engine gpt-oss: yarn inverse frequencies and attention factor as transformers computes them",
+          "[engine][rope]") {
+  for (const auto& [name, c] : goldens()["yarn"].items()) {
+    INFO(name);
+    ModelSpec s;
+    s.architecture = "llama";
+    s.hidden_size = 64;
+    s.num_heads = 1;
+    s.head_dim = c["head_dim"].get<int64_t>();
+    s.num_layers = 1;
+    s.max_context = c["max_position_embeddings"].get<int64_t>();
+    s.rope_theta = c["rope_parameters"]["rope_theta"].get<double>();
+    s.rope_scaling = c["rope_parameters"];
+    const BlockRecipe r = recipe_for(s);
+    CHECK(r.ropes[0].mscale == Approx(c["attention_factor"].get<double>()).epsilon(1e-7));
+    const std::vector<float> f = rope_inv_freq(r.ropes[0], s.head_dim, {}, 4096);
+    const auto want = c["inv_freq"].get<std::vector<double>>();
+    REQUIRE(f.size() == want.size());
+    for (size_t i = 0; i < f.size(); ++i) {
+      INFO("i = " << i);
+      CHECK(double(f[i]) == Approx(want[i]).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("engine gpt-oss: top-k-then-softmax routing, ties, NaN and infinities", "[engine][moe][gpt_oss]") {
+  int32_t e[3];
+  float w[3];
+  const float l1[] = {0.0f, 2.0f, 1.0f, 2.0f, -1.0f};
+  route_token(l1, false, e, w, Routing::TopkSoftmax);
+  CHECK((e[0] == 1 && e[1] == 3 && e[2] == 2));
+  const double z = 2 + std::exp(-1.0);  // softmax over the chosen {2, 2, 1} only
+  CHECK(w[0] == Approx(1 / z));
+  CHECK(w[1] == Approx(1 / z));
+  CHECK(w[2] == Approx(std::exp(-1.0) / z));
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float l2[] = {nan, 0.5f, nan, -3.0f};
+  route_token(l2, false, e, w, Routing::TopkSoftmax);
+  CHECK((e[0] == 1 && e[1] == 3 && w[2] == 0.0f));
+  CHECK(w[0] + w[1] == Approx(1.0));
+  const float l3[] = {nan, nan, nan};
+  route_token(l3, false, e, w, Routing::TopkSoftmax);
+  CHECK((w[0] == 0.0f && w[1] == 0.0f && w[2] == 0.0f));
+  const float l4[] = {1.0f, inf, 0.0f, inf};
+  route_token(l4, false, e, w, Routing::TopkSoftmax);
+  CHECK((e[0] == 1 && e[1] == 3 && w[0] == 0.5f && w[1] == 0.5f && w[2] == 0.0f));
+}
+
+TEST_CASE("engine gpt-oss: estimate --runtime nunchaku predicts the run state, and streamed experts equal resident",
+          "[engine][moe][gpt_oss][stream]") {
+  for (const char* name : {"gpt_oss", "gpt_oss_mxfp4"}) {
+    INFO(name);
+    const std::string path = test::testdata(std::string("engine/") + name);
+    EngineOptions eo;
+    eo.max_batch = 2;
+    eo.max_context = 100;
+    auto m = test::load_engine_model(path, eo, Device{Device::Kind::Cpu, 0}, std::nullopt, 2);
+    Workload w;
+    w.batch = 2;
+    w.context = 100;
+    w.threads = 2;
+    w.target = Target::Cpu;
+    w.runtime = Runtime::Nunchaku;
+    const Estimate e = estimate(m.ck, m.layout, w);
+    CHECK(e.component("kv_cache") + e.component("activations") + e.component("logits") + e.component("scratch") ==
+          m.tf->state_bytes());
+    // Every layer on disk, streamed whole or with its experts read per expert: the same
+    // logits bit for bit.
+    auto r = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+    const auto prompt = goldens().at(name).at("prompt").get<std::vector<int32_t>>();
+    SeqChunk ch{0, 0, prompt, true};
+    const auto a = r.tf->forward({&ch, 1});
+    const std::vector<float> resident(a.begin(), a.end());
+    const std::vector<int32_t> ids = test::greedy(*r.tf, prompt, 8);
+    for (bool pieces : {false, true}) {
+      INFO("expert pieces " << pieces);
+      StreamOptions so;
+      so.expert_pieces = pieces;
+      auto s = test::load_engine_model(path, options(), Device{Device::Kind::Disk, 0}, so, 2);
+      size_t layer0 = 0;
+      while (layer0 < s.layout.modules.size() && s.layout.modules[layer0].kind != ModuleKind::Layer) ++layer0;
+      CHECK(s.tf->weights().pieces_streamed(layer0) == pieces);
+      const auto b = s.tf->forward({&ch, 1});
+      CHECK(std::equal(resident.begin(), resident.end(), b.begin(), b.end()));
+      CHECK(test::greedy(*s.tf, prompt, 8) == ids);
+      if (pieces) CHECK(test::all_on_disk_plan(s).devices.at(0).staging == s.tf->weights().pool_bytes());
+    }
+  }
+}
