@@ -215,10 +215,20 @@ Grouping group_fallback(const Checkpoint& ck, const Parts& parts) {
   return g;
 }
 
+// How many tensors group_fallback leaves unplaced, without building its slots.
+size_t fallback_others(const Checkpoint& ck, const Parts& parts) {
+  size_t others = 0;
+  for (const auto& t : ck.tensors) {
+    Slot s;
+    if (!parts.place(t.name, s) && !layer_path(t.name) && guess_global_kind(module_of(t.name)) == ModuleKind::Other)
+      ++others;
+  }
+  return others;
+}
+
 // The table entry (and root) of the spec's family that leaves the fewest tensors
 // unplaced; the fallback when that does no better (unknown family, wrapped checkpoints).
 Grouping choose_grouping(const Checkpoint& ck, const std::string& family, const Parts& parts) {
-  Grouping best = group_fallback(ck, parts);
   std::optional<Grouping> table;
   for (const auto& e : arch_table()) {
     if (e.family != family) continue;
@@ -228,8 +238,8 @@ Grouping choose_grouping(const Checkpoint& ck, const std::string& family, const 
       if (!table || g.others < table->others) table = std::move(g);
     }
   }
-  if (table && table->others <= best.others) return std::move(*table);
-  return best;
+  if (table && (table->others == 0 || table->others <= fallback_others(ck, parts))) return std::move(*table);
+  return group_fallback(ck, parts);
 }
 
 int kind_rank(ModuleKind k) {
