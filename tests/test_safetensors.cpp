@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -455,4 +456,66 @@ TEST_CASE("safetensors: 20,000 tensors index with every name, shape and offset",
     CHECK(ck.tensors[size_t(i)].name == "e." + std::to_string(n - 1 - i));
     CHECK(ck.tensors[size_t(i)].offset == 8 + h.size() + 4u * i);
   }
+}
+
+// The usual header is read in one pass; any other goes the checked way (UTF-8, depth, NUL,
+// members, the JSON parser). Both must give the same checkpoint or the same error (code,
+// message, tensor, offset) on the plain header and on every mutation of it.
+TEST_CASE("safetensors: the one-pass header scan and the checked path agree on every input", "[safetensors]") {
+  const std::string header =
+      R"({"__metadata__":{"format":"pt","k":"v"},"a.weight":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
+      R"( "b" : { "shape" : [ 4 ] , "data_offsets" : [ 24 , 32 ] , "dtype" : "BF16" },)"
+      R"("c.bias":{"data_offsets":[32,32],"dtype":"I64","shape":[0]},"d":{"dtype":"U8","shape":[],"data_offsets":[32,33]}})";
+  const std::vector<uint8_t> clean = st_padded(header, 33);
+  const size_t end = clean.size() - 33;  // one past the header
+  struct Outcome {
+    std::string what;  // the tensors and metadata, or the error
+    bool error = false;
+  };
+  auto outcome = [](const std::vector<uint8_t>& bytes, bool one_pass) {
+    MemorySource src(bytes, "mem.safetensors");
+    try {
+      const Checkpoint ck = one_pass ? read_safetensors(src) : read_safetensors_checked(src);
+      std::string s = ck.metadata.dump();
+      for (const auto& t : ck.tensors)
+        s += fmt::format("|{} {} {} {} {}", t.name, dtype_name(t.dtype), json(t.shape).dump(), t.offset, t.nbytes);
+      return Outcome{s};
+    } catch (const Error& e) {
+      return Outcome{e.code() + " " + e.message() + " @" + e.context().tensor + " " +
+                         (e.context().offset ? std::to_string(*e.context().offset) : "-"),
+                     true};
+    }
+  };
+  const Outcome base = outcome(clean, true);
+  REQUIRE_FALSE(base.error);
+  CHECK(base.what == outcome(clean, false).what);
+  CHECK(base.what.find("|a.weight F32 [2,3] ") != std::string::npos);
+
+  const std::string alphabet = std::string("\"\\{}[],: 09ae\t\n-.E_", 21) + std::string("\0\x01\x7f\xc3\xa9\xff", 6);
+  uint64_t seed = 12345;
+  auto next = [&] { return seed = seed * 6364136223846793005ULL + 1442695040888963407ULL, seed >> 33; };
+  int errors = 0;
+  for (int k = 0; k < 3000; ++k) {
+    std::vector<uint8_t> b = clean;
+    for (int edits = 1 + next() % 2; edits > 0; --edits) {
+      const size_t at = 8 + next() % header.size();
+      switch (next() % 3) {
+        case 0: b[at] = static_cast<uint8_t>(alphabet[next() % alphabet.size()]); break;
+        case 1:  // the header keeps its length: a space at its end
+          b.erase(b.begin() + static_cast<long>(at));
+          b.insert(b.begin() + static_cast<long>(end - 1), ' ');
+          break;
+        default:
+          b.insert(b.begin() + static_cast<long>(at), b[at]);
+          b.erase(b.begin() + static_cast<long>(end));
+          break;
+      }
+    }
+    const Outcome one = outcome(b, true), checked = outcome(b, false);
+    INFO("mutation " << k << ": " << std::string(b.begin() + 8, b.begin() + 8 + static_cast<long>(header.size())));
+    CHECK(one.error == checked.error);
+    CHECK(one.what == checked.what);
+    errors += one.error;
+  }
+  CHECK(errors > 1000);  // the mutations reach the error paths, not only harmless spaces
 }

@@ -110,14 +110,16 @@ bool split_object(std::string_view s, std::vector<JsonMember>& out, size_t& erro
 
 namespace {
 
-// A plain string (no escapes, no control characters) at s[i]; i moves past it.
-bool plain_string(std::string_view s, size_t& i, std::string_view& out) {
+// A plain string (no escapes, no control characters; with `ascii`, no byte above 0x7E) at
+// s[i]; i moves past it.
+bool plain_string(std::string_view s, size_t& i, std::string_view& out, bool ascii = false) {
   if (i >= s.size() || s[i] != '"') return false;
   const size_t b = ++i;
+  const unsigned char top = ascii ? 0x7e : 0xff;
   for (; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c == '"') break;
-    if (c == '\\' || c < 0x20) return false;
+    if (c == '\\' || c < 0x20 || c > top) return false;
   }
   if (i >= s.size()) return false;
   out = s.substr(b, i - b);
@@ -151,40 +153,102 @@ bool plain_uints(std::string_view s, size_t& i, std::vector<uint64_t>& out) {
   }
 }
 
-}  // namespace
-
-bool parse_plain_entry(std::string_view s, PlainEntry& out) {
-  out.shape.clear();
-  size_t i = skip_space(s, 0);
+// The entry object at s[i] (i at its '{'), in parse_plain_entry's form; i moves past its '}'.
+// Its shape is appended to `shape`.
+bool plain_entry_at(std::string_view s, size_t& i, std::string_view& dtype, std::vector<uint64_t>& shape,
+                    uint64_t& begin, uint64_t& end, bool ascii) {
   if (i >= s.size() || s[i] != '{') return false;
   i = skip_space(s, i + 1);
   unsigned seen = 0;
   for (int k = 0; k < 3; ++k) {
     std::string_view key;
-    if (!plain_string(s, i, key)) return false;
+    if (!plain_string(s, i, key, ascii)) return false;
     i = skip_space(s, i);
     if (i >= s.size() || s[i] != ':') return false;
     i = skip_space(s, i + 1);
     if (key == "dtype" && !(seen & 1)) {
-      if (!plain_string(s, i, out.dtype)) return false;
+      if (!plain_string(s, i, dtype, ascii)) return false;
       seen |= 1;
     } else if (key == "shape" && !(seen & 2)) {
-      if (!plain_uints(s, i, out.shape)) return false;
+      if (!plain_uints(s, i, shape)) return false;
       seen |= 2;
     } else if (key == "data_offsets" && !(seen & 4)) {
-      std::vector<uint64_t> off;
-      if (!plain_uints(s, i, off) || off.size() != 2) return false;
-      out.begin = off[0];
-      out.end = off[1];
+      const size_t at = shape.size();
+      if (!plain_uints(s, i, shape) || shape.size() - at != 2) return false;
+      begin = shape[at];
+      end = shape[at + 1];
+      shape.resize(at);
       seen |= 4;
     } else {
       return false;
     }
     i = skip_space(s, i);
     if (i >= s.size() || s[i] != (k < 2 ? ',' : '}')) return false;
+    i = k < 2 ? skip_space(s, i + 1) : i + 1;
+  }
+  return true;
+}
+
+// An object of plain ASCII strings at s[i] ("__metadata__" as every writer leaves it).
+bool plain_string_object_at(std::string_view s, size_t& i) {
+  if (i >= s.size() || s[i] != '{') return false;
+  i = skip_space(s, i + 1);
+  if (i < s.size() && s[i] == '}') return ++i, true;
+  for (;;) {
+    std::string_view key, value;
+    if (!plain_string(s, i, key, true)) return false;
+    i = skip_space(s, i);
+    if (i >= s.size() || s[i] != ':') return false;
+    i = skip_space(s, i + 1);
+    if (!plain_string(s, i, value, true)) return false;
+    i = skip_space(s, i);
+    if (i >= s.size()) return false;
+    if (s[i] == '}') return ++i, true;
+    if (s[i] != ',') return false;
     i = skip_space(s, i + 1);
   }
-  return i == s.size();
+}
+
+}  // namespace
+
+bool parse_plain_entry(std::string_view s, PlainEntry& out) {
+  out.shape.clear();
+  size_t i = skip_space(s, 0);
+  if (!plain_entry_at(s, i, out.dtype, out.shape, out.begin, out.end, false)) return false;
+  return skip_space(s, i) == s.size();
+}
+
+bool scan_plain_header(std::string_view s, PlainHeader& out) {
+  out = PlainHeader{};
+  size_t i = skip_space(s, 0);
+  if (i >= s.size() || s[i] != '{') return false;
+  i = skip_space(s, i + 1);
+  if (i < s.size() && s[i] == '}') return skip_space(s, i + 1) == s.size();
+  for (;;) {
+    PlainHeader::Entry e;
+    e.name_at = i;
+    if (!plain_string(s, i, e.name, true)) return false;
+    i = skip_space(s, i);
+    if (i >= s.size() || s[i] != ':') return false;
+    i = skip_space(s, i + 1);
+    if (e.name == "__metadata__") {
+      if (out.metadata_at != std::string_view::npos) return false;  // twice: the checked path says so
+      out.metadata_at = e.name_at;
+      const size_t b = i;
+      if (!plain_string_object_at(s, i)) return false;
+      out.metadata = s.substr(b, i - b);
+    } else {
+      e.shape_at = static_cast<uint32_t>(out.dims.size());
+      if (!plain_entry_at(s, i, e.dtype, out.dims, e.begin, e.end, true)) return false;
+      e.shape_size = static_cast<uint32_t>(out.dims.size() - e.shape_at);
+      out.entries.push_back(e);
+    }
+    i = skip_space(s, i);
+    if (i >= s.size()) return false;
+    if (s[i] == '}') return skip_space(s, i + 1) == s.size();
+    if (s[i] != ',') return false;
+    i = skip_space(s, i + 1);
+  }
 }
 
 }  // namespace nunchaku::detail

@@ -39,4 +39,23 @@ struct PlainEntry {
 };
 bool parse_plain_entry(std::string_view text, PlainEntry& out);
 
+// A whole safetensors header in its usual form, read in one pass: one object of entries in
+// parse_plain_entry's form and at most one "__metadata__" object of strings, every string
+// printable ASCII without escapes. Such a text is valid UTF-8, holds no NUL, nests 3 deep and
+// splits into exactly these members, so the checks that guard the general path all pass.
+// Returns false for anything else; the caller then takes that path, which words the errors.
+struct PlainHeader {
+  struct Entry {
+    std::string_view name, dtype;  // into the text
+    size_t name_at = 0;            // offset of the name's opening quote
+    uint32_t shape_at = 0, shape_size = 0;  // the shape: dims[shape_at, shape_at + shape_size)
+    uint64_t begin = 0, end = 0;
+  };
+  std::vector<Entry> entries;  // in text order
+  std::vector<uint64_t> dims;
+  std::string_view metadata;   // the "__metadata__" value's text, if any
+  size_t metadata_at = std::string_view::npos;  // offset of its name's opening quote
+};
+bool scan_plain_header(std::string_view text, PlainHeader& out);
+
 }  // namespace nunchaku::detail

@@ -15,6 +15,9 @@ namespace nunchaku {
 
 // safetensors.cpp — a single .safetensors file.
 Checkpoint read_safetensors(const Source& src);
+// The same reader without its one-pass scan of the usual header: every header takes the
+// checked path (tests hold the two to one result).
+Checkpoint read_safetensors_checked(const Source& src);
 
 // gguf.cpp — GGUF v2/v3 (v1 rejected with a hint).
 Checkpoint read_gguf(const Source& src);

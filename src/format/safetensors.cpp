@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <unordered_set>
 
 #include "core/checked.hpp"
@@ -60,7 +61,7 @@ struct Entry {
 
 class Reader {
  public:
-  explicit Reader(const Source& src) : src_(src) {}
+  Reader(const Source& src, bool one_pass) : src_(src), one_pass_(one_pass) {}
 
   Checkpoint run() {
     const uint64_t size = src_.size();
@@ -86,41 +87,12 @@ class Reader {
 
     const std::vector<uint8_t> text = src_.read_vec(8, static_cast<size_t>(n));
     text_ = std::string_view(reinterpret_cast<const char*>(text.data()), text.size());
-    if (size_t bad = first_invalid_utf8(text_); bad != std::string::npos)
-      fail("safetensors.header_not_utf8", "header is not valid UTF-8", {}, 8 + bad);
-    if (size_t deep = detail::too_deep_at(text.data(), text.size(), kMaxDepth); deep != std::string::npos)
-      fail("safetensors.header_too_deep", "header JSON nests deeper than " + std::to_string(kMaxDepth) + " levels",
-           {}, 8 + deep);
-
-    // JSON never holds a raw NUL (not even in strings), but nlohmann's lexer
-    // takes one as end of input and would ignore whatever follows it.
-    if (auto nul = std::find(text.begin(), text.end(), uint8_t{0}); nul != text.end())
-      fail("safetensors.header_not_json", "header is not valid JSON (NUL byte)", {},
-           8 + static_cast<uint64_t>(nul - text.begin()), "headers are padded with spaces, not NUL bytes");
-    std::vector<detail::JsonMember> members = split(text_);
-
     Checkpoint ck;
     ck.format = Format::Safetensors;
     ck.path = src_.path();
     ck.files.push_back({src_.path(), size});
-
     std::vector<Entry> entries;
-    entries.reserve(members.size());
-    detail::PlainEntry plain;
-    for (const auto& m : members) {
-      // The usual entry is read directly; anything else goes through the JSON parser.
-      if (m.key != "__metadata__" &&
-          detail::parse_plain_entry(text_.substr(m.value_at, m.value_end - m.value_at), plain)) {
-        entries.push_back(finish(m.key, plain.dtype, plain.shape, plain.begin, plain.end, 8 + m.key_at));
-        continue;
-      }
-      json value = parse_value(m);
-      if (m.key == "__metadata__") {
-        ck.metadata = metadata(value, m.key_at);
-        continue;
-      }
-      entries.push_back(entry(m.key, value, 8 + m.key_at));
-    }
+    if (!one_pass_ || !plain_header(ck, entries)) checked_header(ck, entries);
     check_layout(entries);
 
     ck.tensors.reserve(entries.size());
@@ -138,6 +110,66 @@ class Reader {
   }
 
  private:
+  // The usual header, read in one pass (detail::scan_plain_header says why its checks hold).
+  // False, with `ck` and `entries` untouched, for anything the checked path must look at:
+  // it finds any error again, in its own order.
+  bool plain_header(Checkpoint& ck, std::vector<Entry>& entries) const {
+    detail::PlainHeader h;
+    if (!detail::scan_plain_header(text_, h)) return false;
+    std::unordered_set<std::string_view> seen;
+    seen.reserve(h.entries.size());
+    for (const auto& e : h.entries)
+      if (!seen.insert(e.name).second) return false;
+    try {
+      std::vector<Entry> out;
+      out.reserve(h.entries.size());
+      const std::span<const uint64_t> dims(h.dims);
+      for (const auto& e : h.entries)
+        out.push_back(finish(e.name, e.dtype, dims.subspan(e.shape_at, e.shape_size), e.begin, e.end, 8 + e.name_at));
+      if (h.metadata_at != std::string_view::npos) ck.metadata = metadata(parse_text(h.metadata, 0), h.metadata_at);
+      entries = std::move(out);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+
+  // Any header: UTF-8, depth and NUL checked over the whole text, members split, each
+  // entry read directly when plain, else by the JSON parser.
+  void checked_header(Checkpoint& ck, std::vector<Entry>& entries) const {
+    const std::string_view text = text_;
+    if (size_t bad = first_invalid_utf8(text); bad != std::string::npos)
+      fail("safetensors.header_not_utf8", "header is not valid UTF-8", {}, 8 + bad);
+    const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
+    if (size_t deep = detail::too_deep_at(bytes, text.size(), kMaxDepth); deep != std::string::npos)
+      fail("safetensors.header_too_deep", "header JSON nests deeper than " + std::to_string(kMaxDepth) + " levels",
+           {}, 8 + deep);
+
+    // JSON never holds a raw NUL (not even in strings), but nlohmann's lexer
+    // takes one as end of input and would ignore whatever follows it.
+    if (size_t nul = text.find('\0'); nul != std::string_view::npos)
+      fail("safetensors.header_not_json", "header is not valid JSON (NUL byte)", {}, 8 + nul,
+           "headers are padded with spaces, not NUL bytes");
+    std::vector<detail::JsonMember> members = split(text);
+
+    entries.reserve(members.size());
+    detail::PlainEntry plain;
+    for (const auto& m : members) {
+      // The usual entry is read directly; anything else goes through the JSON parser.
+      if (m.key != "__metadata__" &&
+          detail::parse_plain_entry(text.substr(m.value_at, m.value_end - m.value_at), plain)) {
+        entries.push_back(finish(m.key, plain.dtype, plain.shape, plain.begin, plain.end, 8 + m.key_at));
+        continue;
+      }
+      json value = parse_value(m);
+      if (m.key == "__metadata__") {
+        ck.metadata = metadata(value, m.key_at);
+        continue;
+      }
+      entries.push_back(entry(m.key, value, 8 + m.key_at));
+    }
+  }
+
   [[noreturn]] void fail(const std::string& code, const std::string& msg, std::string_view tensor,
                          std::optional<uint64_t> offset, std::string hint = {}) const {
     throw Error(code, msg, {.file = src_.path(), .tensor = std::string(tensor), .offset = offset, .hint = std::move(hint)});
@@ -239,7 +271,7 @@ class Reader {
   }
 
   // The checks of an entry's values, however they were read.
-  Entry finish(std::string_view name, std::string_view dname, const std::vector<uint64_t>& dims, uint64_t begin,
+  Entry finish(std::string_view name, std::string_view dname, std::span<const uint64_t> dims, uint64_t begin,
                uint64_t end, uint64_t at) const {
     Entry e;
     e.name = std::string(name);
@@ -313,6 +345,7 @@ class Reader {
   }
 
   const Source& src_;
+  const bool one_pass_;
   std::string_view text_;  // the header, valid during run()
   uint64_t header_len_ = 0;
   uint64_t data_start_ = 0;
@@ -321,6 +354,7 @@ class Reader {
 
 }  // namespace
 
-Checkpoint read_safetensors(const Source& src) { return Reader(src).run(); }
+Checkpoint read_safetensors(const Source& src) { return Reader(src, true).run(); }
+Checkpoint read_safetensors_checked(const Source& src) { return Reader(src, false).run(); }
 
 }  // namespace nunchaku
