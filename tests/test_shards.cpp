@@ -4,6 +4,7 @@
 // the header lengths.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -367,4 +368,57 @@ TEST_CASE("shards: 24 shards read on several threads merge in shard order, error
   Error e2 = error_of_index(index);
   CHECK(e2.code() == "shards.unknown_format");
   CHECK(e2.context().file == tmp.file(name_of(19)));
+}
+
+// The usual index is read without a JSON DOM; these are JSON's own rules it must keep (the
+// parser's answers), each in an index the quick reader hands to the parser.
+TEST_CASE("shards: index JSON as the parser reads it: escapes, repeated names, the last one kept", "[shards]") {
+  TempDir tmp;
+  make_sharded(tmp);
+  const std::string p = tmp.file("model.safetensors.index.json");
+  const std::string all = weight_map_of({kShard1, kShard2, kShard3}).dump();
+  const std::string body = all.substr(1, all.size() - 2);  // "name":"shard",... without the braces
+  auto open_with = [&](const std::string& text) {
+    nunchaku::test::write_file(p, text);
+    return read_index(p);
+  };
+  // A name spelled with an escape is the same name.
+  std::string escaped = body;
+  escaped.replace(escaped.find("lm_head"), 1, "\\u006c");
+  CHECK(open_with("{\"weight_map\":{" + escaped + "}}").warnings.empty());
+  // A repeated weight_map entry: the last value counts, so a first one naming a shard that
+  // does not exist is never opened.
+  Checkpoint ck = open_with("{\"weight_map\":{\"lm_head.weight\":\"missing.safetensors\"," + body + "}}");
+  CHECK(ck.tensors.size() == 6);
+  CHECK(ck.files.size() == 3);
+  CHECK(ck.warnings.empty());
+  // A repeated weight_map member: the last one counts.
+  ck = open_with(R"({"weight_map":{"x":"missing.safetensors"},"weight_map":{)" + body + "}}");
+  CHECK(ck.tensors.size() == 6);
+  // A repeated metadata member: the last one counts (its total_size is right, no warning).
+  ck = open_with(R"({"metadata":{"total_size":1},"weight_map":{)" + body + R"(},"metadata":{"total_size":)" +
+                 std::to_string(kTotal) + "}}");
+  CHECK(ck.warnings.empty());
+  CHECK(ck.metadata["index"]["total_size"] == kTotal);
+  // Other members are JSON too: a broken one is an error, a deep one too deep.
+  nunchaku::test::write_file(p, "{\"weight_map\":{" + body + "},\"extra\":[1,]}");
+  CHECK(error_of_index(p).code() == "index.not_json");
+  nunchaku::test::write_file(p, "{\"weight_map\":{" + body + "},\"extra\":" + std::string(40, '[') + std::string(40, ']') + "}");
+  Error deep = error_of_index(p);
+  CHECK(deep.code() == "index.too_deep");
+  // `{"weight_map":{` body `},"extra":` then the brackets; the 32nd is the 33rd level.
+  CHECK(deep.context().offset.value_or(0) == 15 + body.size() + 10 + 31);
+  // A name that is not UTF-8 is not JSON, wherever it is.
+  nunchaku::test::write_file(p, "{\"weight_map\":{" + body + ",\"a\xff\":\"" + kNames[0] + "\"}}");
+  CHECK(error_of_index(p).code() == "index.not_json");
+  // A stale entry is named in name order, as the parser's map lists them.
+  std::string stale = body;
+  for (const char* name : {"model.norm.weight", "lm_head.weight"}) {
+    const size_t at = stale.find(std::string("\"") + name + "\":\"") + std::strlen(name) + 4;
+    stale.replace(at, std::strlen(kNames[2]), kNames[0]);
+  }
+  nunchaku::test::write_file(p, "{\"weight_map\":{" + stale + "}}");
+  Error e = error_of_index(p);
+  CHECK(e.code() == "index.tensor_not_in_shard");
+  CHECK(e.context().tensor == "lm_head.weight");
 }

@@ -189,8 +189,10 @@ bool plain_entry_at(std::string_view s, size_t& i, std::string_view& dtype, std:
   return true;
 }
 
-// An object of plain ASCII strings at s[i] ("__metadata__" as every writer leaves it).
-bool plain_string_object_at(std::string_view s, size_t& i) {
+// An object of plain ASCII strings at s[i] ("__metadata__" and weight_map as every writer
+// leaves them); i moves past its '}'. Members are appended to `out` when given.
+bool plain_string_object_at(std::string_view s, size_t& i,
+                            std::vector<std::pair<std::string_view, std::string_view>>* out = nullptr) {
   if (i >= s.size() || s[i] != '{') return false;
   i = skip_space(s, i + 1);
   if (i < s.size() && s[i] == '}') return ++i, true;
@@ -201,6 +203,7 @@ bool plain_string_object_at(std::string_view s, size_t& i) {
     if (i >= s.size() || s[i] != ':') return false;
     i = skip_space(s, i + 1);
     if (!plain_string(s, i, value, true)) return false;
+    if (out) out->emplace_back(key, value);
     i = skip_space(s, i);
     if (i >= s.size()) return false;
     if (s[i] == '}') return ++i, true;
@@ -246,6 +249,38 @@ bool scan_plain_header(std::string_view s, PlainHeader& out) {
     i = skip_space(s, i);
     if (i >= s.size()) return false;
     if (s[i] == '}') return skip_space(s, i + 1) == s.size();
+    if (s[i] != ',') return false;
+    i = skip_space(s, i + 1);
+  }
+}
+
+bool scan_plain_index(std::string_view s, PlainIndex& out) {
+  out = PlainIndex{};
+  size_t i = skip_space(s, 0);
+  if (i >= s.size() || s[i] != '{') return false;
+  i = skip_space(s, i + 1);
+  if (i < s.size() && s[i] == '}') return false;  // no weight_map
+  bool map = false;
+  for (;;) {
+    std::string_view key;
+    if (!plain_string(s, i, key, true)) return false;
+    i = skip_space(s, i);
+    if (i >= s.size() || s[i] != ':') return false;
+    i = skip_space(s, i + 1);
+    if (i >= s.size()) return false;
+    if (key == "weight_map") {
+      if (map) return false;  // twice: the parser keeps the last
+      map = true;
+      if (!plain_string_object_at(s, i, &out.weight_map)) return false;
+    } else {
+      const size_t e = value_end(s, i);
+      if (e == std::string_view::npos || e == i) return false;
+      out.others.emplace_back(key, s.substr(i, e - i));
+      i = e;
+    }
+    i = skip_space(s, i);
+    if (i >= s.size()) return false;
+    if (s[i] == '}') return map && skip_space(s, i + 1) == s.size();
     if (s[i] != ',') return false;
     i = skip_space(s, i + 1);
   }

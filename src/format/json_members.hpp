@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace nunchaku::detail {
@@ -57,5 +58,15 @@ struct PlainHeader {
   size_t metadata_at = std::string_view::npos;  // offset of its name's opening quote
 };
 bool scan_plain_header(std::string_view text, PlainHeader& out);
+
+// An index JSON in its usual form, read in one pass: one object whose single "weight_map" is
+// an object of printable-ASCII strings without escapes, and whose other members (names
+// likewise plain) are only delimited: their text is for the caller to check and parse.
+// Returns false for anything else (no weight_map, escapes, other shapes).
+struct PlainIndex {
+  std::vector<std::pair<std::string_view, std::string_view>> weight_map;  // into the text, in text order
+  std::vector<std::pair<std::string_view, std::string_view>> others;      // name, value text
+};
+bool scan_plain_index(std::string_view text, PlainIndex& out);
 
 }  // namespace nunchaku::detail

@@ -132,12 +132,15 @@ Checkpoint read_and_merge(const std::vector<std::string>& files, const SourceOpe
 }
 
 std::vector<uint8_t> read_index_bytes(const Source& src) {
-  const std::string& path = src.path();
   if (src.size() > kMaxIndexBytes)
     throw Error("index.too_large", "index file has " + std::to_string(src.size()) + " bytes, over the " +
                     std::to_string(kMaxIndexBytes) + "-byte limit",
-                {.file = path});
-  auto bytes = src.read_vec(0, static_cast<size_t>(src.size()));
+                {.file = src.path()});
+  return src.read_vec(0, static_cast<size_t>(src.size()));
+}
+
+// What must hold before the JSON parser sees the text.
+void check_index_bytes(const std::vector<uint8_t>& bytes, const std::string& path) {
   if (size_t deep = detail::too_deep_at(bytes.data(), bytes.size(), kMaxIndexDepth); deep != std::string::npos)
     throw Error("index.too_deep", "index JSON nests deeper than " + std::to_string(kMaxIndexDepth) + " levels",
                 {.file = path, .offset = deep});
@@ -145,7 +148,6 @@ std::vector<uint8_t> read_index_bytes(const Source& src) {
   if (auto nul = std::find(bytes.begin(), bytes.end(), uint8_t{0}); nul != bytes.end())
     throw Error("index.not_json", "index is not valid JSON (NUL byte)",
                 {.file = path, .offset = static_cast<uint64_t>(nul - bytes.begin())});
-  return bytes;
 }
 
 json parse_index_json(const std::vector<uint8_t>& bytes, const std::string& path) {
@@ -204,7 +206,6 @@ namespace {
 struct Index {
   std::string path;
   std::vector<uint8_t> bytes;
-  std::vector<detail::JsonMember> members;  // split path: the weight_map members (own the names)
   json doc;                                 // parser's path: the whole document
   bool parsed = false;
   json metadata;                            // the "metadata" member; null when absent
@@ -226,40 +227,31 @@ bool add_entry(Index& ix, std::string_view name, std::string_view shard) {
   return true;
 }
 
-// The split path; false (and `ix` to be refilled) where the parser must decide.
+// The split path (detail::scan_plain_index); false (and `ix` to be refilled) where the
+// parser must decide. The weight_map is plain ASCII two levels deep, and every other member
+// is checked here as the whole text would be, so the checks before the parser all hold.
 bool split_index(Index& ix) {
   const std::string_view text(reinterpret_cast<const char*>(ix.bytes.data()), ix.bytes.size());
-  std::vector<detail::JsonMember> top;
-  size_t bad = 0;
-  if (first_invalid_utf8(text) != std::string_view::npos || !detail::split_object(text, top, bad)) return false;
-  const detail::JsonMember* wm = nullptr;
-  std::unordered_set<std::string_view> seen;
-  for (const auto& m : top) {
-    if (!seen.insert(m.key).second) return false;  // the parser keeps the last one
-    if (m.key == "weight_map") {
-      wm = &m;
-      continue;
-    }
-    try {  // every other member is parsed, as the whole document would be
-      json v = json::parse(text.substr(m.value_at, m.value_end - m.value_at));
-      if (m.key == "metadata") ix.metadata = std::move(v);
+  detail::PlainIndex p;
+  if (!detail::scan_plain_index(text, p) || p.weight_map.empty()) return false;
+  std::unordered_set<std::string_view> seen{"weight_map"};
+  for (const auto& [name, value] : p.others) {
+    if (!seen.insert(name).second) return false;  // the parser keeps the last one
+    const auto* bytes = reinterpret_cast<const uint8_t*>(value.data());
+    if (first_invalid_utf8(value) != std::string_view::npos || value.find('\0') != std::string_view::npos ||
+        detail::too_deep_at(bytes, value.size(), kMaxIndexDepth - 1) != std::string::npos)
+      return false;
+    try {  // parsed, as the whole document would be
+      json v = json::parse(value);
+      if (name == "metadata") ix.metadata = std::move(v);
     } catch (const json::exception&) {
       return false;
     }
   }
-  if (!wm || text[wm->value_at] != '{') return false;
-  const std::string_view map = text.substr(wm->value_at, wm->value_end - wm->value_at);
-  if (!detail::split_object(map, ix.members, bad) || ix.members.empty()) return false;
-  ix.weight_map.reserve(ix.members.size());
-  ix.listed.reserve(ix.members.size());
-  for (const auto& m : ix.members) {
-    std::string_view v = map.substr(m.value_at, m.value_end - m.value_at);
-    if (v.front() != '"') return false;
-    v = v.substr(1, v.size() - 2);
-    for (char c : v)
-      if (c == '\\' || static_cast<unsigned char>(c) < 0x20) return false;
-    if (!add_entry(ix, m.key, v)) return false;
-  }
+  ix.weight_map.reserve(p.weight_map.size());
+  ix.listed.reserve(p.weight_map.size());
+  for (const auto& [name, shard] : p.weight_map)
+    if (!add_entry(ix, name, shard)) return false;
   for (auto shard : ix.shards)
     if (!plain_relative(std::string(shard))) return false;
   return true;
@@ -269,6 +261,7 @@ bool split_index(Index& ix) {
 // of plain file names, entries in name order.
 void parse_index(Index& ix) {
   ix = Index{std::move(ix.path), std::move(ix.bytes)};
+  check_index_bytes(ix.bytes, ix.path);
   ix.doc = parse_index_json(ix.bytes, ix.path);
   ix.parsed = true;
   const json& doc = ix.doc;
