@@ -10,7 +10,7 @@
 namespace nunchaku::engine {
 namespace {
 
-constexpr int64_t kCols = 64;  // output features per pass of an input-major matrix (a stack tile)
+constexpr int64_t kCols = 256;  // output features per pass of an input-major matrix (a stack tile)
 
 // out[0..n) = values [c0, c0 + n) of a stored row as fp32.
 void widen_run(const uint8_t* p, DType t, int64_t c0, int64_t n, float* out) {
@@ -18,53 +18,67 @@ void widen_run(const uint8_t* p, DType t, int64_t c0, int64_t n, float* out) {
     case DType::F16:
       for (int64_t c = 0; c < n; ++c) out[c] = blocks::half_to_float(blocks::load_u16(p + 2 * (c0 + c)));
       break;
-    case DType::BF16:
-      for (int64_t c = 0; c < n; ++c) out[c] = blocks::bf16_to_float(blocks::load_u16(p + 2 * (c0 + c)));
+    case DType::BF16: {  // the 16 bits above 16 zeros: exact, vectorizable
+      uint16_t h[kCols];
+      std::memcpy(h, p + 2 * c0, size_t(n) * 2);
+      for (int64_t c = 0; c < n; ++c) {
+        const uint32_t bits = uint32_t(h[c]) << 16;
+        std::memcpy(out + c, &bits, 4);
+      }
       break;
+    }
     default: std::memcpy(out, p + 4 * c0, size_t(n) * 4);
   }
 }
 
-// y[b][r] = sum_i x[b][i] * W[i][r], r in [r0, r1), i ascending (as one dot product each).
+// y[b][r] = sum_i x[b][i] * W[i][r], r in [r0, r1), i ascending (a tile of kCols outputs
+// at a time: the row segment widened once, then every x row's contribution added).
 void input_major_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
                       int64_t r0, int64_t r1) {
-  float wv[kCols];
+  alignas(64) float wv[kCols];
   for (int64_t c0 = r0; c0 < r1; c0 += kCols) {
     const int64_t n = std::min(kCols, r1 - c0);
     for (int64_t b = 0; b < B; ++b) std::memset(y + b * ldy + c0, 0, size_t(n) * 4);
     for (int64_t i = 0; i < w.cols; ++i) {
-      const uint8_t* row = w.data + size_t(i) * w.row_bytes;
-      widen_run(row, w.dtype, c0, n, wv);
+      widen_run(w.data + size_t(i) * w.row_bytes, w.dtype, c0, n, wv);
       for (int64_t b = 0; b < B; ++b) {
         const float xi = x[b * ldx + i];
         float* out = y + b * ldy + c0;
-        for (int64_t c = 0; c < n; ++c) out[c] = std::fma(xi, wv[c], out[c]);
+        for (int64_t c = 0; c < n; ++c) out[c] += xi * wv[c];
       }
     }
   }
 }
 
-// MXFP4 rows, each dequantized a block at a time (32 values), then dotted with every x row.
+// MXFP4 rows, dequantized kRun values (whole 32-value blocks) at a time into a stack buffer,
+// then dotted with every x row over 8 partial sums (vectorizable; summed in a fixed order).
+constexpr int64_t kRun = 256;
 void mxfp4_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                 int64_t r1) {
   const int64_t nb = w.cols / 32;
-  float v[32];
+  alignas(64) float v[kRun];
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* codes = w.data + size_t(r) * w.row_bytes;
     const uint8_t* sc = w.scales + size_t(r) * size_t(nb);
     for (int64_t b = 0; b < B; ++b) y[b * ldy + r] = 0.0f;
-    for (int64_t k = 0; k < nb; ++k) {
-      const float d = e8m0_value(sc[k]);
-      for (int j = 0; j < 16; ++j) {
-        const uint8_t q = codes[k * 16 + j];
-        v[2 * j] = fp4_e2m1_value(q & 15) * d;
-        v[2 * j + 1] = fp4_e2m1_value(uint8_t(q >> 4)) * d;
+    for (int64_t c0 = 0; c0 < w.cols; c0 += kRun) {
+      const int64_t n = std::min(kRun, w.cols - c0);
+      for (int64_t k = 0; k < n / 32; ++k) {
+        const float d = e8m0_value(sc[c0 / 32 + k]);
+        float tab[16];  // the block's 16 possible values (each one exact product)
+        for (int c = 0; c < 16; ++c) tab[c] = fp4_e2m1_value(uint8_t(c)) * d;
+        const uint8_t* q = codes + (c0 / 32 + k) * 16;
+        for (int j = 0; j < 16; ++j) {
+          v[k * 32 + 2 * j] = tab[q[j] & 15];
+          v[k * 32 + 2 * j + 1] = tab[q[j] >> 4];
+        }
       }
       for (int64_t b = 0; b < B; ++b) {
-        const float* xb = x + b * ldx + k * 32;
-        float acc = 0.0f;
-        for (int j = 0; j < 32; ++j) acc = std::fma(xb[j], v[j], acc);
-        y[b * ldy + r] += acc;
+        const float* xb = x + b * ldx + c0;
+        float lane[8] = {};
+        for (int64_t j = 0; j < n; j += 8)
+          for (int l = 0; l < 8; ++l) lane[l] += xb[j + l] * v[j + l];
+        y[b * ldy + r] += ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
       }
     }
   }
