@@ -199,12 +199,14 @@ Grouping group_with(const Checkpoint& ck, const ArchEntry& e, std::string_view r
 
 Grouping group_fallback(const Checkpoint& ck, const Parts& parts) {
   Grouping g;
+  g.slots.reserve(ck.tensors.size());
   for (const auto& t : ck.tensors) {
     Slot s;
     if (parts.place(t.name, s)) {
       // a component of the record: placed, not an unknown tensor
     } else if (auto lp = layer_path(t.name)) {
-      s = {lp->module, ModuleKind::Layer, lp->index, t.name.substr(lp->module.size() + 1)};
+      const size_t at = lp->module.size() + 1;
+      s = {std::move(lp->module), ModuleKind::Layer, lp->index, t.name.substr(at)};
     } else {
       s.module = module_of(t.name);
       s.kind = guess_global_kind(s.module);

@@ -41,12 +41,16 @@ json tensor_json(const Checkpoint& ck, const TensorInfo& t) {
   return tj;
 }
 
-// `s` as a JSON string literal, as dump_json writes it.
-std::string json_string(const std::string& s) {
+// Appends `s` as a JSON string literal, as dump_json writes it.
+void append_json_string(std::string& out, const std::string& s) {
   for (char c : s)
-    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x80)
-      return dump_json(json(s));
-  return '"' + s + '"';
+    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x80) {
+      out += dump_json(json(s));
+      return;
+    }
+  out += '"';
+  out += s;
+  out += '"';
 }
 
 // `v` as dump_json(.., 2) writes an array of integers whose closing bracket is indented `pad`.
@@ -68,21 +72,23 @@ void int_array(std::string& out, const std::vector<Int>& v, std::string_view pad
 // The "tensors" array as dump_json(document, 2) writes it, one level into the document:
 // what tensor_json would give, without a DOM of 100k objects.
 void tensors_text(std::string& out, const Checkpoint& ck, const std::string& filter) {
-  std::vector<std::string> files;
-  for (const auto& f : ck.files) files.push_back(json_string(f.path));
+  std::vector<std::string> files(ck.files.size());
+  for (size_t i = 0; i < ck.files.size(); ++i) append_json_string(files[i], ck.files[i].path);
   bool first = true;
   for (const auto& t : ck.tensors) {
     if (!glob_match(filter, t.name)) continue;
     out += first ? "[\n    {\n      \"dtype\": \"" : ",\n    {\n      \"dtype\": \"";
     first = false;
     out.append(dtype_name(t.dtype)).append("\",\n      \"file\": ").append(files.at(t.file));
-    out.append(",\n      \"name\": ").append(json_string(t.name));
+    out.append(",\n      \"name\": ");
+    append_json_string(out, t.name);
     out.append(",\n      \"offset\": ").append(std::to_string(t.offset));
     out.append(",\n      \"shape\": ");
     int_array(out, t.shape, "      ");
     out.append(",\n      \"size_bytes\": ").append(std::to_string(t.nbytes));
     if (!t.storage.empty()) {
-      out.append(",\n      \"storage\": ").append(json_string(t.storage));
+      out.append(",\n      \"storage\": ");
+      append_json_string(out, t.storage);
       out.append(",\n      \"storage_offset\": ").append(std::to_string(t.storage_offset));
     }
     if (!t.strides.empty()) {
