@@ -1,5 +1,7 @@
 #include "format/json_members.hpp"
 
+#include <array>
+
 #include <nlohmann/json.hpp>
 
 namespace nunchaku::detail {
@@ -110,18 +112,24 @@ bool split_object(std::string_view s, std::vector<JsonMember>& out, size_t& erro
 
 namespace {
 
+// The bytes a plain string may hold: no quote, backslash or control character; with `ascii`
+// also nothing above 0x7E.
+constexpr std::array<bool, 256> plain_bytes(bool ascii) {
+  std::array<bool, 256> ok{};
+  for (int c = 0x20; c < (ascii ? 0x7f : 0x100); ++c) ok[c] = c != '"' && c != '\\';
+  return ok;
+}
+constexpr std::array<bool, 256> kPlainBytes = plain_bytes(false), kAsciiBytes = plain_bytes(true);
+
 // A plain string (no escapes, no control characters; with `ascii`, no byte above 0x7E) at
 // s[i]; i moves past it.
 bool plain_string(std::string_view s, size_t& i, std::string_view& out, bool ascii = false) {
   if (i >= s.size() || s[i] != '"') return false;
   const size_t b = ++i;
-  const unsigned char top = ascii ? 0x7e : 0xff;
-  for (; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '"') break;
-    if (c == '\\' || c < 0x20 || c > top) return false;
-  }
-  if (i >= s.size()) return false;
+  const auto& ok = ascii ? kAsciiBytes : kPlainBytes;
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  while (i < s.size() && ok[p[i]]) ++i;
+  if (i >= s.size() || s[i] != '"') return false;
   out = s.substr(b, i - b);
   ++i;
   return true;
