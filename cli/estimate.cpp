@@ -12,6 +12,7 @@
 
 #include "cli/model_source.hpp"
 #include "cli/commands.hpp"
+#include "cli/estimate_pipeline.hpp"
 #include "cli/help.hpp"
 #include "cli/json_doc.hpp"
 #include "cli/workload_options.hpp"
@@ -26,6 +27,7 @@
 #include "memory/quant.hpp"
 #include "core/units.hpp"
 #include "model/model.hpp"
+#include "model/pipeline.hpp"
 #include "core/text.hpp"
 
 namespace nunchaku::cli {
@@ -78,8 +80,10 @@ void print_table(const Estimate& e, bool explain) {
                                       plural(e.modules.size(), "module"), format_count(e.parameters)));
   print_field("runtime:", fmt::format("{} on {}", runtime_name(e.runtime), e.target == Target::Cpu ? "the CPU" : "CUDA GPUs"));
   for (const auto& m : e.runtime_model) print_field("", m);
-  std::string wl = fmt::format("{}, batch {}, context {}{}, weights {}{}, compute {}, KV {}", mode_name(w.mode), w.batch, w.context,
-             e.context_defaulted ? fmt::format(" (default: min(model max {}, 4096))", s.max_context) : "",
+  const int64_t image_ctx = w.images_in_context ? w.images * w.image_tokens : 0;
+  std::string wl = fmt::format("{}, batch {}, context {}{}{}, weights {}{}, compute {}, KV {}", mode_name(w.mode), w.batch, w.context,
+             image_ctx > 0 ? fmt::format(" ({} text + {} x {} image)", w.context - image_ctx, w.images, w.image_tokens) : "",
+             e.context_defaulted ? fmt::format(" (default{}: min(model max {}, 4096))", image_ctx > 0 ? " text" : "", s.max_context) : "",
              dtype_name(e.weight_dtype), w.quant.scheme != QuantScheme::None ? " as " + w.quant.label() : "",
              dtype_name(e.compute_dtype), dtype_name(e.kv_dtype));
   if (!described) wl = fmt::format("{}, weights {}", mode_name(w.mode), dtype_name(e.weight_dtype));
@@ -172,6 +176,13 @@ int run(const EstimateOptions& o) {
   auto vram = parse_vram(o.vram);
   match_gpus(vram, o.w.gpus);
   Workload w = to_workload(o.w, vram.size());
+  if (auto pipeline = read_pipeline(o.path)) {  // a diffusers pipeline folder: its parts, not one model
+    if (o.w.runtime == "all" || o.explain || !o.svg.empty())
+      throw Error("usage.pipeline", "a diffusers pipeline is estimated for PyTorch (diffusers), without --runtime all, "
+                  "--explain or --svg", {.hint = "estimate one part: nunchaku estimate " + o.path + "/transformer"});
+    if (w.mode != Mode::Infer) throw Error("usage.pipeline", "a diffusers pipeline is estimated for inference", {.hint = "leave --mode out"});
+    return estimate_pipeline_command(*pipeline, w, vram, o.json, o.path);
+  }
   Checkpoint ck = open_model(o.path, o.file);
   note_input_path(o.path);  // --svg must not name the checkpoint or a file beside it
   for (const auto& f : ck.files) note_input_path(f.path);
@@ -248,9 +259,12 @@ void add_estimate(CLI::App& app, Action& action) {
       "  nunchaku estimate model/ --vram 16G --context 8192 --batch 4\n"
       "  nunchaku estimate model/ --runtime all --vram 24G\n"
       "  nunchaku estimate model/ --mode qlora --vram 24G --json\n"
+      "  nunchaku estimate gemma-3-12b-it/ --images 2 --vram 24G\n"
+      "  nunchaku estimate FLUX.1-dev/ --vram 24G    (a diffusers pipeline: every part)\n"
       "  nunchaku estimate model/ --mode train --zero 3 --nodes 2 --gpus 8 --vram 80G --interconnect 400Gb --explain\n"
       "  nunchaku estimate model/ --mode train --runtime fsdp --fsdp-strategy hybrid --nodes 2 --gpus 8 --vram 80G");
-  cmd->add_option("PATH", o->path, "Checkpoint file or directory, or a Hub id (org/name[@rev][:QUANT])")->required();
+  cmd->add_option("PATH", o->path, "Checkpoint file or directory (a diffusers pipeline folder too), or a Hub id "
+                  "(org/name[@rev][:QUANT])")->required();
   add_file_option(cmd, o->file);
   add_workload_options(cmd, o->w);
   cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)")->group(kHardware);

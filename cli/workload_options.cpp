@@ -108,6 +108,8 @@ Workload to_workload(const WorkloadOptions& o, size_t n_vram) {
   w.grad_checkpointing = o.grad_ckpt;
   w.flash_attention = o.flash;
   w.all_logits = o.all_logits;
+  w.images = o.images;
+  w.image_tokens = o.image_tokens;
   w.lora_rank = o.lora_rank;
   w.lora_targets = split(o.lora_targets, ',');
   w.gpus = o.gpus > 0 ? o.gpus : std::max<int>(1, static_cast<int>(n_vram));
@@ -170,6 +172,10 @@ void add_workload_options(CLI::App* cmd, WorkloadOptions& o) {
   cmd->add_option("--ubatch", o.ubatch, "llama.cpp: micro-batch n_ubatch, its -ub (default 512); --prefill-chunk is its n_batch (default 2048)")->group(kInference);
   cmd->add_flag("--swa-full", o.swa_full, "llama.cpp: full-size cache for sliding-window layers, its --swa-full (llama-cpp-python's default)")->group(kInference);
   cmd->add_flag("--no-repack", o.no_repack, "llama.cpp: no CPU_REPACK copy of the weights, its --no-repack")->group(kInference);
+  cmd->add_option("--images", o.images, "Images per sequence (multimodal models): each adds its tokens to the "
+                  "context, and runtimes load the vision tower")->group(kWorkload);
+  cmd->add_option("--image-tokens", o.image_tokens, "Context tokens per image (default: the model's; the largest "
+                  "its processor makes where it follows the image size)")->group(kWorkload);
   cmd->add_flag("--all-logits", o.all_logits, "Logits for every position, not just the last (inference)")->group(kInference);
   cmd->add_option("--steps", o.steps, "Training: 1 = the first optimizer step's peak (no optimizer states before step()); "
                   "default: the steady state of every later step")->group(kTraining);

@@ -15,7 +15,7 @@ namespace nunchaku::cli {
 struct WorkloadOptions {
   std::string mode = "infer", dtype, kv_dtype, quant, optimizer = "adamw", offload = "none", lora_targets;
   std::string runtime, device = "cuda", attention = "default", interconnect, fsdp_strategy = "full";
-  int64_t batch = 1, context = 0, prefill_chunk = 0, lora_rank = 16, ubatch = 0, steps = 0;
+  int64_t batch = 1, context = 0, prefill_chunk = 0, lora_rank = 16, ubatch = 0, steps = 0, images = 0, image_tokens = 0;
   int quant_bits = 4, group_size = 128, gpus = 0, nodes = 1, zero = 0, threads = 0;
   bool double_quant = false, grad_ckpt = false, flash = false, all_logits = false, swa_full = false, no_repack = false;
   std::vector<std::string> overheads;

@@ -159,6 +159,10 @@ Checkpoint open_directory(const std::string& path) {
   } else if (gg.files.size() > 1) {
     throw Error("open.ambiguous", std::to_string(gg.files.size()) + " GGUF files in the directory (" + some_files(gg.files) + ")",
                 {.file = path, .hint = "pass one .gguf file (or the first part of a split GGUF)"});
+  } else if (std::error_code ec; std::filesystem::is_regular_file(std::filesystem::path(path) / "model_index.json", ec)) {
+    throw Error("open.pipeline", "a diffusers pipeline (model_index.json): its weights are in one folder per part",
+                {.file = path, .hint = fmt::format("`nunchaku estimate {0}` sizes the whole pipeline; name a part for the "
+                                                   "others, e.g. {0}/transformer", path)});
   } else {
     throw Error("open.no_weights", "no checkpoint files in the directory", {.file = path,
                 .hint = "expected *.safetensors, *.index.json, *.bin/*.pt/*.pth or *.gguf"});

@@ -32,9 +32,42 @@ constexpr uint64_t kMiB = 1ULL << 20;
 constexpr int64_t kDefaultContext = 4096;
 constexpr int64_t kMaxTokens = 1LL << 31;
 constexpr int64_t kMaxBatch = 1LL << 24;
+constexpr int64_t kMaxImages = 1 << 16;
 
 void require(bool ok, const char* code, const std::string& msg, const std::string& hint = "") {
   if (!ok) throw Error(code, msg, {.hint = hint});
+}
+
+// Whether runtime `r` holds a checkpoint's non-language-model components (vision tower,
+// projector, audio encoder) in memory: transformers, vLLM and DeepSpeed build the whole
+// model; llama.cpp keeps them in a separate --mmproj file, loaded for images only.
+bool loads_component(Runtime r, int64_t images) { return r != Runtime::LlamaCpp || images > 0; }
+
+// One note per component: what it costs in this runtime, and what images add.
+void note_components(Estimate& e, const std::vector<Module>& mods, const Workload& w) {
+  const ModelSpec& s = e.spec;
+  const bool loaded = loads_component(e.runtime, w.images);
+  bool any = false;
+  for (const auto& m : mods) {
+    if (m.component != "vision_tower" && m.component != "projector" && m.component != "audio") continue;
+    any = true;
+    e.notes.push_back(fmt::format(
+        "{} ({}): {} parameters {}; no KV cache", m.name, m.component, format_count(m.parameters),
+        loaded ? "charged as weights" : "not charged: llama.cpp loads them from its --mmproj file, for images only"));
+  }
+  if (any && w.images == 0 && s.image_tokens > 0)
+    e.notes.push_back(fmt::format("each image takes {}{} context tokens: --images N charges them", s.image_tokens_at_most ? "at most " : "",
+                                  s.image_tokens));
+  if (w.images > 0)
+    e.notes.push_back(fmt::format("{} per sequence: {} x {} tokens in the context ({} of text){}", plural(uint64_t(w.images), "image"), w.images,
+                                  w.image_tokens, w.context - w.images * w.image_tokens,
+                                  w.image_tokens == s.image_tokens && s.image_tokens_at_most
+                                      ? " -- the largest an image takes; --image-tokens sets the count of smaller images"
+                                      : ""));
+  if (w.images > 0 && s.wrapper.empty())
+    e.guessed.push_back("vision encoder: not in this checkpoint (llama.cpp's --mmproj file), its weights not charged");
+  if (w.images > 0 && e.runtime == Runtime::Nunchaku)
+    e.notes.push_back("nunchaku's engine runs text only: `run` does not take images; the figures are what it would take");
 }
 
 // --nodes N: only runtimes that span machines take it (multinode.hpp says which and how).
@@ -65,6 +98,30 @@ ModelSpec resolve_spec(const ModelLayout& layout, const std::vector<Module>& mod
   return s;
 }
 
+// --images N: each image's tokens join every sequence's context (once: a resolved workload
+// is resolved again by the fix search). The tokens per image are --image-tokens, else the
+// wrapper's count; a checkpoint without a vision tower needs --image-tokens (a GGUF's
+// vision encoder is llama.cpp's separate --mmproj file).
+void add_image_tokens(Workload& w, const ModelSpec& s) {
+  if (w.images_in_context) return;
+  require(w.images >= 0 && w.images <= kMaxImages, "usage.images", fmt::format("--images {} is out of range 0..{}", w.images, kMaxImages));
+  require(w.image_tokens >= 0 && w.image_tokens <= kMaxTokens, "usage.image_tokens",
+          fmt::format("--image-tokens {} is out of range 1..{}", w.image_tokens, kMaxTokens));
+  if (w.images == 0) return;
+  if (w.image_tokens == 0) {
+    require(!s.wrapper.empty(), "usage.images",
+            fmt::format("--images: this '{}' checkpoint holds no vision tower", s.architecture),
+            "a multimodal checkpoint takes --images; for a GGUF with a separate mmproj file give --image-tokens T");
+    require(s.image_tokens > 0, "usage.image_tokens",
+            fmt::format("--images: the tokens per image of '{}' are not known", s.wrapper), "give --image-tokens T");
+    w.image_tokens = s.image_tokens;
+  }
+  require(w.images * w.image_tokens <= kMaxTokens - w.context, "usage.images",
+          fmt::format("--images {} x {} tokens with --context {} is beyond {} tokens", w.images, w.image_tokens, w.context, kMaxTokens));
+  w.context += w.images * w.image_tokens;
+  w.images_in_context = true;
+}
+
 Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoint& ck, bool* defaulted) {
   Workload w = in;
   *defaulted = false;
@@ -72,6 +129,7 @@ Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoi
     w.context = s.max_context > 0 ? std::min<int64_t>(s.max_context, kDefaultContext) : kDefaultContext;
     *defaulted = true;
   }
+  add_image_tokens(w, s);
   require(w.batch >= 1 && w.batch <= kMaxBatch, "usage.batch", fmt::format("--batch {} is out of range 1..{}", w.batch, kMaxBatch));
   require(w.context >= 1 && w.context <= kMaxTokens, "usage.context", fmt::format("--context {} is out of range 1..{}", w.context, kMaxTokens));
   if (w.prefill_chunk == 0 || w.prefill_chunk > w.context) w.prefill_chunk = w.context;
@@ -383,6 +441,11 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
     const EstimateBasis::Part& part = basis.modules[mi];
     ModuleCost mc{m.name, m.kind, m.layer, 0, 0, 0, 0, 0};
     mc.parameters = part.parameters;
+    if (!m.component.empty() && !loads_component(*w.runtime, w.images)) {  // in memory of no device
+      e.parameters += mc.parameters;
+      e.modules.push_back(std::move(mc));
+      continue;
+    }
     e.largest_layer_parameters = std::max(e.largest_layer_parameters, part.largest_leaf);
     for (const EstimateBasis::Tensor& bt : part.tensors) {
       const TensorInfo& t = ck.tensors[bt.index];
@@ -416,12 +479,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   e.active_parameters = layout.num_active_parameters > 0 && layout.num_active_parameters <= e.parameters ? layout.num_active_parameters
                                                                                                            : e.parameters;
   e.guessed = s.guessed;
-  for (const auto& m : mods)
-    if (m.component == "vision_tower" || m.component == "projector" || m.component == "audio") {
-      e.notes.push_back(fmt::format("{} ({}): {} parameters charged as weights; no KV cache{}", m.name, m.component,
-                                    format_count(m.parameters),
-                                    s.image_tokens > 0 ? fmt::format("; each image takes {} context tokens", s.image_tokens) : ""));
-    }
+  note_components(e, mods, w);
 
   uint64_t weights = 0, experts = 0;
   for (const auto& mc : e.modules) weights = add(weights, mc.weight_bytes), experts = add(experts, mc.expert_bytes);
@@ -457,7 +515,9 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   for (const auto& c : e.host) e.host_total = add(e.host_total, c.bytes);
   add_cross_node_traffic(e);
   if (e.context_defaulted)
-    e.notes.push_back(fmt::format("context defaulted to {} tokens = min(model max {}, {})", w.context, s.max_context, kDefaultContext));
+    e.notes.push_back(fmt::format("context defaulted to {} tokens = min(model max {}, {}){}",
+                                  w.context - (w.images_in_context ? w.images * w.image_tokens : 0), s.max_context, kDefaultContext,
+                                  w.images_in_context ? ", before the images" : ""));
   if (s.max_context > 0 && w.context > s.max_context)
     e.notes.push_back(fmt::format("warning: --context {} is above the model's maximum ({} positions): the model was not trained "
                                   "that long, and vLLM refuses a longer --max-model-len", w.context, s.max_context));

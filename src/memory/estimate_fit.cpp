@@ -122,12 +122,13 @@ struct Searcher {
       flags = fmt::format("--batch {}", b);
     } else if (s == Search::Context) {
       const int64_t chunk = w.prefill_chunk;
-      int64_t c = largest_ok(1, base.context - 1, [&](int64_t v) {
+      const int64_t images = w.images_in_context ? w.images * w.image_tokens : 0;  // --context counts text only
+      int64_t c = largest_ok(images + 1, base.context - 1, [&](int64_t v) {
         Workload x = w; x.context = v; x.prefill_chunk = std::min(chunk, v); return fit(x).has_value(); });
       if (c == 0) return false;
       w.context = c;
       w.prefill_chunk = std::min(chunk, c);
-      flags = fmt::format("--context {}", c);
+      flags = fmt::format("--context {}", c - images);
     } else if (s == Search::Gpus) {
       for (int g : {2, 4, 8, 16, 32, 64}) {
         if (g <= base.gpus) continue;
@@ -334,7 +335,8 @@ nlohmann::json to_json(const Estimate& e) {
                    {"zero", w.zero},                   {"offload", offload_name(w.offload)},
                    {"mixed_precision", e.mixed_precision}, {"ubatch", w.ubatch},
                    {"swa_full", w.swa_full},           {"repack", w.repack ? json(*w.repack) : json(nullptr)},
-                   {"steps", w.steps}};
+                   {"steps", w.steps},                 {"images", w.images},
+                   {"image_tokens", positive(w.images > 0 ? w.image_tokens : 0)}};
   j["num_parameters"] = e.parameters;
   j["num_active_parameters"] = e.active_parameters;
   j["weight_bytes_per_token"] = e.weight_bytes_per_token;

@@ -56,6 +56,11 @@ struct Workload {
   Mode mode = Mode::Infer;
   int64_t batch = 1;
   int64_t context = 0;        // tokens per sequence (prompt + generated); 0 = min(model max, 4096)
+  // Images per sequence (--images) and context tokens per image (--image-tokens; 0 = the
+  // model's). estimate() adds images x tokens to `context` (the text's) when it resolves it.
+  int64_t images = 0;
+  int64_t image_tokens = 0;
+  bool images_in_context = false;  // set once estimate() has added them
   int64_t prefill_chunk = 0;  // tokens per forward pass during prefill; 0 = the whole context
   std::optional<DType> dtype;     // weight/compute dtype; nullopt = as stored
   std::optional<DType> kv_dtype;  // nullopt = compute dtype (F16 for GGUF, as llama.cpp)

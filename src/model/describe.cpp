@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "model/arch/record.hpp"
 #include "model/arch_table.hpp"
+#include "model/json_file.hpp"
 #include "model/model.hpp"
 #include "model/storage.hpp"
 #include "core/units.hpp"
@@ -58,6 +59,7 @@ nlohmann::json ModelSpec::to_json() const {
               {"num_shared_experts", num_shared_experts},
               {"wrapper", text(wrapper)},
               {"num_image_tokens", positive(image_tokens)},
+              {"image_tokens_at_most", image_tokens_at_most},
               {"num_mtp_layers", mtp_layers},
               {"quant_method", text(quant_method)},
               {"guessed", guessed}};
@@ -76,29 +78,7 @@ std::string_view module_kind_name(ModuleKind k) {
 
 namespace {
 
-constexpr uint64_t kMaxConfigBytes = 16u << 20;  // real config.json files are a few KB
 constexpr size_t kMaxWarnings = 50;
-
-json read_config(const std::string& path) {
-  std::error_code ec;
-  auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw Error("config.unreadable", "cannot read config.json: " + ec.message(), {.file = path});
-  if (size > kMaxConfigBytes)
-    throw Error("config.too_large", fmt::format("config.json is {} bytes (limit {})", size, kMaxConfigBytes),
-                {.file = path});
-  std::ifstream in(path, std::ios::binary);
-  std::string text(static_cast<size_t>(size), '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(size)))
-    throw Error("config.unreadable", "cannot read config.json", {.file = path});
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error("config.bad_json", std::string("config.json is not valid JSON: ") + json_error_message(e),
-                {.file = path, .offset = e.byte > 0 ? e.byte - 1 : 0});
-  } catch (const json::exception& e) {  // out_of_range 406: a number beyond double range (fuzz_config)
-    throw Error("config.bad_json", std::string("config.json is not valid JSON: ") + json_error_message(e), {.file = path});
-  }
-}
 
 // Where each tensor goes.
 struct Slot {
@@ -564,7 +544,7 @@ ModelLayout describe_model(const Checkpoint& ck) {
     if (gguf_arch && ck.format == Format::GGUF) {
       out.spec = spec_from_gguf(ck.metadata);
     } else if (!ck.config_path.empty()) {
-      config = read_config(ck.config_path);
+      config = read_json_file(ck.config_path);
       try {
         out.spec = spec_from_hf_config(*config);
       } catch (const Error& e) {

@@ -78,7 +78,11 @@ struct ModelSpec {
   // Multimodal wrapper family ("llava", "gemma3", "mistral3", "qwen2_vl", "llama4"); "" for a
   // plain language model. `architecture` is then the language model's family.
   std::string wrapper;
-  int64_t image_tokens = 0;      // context tokens one image takes (wrapper's rule), 0 unknown
+  // Context tokens one image takes (the wrapper's rule), 0 unknown. A fixed count (gemma3,
+  // llava), or where the count follows the image's size (mistral3, qwen2_vl, llama4) the
+  // largest the processor makes, with image_tokens_at_most set.
+  int64_t image_tokens = 0;
+  bool image_tokens_at_most = false;
   int64_t mtp_layers = 0;        // multi-token-prediction layers stored after the stack (not loaded)
   std::string quant_method;      // config quantization_config.quant_method ("fp8", "mxfp4", ...)
   // Terms taken from generic rules rather than the family's record (unknown families, a
