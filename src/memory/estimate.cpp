@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <span>
 #include <stdexcept>
 #include <unordered_map>
 #include <thread>
@@ -325,6 +326,7 @@ std::vector<std::string> sibling_modules(const Checkpoint& ck, const Module& m, 
 
 EstimateBasis estimate_basis(const Checkpoint& ck, const ModelLayout& layout) {
   EstimateBasis b;
+  b.stored = dominant_dtype(ck);
   b.tied_embeddings = std::none_of(layout.modules.begin(), layout.modules.end(),
                                    [](const Module& m) { return m.kind == ModuleKind::Head && !m.tensors.empty(); });
   std::vector<std::string_view> aliased;  // tensors that alias another ("a" of "a=b")
@@ -348,6 +350,8 @@ EstimateBasis estimate_basis(const Checkpoint& ck, const ModelLayout& layout) {
       const bool routed = m.kind == ModuleKind::Layer && is_routed(m, k, t.name);
       part.tensors.push_back({ti, logical[ti], quant_role(m, k, t), routed});
       part.parameters += logical[ti];
+      part.stored_bytes = add(part.stored_bytes, t.nbytes);
+      if (routed) part.stored_expert_bytes = add(part.stored_expert_bytes, t.nbytes);
       uint64_t& in_leaf = leaf[std::string_view(t.name).substr(0, t.name.rfind('.'))];
       in_leaf += logical[ti];
       part.largest_leaf = std::max(part.largest_leaf, in_leaf);
@@ -384,7 +388,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   const bool training = w.mode != Mode::Infer;
   const bool lora = w.mode == Mode::LoRA || w.mode == Mode::QLoRA;
 
-  const DType stored = dominant_dtype(ck);
+  const DType stored = basis.stored;
   // Quantized Hub stores (FP8 with scales, MXFP4, GPTQ/AWQ, bitsandbytes) compute and cache
   // in the 16-bit dtype the config names (bf16 when it names none), not in the store's type.
   const bool fp8 = stored == DType::F8_E4M3 || stored == DType::F8_E5M2 || stored == DType::F8_E4M3FNUZ ||
@@ -447,12 +451,15 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
       continue;
     }
     e.largest_layer_parameters = std::max(e.largest_layer_parameters, part.largest_leaf);
-    for (const EstimateBasis::Tensor& bt : part.tensors) {
+    // Inference on the weights as stored: the basis's sums (the fix searches re-estimate often).
+    const bool as_stored = !w.dtype && w.quant.scheme == QuantScheme::None && w.mode == Mode::Infer;
+    if (as_stored) mc.weight_bytes = part.stored_bytes, mc.expert_bytes = part.stored_expert_bytes;
+    for (const EstimateBasis::Tensor& bt : as_stored ? std::span<const EstimateBasis::Tensor>() : std::span(part.tensors)) {
       const TensorInfo& t = ck.tensors[bt.index];
       const uint64_t numel = bt.logical;
       const bool convert = w.dtype.has_value() && is_weight_like(t.dtype);
       const uint64_t kept = convert ? mul({numel, e_w}) : t.nbytes;
-      const uint64_t tb = quantized_tensor(w.quant, t, bt.role, m.layer, qc, kept).bytes;
+      const uint64_t tb = w.quant.scheme == QuantScheme::None ? kept : quantized_tensor(w.quant, t, bt.role, m.layer, qc, kept).bytes;
       mc.weight_bytes = add(mc.weight_bytes, tb);
       if (bt.routed) mc.expert_bytes = add(mc.expert_bytes, tb);
       if (w.mode == Mode::Infer) continue;

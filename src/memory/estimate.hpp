@@ -129,9 +129,11 @@ struct EstimateBasis {
     std::string expert_module;    // "model.layers.3.mlp.experts." when it holds routed experts
     std::vector<std::string> sibling_modules;
     uint64_t stream_bytes = 0, stream_piece_bytes = 0;
+    uint64_t stored_bytes = 0, stored_expert_bytes = 0;  // Σ nbytes of `tensors` (and of the routed ones)
   };
   std::vector<Part> modules;
   bool tied_embeddings = false;  // no head module: the embedding is the output projection
+  DType stored = DType::F32;     // the float dtype holding most bytes (estimate_detail::dominant_dtype)
 };
 EstimateBasis estimate_basis(const Checkpoint& ck, const ModelLayout& layout);
 // estimate() with the basis of (ck, layout) already built.
