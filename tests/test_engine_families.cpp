@@ -30,15 +30,6 @@ const json& families() {
   return g;
 }
 
-double rel_error(const float* ours, const json& ref) {
-  double scale = 0, err = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    scale = std::max(scale, std::abs(ref[i].get<double>()));
-    err = std::max(err, test::abs_diff(ours[i], ref[i].get<double>()));
-  }
-  return err / std::max(scale, 1e-6);
-}
-
 EngineOptions family_options() {
   EngineOptions o;
   o.max_context = 64;
@@ -52,25 +43,7 @@ EngineOptions family_options() {
 void check_family(const std::string& name, Transformer& tf) {
   INFO(name << ": " << tf.describe());
   const json& g = families().at(name);
-  const auto prompt = g.at("prompt").get<std::vector<int32_t>>();
-  const auto want = g.at("ids").get<std::vector<int32_t>>();
-  SeqChunk ch{0, 0, prompt, true};
-  auto out = tf.forward({&ch, 1});
-  REQUIRE(out.size() == prompt.size() * size_t(tf.vocab()));
-  for (size_t r = 0; r < prompt.size(); ++r) {
-    INFO("prompt position " << r);
-    CHECK(rel_error(out.data() + r * size_t(tf.vocab()), g.at("prompt_logits")[r]) < 1e-4);
-  }
-  CHECK(test::greedy(tf, prompt, int(want.size())) == want);
-  std::vector<int32_t> seq = prompt;
-  seq.insert(seq.end(), want.begin(), want.end() - 1);
-  std::span<const float> last;
-  for (size_t at = 0; at < seq.size(); at += size_t(tf.max_tokens())) {
-    const size_t n = std::min(seq.size() - at, size_t(tf.max_tokens()));
-    SeqChunk part{1, int64_t(at), std::span<const int32_t>(seq).subspan(at, n), false};
-    last = tf.forward({&part, 1});
-  }
-  CHECK(rel_error(last.data(), g.at("final_logits")) < 1e-4);
+  test::check_against_golden(tf, g);
 }
 
 }  // namespace

@@ -36,15 +36,6 @@ const json& goldens() {
   return g;
 }
 
-double rel_error(const float* ours, const json& ref) {
-  double scale = 0, err = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    scale = std::max(scale, std::abs(ref[i].get<double>()));
-    err = std::max(err, test::abs_diff(ours[i], ref[i].get<double>()));
-  }
-  return err / std::max(scale, 1e-6);
-}
-
 EngineOptions options() {
   EngineOptions o;
   o.max_context = 64;
@@ -54,29 +45,6 @@ EngineOptions options() {
   return o;
 }
 
-// The prompt's logits, 32 greedy ids, the whole sequence again in passes of 16 tokens.
-void check_against_golden(test::EngineModel& m, const json& g) {
-  const auto prompt = g.at("prompt").get<std::vector<int32_t>>();
-  const auto want = g.at("ids").get<std::vector<int32_t>>();
-  SeqChunk ch{0, 0, prompt, true};
-  auto out = m.tf->forward({&ch, 1});
-  REQUIRE(out.size() == prompt.size() * size_t(m.tf->vocab()));
-  for (size_t r = 0; r < prompt.size(); ++r) {
-    INFO("prompt position " << r);
-    CHECK(rel_error(out.data() + r * size_t(m.tf->vocab()), g.at("prompt_logits")[r]) < 1e-4);
-  }
-  CHECK(test::greedy(*m.tf, prompt, int(want.size())) == want);
-  std::vector<int32_t> seq = prompt;
-  seq.insert(seq.end(), want.begin(), want.end() - 1);
-  std::span<const float> last;
-  for (size_t at = 0; at < seq.size(); at += 16) {
-    const size_t n = std::min<size_t>(seq.size() - at, 16);
-    SeqChunk part{1, int64_t(at), std::span<const int32_t>(seq).subspan(at, n), false};
-    last = m.tf->forward({&part, 1});
-  }
-  CHECK(rel_error(last.data(), g.at("final_logits")) < 1e-4);
-  CHECK(m.tf->state_bytes() == m.tf->predicted().allocated());
-}
 
 }  // namespace
 
@@ -86,7 +54,7 @@ TEST_CASE("engine gpt-oss: fp32 and MXFP4 checkpoints match transformers (32 gre
     auto m = test::load_engine_model(test::testdata(std::string("engine/") + name), options(),
                                      Device{Device::Kind::Cpu, 0}, {}, 2);
     INFO(name << ": " << m.tf->describe());
-    check_against_golden(m, goldens().at(name));
+    test::check_against_golden(*m.tf, goldens().at(name));
   }
 }
 

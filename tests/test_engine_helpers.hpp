@@ -11,8 +11,11 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/backend.hpp"
 #include "engine/engine.hpp"
@@ -160,6 +163,45 @@ inline std::vector<int32_t> greedy(engine::Transformer& tf, const std::vector<in
     logits = tf.forward({&step, 1});
   }
   return out;
+}
+
+// Largest |ours - ref| over the largest |ref| (a logits row against a golden row).
+inline double rel_error(const float* ours, const nlohmann::json& ref) {
+  double scale = 0, err = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    scale = std::max(scale, std::abs(ref[i].get<double>()));
+    err = std::max(err, abs_diff(ours[i], ref[i].get<double>()));
+  }
+  return err / std::max(scale, 1e-6);
+}
+
+// A transformers golden (prompt, prompt_logits, ids, final_logits): every prompt position's
+// logits within 1e-4 relative, the greedy ids, then the whole sequence again in passes of
+// max_tokens in slot 1 (a second sequence beside the first; prefill batches route many
+// tokens to one expert at once, decode one), its last logits within 1e-4, and the run state
+// as engine_memory predicts it.
+inline void check_against_golden(engine::Transformer& tf, const nlohmann::json& g) {
+  const auto prompt = g.at("prompt").get<std::vector<int32_t>>();
+  const auto want = g.at("ids").get<std::vector<int32_t>>();
+  engine::SeqChunk ch{0, 0, prompt, true};
+  auto out = tf.forward({&ch, 1});
+  REQUIRE(out.size() == prompt.size() * size_t(tf.vocab()));
+  for (size_t r = 0; r < prompt.size(); ++r) {
+    INFO("prompt position " << r);
+    CHECK(rel_error(out.data() + r * size_t(tf.vocab()), g.at("prompt_logits")[r]) < 1e-4);
+  }
+  CHECK(greedy(tf, prompt, int(want.size())) == want);
+  std::vector<int32_t> seq = prompt;
+  seq.insert(seq.end(), want.begin(), want.end() - 1);
+  std::span<const float> last;
+  const size_t pass = size_t(std::max<int64_t>(1, tf.max_tokens()));
+  for (size_t at = 0; at < seq.size(); at += pass) {
+    const size_t n = std::min(seq.size() - at, pass);
+    engine::SeqChunk part{1, int64_t(at), std::span<const int32_t>(seq).subspan(at, n), false};
+    last = tf.forward({&part, 1});
+  }
+  CHECK(rel_error(last.data(), g.at("final_logits")) < 1e-4);
+  CHECK(tf.state_bytes() == tf.predicted().allocated());
 }
 
 // Minimal SentencePiece piece decoding for tests ('▁' -> ' ', <0xNN> -> byte); the real

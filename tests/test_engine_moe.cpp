@@ -28,15 +28,6 @@ const json& goldens() {
   return g;
 }
 
-double rel_error(const float* ours, const json& ref) {
-  double scale = 0, err = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    scale = std::max(scale, std::abs(ref[i].get<double>()));
-    err = std::max(err, test::abs_diff(ours[i], ref[i].get<double>()));
-  }
-  return err / std::max(scale, 1e-6);
-}
-
 EngineOptions moe_options(int batch) {
   EngineOptions o;
   o.max_context = 64;
@@ -55,28 +46,7 @@ TEST_CASE("engine moe: mixtral, qwen2_moe, qwen3_moe and olmoe match transformer
                                      Device{Device::Kind::Cpu, 0}, {}, 2);
     INFO(name << ": " << m.tf->describe());
     const json& g = goldens().at(name);
-    const auto prompt = g.at("prompt").get<std::vector<int32_t>>();
-    const auto want = g.at("ids").get<std::vector<int32_t>>();
-    SeqChunk ch{0, 0, prompt, true};
-    auto out = m.tf->forward({&ch, 1});
-    REQUIRE(out.size() == prompt.size() * size_t(m.tf->vocab()));
-    for (size_t r = 0; r < prompt.size(); ++r) {
-      INFO("prompt position " << r);
-      CHECK(rel_error(out.data() + r * size_t(m.tf->vocab()), g.at("prompt_logits")[r]) < 1e-4);
-    }
-    CHECK(test::greedy(*m.tf, prompt, int(want.size())) == want);
-    // The whole sequence again in passes of 16 tokens in slot 1: prefill batches route many
-    // tokens to one expert at once (the GEMM path), decode one.
-    std::vector<int32_t> seq = prompt;
-    seq.insert(seq.end(), want.begin(), want.end() - 1);
-    std::span<const float> last;
-    for (size_t at = 0; at < seq.size(); at += 16) {
-      const size_t n = std::min<size_t>(seq.size() - at, 16);
-      SeqChunk part{1, int64_t(at), std::span<const int32_t>(seq).subspan(at, n), false};
-      last = m.tf->forward({&part, 1});
-    }
-    CHECK(rel_error(last.data(), g.at("final_logits")) < 1e-4);
-    CHECK(m.tf->state_bytes() == m.tf->predicted().allocated());  // cpu_moe_bytes charged exactly
+    test::check_against_golden(*m.tf, g);  // cpu_moe_bytes charged exactly
   }
 }
 
@@ -154,8 +124,8 @@ TEST_CASE("engine moe: GGUF twins from convert_hf_to_gguf (stacked experts) give
     auto out = m.tf->forward({&ch, 1});
     // convert_hf_to_gguf writes OLMoE's rms eps as 1e-5 whatever the config says (1e-6 here):
     // that file is not the transformers model, so only llama.cpp is its reference.
-    if (std::string(name) != "olmoe") CHECK(rel_error(out.data(), ref.at("transformers_last_prompt_logits")) < 1e-4);
-    CHECK(rel_error(out.data(), ref.at("last_prompt_logits")) < 3e-3);  // llama.cpp's exp/SiLU approximations
+    if (std::string(name) != "olmoe") CHECK(test::rel_error(out.data(), ref.at("transformers_last_prompt_logits")) < 1e-4);
+    CHECK(test::rel_error(out.data(), ref.at("last_prompt_logits")) < 3e-3);  // llama.cpp's exp/SiLU approximations
     CHECK(test::greedy(*m.tf, prompt, int(ref.at("ids").size())) == ref.at("ids").get<std::vector<int32_t>>());
     CHECK(m.tf->state_bytes() == m.tf->predicted().allocated());
   }
