@@ -40,9 +40,7 @@ int64_t numel(const TensorView& t) {
 
 void check_supported(const ModelSpec& spec, const BlockRecipe& recipe) {
   if (!recipe.unsupported.empty())
-    throw engine_error("engine.unsupported_architecture", recipe.unsupported, "",
-                       "supported: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, mixtral, qwen2_moe, "
-                       "qwen3_moe, olmoe, gpt_oss");
+    throw engine_error("engine.unsupported_architecture", recipe.unsupported, "", "supported: " + engine_families());
   const EngineDims d = engine_dims(spec);
   if (d.hidden <= 0 || d.heads <= 0 || d.head_dim <= 0 || d.head_dim % 2 || d.kv_heads <= 0 || d.heads % d.kv_heads ||
       d.layers <= 0)

@@ -5,10 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "model/arch/record.hpp"
+
 namespace nunchaku {
 namespace {
-
-bool is_gemma(const std::string& f) { return f == "gemma" || f == "gemma2" || f == "gemma3"; }
 
 std::string rope_type(const nlohmann::json& rs) {
   if (!rs.is_object()) return "default";
@@ -36,14 +36,12 @@ double longrope_attention_factor(const ModelSpec& s) {
 
 double yarn_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
 
-Activation activation_of(const ModelSpec& s, BlockRecipe& r) {
+// hidden_act as the engine runs it; `error` says why not.
+Activation activation_of(const ModelSpec& s, std::string& error) {
   const std::string& a = s.hidden_act;
-  // transformers runs every gemma with the tanh GELU, whatever hidden_act says (Gemma 1 configs
-  // on the Hub say "gelu"); only hidden_activation overrides it.
-  if (is_gemma(s.architecture)) return Activation::GeluTanh;
   if (a.empty() || a == "silu" || a == "swish") return Activation::Silu;
   if (a == "gelu_pytorch_tanh" || a == "gelu_tanh" || a == "gelu_new") return Activation::GeluTanh;
-  r.unsupported = "activation '" + a + "' is not supported by the engine (supported: silu, gelu_pytorch_tanh)";
+  error = "activation '" + a + "' is not supported by the engine (supported: silu, gelu_pytorch_tanh)";
   return Activation::Silu;
 }
 
@@ -80,61 +78,63 @@ int64_t kv_positions(const LayerRecipe& l, int64_t max_context, int64_t max_toke
   return std::min(max_context, l.window + std::max<int64_t>(1, max_tokens) - 1);
 }
 
+std::string engine_families() {
+  std::string out;
+  for (const ArchRecord* r : all_records())
+    if (r->recipe && !r->wrapper) out += (out.empty() ? "" : ", ") + std::string(r->family);
+  return out;
+}
+
+void recipe_llama(const ModelSpec&, BlockRecipe&) {}
+
+void recipe_moe(const ModelSpec& s, BlockRecipe& r) {
+  r.experts = s.num_experts;
+  r.top_k = s.num_experts_per_tok;
+  r.norm_topk = s.moe_norm_topk;
+  if (r.experts <= 0 || r.top_k <= 0 || r.top_k > std::min<int64_t>(r.experts, 64))
+    r.unsupported = fmt::format("'{}' with {} experts and {} per token cannot be routed (at most 64 per token)", s.architecture,
+                                s.num_experts, s.num_experts_per_tok);
+}
+
+void recipe_gemma(const ModelSpec& s, BlockRecipe& r, bool post_norms) {
+  r.norm = s.source == "gguf" ? NormKind::Rms : NormKind::RmsOnePlus;  // convert_hf_to_gguf stores 1 + w
+  r.embed_scale = float(std::sqrt(double(s.hidden_size)));
+  r.post_attn_norm = r.post_ffn_norm = post_norms;
+  // transformers runs every gemma with the tanh GELU, whatever hidden_act says (Gemma 1 configs
+  // on the Hub say "gelu"); only hidden_activation overrides it.
+  r.act = Activation::GeluTanh;
+  r.act_fixed = true;
+}
+
 BlockRecipe recipe_for(const ModelSpec& s) {
   BlockRecipe r;
   const std::string& fam = s.architecture;
-  const bool gguf = s.source == "gguf";
   const int64_t heads = s.num_heads, hd = s.head_dim > 0 ? s.head_dim : (heads > 0 ? s.hidden_size / heads : 0);
-  static const char* const kRuns[] = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
-                                      "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss"};
-  static const char* const kMoe[] = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss"};
-  const bool moe_family = std::find(std::begin(kMoe), std::end(kMoe), fam) != std::end(kMoe);
-  if (std::find(std::begin(kRuns), std::end(kRuns), fam) == std::end(kRuns))
-    r.unsupported = "architecture '" + fam + "' is not supported by the engine";
-  else if (s.num_experts > 0 && !moe_family)
-    r.unsupported = "mixture-of-experts layers of '" + fam + "' are not supported by the engine";
-  else if (moe_family && (s.num_experts <= 0 || s.num_experts_per_tok <= 0 || s.num_experts_per_tok > std::min<int64_t>(s.num_experts, 64)))
-    r.unsupported = fmt::format("'{}' with {} experts and {} per token cannot be routed (at most 64 per token)", fam, s.num_experts,
-                                s.num_experts_per_tok);
-  if (moe_family) {
-    r.experts = s.num_experts;
-    r.top_k = s.num_experts_per_tok;
-    r.norm_topk = s.moe_norm_topk;
-  }
-  r.qk_norm_full = fam == "olmoe";
-  if (fam == "gpt_oss") {
-    r.routing = Routing::TopkSoftmax;
-    r.router_bias = r.attn_sinks = r.clamped_swiglu = true;
-    r.swiglu_alpha = float(s.swiglu_alpha > 0 ? s.swiglu_alpha : 1.702);
-    r.swiglu_limit = float(s.swiglu_limit > 0 ? s.swiglu_limit : 7.0);
-  }
-
-  r.act = activation_of(s, r);
+  std::string act_error;
+  r.act = activation_of(s, act_error);
   r.tied_head = s.tie_word_embeddings;
-  r.qk_norm = fam == "qwen3" || fam == "gemma3" || fam == "qwen3_moe" || fam == "olmoe";
-  r.fused_qkv = r.fused_gate_up = fam == "phi3";
-  if (is_gemma(fam)) {
-    r.norm = gguf ? NormKind::Rms : NormKind::RmsOnePlus;  // convert_hf_to_gguf stores 1 + w
-    r.embed_scale = float(std::sqrt(double(s.hidden_size)));
-    r.post_attn_norm = r.post_ffn_norm = fam != "gemma";
-  }
   r.attn_softcap = float(s.attn_logit_softcap);
   r.final_softcap = float(s.final_logit_softcap);
   r.attn_scale = s.query_pre_attn_scalar > 0 ? float(1.0 / std::sqrt(s.query_pre_attn_scalar)) : 1.0f / std::sqrt(float(hd));
+  const ArchRecord* rec = find_record(fam);
+  if (rec && rec->recipe) rec->recipe(s, r);
+  if (!rec || !rec->recipe)
+    r.unsupported = "architecture '" + fam + "' is not supported by the engine";
+  else if (!r.act_fixed && !act_error.empty())
+    r.unsupported = act_error;
+  else if (s.num_experts > 0 && r.experts == 0)
+    r.unsupported = "mixture-of-experts layers of '" + fam + "' are not supported by the engine";
 
   int64_t dims = s.partial_rotary_factor > 0 && s.partial_rotary_factor < 1 ? int64_t(double(hd) * s.partial_rotary_factor) : hd;
   dims -= dims % 2;
   const bool longrope = rope_type(s.rope_scaling) == "longrope" || rope_type(s.rope_scaling) == "su";
-  nlohmann::json scaling = s.rope_scaling;
-  if (fam == "gpt_oss" && !scaling.is_object())  // GptOssConfig's default rope_parameters
-    scaling = {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"truncate", false},
-               {"original_max_position_embeddings", 4096}};
+  nlohmann::json scaling = s.rope_scaling.is_object() ? s.rope_scaling : r.rope_scaling_default;
   const bool yarn = rope_type(scaling) == "yarn";
   if (yarn && !scaling.contains("original_max_position_embeddings") && s.max_context > 0)
     scaling["original_max_position_embeddings"] = s.max_context;  // transformers' standardize_rope_params
   const float mscale = longrope ? float(longrope_attention_factor(s)) : yarn ? float(yarn_attention_factor(scaling, s.max_context)) : 1.0f;
   r.ropes.push_back({s.rope_theta > 0 ? s.rope_theta : 10000.0, scaling, dims, mscale});
-  const bool local_rope = fam == "gemma3" && s.rope_local_theta > 0;
+  const bool local_rope = r.sliding_rope && s.rope_local_theta > 0;
   if (local_rope) r.ropes.push_back({s.rope_local_theta, nullptr, dims});
 
   r.layers.resize(size_t(std::max<int64_t>(0, s.num_layers)));

@@ -4,8 +4,9 @@
 // op (engine/model.cpp run_layer), and engine_memory() sizes the run state from it, so the
 // estimate of a nunchaku run and the run itself read one description.
 //
-// recipe_for() is the one place these values are decided per family, from ModelSpec fields
-// (config.json / GGUF metadata); the architecture records will hold them later.
+// recipe_for() builds the generic part from ModelSpec fields (config.json / GGUF metadata)
+// and hands the rest to the family's record (ArchRecord::recipe), the one place a family's
+// block is described.
 #pragma once
 
 #include <cstdint>
@@ -69,10 +70,20 @@ struct BlockRecipe {
   bool attn_sinks = false;
   bool clamped_swiglu = false;
   float swiglu_alpha = 0, swiglu_limit = 0;
+  bool act_fixed = false;                 // the family's activation whatever hidden_act says (gemma)
+  bool sliding_rope = false;              // sliding layers rotate with rope_local_theta (gemma3)
+  nlohmann::json rope_scaling_default;    // the config class's rope scaling when the config has none (gpt-oss)
   std::vector<RopeRecipe> ropes;          // [0] full-attention layers; [1] gemma3's sliding layers
   std::vector<LayerRecipe> layers;        // one per layer
   std::string unsupported;                // why the engine cannot run this family ("" = it can)
 };
+
+// Pieces the family records (src/model/arch/<family>.cpp, ArchRecord::recipe) share.
+void recipe_llama(const ModelSpec& s, BlockRecipe& r);  // the generic block as it is
+void recipe_moe(const ModelSpec& s, BlockRecipe& r);    // routed experts: softmax, top-k, norm_topk
+// Gemma: (1 + w) RMSNorm (stored as 1 + w in GGUF), embedding times sqrt(hidden), GELU-tanh
+// whatever hidden_act says, and post-attention / post-FFN norms from Gemma 2 on.
+void recipe_gemma(const ModelSpec& s, BlockRecipe& r, bool post_norms);
 
 // Never throws: a family the engine does not run gets a llama-like recipe (so estimates of it
 // still size a KV cache per layer) with `unsupported` set.
@@ -83,6 +94,10 @@ BlockRecipe recipe_for(const ModelSpec& spec);
 // writes up to max_tokens positions before any of them attends, and its first token still
 // needs the window - 1 positions before it.
 int64_t kv_positions(const LayerRecipe& l, int64_t max_context, int64_t max_tokens);
+
+// The families the engine runs (records with a recipe), "llama, mistral, ..." in the
+// registry's order: what an "unsupported architecture" error offers instead.
+std::string engine_families();
 
 std::string_view norm_kind_name(NormKind k);     // "rms", "rms(1+w)", "layer"
 std::string_view activation_name(Activation a);  // "silu", "gelu-tanh"

@@ -1,6 +1,7 @@
 // gemma2: Gemma2ForCausalLM. Layers alternate sliding (even, window 4096) and global (odd),
 // as Gemma2Config builds layer_types; llama.cpp's default pattern is the same (2).
 #include "model/arch/record.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku::arch {
 namespace {
@@ -14,7 +15,8 @@ void hf(const ConfigFields& f, ModelSpec& s) {
 void gguf(const ConfigFields&, const std::string&, ModelSpec& s) {
   if (s.sliding_window > 0 && s.layer_attn.empty()) pattern_alternate(s);
 }
+void recipe(const ModelSpec& s, BlockRecipe& r) { recipe_gemma(s, r, true); }
 }  // namespace
 extern const ArchRecord kGemma2{.family = "gemma2", .names = kNames, .hf_class = "Gemma2ForCausalLM",
-                         .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .gguf = gguf};
+                         .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .gguf = gguf, .recipe = recipe};
 }  // namespace nunchaku::arch

@@ -3,6 +3,7 @@
 // (local layers 1e4), 131072 positions, sliding_window_pattern 6 (5 sliding : 1 full).
 // llama.cpp hard-codes the same pattern (set_swa_pattern(6)) and writes no pattern key.
 #include "model/arch/record.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku::arch {
 namespace {
@@ -18,7 +19,12 @@ void gguf(const ConfigFields&, const std::string&, ModelSpec& s) {
   if (s.rope_local_theta == 0) s.rope_local_theta = 10000.0;  // llama.cpp: freq_base_swa default
   if (s.sliding_window > 0 && s.layer_attn.empty()) pattern_every_nth_full(s, 6);
 }
+// q/k norms; sliding layers rotate with rope_local_theta (10k), full ones with rope_theta.
+void recipe(const ModelSpec& s, BlockRecipe& r) {
+  recipe_gemma(s, r, true);
+  r.qk_norm = r.sliding_rope = true;
+}
 }  // namespace
 extern const ArchRecord kGemma3{.family = "gemma3", .names = kNames, .hf_class = "Gemma3ForCausalLM",
-                         .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .gguf = gguf};
+                         .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .gguf = gguf, .recipe = recipe};
 }  // namespace nunchaku::arch

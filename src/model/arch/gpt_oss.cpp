@@ -2,6 +2,7 @@
 // (window 128) and full attention, each with learned attention sinks; experts ship as MXFP4
 // (*_blocks / *_scales, counted by the values they hold). llama.cpp: set_swa_pattern(2).
 #include "model/arch/record.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku::arch {
 namespace {
@@ -19,7 +20,18 @@ void gguf(const ConfigFields&, const std::string&, ModelSpec& s) {
   if (s.sliding_window > 0 && s.layer_attn.empty()) pattern_alternate(s);
   s.swiglu_alpha = 1.702, s.swiglu_limit = 7.0;  // llama.cpp's constants for the arch
 }
+// Attention sinks, a router with bias (top-k of the logits, then softmax over them), clamped
+// SwiGLU experts with biases; rope defaults to GptOssConfig's yarn.
+void recipe(const ModelSpec& s, BlockRecipe& r) {
+  recipe_moe(s, r);
+  r.routing = Routing::TopkSoftmax;
+  r.router_bias = r.attn_sinks = r.clamped_swiglu = true;
+  r.swiglu_alpha = float(s.swiglu_alpha > 0 ? s.swiglu_alpha : 1.702);
+  r.swiglu_limit = float(s.swiglu_limit > 0 ? s.swiglu_limit : 7.0);
+  r.rope_scaling_default = {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
+                            {"truncate", false}, {"original_max_position_embeddings", 4096}};
+}
 }  // namespace
 extern const ArchRecord kGptOss{.family = "gpt_oss", .names = kNames, .hf_class = "GptOssForCausalLM",
-                         .hf_rotary_module = true, .hf_config = hf, .gguf = gguf};
+                         .hf_rotary_module = true, .hf_config = hf, .gguf = gguf, .recipe = recipe};
 }  // namespace nunchaku::arch

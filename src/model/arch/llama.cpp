@@ -1,6 +1,7 @@
 // llama: LlamaForCausalLM (transformers LlamaConfig), GGUF "llama". LLaVA's text_config
 // names only what differs from LlamaConfig, so the class defaults matter.
 #include "model/arch/record.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku::arch {
 namespace {
@@ -11,5 +12,5 @@ void hf(const ConfigFields& f, ModelSpec& s) {
 }
 }  // namespace
 extern const ArchRecord kLlama{.family = "llama", .names = kNames, .hf_class = "LlamaForCausalLM", .engine_runs = true,
-                        .permutes_qk = true, .hf_rotary_module = true, .hf_config = hf};
+                        .permutes_qk = true, .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_llama};
 }  // namespace nunchaku::arch

@@ -1,6 +1,7 @@
 // mistral: MistralForCausalLM (MistralConfig: sliding_window 4096 unless the config says
 // null, on every layer). GGUF files say "llama"; the spec reports them as llama.
 #include "model/arch/record.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku::arch {
 namespace {
@@ -14,5 +15,5 @@ void hf(const ConfigFields& f, ModelSpec& s) {
 }
 }  // namespace
 extern const ArchRecord kMistral{.family = "mistral", .names = kNames, .hf_class = "MistralForCausalLM",
-                          .engine_runs = true, .permutes_qk = true, .hf_rotary_module = true, .hf_config = hf};
+                          .engine_runs = true, .permutes_qk = true, .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_llama};
 }  // namespace nunchaku::arch

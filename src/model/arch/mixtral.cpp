@@ -1,5 +1,6 @@
 // mixtral: MixtralForCausalLM (sparse MoE on every layer); GGUF "llama" with expert_count.
 #include "model/arch/record.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku::arch {
 namespace {
@@ -13,5 +14,5 @@ void hf(const ConfigFields& f, ModelSpec& s) {
 }
 }  // namespace
 extern const ArchRecord kMixtral{.family = "mixtral", .names = kNames, .hf_class = "MixtralForCausalLM",
-                          .hf_rotary_module = true, .hf_config = hf};
+                          .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_moe};
 }  // namespace nunchaku::arch

@@ -1,6 +1,7 @@
 // phi3: Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4): fused qkv_proj and gate_up_proj; a window
 // (phi-3-mini 2047) applies to every layer.
 #include "model/arch/record.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku::arch {
 namespace {
@@ -11,7 +12,8 @@ void hf(const ConfigFields& f, ModelSpec& s) {
   if (!pattern_from_layer_types(f, s, s.sliding_window) && s.sliding_window > 0)
     pattern_all(s, AttnKind::Sliding, s.sliding_window);
 }
+void recipe(const ModelSpec&, BlockRecipe& r) { r.fused_qkv = r.fused_gate_up = true; }  // qkv_proj, gate_up_proj
 }  // namespace
 extern const ArchRecord kPhi3{.family = "phi3", .names = kNames, .hf_class = "Phi3ForCausalLM", .hf_rotary_module = true,
-                       .hf_config = hf};
+                       .hf_config = hf, .recipe = recipe};
 }  // namespace nunchaku::arch

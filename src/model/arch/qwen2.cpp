@@ -1,6 +1,7 @@
 // qwen2: Qwen2ForCausalLM; also the language model of Qwen2-VL / Qwen2.5-VL (GGUF "qwen2vl").
 // Sliding windows only with use_sliding_window, on layers >= max_window_layers.
 #include "model/arch/record.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku::arch {
 namespace {
@@ -12,5 +13,5 @@ void hf(const ConfigFields& f, ModelSpec& s) {
 }
 }  // namespace
 extern const ArchRecord kQwen2{.family = "qwen2", .names = kNames, .hf_class = "Qwen2ForCausalLM", .engine_runs = true,
-                        .hf_rotary_module = true, .hf_config = hf};
+                        .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_llama};
 }  // namespace nunchaku::arch

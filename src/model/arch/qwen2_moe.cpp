@@ -1,6 +1,7 @@
 // qwen2_moe: Qwen2MoeForCausalLM (Qwen1.5-MoE, Qwen2-57B-A14B): routed experts plus one
 // shared expert with a sigmoid gate on every decoder_sparse_step-th layer; GGUF "qwen2moe".
 #include "model/arch/record.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku::arch {
 namespace {
@@ -13,5 +14,5 @@ void hf(const ConfigFields& f, ModelSpec& s) {
 }
 }  // namespace
 extern const ArchRecord kQwen2Moe{.family = "qwen2_moe", .names = kNames, .hf_class = "Qwen2MoeForCausalLM",
-                           .hf_rotary_module = true, .hf_config = hf};
+                           .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_moe};
 }  // namespace nunchaku::arch

@@ -1,5 +1,6 @@
 // qwen3: Qwen3ForCausalLM (q/k RMSNorm over head_dim, explicit head_dim 128).
 #include "model/arch/record.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku::arch {
 namespace {
@@ -9,7 +10,8 @@ void hf(const ConfigFields& f, ModelSpec& s) {
                         .head_dim = 128, .vocab = 151936, .context = 32768, .rope_theta = 10000, .norm_eps = 1e-6});
   pattern_qwen(f, s);
 }
+void recipe(const ModelSpec&, BlockRecipe& r) { r.qk_norm = true; }
 }  // namespace
 extern const ArchRecord kQwen3{.family = "qwen3", .names = kNames, .hf_class = "Qwen3ForCausalLM", .engine_runs = true,
-                        .hf_rotary_module = true, .hf_config = hf};
+                        .hf_rotary_module = true, .hf_config = hf, .recipe = recipe};
 }  // namespace nunchaku::arch

@@ -1,6 +1,7 @@
 // qwen3_moe: Qwen3MoeForCausalLM (Qwen3-30B-A3B, 235B-A22B): 128 routed experts, top 8, no
 // shared expert; mlp_only_layers stay dense. GGUF "qwen3moe".
 #include "model/arch/record.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku::arch {
 namespace {
@@ -11,7 +12,11 @@ void hf(const ConfigFields& f, ModelSpec& s) {
                         .experts = 128, .experts_per_tok = 8});
   pattern_qwen(f, s);
 }
+void recipe(const ModelSpec& s, BlockRecipe& r) {
+  recipe_moe(s, r);
+  r.qk_norm = true;
+}
 }  // namespace
 extern const ArchRecord kQwen3Moe{.family = "qwen3_moe", .names = kNames, .hf_class = "Qwen3MoeForCausalLM",
-                           .hf_rotary_module = true, .hf_config = hf};
+                           .hf_rotary_module = true, .hf_config = hf, .recipe = recipe};
 }  // namespace nunchaku::arch

@@ -20,6 +20,8 @@
 
 namespace nunchaku {
 
+struct BlockRecipe;  // model/recipe.hpp
+
 // A part of a checkpoint that is not the language model's decoder stack. Tensors whose name
 // starts with `prefix` form one module of kind Other with Module::component = `name`.
 struct ArchComponent {
@@ -60,6 +62,10 @@ struct ArchRecord {
   // GGUF metadata: llama.cpp's per-architecture defaults (llama-model.cpp load_hparams) for
   // what the file leaves out, e.g. the sliding-window pattern. `key(k)` = "<arch>.<k>".
   void (*gguf)(const ConfigFields& f, const std::string& arch, ModelSpec& s) = nullptr;
+  // The block recipe the engine interprets (model/recipe.hpp): what this family's layer
+  // computes beyond the generic llama block, filled in after recipe_for's generic part.
+  // A family without it is not run by the engine.
+  void (*recipe)(const ModelSpec& s, BlockRecipe& r) = nullptr;
 };
 
 // Registry lookups (registry.cpp). Names are matched lower-cased; class names lose their
