@@ -2,378 +2,26 @@
 
 #include <algorithm>
 #include <cctype>
+#include <vector>
+
+#include "model/arch/record.hpp"
+#include "model/arch/tensor_rules.hpp"
 
 namespace nunchaku {
 
 namespace {
 
-using R = TensorRule;
-using Rules = std::span<const TensorRule>;
-constexpr bool kOpt = true;
-constexpr bool kReq = false;
+using tensor_rules::Rules;
 
-// ---- Hugging Face naming (transformers modeling_*.py) ------------------------------------
-
-// Llama-style attention; the biases appear with attention_bias=true (llama) and always in qwen2.
-constexpr R kAttnHF[] = {
-    {"input_layernorm.weight", "H", kReq, Role::AttnNorm},
-    {"self_attn.q_proj.weight", "Q H", kReq, Role::Q},
-    {"self_attn.k_proj.weight", "KV H", kReq, Role::K},
-    {"self_attn.v_proj.weight", "KV H", kReq, Role::V},
-    {"self_attn.o_proj.weight", "H Q", kReq, Role::O},
-    {"self_attn.q_proj.bias", "Q", kOpt, Role::QBias},
-    {"self_attn.k_proj.bias", "KV", kOpt, Role::KBias},
-    {"self_attn.v_proj.bias", "KV", kOpt, Role::VBias},
-    {"self_attn.o_proj.bias", "H", kOpt, Role::OBias},
-    {"self_attn.rotary_emb.inv_freq", "*", kOpt},  // saved by transformers < 4.31
-    {"post_attention_layernorm.weight", "H", kReq, Role::FfnNorm},
-};
-constexpr R kAttnBiasHF[] = {  // qwen2: q/k/v biases required
-    {"self_attn.q_proj.bias", "Q", kReq, Role::QBias},
-    {"self_attn.k_proj.bias", "KV", kReq, Role::KBias},
-    {"self_attn.v_proj.bias", "KV", kReq, Role::VBias},
-};
-constexpr R kQkNormHF[] = {  // qwen3
-    {"self_attn.q_norm.weight", "HD", kReq, Role::QNorm},
-    {"self_attn.k_norm.weight", "HD", kReq, Role::KNorm},
-};
-// gemma2/3: input_layernorm before attention, post_attention_layernorm on its output (not
-// the MLP's input norm as in llama), pre_/post_feedforward_layernorm around the MLP.
-constexpr R kGemma2AttnHF[] = {
-    {"input_layernorm.weight", "H", kReq, Role::AttnNorm},
-    {"self_attn.q_proj.weight", "Q H", kReq, Role::Q},
-    {"self_attn.k_proj.weight", "KV H", kReq, Role::K},
-    {"self_attn.v_proj.weight", "KV H", kReq, Role::V},
-    {"self_attn.o_proj.weight", "H Q", kReq, Role::O},
-    {"post_attention_layernorm.weight", "H", kReq, Role::PostAttnNorm},
-};
-constexpr R kSandwichNormHF[] = {
-    {"pre_feedforward_layernorm.weight", "H", kReq, Role::FfnNorm},
-    {"post_feedforward_layernorm.weight", "H", kReq, Role::PostFfnNorm},
-};
-constexpr R kMlpHF[] = {
-    {"mlp.gate_proj.weight", "I H", kReq, Role::Gate},
-    {"mlp.up_proj.weight", "I H", kReq, Role::Up},
-    {"mlp.down_proj.weight", "H I", kReq, Role::Down},
-    {"mlp.gate_proj.bias", "I", kOpt, Role::GateBias},
-    {"mlp.up_proj.bias", "I", kOpt, Role::UpBias},
-    {"mlp.down_proj.bias", "H", kOpt, Role::DownBias},
-};
-constexpr R kMoeMixtralHF[] = {  // every Mixtral on the Hub; transformers 5 saves it so too
-    {"block_sparse_moe.gate.weight", "E H", kReq, Role::Router},
-    {"block_sparse_moe.experts.#.w1.weight", "EI H", kReq, Role::ExpGate},
-    {"block_sparse_moe.experts.#.w2.weight", "H EI", kReq, Role::ExpDown},
-    {"block_sparse_moe.experts.#.w3.weight", "EI H", kReq, Role::ExpUp},
-};
-constexpr R kMoeFusedHF[] = {  // transformers 5 in memory (experts fused per layer)
-    {"mlp.gate.weight", "E H", kReq, Role::Router},
-    {"mlp.experts.gate_up_proj", "E 2EI H", kReq, Role::ExpGateUp},
-    {"mlp.experts.down_proj", "E H EI", kReq, Role::ExpDown},
-};
-// Qwen2-MoE, Qwen3-MoE, OLMoE as transformers 5 saves them: the router, one tensor per
-// expert; qwen2_moe adds a shared expert behind a sigmoid gate.
-constexpr R kMoeExpertsHF[] = {
-    {"mlp.gate.weight", "E H", kReq, Role::Router},
-    {"mlp.experts.#.gate_proj.weight", "EI H", kReq, Role::ExpGate},
-    {"mlp.experts.#.up_proj.weight", "EI H", kReq, Role::ExpUp},
-    {"mlp.experts.#.down_proj.weight", "H EI", kReq, Role::ExpDown},
-};
-constexpr R kMoeSharedHF[] = {
-    {"mlp.gate.weight", "E H", kReq, Role::Router},
-    {"mlp.experts.#.gate_proj.weight", "EI H", kReq, Role::ExpGate},
-    {"mlp.experts.#.up_proj.weight", "EI H", kReq, Role::ExpUp},
-    {"mlp.experts.#.down_proj.weight", "H EI", kReq, Role::ExpDown},
-    {"mlp.shared_expert.gate_proj.weight", "SI H", kReq, Role::ShGate},
-    {"mlp.shared_expert.up_proj.weight", "SI H", kReq, Role::ShUp},
-    {"mlp.shared_expert.down_proj.weight", "H SI", kReq, Role::ShDown},
-    {"mlp.shared_expert_gate.weight", "1 H", kReq, Role::ShExpGate},
-};
-constexpr R kMoeSharedFusedHF[] = {  // qwen2_moe as transformers 5 holds it in memory
-    {"mlp.gate.weight", "E H", kReq, Role::Router},
-    {"mlp.experts.gate_up_proj", "E 2EI H", kReq, Role::ExpGateUp},
-    {"mlp.experts.down_proj", "E H EI", kReq, Role::ExpDown},
-    {"mlp.shared_expert.gate_proj.weight", "SI H", kReq, Role::ShGate},
-    {"mlp.shared_expert.up_proj.weight", "SI H", kReq, Role::ShUp},
-    {"mlp.shared_expert.down_proj.weight", "H SI", kReq, Role::ShDown},
-    {"mlp.shared_expert_gate.weight", "1 H", kReq, Role::ShExpGate},
-};
-constexpr R kQkNormFullHF[] = {  // olmoe: one norm over all of q (and of k), not per head
-    {"self_attn.q_norm.weight", "Q", kReq, Role::QNorm},
-    {"self_attn.k_norm.weight", "KV", kReq, Role::KNorm},
-};
-// gpt-oss (transformers' modeling_gpt_oss.py): llama attention with biases and one sink
-// logit per head; the router is a linear with bias; experts' gate|up interleaved in one
-// stacked tensor, input-major [E, H, 2I] in bf16/fp32 files, or MXFP4 (*_blocks [E, rows,
-// cols/32, 16] + *_scales [E, rows, cols/32], output-major) as OpenAI ships them.
-constexpr R kGptOssAttnHF[] = {
-    {"input_layernorm.weight", "H", kReq, Role::AttnNorm},
-    {"self_attn.q_proj.weight", "Q H", kReq, Role::Q},
-    {"self_attn.k_proj.weight", "KV H", kReq, Role::K},
-    {"self_attn.v_proj.weight", "KV H", kReq, Role::V},
-    {"self_attn.o_proj.weight", "H Q", kReq, Role::O},
-    {"self_attn.q_proj.bias", "Q", kOpt, Role::QBias},
-    {"self_attn.k_proj.bias", "KV", kOpt, Role::KBias},
-    {"self_attn.v_proj.bias", "KV", kOpt, Role::VBias},
-    {"self_attn.o_proj.bias", "H", kOpt, Role::OBias},
-    {"self_attn.sinks", "*", kReq, Role::Sinks},  // [heads] (bind checks it)
-    {"post_attention_layernorm.weight", "H", kReq, Role::FfnNorm},
-};
-constexpr R kGptOssMoeHF[] = {
-    {"mlp.router.weight", "E H", kReq, Role::Router},
-    {"mlp.router.bias", "E", kReq, Role::RouterBias},
-    {"mlp.experts.gate_up_proj", "E H 2EI", kReq, Role::ExpGateUpMixed},
-    {"mlp.experts.gate_up_proj_bias", "E 2EI", kReq, Role::ExpGateUpBias},
-    {"mlp.experts.down_proj", "E EI H", kReq, Role::ExpDown},
-    {"mlp.experts.down_proj_bias", "E H", kReq, Role::ExpDownBias},
-};
-constexpr R kGptOssMoeMxfp4HF[] = {
-    {"mlp.router.weight", "E H", kReq, Role::Router},
-    {"mlp.router.bias", "E", kReq, Role::RouterBias},
-    {"mlp.experts.gate_up_proj_blocks", "E 2EI * *", kReq, Role::ExpGateUpMixed},
-    {"mlp.experts.gate_up_proj_scales", "E 2EI *", kReq, Role::ExpGateUpScales},
-    {"mlp.experts.gate_up_proj_bias", "E 2EI", kReq, Role::ExpGateUpBias},
-    {"mlp.experts.down_proj_blocks", "E H * *", kReq, Role::ExpDown},
-    {"mlp.experts.down_proj_scales", "E H *", kReq, Role::ExpDownScales},
-    {"mlp.experts.down_proj_bias", "E H", kReq, Role::ExpDownBias},
-};
-constexpr R kPhi3LayerHF[] = {
-    {"input_layernorm.weight", "H", kReq, Role::AttnNorm},
-    {"self_attn.qkv_proj.weight", "QKV H", kReq, Role::QKV},
-    {"self_attn.o_proj.weight", "H Q", kReq, Role::O},
-    {"post_attention_layernorm.weight", "H", kReq, Role::FfnNorm},
-    {"mlp.gate_up_proj.weight", "2I H", kReq, Role::GateUp},
-    {"mlp.down_proj.weight", "H I", kReq, Role::Down},
-};
-// GPT-2 uses Conv1D: weights are stored (in, out), the transpose of nn.Linear.
-constexpr R kGpt2LayerHF[] = {
-    {"ln_1.weight", "H"},
-    {"ln_1.bias", "H"},
-    {"attn.c_attn.weight", "H 3H"},
-    {"attn.c_attn.bias", "3H"},
-    {"attn.c_proj.weight", "H H"},
-    {"attn.c_proj.bias", "H"},
-    {"attn.bias", "*", kOpt},         // causal-mask buffer in older saves
-    {"attn.masked_bias", "*", kOpt},
-    {"ln_2.weight", "H"},
-    {"ln_2.bias", "H"},
-    {"mlp.c_fc.weight", "H I"},
-    {"mlp.c_fc.bias", "I"},
-    {"mlp.c_proj.weight", "I H"},
-    {"mlp.c_proj.bias", "H"},
-};
-
-constexpr R kWeightVH[] = {{"weight", "V H"}};
-constexpr R kEmbedVH[] = {{"weight", "V H", kReq, Role::Embed}};
-constexpr R kHeadVH[] = {{"weight", "V H", kReq, Role::Head}};
-constexpr R kFinalNormH[] = {{"weight", "H", kReq, Role::FinalNorm}};
-constexpr R kRopeFreqs[] = {{"weight", "*", kReq, Role::RopeFreqs}};
-constexpr R kWeightH[] = {{"weight", "H"}};
-constexpr R kWeightBiasH[] = {{"weight", "H"}, {"bias", "H"}};
-constexpr R kWeightCtxH[] = {{"weight", "CTX H"}};
-constexpr R kAnyWeight[] = {{"weight", "*"}};
-
-constexpr GlobalModule kLlamaGlobalsHF[] = {
-    {ModuleKind::Embedding, "embed_tokens", true, false, kEmbedVH},
-    {ModuleKind::FinalNorm, "norm", true, false, kFinalNormH},
-    {ModuleKind::Head, "lm_head", false, true, kHeadVH},
-};
-constexpr GlobalModule kGpt2GlobalsHF[] = {
-    {ModuleKind::Embedding, "wte", true, false, kWeightVH},
-    {ModuleKind::Embedding, "wpe", true, false, kWeightCtxH},
-    {ModuleKind::FinalNorm, "ln_f", true, false, kWeightBiasH},
-    {ModuleKind::Head, "lm_head", false, true, kWeightVH},
-};
-
-// ---- GGUF naming (llama.cpp gguf-py/gguf/constants.py, PyTorch-order shapes) -------------
-
-constexpr R kAttnGGUF[] = {
-    {"attn_norm.weight", "H", kReq, Role::AttnNorm},
-    {"attn_q.weight", "Q H", kReq, Role::Q},
-    {"attn_k.weight", "KV H", kReq, Role::K},
-    {"attn_v.weight", "KV H", kReq, Role::V},
-    {"attn_output.weight", "H Q", kReq, Role::O},
-    {"attn_q.bias", "Q", kOpt, Role::QBias},
-    {"attn_k.bias", "KV", kOpt, Role::KBias},
-    {"attn_v.bias", "KV", kOpt, Role::VBias},
-    {"attn_output.bias", "H", kOpt, Role::OBias},
-    {"ffn_norm.weight", "H", kReq, Role::FfnNorm},
-};
-constexpr R kAttnBiasGGUF[] = {
-    {"attn_q.bias", "Q", kReq, Role::QBias},
-    {"attn_k.bias", "KV", kReq, Role::KBias},
-    {"attn_v.bias", "KV", kReq, Role::VBias},
-};
-constexpr R kQkNormGGUF[] = {
-    {"attn_q_norm.weight", "HD", kReq, Role::QNorm},
-    {"attn_k_norm.weight", "HD", kReq, Role::KNorm},
-};
-// gemma2/3: attn_norm / post_attention_norm around attention, ffn_norm / post_ffw_norm around the MLP.
-constexpr R kSandwichNormGGUF[] = {
-    {"post_attention_norm.weight", "H", kReq, Role::PostAttnNorm},
-    {"post_ffw_norm.weight", "H", kReq, Role::PostFfnNorm},
-};
-constexpr R kMlpGGUF[] = {
-    {"ffn_gate.weight", "I H", kReq, Role::Gate},
-    {"ffn_up.weight", "I H", kReq, Role::Up},
-    {"ffn_down.weight", "H I", kReq, Role::Down},
-};
-constexpr R kMoeGGUF[] = {  // stacked experts (current convert_hf_to_gguf)
-    {"ffn_gate_inp.weight", "E H", kReq, Role::Router},
-    {"ffn_gate_exps.weight", "E EI H", kReq, Role::ExpGate},
-    {"ffn_up_exps.weight", "E EI H", kReq, Role::ExpUp},
-    {"ffn_down_exps.weight", "E H EI", kReq, Role::ExpDown},
-};
-constexpr R kMoeSplitGGUF[] = {  // per-expert tensors (early Mixtral GGUFs)
-    {"ffn_gate_inp.weight", "E H", kReq, Role::Router},
-    {"ffn_gate.#.weight", "EI H", kReq, Role::ExpGate},
-    {"ffn_up.#.weight", "EI H", kReq, Role::ExpUp},
-    {"ffn_down.#.weight", "H EI", kReq, Role::ExpDown},
-};
-constexpr R kMoeSharedGGUF[] = {  // qwen2moe: stacked experts and the shared expert
-    {"ffn_gate_inp.weight", "E H", kReq, Role::Router},
-    {"ffn_gate_exps.weight", "E EI H", kReq, Role::ExpGate},
-    {"ffn_up_exps.weight", "E EI H", kReq, Role::ExpUp},
-    {"ffn_down_exps.weight", "E H EI", kReq, Role::ExpDown},
-    {"ffn_gate_shexp.weight", "SI H", kReq, Role::ShGate},
-    {"ffn_up_shexp.weight", "SI H", kReq, Role::ShUp},
-    {"ffn_down_shexp.weight", "H SI", kReq, Role::ShDown},
-    {"ffn_gate_inp_shexp.weight", "H", kReq, Role::ShExpGate},
-};
-constexpr R kQkNormFullGGUF[] = {  // olmoe
-    {"attn_q_norm.weight", "Q", kReq, Role::QNorm},
-    {"attn_k_norm.weight", "KV", kReq, Role::KNorm},
-};
-constexpr R kPhi3LayerGGUF[] = {
-    {"attn_norm.weight", "H", kReq, Role::AttnNorm},
-    {"attn_qkv.weight", "QKV H", kReq, Role::QKV},
-    {"attn_output.weight", "H Q", kReq, Role::O},
-    {"ffn_norm.weight", "H", kReq, Role::FfnNorm},
-    {"ffn_up.weight", "2I H", kReq, Role::GateUp},  // gate and up fused, as in HF gate_up_proj
-    {"ffn_down.weight", "H I", kReq, Role::Down},
-};
-constexpr R kGpt2LayerGGUF[] = {  // the converter transposes Conv1D into Linear order
-    {"attn_norm.weight", "H"},
-    {"attn_norm.bias", "H"},
-    {"attn_qkv.weight", "3H H"},
-    {"attn_qkv.bias", "3H"},
-    {"attn_output.weight", "H H"},
-    {"attn_output.bias", "H"},
-    {"ffn_norm.weight", "H"},
-    {"ffn_norm.bias", "H"},
-    {"ffn_up.weight", "I H"},
-    {"ffn_up.bias", "I"},
-    {"ffn_down.weight", "H I"},
-    {"ffn_down.bias", "H"},
-};
-
-constexpr GlobalModule kLlamaGlobalsGGUF[] = {
-    {ModuleKind::Embedding, "token_embd", true, false, kEmbedVH},
-    {ModuleKind::FinalNorm, "output_norm", true, false, kFinalNormH},
-    {ModuleKind::Head, "output", true, true, kHeadVH},
-    {ModuleKind::Other, "rope_freqs", true, true, kRopeFreqs},  // llama-3 rope scaling factors
-};
-constexpr GlobalModule kPhi3GlobalsGGUF[] = {
-    {ModuleKind::Embedding, "token_embd", true, false, kEmbedVH},
-    {ModuleKind::FinalNorm, "output_norm", true, false, kFinalNormH},
-    {ModuleKind::Head, "output", true, true, kHeadVH},
-    {ModuleKind::Other, "rope_factors_long", true, true, kAnyWeight},  // longrope
-    {ModuleKind::Other, "rope_factors_short", true, true, kAnyWeight},
-};
-constexpr GlobalModule kGpt2GlobalsGGUF[] = {
-    {ModuleKind::Embedding, "token_embd", true, false, kWeightVH},
-    {ModuleKind::Embedding, "position_embd", true, false, kWeightCtxH},
-    {ModuleKind::FinalNorm, "output_norm", true, false, kWeightBiasH},
-    {ModuleKind::Head, "output", true, true, kWeightVH},
-};
-
-// ---- layer compositions ------------------------------------------------------------------
-
-constexpr Rules kAttnHFAlt[] = {kAttnHF};
-constexpr Rules kAttnBiasHFAlt[] = {kAttnBiasHF};
-constexpr Rules kQkNormHFAlt[] = {kQkNormHF};
-constexpr Rules kGemma2AttnHFAlt[] = {kGemma2AttnHF};
-constexpr Rules kSandwichHFAlt[] = {kSandwichNormHF};
-constexpr Rules kMlpHFAlt[] = {kMlpHF};
-constexpr Rules kMoeHFAlt[] = {kMoeMixtralHF, kMoeFusedHF};
-// qwen3_moe mlp_only_layers are dense; experts one tensor each (as saved) or fused (as in memory)
-constexpr Rules kMoeExpertsHFAlt[] = {kMoeExpertsHF, kMoeFusedHF, kMlpHF};
-constexpr Rules kMoeSharedHFAlt[] = {kMoeSharedHF, kMoeSharedFusedHF, kMlpHF};  // qwen2_moe: off decoder_sparse_step
-constexpr Rules kQkNormFullHFAlt[] = {kQkNormFullHF};
-constexpr Rules kPhi3HFAlt[] = {kPhi3LayerHF};
-constexpr Rules kGptOssAttnHFAlt[] = {kGptOssAttnHF};
-constexpr Rules kGptOssMoeHFAlt[] = {kGptOssMoeHF, kGptOssMoeMxfp4HF};
-constexpr Rules kGpt2HFAlt[] = {kGpt2LayerHF};
-constexpr Rules kAttnGGUFAlt[] = {kAttnGGUF};
-constexpr Rules kAttnBiasGGUFAlt[] = {kAttnBiasGGUF};
-constexpr Rules kQkNormGGUFAlt[] = {kQkNormGGUF};
-constexpr Rules kSandwichGGUFAlt[] = {kSandwichNormGGUF};
-constexpr Rules kMlpGGUFAlt[] = {kMlpGGUF};
-constexpr Rules kMoeGGUFAlt[] = {kMoeGGUF, kMoeSplitGGUF};
-constexpr Rules kMoeOrDenseGGUFAlt[] = {kMoeGGUF, kMlpGGUF};
-constexpr Rules kMoeSharedGGUFAlt[] = {kMoeSharedGGUF, kMlpGGUF};
-constexpr Rules kQkNormFullGGUFAlt[] = {kQkNormFullGGUF};
-constexpr Rules kPhi3GGUFAlt[] = {kPhi3LayerGGUF};
-constexpr Rules kGpt2GGUFAlt[] = {kGpt2LayerGGUF};
-
-constexpr LayerSlot kLlamaHF[] = {{kAttnHFAlt}, {kMlpHFAlt}};
-constexpr LayerSlot kQwen2HF[] = {{kAttnHFAlt}, {kAttnBiasHFAlt}, {kMlpHFAlt}};
-constexpr LayerSlot kQwen3HF[] = {{kAttnHFAlt}, {kQkNormHFAlt}, {kMlpHFAlt}};
-constexpr LayerSlot kGemma2HF[] = {{kGemma2AttnHFAlt}, {kSandwichHFAlt}, {kMlpHFAlt}};
-constexpr LayerSlot kGemma3HF[] = {{kGemma2AttnHFAlt}, {kQkNormHFAlt}, {kSandwichHFAlt}, {kMlpHFAlt}};
-constexpr LayerSlot kMixtralHF[] = {{kAttnHFAlt}, {kMoeHFAlt}};
-constexpr LayerSlot kQwen2MoeHF[] = {{kAttnHFAlt}, {kAttnBiasHFAlt}, {kMoeSharedHFAlt}};
-constexpr LayerSlot kQwen3MoeHF[] = {{kAttnHFAlt}, {kQkNormHFAlt}, {kMoeExpertsHFAlt}};
-constexpr LayerSlot kOlmoeHF[] = {{kAttnHFAlt}, {kQkNormFullHFAlt}, {kMoeExpertsHFAlt}};
-constexpr LayerSlot kPhi3HF[] = {{kPhi3HFAlt}};
-constexpr LayerSlot kGptOssHF[] = {{kGptOssAttnHFAlt}, {kGptOssMoeHFAlt}};
-constexpr LayerSlot kGpt2HF[] = {{kGpt2HFAlt}};
-constexpr LayerSlot kLlamaGGUF[] = {{kAttnGGUFAlt}, {kMlpGGUFAlt}};
-constexpr LayerSlot kQwen2GGUF[] = {{kAttnGGUFAlt}, {kAttnBiasGGUFAlt}, {kMlpGGUFAlt}};
-constexpr LayerSlot kQwen3GGUF[] = {{kAttnGGUFAlt}, {kQkNormGGUFAlt}, {kMlpGGUFAlt}};
-constexpr LayerSlot kGemma2GGUF[] = {{kAttnGGUFAlt}, {kSandwichGGUFAlt}, {kMlpGGUFAlt}};
-constexpr LayerSlot kGemma3GGUF[] = {{kAttnGGUFAlt}, {kQkNormGGUFAlt}, {kSandwichGGUFAlt}, {kMlpGGUFAlt}};
-constexpr LayerSlot kMixtralGGUF[] = {{kAttnGGUFAlt}, {kMoeGGUFAlt}};
-constexpr LayerSlot kQwen2MoeGGUF[] = {{kAttnGGUFAlt}, {kAttnBiasGGUFAlt}, {kMoeSharedGGUFAlt}};
-constexpr LayerSlot kQwen3MoeGGUF[] = {{kAttnGGUFAlt}, {kQkNormGGUFAlt}, {kMoeOrDenseGGUFAlt}};
-constexpr LayerSlot kOlmoeGGUF[] = {{kAttnGGUFAlt}, {kQkNormFullGGUFAlt}, {kMoeOrDenseGGUFAlt}};
-constexpr LayerSlot kPhi3GGUF[] = {{kPhi3GGUFAlt}};
-constexpr LayerSlot kGpt2GGUF[] = {{kGpt2GGUFAlt}};
-
-constexpr std::string_view kModelRoots[] = {"model.", ""};
-// Multimodal wrappers: transformers 5 modules, then the Hub's older checkpoint names.
-constexpr std::string_view kWrappedRoots[] = {"model.language_model.", "language_model.model.", "model.", ""};
-constexpr std::string_view kGpt2Roots[] = {"transformer.", ""};
-constexpr std::string_view kGGUFRoots[] = {""};
-
-constexpr ArchEntry kTable[] = {
-    {"llama", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kLlamaHF},
-    {"mistral", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kLlamaHF},
-    {"qwen2", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kQwen2HF},
-    {"qwen3", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kQwen3HF},
-    {"gemma", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kLlamaHF},
-    {"gemma2", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kGemma2HF},
-    {"gemma3", Naming::HF, kWrappedRoots, "layers.", kLlamaGlobalsHF, kGemma3HF},
-    {"phi3", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kPhi3HF},
-    {"mixtral", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kMixtralHF},
-    {"qwen2_moe", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kQwen2MoeHF},
-    {"qwen3_moe", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kQwen3MoeHF},
-    {"olmoe", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kOlmoeHF},
-    {"gpt_oss", Naming::HF, kModelRoots, "layers.", kLlamaGlobalsHF, kGptOssHF},
-    {"gpt2", Naming::HF, kGpt2Roots, "h.", kGpt2GlobalsHF, kGpt2HF},
-    {"llama", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kLlamaGGUF},
-    {"mistral", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kLlamaGGUF},
-    {"qwen2", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kQwen2GGUF},
-    {"qwen3", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kQwen3GGUF},
-    {"gemma", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kLlamaGGUF},
-    {"gemma2", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kGemma2GGUF},
-    {"gemma3", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kGemma3GGUF},
-    {"phi3", Naming::GGUF, kGGUFRoots, "blk.", kPhi3GlobalsGGUF, kPhi3GGUF},
-    {"mixtral", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kMixtralGGUF},
-    {"qwen2_moe", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kQwen2MoeGGUF},
-    {"qwen3_moe", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kQwen3MoeGGUF},
-    {"olmoe", Naming::GGUF, kGGUFRoots, "blk.", kLlamaGlobalsGGUF, kOlmoeGGUF},
-    {"gpt2", Naming::GGUF, kGGUFRoots, "blk.", kGpt2GlobalsGGUF, kGpt2GGUF},
-};
+// Every family record's rows (ArchRecord::tensors), in the registry's order.
+const std::vector<ArchEntry>& table() {
+  static const std::vector<ArchEntry> t = [] {
+    std::vector<ArchEntry> v;
+    for (const ArchRecord* r : all_records()) v.insert(v.end(), r->tensors.begin(), r->tensors.end());
+    return v;
+  }();
+  return t;
+}
 
 // HF model_type / GGUF general.architecture / lower-cased class-name stem → family.
 struct Alias {
@@ -395,7 +43,7 @@ std::string lower(std::string_view s) {
 
 }  // namespace
 
-std::span<const ArchEntry> arch_table() { return kTable; }
+std::span<const ArchEntry> arch_table() { return table(); }
 
 std::string_view role_name(Role r) {
   static constexpr std::string_view kNames[kRoleCount] = {
@@ -434,7 +82,7 @@ Role tensor_role(std::string_view family, const Module& m, std::string_view tens
     if (naming) *naming = e.naming;
     return r;
   };
-  for (const ArchEntry& e : kTable) {
+  for (const ArchEntry& e : table()) {
     if (e.family != family) continue;
     for (std::string_view root : e.roots) {
       if (m.kind == ModuleKind::Layer) {
@@ -458,7 +106,7 @@ Role tensor_role(std::string_view family, const Module& m, std::string_view tens
 std::optional<std::string> tensor_name_for(std::string_view family, Naming naming, ModuleKind kind, int64_t layer,
                                            Role r) {
   if (r == Role::None) return std::nullopt;
-  for (const ArchEntry& e : kTable) {
+  for (const ArchEntry& e : table()) {
     if (e.family != family || e.naming != naming) continue;
     const std::string root(e.roots.front());
     if (kind == ModuleKind::Layer) {
@@ -487,7 +135,7 @@ void assign_roles(const Checkpoint& ck, ModelLayout& layout) {
 }
 
 bool is_known_family(std::string_view family) {
-  return std::any_of(std::begin(kTable), std::end(kTable),
+  return std::any_of(table().begin(), table().end(),
                      [&](const ArchEntry& e) { return e.family == family; });
 }
 

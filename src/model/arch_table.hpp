@@ -3,6 +3,8 @@
 // framework names them, so a device_map can be written from them), and which tensors
 // each holds with their shapes as symbols of the spec ("Q H" = (heads*head_dim, hidden)).
 // describe_model groups and checks with it; estimate/plan/load read module names from it.
+// Its rows live in the family records (ArchRecord::tensors, src/model/arch/<family>.cpp),
+// composed from the shared pieces of src/model/arch/tensor_rules.hpp.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // gemma2: Gemma2ForCausalLM. Layers alternate sliding (even, window 4096) and global (odd),
 // as Gemma2Config builds layer_types; llama.cpp's default pattern is the same (2).
 #include "model/arch/record.hpp"
+#include "model/arch/tensor_rules.hpp"
 #include "model/recipe.hpp"
 
 namespace nunchaku::arch {
@@ -16,7 +17,11 @@ void gguf(const ConfigFields&, const std::string&, ModelSpec& s) {
   if (s.sliding_window > 0 && s.layer_attn.empty()) pattern_alternate(s);
 }
 void recipe(const ModelSpec& s, BlockRecipe& r) { recipe_gemma(s, r, true); }
+constexpr ArchEntry kTensors[] = {
+    {"gemma2", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kGemma2HF},
+    {"gemma2", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kGemma2GGUF},
+};
 }  // namespace
 extern const ArchRecord kGemma2{.family = "gemma2", .names = kNames, .hf_class = "Gemma2ForCausalLM",
-                         .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .gguf = gguf, .recipe = recipe};
+                         .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .gguf = gguf, .recipe = recipe, .tensors = kTensors};
 }  // namespace nunchaku::arch

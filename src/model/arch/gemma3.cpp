@@ -3,6 +3,7 @@
 // (local layers 1e4), 131072 positions, sliding_window_pattern 6 (5 sliding : 1 full).
 // llama.cpp hard-codes the same pattern (set_swa_pattern(6)) and writes no pattern key.
 #include "model/arch/record.hpp"
+#include "model/arch/tensor_rules.hpp"
 #include "model/recipe.hpp"
 
 namespace nunchaku::arch {
@@ -24,7 +25,11 @@ void recipe(const ModelSpec& s, BlockRecipe& r) {
   recipe_gemma(s, r, true);
   r.qk_norm = r.sliding_rope = true;
 }
+constexpr ArchEntry kTensors[] = {
+    {"gemma3", Naming::HF, tensor_rules::kWrappedRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kGemma3HF},
+    {"gemma3", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kGemma3GGUF},
+};
 }  // namespace
 extern const ArchRecord kGemma3{.family = "gemma3", .names = kNames, .hf_class = "Gemma3ForCausalLM",
-                         .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .gguf = gguf, .recipe = recipe};
+                         .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .gguf = gguf, .recipe = recipe, .tensors = kTensors};
 }  // namespace nunchaku::arch

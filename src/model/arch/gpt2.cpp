@@ -1,5 +1,6 @@
 // gpt2: GPT2LMHeadModel: learned positions (no rope), Conv1D weights, tied head, n_inner = 4H.
 #include "model/arch/record.hpp"
+#include "model/arch/tensor_rules.hpp"
 
 namespace nunchaku::arch {
 namespace {
@@ -8,7 +9,11 @@ void hf(const ConfigFields& f, ModelSpec& s) {
   apply_defaults(f, s, {.hidden = 768, .layers = 12, .heads = 12, .vocab = 50257, .context = 1024, .norm_eps = 1e-5});
   if (s.intermediate_size == 0) s.intermediate_size = 4 * s.hidden_size;
 }
+constexpr ArchEntry kTensors[] = {
+    {"gpt2", Naming::HF, tensor_rules::kGpt2Roots, "h.", tensor_rules::kGpt2GlobalsHF, tensor_rules::kGpt2HF},
+    {"gpt2", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kGpt2GlobalsGGUF, tensor_rules::kGpt2GGUF},
+};
 }  // namespace
 extern const ArchRecord kGpt2{.family = "gpt2", .names = kNames, .hf_class = "GPT2LMHeadModel", .rope = false,
-                       .ties_by_default = true, .hf_config = hf};
+                       .ties_by_default = true, .hf_config = hf, .tensors = kTensors};
 }  // namespace nunchaku::arch

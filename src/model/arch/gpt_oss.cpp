@@ -2,6 +2,7 @@
 // (window 128) and full attention, each with learned attention sinks; experts ship as MXFP4
 // (*_blocks / *_scales, counted by the values they hold). llama.cpp: set_swa_pattern(2).
 #include "model/arch/record.hpp"
+#include "model/arch/tensor_rules.hpp"
 #include "model/recipe.hpp"
 
 namespace nunchaku::arch {
@@ -31,7 +32,10 @@ void recipe(const ModelSpec& s, BlockRecipe& r) {
   r.rope_scaling_default = {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
                             {"truncate", false}, {"original_max_position_embeddings", 4096}};
 }
+constexpr ArchEntry kTensors[] = {
+    {"gpt_oss", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kGptOssHF},
+};
 }  // namespace
 extern const ArchRecord kGptOss{.family = "gpt_oss", .names = kNames, .hf_class = "GptOssForCausalLM",
-                         .hf_rotary_module = true, .hf_config = hf, .gguf = gguf, .recipe = recipe};
+                         .hf_rotary_module = true, .hf_config = hf, .gguf = gguf, .recipe = recipe, .tensors = kTensors};
 }  // namespace nunchaku::arch

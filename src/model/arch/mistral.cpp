@@ -1,6 +1,7 @@
 // mistral: MistralForCausalLM (MistralConfig: sliding_window 4096 unless the config says
 // null, on every layer). GGUF files say "llama"; the spec reports them as llama.
 #include "model/arch/record.hpp"
+#include "model/arch/tensor_rules.hpp"
 #include "model/recipe.hpp"
 
 namespace nunchaku::arch {
@@ -13,7 +14,11 @@ void hf(const ConfigFields& f, ModelSpec& s) {
   if (!pattern_from_layer_types(f, s, s.sliding_window) && s.sliding_window > 0)
     pattern_all(s, AttnKind::Sliding, s.sliding_window);
 }
+constexpr ArchEntry kTensors[] = {
+    {"mistral", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kLlamaHF},
+    {"mistral", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kLlamaGGUF},
+};
 }  // namespace
 extern const ArchRecord kMistral{.family = "mistral", .names = kNames, .hf_class = "MistralForCausalLM",
-                          .engine_runs = true, .permutes_qk = true, .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_llama};
+                          .engine_runs = true, .permutes_qk = true, .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_llama, .tensors = kTensors};
 }  // namespace nunchaku::arch

@@ -1,5 +1,6 @@
 // mixtral: MixtralForCausalLM (sparse MoE on every layer); GGUF "llama" with expert_count.
 #include "model/arch/record.hpp"
+#include "model/arch/tensor_rules.hpp"
 #include "model/recipe.hpp"
 
 namespace nunchaku::arch {
@@ -12,7 +13,11 @@ void hf(const ConfigFields& f, ModelSpec& s) {
   if (!pattern_from_layer_types(f, s, s.sliding_window) && s.sliding_window > 0)
     pattern_all(s, AttnKind::Sliding, s.sliding_window);
 }
+constexpr ArchEntry kTensors[] = {
+    {"mixtral", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kMixtralHF},
+    {"mixtral", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kMixtralGGUF},
+};
 }  // namespace
 extern const ArchRecord kMixtral{.family = "mixtral", .names = kNames, .hf_class = "MixtralForCausalLM",
-                          .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_moe};
+                          .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_moe, .tensors = kTensors};
 }  // namespace nunchaku::arch

@@ -1,5 +1,6 @@
 // olmoe: OlmoeForCausalLM (OLMoE-1B-7B): 64 experts, top 8, on every layer.
 #include "model/arch/record.hpp"
+#include "model/arch/tensor_rules.hpp"
 #include "model/recipe.hpp"
 
 namespace nunchaku::arch {
@@ -13,7 +14,11 @@ void recipe(const ModelSpec& s, BlockRecipe& r) {  // q/k norms over all of q an
   recipe_moe(s, r);
   r.qk_norm = r.qk_norm_full = true;
 }
+constexpr ArchEntry kTensors[] = {
+    {"olmoe", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kOlmoeHF},
+    {"olmoe", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kOlmoeGGUF},
+};
 }  // namespace
 extern const ArchRecord kOlmoe{.family = "olmoe", .names = kNames, .hf_class = "OlmoeForCausalLM", .hf_rotary_module = true,
-                        .hf_config = hf, .recipe = recipe};
+                        .hf_config = hf, .recipe = recipe, .tensors = kTensors};
 }  // namespace nunchaku::arch

@@ -1,6 +1,7 @@
 // phi3: Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4): fused qkv_proj and gate_up_proj; a window
 // (phi-3-mini 2047) applies to every layer.
 #include "model/arch/record.hpp"
+#include "model/arch/tensor_rules.hpp"
 #include "model/recipe.hpp"
 
 namespace nunchaku::arch {
@@ -13,7 +14,11 @@ void hf(const ConfigFields& f, ModelSpec& s) {
     pattern_all(s, AttnKind::Sliding, s.sliding_window);
 }
 void recipe(const ModelSpec&, BlockRecipe& r) { r.fused_qkv = r.fused_gate_up = true; }  // qkv_proj, gate_up_proj
+constexpr ArchEntry kTensors[] = {
+    {"phi3", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kPhi3HF},
+    {"phi3", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kPhi3GlobalsGGUF, tensor_rules::kPhi3GGUF},
+};
 }  // namespace
 extern const ArchRecord kPhi3{.family = "phi3", .names = kNames, .hf_class = "Phi3ForCausalLM", .hf_rotary_module = true,
-                       .hf_config = hf, .recipe = recipe};
+                       .hf_config = hf, .recipe = recipe, .tensors = kTensors};
 }  // namespace nunchaku::arch

@@ -1,6 +1,7 @@
 // qwen2: Qwen2ForCausalLM; also the language model of Qwen2-VL / Qwen2.5-VL (GGUF "qwen2vl").
 // Sliding windows only with use_sliding_window, on layers >= max_window_layers.
 #include "model/arch/record.hpp"
+#include "model/arch/tensor_rules.hpp"
 #include "model/recipe.hpp"
 
 namespace nunchaku::arch {
@@ -11,7 +12,11 @@ void hf(const ConfigFields& f, ModelSpec& s) {
                         .context = 32768, .rope_theta = 10000, .norm_eps = 1e-6});
   pattern_qwen(f, s);
 }
+constexpr ArchEntry kTensors[] = {
+    {"qwen2", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kQwen2HF},
+    {"qwen2", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kQwen2GGUF},
+};
 }  // namespace
 extern const ArchRecord kQwen2{.family = "qwen2", .names = kNames, .hf_class = "Qwen2ForCausalLM", .engine_runs = true,
-                        .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_llama};
+                        .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_llama, .tensors = kTensors};
 }  // namespace nunchaku::arch

@@ -1,6 +1,7 @@
 // qwen2_moe: Qwen2MoeForCausalLM (Qwen1.5-MoE, Qwen2-57B-A14B): routed experts plus one
 // shared expert with a sigmoid gate on every decoder_sparse_step-th layer; GGUF "qwen2moe".
 #include "model/arch/record.hpp"
+#include "model/arch/tensor_rules.hpp"
 #include "model/recipe.hpp"
 
 namespace nunchaku::arch {
@@ -12,7 +13,11 @@ void hf(const ConfigFields& f, ModelSpec& s) {
   if (f.integer({"shared_expert_intermediate_size"}).value_or(5632) > 0) s.num_shared_experts = 1;
   pattern_qwen(f, s);
 }
+constexpr ArchEntry kTensors[] = {
+    {"qwen2_moe", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kQwen2MoeHF},
+    {"qwen2_moe", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kQwen2MoeGGUF},
+};
 }  // namespace
 extern const ArchRecord kQwen2Moe{.family = "qwen2_moe", .names = kNames, .hf_class = "Qwen2MoeForCausalLM",
-                           .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_moe};
+                           .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_moe, .tensors = kTensors};
 }  // namespace nunchaku::arch

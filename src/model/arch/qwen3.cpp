@@ -1,5 +1,6 @@
 // qwen3: Qwen3ForCausalLM (q/k RMSNorm over head_dim, explicit head_dim 128).
 #include "model/arch/record.hpp"
+#include "model/arch/tensor_rules.hpp"
 #include "model/recipe.hpp"
 
 namespace nunchaku::arch {
@@ -11,7 +12,11 @@ void hf(const ConfigFields& f, ModelSpec& s) {
   pattern_qwen(f, s);
 }
 void recipe(const ModelSpec&, BlockRecipe& r) { r.qk_norm = true; }
+constexpr ArchEntry kTensors[] = {
+    {"qwen3", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kQwen3HF},
+    {"qwen3", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kQwen3GGUF},
+};
 }  // namespace
 extern const ArchRecord kQwen3{.family = "qwen3", .names = kNames, .hf_class = "Qwen3ForCausalLM", .engine_runs = true,
-                        .hf_rotary_module = true, .hf_config = hf, .recipe = recipe};
+                        .hf_rotary_module = true, .hf_config = hf, .recipe = recipe, .tensors = kTensors};
 }  // namespace nunchaku::arch

@@ -1,6 +1,7 @@
 // qwen3_moe: Qwen3MoeForCausalLM (Qwen3-30B-A3B, 235B-A22B): 128 routed experts, top 8, no
 // shared expert; mlp_only_layers stay dense. GGUF "qwen3moe".
 #include "model/arch/record.hpp"
+#include "model/arch/tensor_rules.hpp"
 #include "model/recipe.hpp"
 
 namespace nunchaku::arch {
@@ -16,7 +17,11 @@ void recipe(const ModelSpec& s, BlockRecipe& r) {
   recipe_moe(s, r);
   r.qk_norm = true;
 }
+constexpr ArchEntry kTensors[] = {
+    {"qwen3_moe", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kQwen3MoeHF},
+    {"qwen3_moe", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kQwen3MoeGGUF},
+};
 }  // namespace
 extern const ArchRecord kQwen3Moe{.family = "qwen3_moe", .names = kNames, .hf_class = "Qwen3MoeForCausalLM",
-                           .hf_rotary_module = true, .hf_config = hf, .recipe = recipe};
+                           .hf_rotary_module = true, .hf_config = hf, .recipe = recipe, .tensors = kTensors};
 }  // namespace nunchaku::arch

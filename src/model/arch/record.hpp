@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "model/arch_table.hpp"
 #include "model/config_fields.hpp"
 #include "model/model.hpp"
 
@@ -66,6 +67,10 @@ struct ArchRecord {
   // computes beyond the generic llama block, filled in after recipe_for's generic part.
   // A family without it is not run by the engine.
   void (*recipe)(const ModelSpec& s, BlockRecipe& r) = nullptr;
+  // The per-layer tensor table rows (model/arch_table.hpp; pieces in tensor_rules.hpp): names
+  // both ways, shapes as symbols of the spec, engine roles; one row per naming, HF first.
+  // None: tensors are grouped by the generic layer-path rule and checked by count only.
+  std::span<const ArchEntry> tensors;
 };
 
 // Registry lookups (registry.cpp). Names are matched lower-cased; class names lose their
