@@ -17,7 +17,7 @@ bool engine_family(const std::string& f) {
   return r && r->engine_runs;
 }
 
-// convert_hf_to_gguf's LlamaModel.permute (the record's permutes_qk: llama and mistral).
+// convert_hf_to_gguf's LlamaModel.permute (the record's permutes_qk: llama, mistral, mixtral).
 bool permutes_qk(const std::string& f) {
   const ArchRecord* r = find_record(f);
   return r && r->permutes_qk;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "model/arch/record.hpp"
 
 namespace nunchaku::engine {
 namespace {
@@ -93,7 +94,9 @@ void apply_yarn(const nlohmann::json& rs, float theta, int64_t dims, std::vector
 }  // namespace
 
 RopeStyle default_rope_style(const ModelSpec& spec, Naming naming) {
-  const bool permuted = naming == Naming::GGUF && (spec.architecture == "llama" || spec.architecture == "mistral" || spec.architecture == "mixtral");
+  // llama.cpp's converter permutes q/k rows of the families whose record says so (LlamaModel.permute).
+  const ArchRecord* r = find_record(spec.architecture);
+  const bool permuted = naming == Naming::GGUF && r && r->permutes_qk;
   return permuted ? RopeStyle::Interleaved : RopeStyle::NeoX;
 }
 

@@ -18,6 +18,6 @@ constexpr ArchEntry kTensors[] = {
     {"mixtral", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kMixtralGGUF},
 };
 }  // namespace
-extern const ArchRecord kMixtral{.family = "mixtral", .names = kNames, .hf_class = "MixtralForCausalLM",
+extern const ArchRecord kMixtral{.family = "mixtral", .names = kNames, .hf_class = "MixtralForCausalLM", .permutes_qk = true,
                           .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_moe, .tensors = kTensors};
 }  // namespace nunchaku::arch
