@@ -125,6 +125,57 @@ void refuse_export(const std::string& format, const Workload& w, bool disk) {
                          "which reads what does not fit from disk"});
 }
 
+struct TrainingExport {
+  std::string text;                                         // stdout: ds_config.json or config.yaml
+  std::vector<std::pair<std::string, std::string>> files;  // -o DIR: name -> text
+  std::string verdict_line;
+  bool fits = false;
+};
+
+// --format deepspeed / fsdp: model states sharded over the ranks, not a device map. The
+// export's files and its own verdict; `p` gets its fits, shortfall and notes.
+TrainingExport shard_export(const std::string& format, const Checkpoint& ck, const ModelLayout& layout, const Workload& w,
+                            const PlanRequest& r, const std::string& output, DevicePlan& p) {
+  TrainingExport x;
+  if (format == "deepspeed") {
+    if (r.vram.empty()) throw Error("usage.vram", "--format deepspeed needs --vram");
+    auto d = deepspeed_config(ck, layout, w, *std::min_element(r.vram.begin(), r.vram.end()));
+    x.text = dump_json(d["config"], 2) + "\n";
+    x.fits = p.fits = d["fits"].get<bool>();
+    p.shortfall = "no ZeRO stage or offload fits --vram (see the note)";
+    p.notes.push_back(fmt::format("DeepSpeed: ZeRO-{} offload {}: {} per GPU ({})", d["zero"].get<int>(), d["offload"].get<std::string>(),
+                                  format_bytes(d["per_gpu_total"].get<uint64_t>()), x.fits ? "fits" : "does NOT fit even so"));
+    // ZeRO partitions states over the GPUs; the layer placement above is not what DeepSpeed runs.
+    x.verdict_line = (x.fits ? fmt::format("fits with ZeRO-{} offload {}", d["zero"].get<int>(), d["offload"].get<std::string>())
+                             : "does NOT fit: " + p.shortfall) +
+                     "; " + d["why"].get<std::string>();
+    x.files = {{"ds_config.json", x.text}};
+    if (w.nodes > 1 || is_output_dir(output)) {
+      const DeepSpeedLaunch l = deepspeed_launch(w, "ds_config.json", "hostfile");
+      x.files.push_back({"hostfile", l.hostfile});
+      std::string sh;
+      for (const auto& line : l.lines) sh += line + "\n";
+      x.files.push_back({"deepspeed_launch.sh", sh});
+      if (w.nodes > 1)
+        for (const auto& line : l.lines) p.notes.push_back(line);
+    }
+    return x;
+  }
+  if (r.vram.empty()) throw Error("usage.vram", "--format fsdp needs --vram");
+  const FsdpExport fx = fsdp_accelerate_config(ck, layout, w, *std::min_element(r.vram.begin(), r.vram.end()), "config.yaml");
+  x.text = fx.yaml;
+  x.fits = p.fits = fx.fits;
+  p.shortfall = "neither FSDP sharding nor its CPU offload fits --vram (see the note)";
+  p.notes.insert(p.notes.end(), fx.notes.begin(), fx.notes.end());
+  x.verdict_line = (x.fits ? fmt::format("fits with FSDP {} shard{}", fsdp_strategy_name(fx.strategy),
+                                     fx.offload == Offload::None ? "" : " + CPU offload")
+                       : "does NOT fit: " + p.shortfall) + "; " + fx.why;
+  x.files = {{"config.yaml", fx.yaml}, {"fsdp_launch.sh", fx.launch}};
+  if (w.nodes > 1)
+    for (const auto& line : fx.lines) p.notes.push_back(line);
+  return x;
+}
+
 int run_plan(const PlanCliOptions& o) {
   if (o.json && o.format != "table" && o.format != "json")
     throw Error("usage.format", fmt::format("--json and --format {} disagree", o.format), {.hint = "--json is --format json"});
@@ -264,42 +315,12 @@ int run_plan(const PlanCliOptions& o) {
                   Exit::OutOfMemory);
     text = v.command + "\n";
     p.notes.insert(p.notes.end(), v.notes.begin(), v.notes.end());
-  } else if (format == "deepspeed") {
-    if (r.vram.empty()) throw Error("usage.vram", "--format deepspeed needs --vram");
-    auto d = deepspeed_config(ck, layout, w, *std::min_element(r.vram.begin(), r.vram.end()));
-    text = dump_json(d["config"], 2) + "\n";
-    fits = d["fits"].get<bool>();
-    p.fits = fits;
-    p.shortfall = "no ZeRO stage or offload fits --vram (see the note)";
-    p.notes.push_back(fmt::format("DeepSpeed: ZeRO-{} offload {}: {} per GPU ({})", d["zero"].get<int>(), d["offload"].get<std::string>(),
-                                  format_bytes(d["per_gpu_total"].get<uint64_t>()), fits ? "fits" : "does NOT fit even so"));
-    // ZeRO partitions states over the GPUs; the layer placement above is not what DeepSpeed runs.
-    verdict_line = (fits ? fmt::format("fits with ZeRO-{} offload {}", d["zero"].get<int>(), d["offload"].get<std::string>())
-                         : "does NOT fit: " + p.shortfall) +
-                   "; " + d["why"].get<std::string>();
-    files = {{"ds_config.json", text}};
-    if (w.nodes > 1 || is_output_dir(o.output)) {
-      const DeepSpeedLaunch l = deepspeed_launch(w, "ds_config.json", "hostfile");
-      files.push_back({"hostfile", l.hostfile});
-      std::string sh;
-      for (const auto& line : l.lines) sh += line + "\n";
-      files.push_back({"deepspeed_launch.sh", sh});
-      if (w.nodes > 1)
-        for (const auto& line : l.lines) p.notes.push_back(line);
-    }
-  } else if (format == "fsdp") {
-    if (r.vram.empty()) throw Error("usage.vram", "--format fsdp needs --vram");
-    const FsdpExport x = fsdp_accelerate_config(ck, layout, w, *std::min_element(r.vram.begin(), r.vram.end()), "config.yaml");
-    text = x.yaml;
-    fits = p.fits = x.fits;
-    p.shortfall = "neither FSDP sharding nor its CPU offload fits --vram (see the note)";
-    p.notes.insert(p.notes.end(), x.notes.begin(), x.notes.end());
-    verdict_line = (fits ? fmt::format("fits with FSDP {} shard{}", fsdp_strategy_name(x.strategy),
-                                       x.offload == Offload::None ? "" : " + CPU offload")
-                         : "does NOT fit: " + p.shortfall) + "; " + x.why;
-    files = {{"config.yaml", x.yaml}, {"fsdp_launch.sh", x.launch}};
-    if (w.nodes > 1)
-      for (const auto& line : x.lines) p.notes.push_back(line);
+  } else if (format == "deepspeed" || format == "fsdp") {
+    TrainingExport x = shard_export(format, ck, layout, w, r, o.output, p);
+    text = std::move(x.text);
+    files = std::move(x.files);
+    verdict_line = std::move(x.verdict_line);
+    fits = x.fits;
   }
 
   if (!o.svg.empty()) {
