@@ -249,3 +249,44 @@ TEST_CASE("trace --svg: a file that is not a trace is refused with exit 2, nothi
   r = run_cli({"trace", dir.file("bad.json"), "--svg", dir.file("bad.json")});  // the output would replace the input
   CHECK(r.exit_code == 2);
 }
+
+TEST_CASE("trace --svg: a tid that is not an integer, or a phase ending beyond double range, is exit 2 naming the file", "[trace]") {
+  // Each was nlohmann's type_error as exit 1 "internal error" (a string or null tid), or an
+  // undefined float-to-integer conversion (tid 1e300: "thread -9223372036854775808"), or a
+  // timeline whose end is infinite (every coordinate "nan").
+  TempDir dir;
+  const std::string out = dir.file("t.svg");
+  const std::pair<const char*, const char*> cases[] = {
+      {"tid-string.json", R"({"traceEvents": [{"ph": "X", "name": "read", "ts": 0, "dur": 1, "tid": "main"}]})"},
+      {"tid-null.json", R"({"traceEvents": [{"ph": "M", "name": "thread_name", "tid": null, "args": {"name": "x"}}]})"},
+      {"tid-float.json", R"({"traceEvents": [{"ph": "X", "name": "read", "ts": 0, "dur": 1, "tid": 1e300}]})"},
+      {"tid-unsigned.json", R"({"traceEvents": [{"ph": "X", "name": "read", "ts": 0, "dur": 1, "tid": 9223372036854775808}]})"},
+      {"end-inf.json", R"({"traceEvents": [{"ph": "X", "name": "read", "ts": 1e308, "dur": 1e308, "tid": 1}]})"},
+  };
+  for (const auto& [name, text] : cases) {
+    INFO(name);
+    write_file(dir.file(name), std::string(text));
+    auto r = run_cli({"trace", dir.file(name), "--svg", out});
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(name) && Catch::Contains("event 0"));
+    CHECK(r.err.find("internal error") == std::string::npos);
+    CHECK(!std::filesystem::exists(out));
+  }
+}
+
+TEST_CASE("trace --svg: a counter at 2^64 - 1 bytes labels its panel's scale 16384.00 PiB", "[trace]") {
+  // The scale label went through a double (2^64 after rounding) back to uint64_t, undefined
+  // and "0 B" on x86-64. 2^64 B = 2^14 PiB = 16384.00 PiB (format_bytes' largest unit).
+  TempDir dir;
+  write_file(dir.file("big.json"), std::string(R"({"traceEvents": [{"ph": "X", "name": "read", "ts": 0, "dur": 10, "tid": 1},)"
+                                               R"( {"ph": "C", "name": "host RSS", "ts": 5, "args": {"bytes": 18446744073709551615}}]})"));
+  auto r = run_cli({"trace", dir.file("big.json"), "--svg", dir.file("big.svg")});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto root = parse_xml(read_text(dir.file("big.svg")));
+  std::vector<std::string> texts;
+  for (const auto* t : root->find_all("text")) texts.push_back(t->text);
+  CHECK(std::count(texts.begin(), texts.end(), "16384.00 PiB") == 1);  // the scale
+  CHECK(std::count(texts.begin(), texts.end(), "peak 16384.00 PiB at 5 us") == 1);
+  CHECK(std::count(texts.begin(), texts.end(), "0 B") == 0);
+}

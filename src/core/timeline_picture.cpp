@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 
 #include <fmt/format.h>
@@ -61,14 +62,22 @@ Timeline read_timeline(const json& t, const std::string& file) {
       if (!v.is_string()) throw bad(fmt::format("event {}: \"{}\" is not a string", i, k));
       return v.get<std::string>();
     };
+    auto tid = [&] {  // absent: 0; otherwise an integer that fits int64 (a float would convert undefined)
+      if (!e.contains("tid")) return int64_t(0);
+      const json& v = e["tid"];
+      if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
+        throw bad(fmt::format("event {}: \"tid\" is not an integer", i));
+      return v.get<int64_t>();
+    };
     const std::string ph = string("ph");
     if (ph == "M") {
       const json& a = field("args");
       if (!a.is_object() || !a.contains("name") || !a["name"].is_string()) continue;
-      if (string("name") == "thread_name") tl.threads[e.value("tid", int64_t(0))] = a["name"];
+      if (string("name") == "thread_name") tl.threads[tid()] = a["name"];
       else if (string("name") == "process_name") tl.process = a["name"];
     } else if (ph == "X") {
-      Phase p{string("name"), e.value("tid", int64_t(0)), number("ts"), number("dur")};
+      Phase p{string("name"), tid(), number("ts"), number("dur")};
+      if (!std::isfinite(p.ts + p.dur)) throw bad(fmt::format("event {}: \"ts\" + \"dur\" is beyond the range of a double", i));
       tl.end = std::max(tl.end, p.ts + p.dur);
       tl.phases.push_back(std::move(p));
     } else if (ph == "C") {
@@ -171,7 +180,7 @@ double draw_counter(Svg& svg, const Timeline& tl, const std::string& name, const
   auto x = [&](double us) { return kLeft + us / tl.end * kPlotW; };
   auto yv = [&](double v) { return y + kPanel - v / top * (kPanel - 10); };
   svg.text(kLeft - 8, y + 14, name, 11, "end", "font-weight=\"bold\"");
-  svg.text(kLeft - 8, y + 28, format_bytes(uint64_t(top)), 10, "end", "fill=\"#555\"");
+  svg.text(kLeft - 8, y + 28, format_bytes(std::max<uint64_t>({1, peak, predicted})), 10, "end", "fill=\"#555\"");
   svg.text(kLeft - 8, y + kPanel, "0", 10, "end", "fill=\"#555\"");
   svg.line(kLeft, y + kPanel, kLeft + kPlotW, y + kPanel, "stroke=\"#555\"");
   svg.line(kLeft, y + 10, kLeft, y + kPanel, "stroke=\"#555\"");
