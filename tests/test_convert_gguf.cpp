@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -250,6 +251,37 @@ TEST_CASE("convert: HF -> GGUF (--names gguf) and GGUF -> HF (--names hf) genera
   REQUIRE(r.exit_code == 0);
   const int n = exp["max_tokens"].get<int>();
   CHECK(run_tokens(d.file("hf"), prompts, n) == run_tokens(gguf_in, prompts, n));
+}
+
+TEST_CASE("convert HF -> GGUF: a Mistral checkpoint is llama.cpp's llama architecture and runs the same", "[convert][gguf]") {
+  // convert_hf_to_gguf converts MistralForCausalLM (and MixtralForCausalLM) with its llama
+  // model class: general.architecture "llama", keys "llama.*" (llama.cpp 0.3.36
+  // conversion/__init__.py and conversion/llama.py); llama.cpp has no "mistral" architecture.
+  // llama-spm with a Mistral config: the same weights, a window far past its 256 positions.
+  const std::string src = test::testdata("run/llama-spm");
+  test::TempDir d;
+  fs::copy(src, d.file("mistral"), fs::copy_options::recursive);
+  json cfg = test::read_json(src + "/config.json");
+  cfg["model_type"] = "mistral";
+  cfg["architectures"] = {"MistralForCausalLM"};
+  cfg["sliding_window"] = 4096;
+  std::ofstream(d.file("mistral/config.json")) << cfg.dump(2);
+  auto r = convert({d.file("mistral"), d.file("m.gguf"), "--names", "gguf"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const GgufFile g = gguf(d.file("m.gguf"));
+  REQUIRE(g.find("general.architecture"));
+  CHECK(*g.find("general.architecture")->as_string() == "llama");
+  REQUIRE(g.find("llama.block_count"));
+  CHECK(!g.find("mistral.block_count"));
+  // The GGUF generates transformers' tokens for the llama-spm prompts.
+  const json exp = test::read_json(src + "/expected.json");
+  std::vector<std::string> prompts;
+  std::vector<json> want;
+  for (const auto& c : exp["cases"])
+    if (c["mode"] == "raw") prompts.push_back(c["prompt"]), want.push_back(c["completion_ids"]);
+  REQUIRE(!prompts.empty());
+  CHECK(run_tokens(d.file("m.gguf"), prompts, exp["max_tokens"].get<int>()) == want);
 }
 
 TEST_CASE("convert: what cannot be derived is listed as not written, the rest is converted", "[convert][gguf]") {

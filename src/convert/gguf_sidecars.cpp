@@ -21,12 +21,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-// The transformers class of the family, from its record (nullptr without one).
-const char* hf_class(const std::string& family) {
-  const ArchRecord* r = find_record(family);
-  return r && !r->hf_class.empty() ? r->hf_class.data() : nullptr;
-}
-
 void write_json(const StagedOutput& out, const std::string& name, const ojson& j) {
   write_file_atomically(out.path_for(name), dump_json(j, 2) + "\n");
 }
@@ -34,37 +28,25 @@ void write_json(const StagedOutput& out, const std::string& name, const ojson& j
 }  // namespace
 
 ojson hf_config_from_spec(const ModelSpec& s, int32_t bos, int32_t eos, int32_t unk, int32_t pad) {
-  const char* cls = hf_class(s.architecture);
-  if (!cls) return nullptr;
-  ojson c = {{"architectures", {cls}}, {"model_type", s.architecture}};
+  const ArchRecord* rec = find_record(s.architecture);
+  if (!rec || rec->hf_class.empty()) return nullptr;
+  ojson c = {{"architectures", {std::string(rec->hf_class)}}, {"model_type", s.architecture}};
   auto put = [&](const char* k, int64_t v) { if (v > 0) c[k] = v; };
-  const std::pair<const char*, int32_t> ids[] = {{"bos_token_id", bos}, {"eos_token_id", eos}, {"unk_token_id", unk}, {"pad_token_id", pad}};
-  if (s.architecture == "gpt2") {  // GPT2Config's own names
-    put("n_embd", s.hidden_size);
-    put("n_layer", s.num_layers);
-    put("n_head", s.num_heads);
-    put("n_positions", s.max_context);
-    put("n_ctx", s.max_context);
-    if (s.intermediate_size != 4 * s.hidden_size) put("n_inner", s.intermediate_size);
-    put("vocab_size", s.vocab_size);
-    if (s.norm_eps > 0) c["layer_norm_epsilon"] = s.norm_eps;
-    c["tie_word_embeddings"] = s.tie_word_embeddings;
-    for (const auto& [k, id] : ids)
-      if (id >= 0) c[k] = id;
-    return c;
+  if (rec->write_hf_config) {  // the family's own key names (GPT2Config)
+    rec->write_hf_config(s, c);
+  } else {
+    // head_dim: only where the class reads it (the record's hf_head_dim_key).
+    for (const SpecField& f : kSpecFields)
+      if (f.value != &ModelSpec::head_dim || rec->hf_head_dim_key) put(f.hf, s.*f.value);
+    if (s.norm_eps > 0) c["rms_norm_eps"] = s.norm_eps;
+    if (s.rope_theta > 0) c["rope_theta"] = s.rope_theta;
+    if (s.rope_scaling.is_object()) c["rope_scaling"] = s.rope_scaling;
+    put("num_local_experts", s.num_experts);
+    put("num_experts_per_tok", s.num_experts_per_tok);
+    put("sliding_window", s.sliding_window);
   }
-  // transformers takes head_dim from rope.dimension_count for llama/mistral and computes
-  // it for qwen2; qwen3/gemma state it (their default is not hidden/heads).
-  const bool head_dim = s.architecture != "qwen2" && s.architecture != "mixtral" && s.architecture != "phi3";
-  for (const SpecField& f : kSpecFields)
-    if (f.value != &ModelSpec::head_dim || head_dim) put(f.hf, s.*f.value);
-  if (s.norm_eps > 0) c["rms_norm_eps"] = s.norm_eps;
-  if (s.rope_theta > 0) c["rope_theta"] = s.rope_theta;
-  if (s.rope_scaling.is_object()) c["rope_scaling"] = s.rope_scaling;
-  put("num_local_experts", s.num_experts);
-  put("num_experts_per_tok", s.num_experts_per_tok);
-  put("sliding_window", s.sliding_window);
   c["tie_word_embeddings"] = s.tie_word_embeddings;
+  const std::pair<const char*, int32_t> ids[] = {{"bos_token_id", bos}, {"eos_token_id", eos}, {"unk_token_id", unk}, {"pad_token_id", pad}};
   for (const auto& [k, id] : ids)
     if (id >= 0) c[k] = id;
   return c;

@@ -8,6 +8,7 @@
 #include "convert/spec_fields.hpp"
 #include "core/error.hpp"
 #include "format/gguf.hpp"
+#include "model/arch/record.hpp"
 #include "core/source.hpp"
 
 namespace nunchaku::convert {
@@ -85,7 +86,9 @@ std::vector<std::pair<std::string, GgufValue>> metadata(const ConvertPlan& plan,
     std::erase_if(kvs, [](const auto& kv) { return kv.first == "general.alignment" || kv.first.starts_with("split."); });
   } else if (layout.spec) {
     const ModelSpec& s = *layout.spec;
-    const std::string a = s.architecture;
+    // llama.cpp's name for the family (mistral and mixtral are "llama"), else the family's own.
+    const ArchRecord* rec = find_record(s.architecture);
+    const std::string a(rec && !rec->gguf_arch.empty() ? rec->gguf_arch : std::string_view(s.architecture));
     kvs.push_back({"general.architecture", {std::string(a)}});
     auto u32 = [&](const std::string& k, int64_t v) { if (v > 0) kvs.push_back({a + "." + k, {uint32_t(v)}}); };
     for (const SpecField& f : kSpecFields) u32(f.gguf, s.*f.value);

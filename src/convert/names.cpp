@@ -17,6 +17,14 @@ bool engine_family(const std::string& f) {
   return r && r->engine_runs;
 }
 
+// The families --names maps (records with engine_runs), for the hint.
+std::string name_families() {
+  std::string out;
+  for (const ArchRecord* r : all_records())
+    if (r->engine_runs && !r->wrapper) out += (out.empty() ? "" : ", ") + std::string(r->family);
+  return out;
+}
+
 // convert_hf_to_gguf's LlamaModel.permute (the record's permutes_qk: llama, mistral, mixtral).
 bool permutes_qk(const std::string& f) {
   const ArchRecord* r = find_record(f);
@@ -47,7 +55,7 @@ std::vector<Rename> map_names(const Checkpoint& ck, const ModelLayout& layout, N
     throw Error("convert.names_unsupported",
                 fam.empty() ? std::string("the model's architecture is unknown")
                             : "--names maps the architectures the engine runs, not '" + fam + "'",
-                {.file = ck.path, .hint = "supported: llama, mistral, qwen2, qwen3; leave --names out to keep the names"});
+                {.file = ck.path, .hint = "supported: " + name_families() + "; leave --names out to keep the names"});
   if (layout.naming == want) return {};
   const ModelSpec& spec = *layout.spec;
 

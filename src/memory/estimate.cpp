@@ -429,7 +429,10 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   qc.num_layers = s.num_layers;
   qc.gqa = s.num_kv_heads > 0 ? s.num_heads / s.num_kv_heads : 1;
   qc.num_experts = s.num_experts;
-  qc.is_70b = s.num_layers == 80 && (s.architecture == "llama" || s.architecture == "mistral");
+  // llama.cpp's LLM_TYPE_70B for quantizing: a "llama" GGUF of 80 layers with grouped KV heads
+  // (llama-quant.cpp; mistral and mixtral convert to "llama" too, as the record says).
+  const ArchRecord* rec = find_record(s.architecture);
+  qc.is_70b = s.num_layers == 80 && s.num_heads != s.num_kv_heads && rec && rec->gguf_arch == "llama";
   qc.tied_embeddings = basis.tied_embeddings;
 
   std::vector<TrainTensor> trainable;

@@ -23,24 +23,6 @@ const std::vector<ArchEntry>& table() {
   return t;
 }
 
-// HF model_type / GGUF general.architecture / lower-cased class-name stem → family.
-struct Alias {
-  std::string_view name;
-  std::string_view family;
-};
-constexpr Alias kAliases[] = {
-    {"llama", "llama"},     {"mistral", "mistral"}, {"qwen2", "qwen2"},   {"qwen3", "qwen3"},
-    {"gemma", "gemma"},     {"gemma2", "gemma2"},   {"phi3", "phi3"},     {"gpt2", "gpt2"},
-    {"mixtral", "mixtral"}, {"gemma3", "gemma3"},   {"gemma3_text", "gemma3"},
-    // class names: LlamaForCausalLM → "llama", GPT2LMHeadModel → "gpt2"
-};
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 }  // namespace
 
 std::span<const ArchEntry> arch_table() { return table(); }
@@ -137,21 +119,6 @@ void assign_roles(const Checkpoint& ck, ModelLayout& layout) {
 bool is_known_family(std::string_view family) {
   return std::any_of(table().begin(), table().end(),
                      [&](const ArchEntry& e) { return e.family == family; });
-}
-
-std::string canonical_family(std::string_view name) {
-  std::string n = lower(name);
-  // Class names: strip the head suffix ("ForCausalLM", "LMHeadModel", "Model", ...).
-  for (std::string_view suffix : {"forcausallm", "lmheadmodel", "forconditionalgeneration",
-                                  "forsequenceclassification", "model"}) {
-    if (n.size() > suffix.size() && n.ends_with(suffix)) {
-      n.resize(n.size() - suffix.size());
-      break;
-    }
-  }
-  for (const auto& a : kAliases)
-    if (a.name == n) return std::string(a.family);
-  return "";
 }
 
 std::optional<std::vector<int64_t>> eval_shape(std::string_view shape, const ModelSpec& s) {

@@ -76,9 +76,6 @@ void assign_roles(const Checkpoint& ck, ModelLayout& layout);
 std::span<const ArchEntry> arch_table();
 bool is_known_family(std::string_view family);
 
-// HF model_type / class name / GGUF general.architecture → canonical family ("" if none).
-std::string canonical_family(std::string_view name);
-
 // Evaluates a shape string against the spec; a dimension the spec does not know is 0
 // (callers skip it). nullopt for "*".
 std::optional<std::vector<int64_t>> eval_shape(std::string_view shape, const ModelSpec& spec);

@@ -137,8 +137,8 @@ ModelSpec spec_from_hf_config(const json& config) {
   if (s.num_experts > 0) {
     s.moe_intermediate_size = f.integer({"moe_intermediate_size"}).value_or(s.intermediate_size);
     s.shared_expert_intermediate_size = f.integer({"shared_expert_intermediate_size"}).value_or(0);
-    // Mixtral always renormalizes its top-k (softmax over the chosen logits).
-    s.moe_norm_topk = s.architecture == "mixtral" || f.boolean({"norm_topk_prob"}).value_or(false);
+    // The config's norm_topk_prob, else the class's (mixtral has no key: it always renormalizes).
+    s.moe_norm_topk = f.boolean({"norm_topk_prob"}).value_or(rec && rec->norm_topk_hf);
   }
   if (s.num_kv_heads == 0) s.num_kv_heads = s.num_heads;
   if (kv_heads && *kv_heads == 0) s.num_kv_heads = 0;  // stated 0: refused by describe_model's checks
@@ -231,9 +231,9 @@ std::optional<ModelSpec> spec_from_gguf(const json& md) {
   s.num_experts_per_tok = integer("expert_used_count").value_or(0);
   s.norm_eps = f.number({key("attention.layer_norm_rms_epsilon"), key("attention.layer_norm_epsilon")}).value_or(0);
 
-  // Mixtral is written as general.architecture "llama" with experts.
+  // Mixtral is written as general.architecture "llama" with experts (the record says which).
   const ArchRecord* rec = text_record_for(arch);
-  if (rec && rec->family == "llama" && s.num_experts > 0) rec = find_record("mixtral");
+  if (rec && !rec->gguf_with_experts.empty() && s.num_experts > 0) rec = find_record(rec->gguf_with_experts);
   s.architecture = rec ? std::string(rec->family) : arch;
   s.tie_word_embeddings = rec && rec->ties_by_default;  // describe_model decides from the tensors
 
@@ -282,10 +282,9 @@ std::optional<ModelSpec> spec_from_gguf(const json& md) {
   if (s.num_experts > 0) {
     s.moe_intermediate_size = integer("expert_feed_forward_length").value_or(s.intermediate_size);
     s.shared_expert_intermediate_size = integer("expert_shared_feed_forward_length").value_or(0);
-    // llama.cpp's graphs: mixtral (arch llama) and qwen3moe renormalize the top-k weights,
-    // qwen2moe and olmoe do not; others say so in expert_weights_norm.
-    s.moe_norm_topk = f.boolean({key("expert_weights_norm")})
-                          .value_or(s.architecture == "mixtral" || s.architecture == "qwen3_moe");
+    // expert_weights_norm, else llama.cpp's graph for the architecture (the record's
+    // norm_topk_gguf: mixtral and qwen3moe renormalize, qwen2moe and olmoe do not).
+    s.moe_norm_topk = f.boolean({key("expert_weights_norm")}).value_or(rec && rec->norm_topk_gguf);
   }
   if (!rec)
     s.guessed.push_back(fmt::format("GGUF architecture '{}' has no architecture record: generic keys, attention full on "

@@ -404,7 +404,8 @@ class SpecCheck {
   }
 
   void rope(bool known) {
-    if (known && s_.architecture != "gpt2" && s_.rope_theta <= 0)
+    const ArchRecord* rec = find_record(s_.architecture);
+    if (known && (!rec || rec->rope) && s_.rope_theta <= 0)
       fail("rope_theta", "rope.freq_base", fmt::format("is {}; rotary embeddings need a positive base", s_.rope_theta));
     if (s_.rope_scaling.is_object()) {
       auto f = s_.rope_scaling.find("factor");

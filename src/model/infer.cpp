@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "model/arch/record.hpp"
 #include "model/arch_table.hpp"
 #include "model/model.hpp"
 
@@ -28,6 +29,21 @@ const TensorInfo* find_suffix(const Checkpoint& ck, const std::vector<int64_t>& 
       return &ck.tensors[i];
     }
   return nullptr;
+}
+
+// The family whose record marks a tensor name first (records by guess_rank), else "unknown".
+std::string guess_family(const Checkpoint& ck, bool gguf_names) {
+  std::vector<const ArchRecord*> ranked;
+  for (const ArchRecord* r : all_records())
+    if (r->guess_rank > 0) ranked.push_back(r);
+  std::sort(ranked.begin(), ranked.end(), [](auto* a, auto* b) { return a->guess_rank < b->guess_rank; });
+  for (const ArchRecord* r : ranked)
+    for (const NameMark& m : r->marks) {
+      if (m.gguf_only && !gguf_names) continue;
+      for (const TensorInfo& t : ck.tensors)
+        if (t.name.find(m.part) != std::string::npos) return std::string(r->family);
+    }
+  return "unknown";
 }
 
 }  // namespace
@@ -100,21 +116,9 @@ std::optional<ModelSpec> spec_from_tensors(const Checkpoint& ck) {
     if (k && k->shape.size() == 2) s.num_kv_heads = k->shape[0] / s.head_dim;
   }
 
-  // Family from the tensor naming; llama and mistral (and gemma) are indistinguishable.
-  auto has = [&](std::string_view part) {
-    return std::any_of(ck.tensors.begin(), ck.tensors.end(),
-                       [&](const TensorInfo& t) { return t.name.find(part) != std::string::npos; });
-  };
-  if (has("c_attn.") || (gguf_names && has("position_embd."))) s.architecture = "gpt2";
-  else if (has("block_sparse_moe.") || has("mlp.experts.") || has("ffn_gate_exps.") || has("ffn_gate_inp."))
-    s.architecture = "mixtral";
-  else if (has("pre_feedforward_layernorm.") || has("post_ffw_norm.")) s.architecture = "gemma2";
-  else if (has("q_norm.")) s.architecture = "qwen3";
-  else if (has("qkv_proj.") || (gguf_names && has("attn_qkv."))) s.architecture = "phi3";
-  else if (has("q_proj.bias") || has("attn_q.bias")) s.architecture = "qwen2";
-  else if (has("q_proj.") || has("attn_q.")) s.architecture = "llama";
-  else s.architecture = "unknown";
-
+  // Family from the tensor naming: the records' marks, in their guess_rank order (llama,
+  // mistral and gemma are indistinguishable by names; llama is tried last).
+  s.architecture = guess_family(ck, gguf_names);
   // Storage dtype: the one holding the most parameters.
   std::map<std::string, uint64_t> by_dtype;
   for (const auto& t : ck.tensors) by_dtype[std::string(dtype_name(t.dtype))] += t.numel();

@@ -11,5 +11,5 @@ void hf(const ConfigFields& f, ModelSpec& s) {
   pattern_all(s, AttnKind::None, 0);
 }
 }  // namespace
-extern const ArchRecord kBert{.family = "bert", .names = kNames, .hf_class = "BertModel", .rope = false, .hf_config = hf};
+extern const ArchRecord kBert{.family = "bert", .names = kNames, .hf_class = "BertModel", .rope = false, .hf_config = hf, .gguf_arch = "bert"};
 }  // namespace nunchaku::arch

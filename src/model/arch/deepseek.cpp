@@ -34,5 +34,5 @@ void gguf(const ConfigFields& f, const std::string& arch, ModelSpec& s) {
 }
 }  // namespace
 extern const ArchRecord kDeepseek{.family = "deepseek", .names = kNames, .hf_class = "DeepseekV3ForCausalLM",
-                           .hf_rotary_module = true, .hf_config = hf, .gguf = gguf};
+                           .hf_rotary_module = true, .hf_config = hf, .gguf = gguf, .gguf_arch = "deepseek2"};
 }  // namespace nunchaku::arch

@@ -17,5 +17,5 @@ constexpr ArchEntry kTensors[] = {
 };
 }  // namespace
 extern const ArchRecord kGemma{.family = "gemma", .names = kNames, .hf_class = "GemmaForCausalLM",
-                        .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .recipe = recipe, .tensors = kTensors};
+                        .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .recipe = recipe, .tensors = kTensors, .gguf_arch = "gemma"};
 }  // namespace nunchaku::arch

@@ -21,7 +21,8 @@ constexpr ArchEntry kTensors[] = {
     {"gemma2", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kGemma2HF},
     {"gemma2", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kGemma2GGUF},
 };
+constexpr NameMark kMarks[] = {{"pre_feedforward_layernorm."}, {"post_ffw_norm."}};
 }  // namespace
 extern const ArchRecord kGemma2{.family = "gemma2", .names = kNames, .hf_class = "Gemma2ForCausalLM",
-                         .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .gguf = gguf, .recipe = recipe, .tensors = kTensors};
+                         .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .gguf = gguf, .recipe = recipe, .tensors = kTensors, .gguf_arch = "gemma2", .marks = kMarks, .guess_rank = 3};
 }  // namespace nunchaku::arch

@@ -31,5 +31,5 @@ constexpr ArchEntry kTensors[] = {
 };
 }  // namespace
 extern const ArchRecord kGemma3{.family = "gemma3", .names = kNames, .hf_class = "Gemma3ForCausalLM",
-                         .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .gguf = gguf, .recipe = recipe, .tensors = kTensors};
+                         .hf_rotary_module = true, .ties_by_default = true, .hf_config = hf, .gguf = gguf, .recipe = recipe, .tensors = kTensors, .gguf_arch = "gemma3"};
 }  // namespace nunchaku::arch

@@ -21,5 +21,5 @@ void hf(const ConfigFields& f, ModelSpec& s) {
 }
 }  // namespace
 extern const ArchRecord kJamba{.family = "jamba", .names = kNames, .hf_class = "JambaForCausalLM", .rope = false,
-                        .hf_config = hf};
+                        .hf_config = hf, .gguf_arch = "jamba"};
 }  // namespace nunchaku::arch

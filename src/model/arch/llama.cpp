@@ -15,7 +15,8 @@ constexpr ArchEntry kTensors[] = {
     {"llama", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kLlamaHF},
     {"llama", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kLlamaGGUF},
 };
+constexpr NameMark kMarks[] = {{"q_proj."}, {"attn_q."}};
 }  // namespace
 extern const ArchRecord kLlama{.family = "llama", .names = kNames, .hf_class = "LlamaForCausalLM", .engine_runs = true,
-                        .permutes_qk = true, .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_llama, .tensors = kTensors};
+                        .permutes_qk = true, .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_llama, .tensors = kTensors, .gguf_arch = "llama", .gguf_with_experts = "mixtral", .marks = kMarks, .guess_rank = 7};
 }  // namespace nunchaku::arch

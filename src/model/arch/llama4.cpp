@@ -36,5 +36,5 @@ void gguf(const ConfigFields& f, const std::string& arch, ModelSpec& s) {
 }
 }  // namespace
 extern const ArchRecord kLlama4{.family = "llama4", .names = kNames, .hf_class = "Llama4ForCausalLM",
-                         .hf_rotary_module = true, .hf_config = hf, .gguf = gguf};
+                         .hf_rotary_module = true, .hf_config = hf, .gguf = gguf, .gguf_arch = "llama4"};
 }  // namespace nunchaku::arch

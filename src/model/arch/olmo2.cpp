@@ -11,5 +11,5 @@ void hf(const ConfigFields& f, ModelSpec& s) {
 }
 }  // namespace
 extern const ArchRecord kOlmo2{.family = "olmo2", .names = kNames, .hf_class = "Olmo2ForCausalLM", .hf_rotary_module = true,
-                        .hf_config = hf};
+                        .hf_config = hf, .gguf_arch = "olmo2"};
 }  // namespace nunchaku::arch

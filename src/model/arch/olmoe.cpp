@@ -20,5 +20,5 @@ constexpr ArchEntry kTensors[] = {
 };
 }  // namespace
 extern const ArchRecord kOlmoe{.family = "olmoe", .names = kNames, .hf_class = "OlmoeForCausalLM", .hf_rotary_module = true,
-                        .hf_config = hf, .recipe = recipe, .tensors = kTensors};
+                        .hf_config = hf, .recipe = recipe, .tensors = kTensors, .gguf_arch = "olmoe"};
 }  // namespace nunchaku::arch

@@ -18,7 +18,8 @@ constexpr ArchEntry kTensors[] = {
     {"phi3", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kPhi3HF},
     {"phi3", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kPhi3GlobalsGGUF, tensor_rules::kPhi3GGUF},
 };
+constexpr NameMark kMarks[] = {{"qkv_proj."}, {"attn_qkv.", true}};
 }  // namespace
 extern const ArchRecord kPhi3{.family = "phi3", .names = kNames, .hf_class = "Phi3ForCausalLM", .hf_rotary_module = true,
-                       .hf_config = hf, .recipe = recipe, .tensors = kTensors};
+                       .hf_config = hf, .recipe = recipe, .tensors = kTensors, .gguf_arch = "phi3", .hf_head_dim_key = false, .marks = kMarks, .guess_rank = 5};
 }  // namespace nunchaku::arch

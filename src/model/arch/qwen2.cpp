@@ -16,7 +16,8 @@ constexpr ArchEntry kTensors[] = {
     {"qwen2", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kQwen2HF},
     {"qwen2", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kQwen2GGUF},
 };
+constexpr NameMark kMarks[] = {{"q_proj.bias"}, {"attn_q.bias"}};
 }  // namespace
 extern const ArchRecord kQwen2{.family = "qwen2", .names = kNames, .hf_class = "Qwen2ForCausalLM", .engine_runs = true,
-                        .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_llama, .tensors = kTensors};
+                        .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_llama, .tensors = kTensors, .gguf_arch = "qwen2", .hf_head_dim_key = false, .marks = kMarks, .guess_rank = 6};
 }  // namespace nunchaku::arch

@@ -19,5 +19,5 @@ constexpr ArchEntry kTensors[] = {
 };
 }  // namespace
 extern const ArchRecord kQwen2Moe{.family = "qwen2_moe", .names = kNames, .hf_class = "Qwen2MoeForCausalLM",
-                           .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_moe, .tensors = kTensors};
+                           .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_moe, .tensors = kTensors, .gguf_arch = "qwen2moe"};
 }  // namespace nunchaku::arch

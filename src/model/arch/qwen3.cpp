@@ -16,7 +16,8 @@ constexpr ArchEntry kTensors[] = {
     {"qwen3", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kQwen3HF},
     {"qwen3", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kQwen3GGUF},
 };
+constexpr NameMark kMarks[] = {{"q_norm."}};
 }  // namespace
 extern const ArchRecord kQwen3{.family = "qwen3", .names = kNames, .hf_class = "Qwen3ForCausalLM", .engine_runs = true,
-                        .hf_rotary_module = true, .hf_config = hf, .recipe = recipe, .tensors = kTensors};
+                        .hf_rotary_module = true, .hf_config = hf, .recipe = recipe, .tensors = kTensors, .gguf_arch = "qwen3", .marks = kMarks, .guess_rank = 4};
 }  // namespace nunchaku::arch

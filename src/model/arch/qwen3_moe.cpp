@@ -23,5 +23,5 @@ constexpr ArchEntry kTensors[] = {
 };
 }  // namespace
 extern const ArchRecord kQwen3Moe{.family = "qwen3_moe", .names = kNames, .hf_class = "Qwen3MoeForCausalLM",
-                           .hf_rotary_module = true, .hf_config = hf, .recipe = recipe, .tensors = kTensors};
+                           .hf_rotary_module = true, .hf_config = hf, .recipe = recipe, .tensors = kTensors, .gguf_arch = "qwen3moe", .norm_topk_gguf = true};
 }  // namespace nunchaku::arch

@@ -37,6 +37,12 @@ struct Rename {
   std::string_view to;
 };
 
+// A tensor-name part that identifies a family when nothing else names it (infer.cpp).
+struct NameMark {
+  std::string_view part;    // "c_attn.", "q_norm."
+  bool gguf_only = false;   // counts only in a GGUF-named checkpoint
+};
+
 struct ArchRecord {
   std::string_view family;                  // canonical name, also the tensor table's key
   bool wrapper = false;                     // a multimodal wrapper (see above)
@@ -71,6 +77,25 @@ struct ArchRecord {
   // both ways, shapes as symbols of the spec, engine roles; one row per naming, HF first.
   // None: tensors are grouped by the generic layer-path rule and checked by count only.
   std::span<const ArchEntry> tensors;
+
+  // GGUF: the general.architecture llama.cpp's convert_hf_to_gguf writes for the family
+  // ("llama" for llama, mistral and mixtral); "" = llama.cpp has no such architecture.
+  std::string_view gguf_arch;
+  // A GGUF of `gguf_arch` that holds experts is this family instead (llama -> mixtral).
+  std::string_view gguf_with_experts;
+  // MoE routers: whether the chosen top-k weights are renormalized when the config (HF:
+  // norm_topk_prob, the class default) or the GGUF (expert_weights_norm, llama.cpp's graph
+  // for the architecture) does not say. Mixtral always renormalizes.
+  bool norm_topk_hf = false;
+  bool norm_topk_gguf = false;
+  // config.json as convert writes it beside a GGUF: whether the class reads `head_dim`
+  // (qwen2, mixtral and phi3 compute it from hidden / heads), or the family's own writer.
+  bool hf_head_dim_key = true;
+  void (*write_hf_config)(const ModelSpec& s, nlohmann::ordered_json& c) = nullptr;
+  // A checkpoint without config.json or GGUF architecture: the tensor-name parts that make
+  // this family the guess (any one of them), tried in `guess_rank` order (1 first; 0 never).
+  std::span<const NameMark> marks;
+  int guess_rank = 0;
 };
 
 // Registry lookups (registry.cpp). Names are matched lower-cased; class names lose their

@@ -21,5 +21,5 @@ void hf(const ConfigFields& f, ModelSpec& s) {
 }
 }  // namespace
 extern const ArchRecord kT5{.family = "t5", .names = kNames, .hf_class = "T5ForConditionalGeneration", .components = kParts,
-                     .rope = false, .ties_by_default = true, .hf_config = hf};
+                     .rope = false, .ties_by_default = true, .hf_config = hf, .gguf_arch = "t5"};
 }  // namespace nunchaku::arch
