@@ -20,10 +20,12 @@
 #include "cuda/device_info.hpp"
 #include "format/open.hpp"
 #include "io/atomic_output.hpp"
+#include "io/weight_store.hpp"
 #include "memory/memory_pictures.hpp"
 #include "memory/estimate.hpp"
 #include "memory/fsdp.hpp"
 #include "memory/multinode.hpp"
+#include "memory/plan_verdict.hpp"
 #include "memory/quant.hpp"
 #include "core/units.hpp"
 #include "model/model.hpp"
@@ -34,7 +36,7 @@ namespace nunchaku::cli {
 namespace {
 
 struct EstimateOptions {
-  std::string path, file, vram, svg;  // svg: --svg FILE
+  std::string path, file, vram, svg, cpu_ram;  // svg: --svg FILE; cpu_ram: host budget of the offload answer
   WorkloadOptions w;
   double margin = 0.05;
   bool json = false, explain = false;
@@ -155,15 +157,37 @@ void print_columns(const std::vector<Estimate>& es, const std::vector<std::optio
   for (const auto& n : es.front().notes) fmt::print("note: {}\n", wrap(n, output_width(), 6));
 }
 
-void print_suggestions(const Verdict& v, const std::vector<Suggestion>& sugg, double margin) {
-  fmt::print("\n{}\n", wrap(fmt::format("vram {}: {}", format_bytes(v.vram), v.text), output_width(), 2));
+// The partial-offload line: plan's verdict for the same workload and its cost per token.
+std::string offload_line(const OffloadAnswer& a, const std::string& path) {
+  return fmt::format("{} (`nunchaku plan {}{}` with the same workload and budget flags); host memory holds {} of the {} of "
+                     "weights ({:.1f}%), read from there for every token",
+                     a.verdict, path, a.flags.empty() ? "" : " " + a.flags, format_bytes(a.off_gpu_weights), format_bytes(a.weights),
+                     a.weights ? 100.0 * double(a.off_gpu_weights) / double(a.weights) : 0.0);
+}
+
+void print_suggestions(const Verdict& v, const std::vector<Suggestion>& sugg, double margin,
+                       const std::optional<OffloadAnswer>& off, const std::string& path) {
+  fmt::print("\n{}\n", wrap(fmt::format("vram {}: {}{}", format_bytes(v.vram), v.text, off ? " with everything on the GPU" : ""),
+                             output_width(), 2));
   if (v.fits) return;
-  if (sugg.empty()) fmt::print("nothing tried makes it fit with {:.0f}% of the budget to spare\n", margin * 100);
-  else fmt::print("to make it fit (combinations, cheapest first, each re-estimated, >= {:.0f}% of the budget to spare):\n", margin * 100);
+  if (off) fmt::print("{}\n", wrap(offload_line(*off, path), output_width(), 2));
+  const char* alone = off ? " on the GPU alone" : "";
+  if (sugg.empty()) fmt::print("{}\n", wrap(fmt::format("nothing tried makes it fit{} with {:.0f}% of the budget to spare", alone, margin * 100), output_width(), 2));
+  else fmt::print("{}\n", wrap(fmt::format("to make it fit{} (combinations, cheapest first, each re-estimated, >= {:.0f}% of the budget "
+                                           "to spare):", alone, margin * 100), output_width(), 2));
   for (const auto& s : sugg)
     fmt::print("  {}\n      {}\n", s.flags,
                wrap(fmt::format("{} -> {} per device, {} headroom", s.what, format_bytes(s.per_gpu_total), format_bytes(s.headroom)),
                     output_width(), 6));
+}
+
+nlohmann::json offload_json(const OffloadAnswer& a) {
+  return {{"subcommand", "plan"}, {"flags", a.flags},
+          {"what", fmt::format("partial offload: {} of the weights in host memory ({:.1f}%), read from there for every token",
+                               format_bytes(a.off_gpu_weights), a.weights ? 100.0 * double(a.off_gpu_weights) / double(a.weights) : 0.0)},
+          {"cost", 2},
+          {"weights_off_gpu_bytes", a.off_gpu_weights},
+          {"verdict", {{"fits", true}, {"status", kFitsWithOffload}, {"text", a.verdict}}}};
 }
 
 void warn(const Estimate& e) {
@@ -174,6 +198,8 @@ void warn(const Estimate& e) {
 int run(const EstimateOptions& o) {
   if (!(o.margin >= 0 && o.margin < 1)) throw Error("usage.margin", "--margin must be in [0, 1): a fraction of the budget");
   auto vram = parse_vram(o.vram);
+  // Host memory for the partial-offload answer, as plan takes it.
+  const uint64_t cpu_ram = o.cpu_ram.empty() ? free_bytes_on(Device{Device::Kind::Cpu, 0}) : parse_size_or_throw(o.cpu_ram, "--cpu-ram");
   match_gpus(vram, o.w.gpus);
   Workload w = to_workload(o.w, vram.size());
   if (auto pipeline = read_pipeline(o.path)) {  // a diffusers pipeline folder: its parts, not one model
@@ -199,14 +225,19 @@ int run(const EstimateOptions& o) {
   std::vector<Estimate> es;
   std::vector<std::optional<Verdict>> vs;
   std::vector<std::vector<Suggestion>> suggs;
+  std::vector<std::optional<OffloadAnswer>> offs;  // plan's answer with partial offload, when it has one
   const EstimateBasis basis = estimate_basis(ck, layout);
   for (const auto& x : ws) {
     es.push_back(estimate(ck, layout, x, basis));
     vs.emplace_back();
     suggs.emplace_back();
+    offs.emplace_back();
     if (!vram.empty()) {
       vs.back() = verdict(es.back(), *std::min_element(vram.begin(), vram.end()));
       if (!vs.back()->fits) suggs.back() = suggest_fits(ck, layout, x, vs.back()->vram, o.margin, 5, &basis);
+      if (!vs.back()->fits && x.mode == Mode::Infer && x.target == Target::Cuda && x.nodes <= 1)
+        if ((offs.back() = offload_answer(es.back(), vram, cpu_ram)) && is_all_runtimes(o.w))  // plan takes one runtime
+          offs.back()->flags = fmt::format("--runtime {}", runtime_name(es.back().runtime));
     }
   }
   warn(es.front());
@@ -221,6 +252,8 @@ int run(const EstimateOptions& o) {
       auto j = to_json(es[i]);
       j["verdict"] = vs[i] ? to_json(*vs[i]) : nlohmann::json(nullptr);
       j["fixes"] = to_json(suggs[i]);
+      if (offs[i])  // plan's offload first: it changes no result, only where the weights sit
+        j["fixes"].insert(j["fixes"].begin(), offload_json(*offs[i]));
       return j;
     };
     nlohmann::json j;
@@ -234,12 +267,15 @@ int run(const EstimateOptions& o) {
     fmt::print("{}\n", dump_json(stamp(j, "estimate"), 2));
   } else if (es.size() == 1) {
     print_table(es[0], o.explain);
-    if (vs[0]) print_suggestions(*vs[0], suggs[0], o.margin);
+    if (vs[0]) print_suggestions(*vs[0], suggs[0], o.margin, offs[0], o.path);
   } else {
     print_columns(es, vs);
     for (size_t i = 0; i < es.size(); ++i)
-      if (vs[i] && !vs[i]->fits && !suggs[i].empty()) {
-        fmt::print("\n{}: to make it fit (cheapest first):\n", runtime_name(es[i].runtime));
+      if (vs[i] && !vs[i]->fits && (offs[i] || !suggs[i].empty())) {
+        if (offs[i])
+          fmt::print("\n{}\n", wrap(fmt::format("{}: {}", runtime_name(es[i].runtime), offload_line(*offs[i], o.path)), output_width(), 2));
+        if (suggs[i].empty()) continue;
+        fmt::print("\n{}: to make it fit{} (cheapest first):\n", runtime_name(es[i].runtime), offs[i] ? " on the GPU alone" : "");
         for (const auto& s : suggs[i])
           fmt::print("  {}\n      {}\n", s.flags, wrap(fmt::format("{} -> {} headroom", s.what, format_bytes(s.headroom)), output_width(), 6));
       }
@@ -268,6 +304,8 @@ void add_estimate(CLI::App& app, Action& action) {
   add_file_option(cmd, o->file);
   add_workload_options(cmd, o->w);
   cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)")->group(kHardware);
+  cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory for the partial-offload answer when the GPUs are short, as plan "
+                  "takes it (default: the host's available memory)")->group(kHardware);
   cmd->add_option("--margin", o->margin, "Suggestions keep this fraction of the budget free")->capture_default_str()->group(kOutput);
   cmd->add_flag("--json", o->json, "Print JSON (formulas included)")->group(kOutput);
   cmd->add_option("--svg", o->svg, "Also draw the estimate as an SVG picture (a stacked bar per device against the budget) to FILE")

@@ -105,7 +105,7 @@ std::string render_table(const DevicePlan& p, const Estimate& e, const std::vect
                                   e.workload.mode == Mode::Infer ? "" : " + gradients/optimizer states"),
                       width, 10));
   for (const auto& n : p.notes) put("note: {}\n", wrap(n, width, 6));
-  put("{}\n", wrap(plan_verdict(p, static_cast<size_t>(s.num_layers)), width, 2));
+  put("{}\n", wrap(plan_verdict(p, static_cast<size_t>(s.num_layers), &e), width, 2));
   put("{}", render_fixes(p, fixes));
   return out;
 }
@@ -272,7 +272,7 @@ int run_plan(const PlanCliOptions& o) {
       AccelerateMap m;
       return r2.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e2, r2, &m) : make_plan(e2, r2);
     };
-    fixes = plan_fixes({planned, r, e.workload.context, static_cast<size_t>(e.spec.num_layers), !o.cpu_ram.empty()}, replan);
+    fixes = plan_fixes({planned, r, e.workload.context, static_cast<size_t>(e.spec.num_layers), !o.cpu_ram.empty(), &e}, replan);
     if (format == "vllm")  // refused with it (refuse_export)
       std::erase_if(fixes, [](const PlanFix& f) { return f.flags.find("--disk") != std::string::npos; });
   }
@@ -286,7 +286,7 @@ int run_plan(const PlanCliOptions& o) {
   } else if (format == "json") {
     auto j = to_json(p, e);
     j["path"] = ck.path;
-    j["verdict"] = verdict_json(p, static_cast<size_t>(e.spec.num_layers));
+    j["verdict"] = verdict_json(p, static_cast<size_t>(e.spec.num_layers), &e);
     j["fixes"] = to_json(fixes);
     j["min_vram_bytes"] = minv ? nlohmann::json(*minv) : nlohmann::json(nullptr);
     text = dump_json(stamp(j, "plan"), 2) + "\n";
@@ -324,7 +324,7 @@ int run_plan(const PlanCliOptions& o) {
   }
 
   if (!o.svg.empty()) {
-    write_file_atomically(o.svg, bar_chart_svg(plan_chart(p, e, plan_verdict(p, static_cast<size_t>(e.spec.num_layers)))));
+    write_file_atomically(o.svg, bar_chart_svg(plan_chart(p, e, plan_verdict(p, static_cast<size_t>(e.spec.num_layers), &e))));
     fmt::print(stderr, "wrote {} (svg)\n", o.svg);
   }
   if (is_output_dir(o.output)) {  // -o DIR: the export's files
@@ -340,7 +340,7 @@ int run_plan(const PlanCliOptions& o) {
     // The file gets the chosen format; stdout the table (or, for the table itself, where it went).
     write_file_atomically(o.output, text);
     if (format != "table") fmt::print("{}", render_table(p, e, fixes));
-    else fmt::print("{}\n", plan_verdict(p, static_cast<size_t>(e.spec.num_layers)));
+    else fmt::print("{}\n", plan_verdict(p, static_cast<size_t>(e.spec.num_layers), &e));
     fmt::print("wrote {} ({})\n", o.output, format);
   } else if (format == "table" || format == "json") {
     fmt::print("{}", text);
@@ -350,7 +350,7 @@ int run_plan(const PlanCliOptions& o) {
     // Flushed before the words so they follow it; a refused write is main's "cannot write stdout".
     if (std::fflush(stdout) != 0) throw std::system_error(errno, std::generic_category(), "stdout");
     for (const auto& n : p.notes) fmt::print(stderr, "note: {}\n", n);
-    fmt::print(stderr, "{}\n{}", verdict_line.empty() ? plan_verdict(p, static_cast<size_t>(e.spec.num_layers)) : verdict_line,
+    fmt::print(stderr, "{}\n{}", verdict_line.empty() ? plan_verdict(p, static_cast<size_t>(e.spec.num_layers), &e) : verdict_line,
                render_fixes(p, fixes));
   }
   return fits ? 0 : static_cast<int>(Exit::OutOfMemory);

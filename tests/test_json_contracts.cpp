@@ -114,7 +114,10 @@ TEST_CASE("json contract: estimate --json follows docs/schema/estimate.json", "[
         oom["verdict"]["budget_bytes"].get<int64_t>() - oom["total_bytes"].get<int64_t>());
   const json fixes = document({"estimate", m, "--json", "--vram", "580M", "--batch", "512"}, 3);
   REQUIRE(!fixes["fixes"].empty());
-  CHECK(fixes["fixes"][0]["headroom_bytes"].get<int64_t>() > 0);
+  for (const json& f : fixes["fixes"]) {  // estimate's own (headroom kept) or plan's offload answer
+    if (f["subcommand"] == "estimate") CHECK(f["headroom_bytes"].get<int64_t>() > 0);
+    else CHECK(f["verdict"]["status"] == "fits_with_offload");
+  }
   const json all = document({"estimate", m, "--json", "--vram", "1G", "--runtime", "all"});
   CHECK(all["runtimes"].size() == 4);
 }

@@ -374,13 +374,16 @@ nlohmann::json to_json(const Estimate& e) {
 
 nlohmann::json to_json(const Verdict& v) {
   const int64_t margin = static_cast<int64_t>(v.margin);
-  return {{"vram_bytes", v.vram}, {"budget_bytes", v.budget}, {"fits", v.fits}, {"headroom_bytes", v.fits ? margin : -margin}, {"text", v.text}};
+  return {{"vram_bytes", v.vram}, {"budget_bytes", v.budget}, {"fits", v.fits}, {"status", v.fits ? "fits" : "oom"},
+          {"headroom_bytes", v.fits ? margin : -margin}, {"text", v.text}};
 }
 
 nlohmann::json to_json(const std::vector<Suggestion>& s) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& x : s)
-    a.push_back({{"what", x.what}, {"flags", x.flags}, {"cost", x.cost}, {"total_bytes", x.per_gpu_total}, {"headroom_bytes", x.headroom}});
+    a.push_back({{"subcommand", "estimate"}, {"flags", x.flags}, {"what", x.what}, {"cost", x.cost},
+                 {"total_bytes", x.per_gpu_total}, {"headroom_bytes", x.headroom},
+                 {"verdict", {{"fits", true}, {"status", "fits"}, {"text", fmt::format("fits, {} headroom", format_bytes(x.headroom))}}}});
   return a;
 }
 

@@ -104,6 +104,8 @@ nlohmann::json to_json(const PipelineEstimate& e, uint64_t vram) {
     const int i = first_fitting(e, vram);
     verdict = {{"vram_bytes", vram},
                {"fits", i >= 0},
+               // the shared vocabulary: the first placement keeps every part on the GPU, the others offload
+               {"status", i < 0 ? "oom" : i == 0 ? "fits" : "fits_with_offload"},
                {"placement", i >= 0 ? json(e.placements[size_t(i)].call) : json(nullptr)},
                {"headroom_bytes", i >= 0 ? int64_t(vram - e.placements[size_t(i)].gpu_bytes)
                                          : -int64_t(e.placements.back().gpu_bytes - vram)},

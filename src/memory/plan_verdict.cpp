@@ -5,6 +5,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.hpp"
 #include "core/units.hpp"
@@ -20,7 +21,36 @@ size_t units_on(const DeviceCharge& d, bool by_layer) { return by_layer ? d.laye
 
 }  // namespace
 
-std::string plan_verdict(const DevicePlan& p, size_t num_layers) {
+std::string_view plan_status(const DevicePlan& p) {
+  if (!p.fits) return kOom;
+  bool gpus = false, off = false;
+  for (const auto& d : p.devices) {
+    if (is_gpu(d.device)) gpus = true;
+    else if (!d.modules.empty() || d.expert_layers > 0) off = true;
+  }
+  return gpus && off ? kFitsWithOffload : kFits;  // no GPU budget: the CPU is the target
+}
+
+namespace {
+
+// The modules that are not decoder layers and sit off the GPUs: "lm_head on the CPU".
+std::string modules_off_gpu(const DevicePlan& p, const Estimate* e) {
+  if (!e) return "";
+  std::vector<std::string> parts;
+  for (const auto& d : p.devices) {
+    if (is_gpu(d.device)) continue;
+    std::vector<std::string> names;
+    for (size_t i : d.modules)
+      if (i < e->modules.size() && e->modules[i].layer < 0) names.push_back(e->modules[i].name);
+    if (!names.empty())
+      parts.push_back(fmt::format("{} on {}", fmt::join(names, ", "), d.device.kind == Device::Kind::Cpu ? "the CPU" : "disk"));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+}  // namespace
+
+std::string plan_verdict(const DevicePlan& p, size_t num_layers, const Estimate* e) {
   if (!p.fits) return "does NOT fit: " + p.shortfall;
   const bool by_layer = num_layers > 0;
   const std::string_view unit = by_layer ? "layer" : "module";
@@ -53,6 +83,9 @@ std::string plan_verdict(const DevicePlan& p, size_t num_layers) {
       expert_cpu + expert_disk == 0 ? ""
       : fmt::format("; routed experts of {} on the CPU{}", plural(expert_cpu + expert_disk, "layer"),
                     expert_disk ? fmt::format(" ({} of them on disk)", expert_disk) : "");
+  const std::string others = by_layer ? modules_off_gpu(p, e) : "";
+  if (cpu == 0 && disk == 0 && experts.empty() && !others.empty())  // the layers fit, the head (say) does not
+    return fmt::format("fits with offload: all {} {}, {}", plural(total, std::string(unit)), gpus == 1 ? "on the GPU" : "on the GPUs", others);
   if (cpu == 0 && disk == 0)
     return fmt::format("fits {}: all {}{}", experts.empty() ? (gpus == 1 ? "on the GPU" : "on the GPUs") : "with offload",
                        plural(total, std::string(unit)) + (experts.empty() ? "" : gpus == 1 ? " on the GPU" : " on the GPUs"), experts);
@@ -166,7 +199,8 @@ std::vector<PlanFix> plan_fixes(const PlanFixInput& in, const Replan& replan, si
     c.apply(w, r);
     if (auto p = f.plan(w, r))
       out.push_back({with_disk ? "--disk " + c.flags : c.flags, with_disk ? "modules on disk + " + c.what : c.what,
-                     plan_verdict(*p, in.num_layers)});
+                     plan_verdict(*p, in.num_layers, in.names), std::string(plan_status(*p)),
+                     plan_headroom(*p)});
   };
   auto rounds = [&](bool with_disk) {
     PlanRequest r = in.request;
@@ -185,14 +219,51 @@ std::vector<PlanFix> plan_fixes(const PlanFixInput& in, const Replan& replan, si
   return out;
 }
 
-nlohmann::json verdict_json(const DevicePlan& p, size_t num_layers) {
-  return {{"fits", p.fits}, {"text", plan_verdict(p, num_layers)}, {"shortfall", p.fits ? nlohmann::json(nullptr) : nlohmann::json(p.shortfall)}};
+int64_t plan_headroom(const DevicePlan& p) {
+  int64_t least = INT64_MAX;
+  for (const auto& d : p.devices)
+    if (d.budget != UINT64_MAX && (!d.modules.empty() || is_gpu(d.device)))
+      least = std::min(least, int64_t(d.budget) - int64_t(d.total()));
+  return least == INT64_MAX ? 0 : least;
+}
+
+nlohmann::json verdict_json(const DevicePlan& p, size_t num_layers, const Estimate* e) {
+  return {{"fits", p.fits},
+          {"status", plan_status(p)},
+          {"text", plan_verdict(p, num_layers, e)},
+          {"headroom_bytes", plan_headroom(p)},
+          {"shortfall", p.fits ? nlohmann::json(nullptr) : nlohmann::json(p.shortfall)}};
 }
 
 nlohmann::json to_json(const std::vector<PlanFix>& fixes) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& f : fixes)  // each fix is a plan that fits (plan_fixes keeps no other)
-    a.push_back({{"flags", f.flags}, {"what", f.what}, {"verdict", {{"fits", true}, {"text", f.verdict}, {"shortfall", nullptr}}}});
+    a.push_back({{"subcommand", "plan"},
+                 {"flags", f.flags},
+                 {"what", f.what},
+                 {"verdict", {{"fits", true}, {"status", f.status}, {"text", f.verdict}, {"headroom_bytes", f.headroom}, {"shortfall", nullptr}}}});
+  return a;
+}
+
+std::optional<OffloadAnswer> offload_answer(const Estimate& e, const std::vector<uint64_t>& vram, uint64_t cpu_ram) {
+  if (vram.empty()) return std::nullopt;
+  PlanRequest r;
+  r.vram = vram;
+  r.cpu_ram = cpu_ram;
+  r.split_experts = true;  // as plan does
+  DevicePlan p;
+  try {
+    p = make_plan(e, r);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  if (plan_status(p) != kFitsWithOffload) return std::nullopt;
+  OffloadAnswer a;
+  a.verdict = plan_verdict(p, static_cast<size_t>(std::max<int64_t>(0, e.spec.num_layers)), &e);
+  for (const auto& d : p.devices) {
+    a.weights += d.weights;
+    if (!is_gpu(d.device)) a.off_gpu_weights += d.weights;
+  }
   return a;
 }
 

@@ -12,7 +12,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -21,14 +23,24 @@
 
 namespace nunchaku {
 
-std::string plan_verdict(const DevicePlan& p, size_t num_layers);
-// {"fits", "text": plan_verdict(), "shortfall": what is short, null when it fits}.
-nlohmann::json verdict_json(const DevicePlan& p, size_t num_layers);
+// The verdict vocabulary estimate and plan share (JSON `verdict.status`): everything on the
+// GPUs (or, without a GPU budget, on the CPU it targets), some modules on the CPU or disk,
+// or out of memory.
+inline constexpr std::string_view kFits = "fits", kFitsWithOffload = "fits_with_offload", kOom = "oom";
+std::string_view plan_status(const DevicePlan& p);
+// `e` (optional) names the modules other than decoder layers that sit off the GPUs.
+std::string plan_verdict(const DevicePlan& p, size_t num_layers, const Estimate* e = nullptr);
+// The least budget - charge over the devices that hold something (negative: short).
+int64_t plan_headroom(const DevicePlan& p);
+// {"fits", "status", "text": plan_verdict(), "headroom_bytes", "shortfall": what is short, null when it fits}.
+nlohmann::json verdict_json(const DevicePlan& p, size_t num_layers, const Estimate* e = nullptr);
 
 struct PlanFix {
   std::string flags;    // the command-line change: "--disk", "--quant q4_k_m", "--vram 8.00G --gpus 3"
   std::string what;     // "keep the tail on disk (read on use)"
   std::string verdict;  // plan_verdict() of the re-planned map
+  std::string status;   // plan_status() of it
+  int64_t headroom = 0; // plan_headroom() of it
 };
 
 // Plans `w` against `r` the way the caller does (strategy, export runtime); may throw Error
@@ -41,10 +53,22 @@ struct PlanFixInput {
   int64_t context = 0;     // the context the plan used (the estimate's, defaults resolved)
   size_t num_layers = 0;   // for the verdict words
   bool cpu_ram_given = false;
+  const Estimate* names = nullptr;  // the planned estimate: module names for the verdicts
 };
 
 std::vector<PlanFix> plan_fixes(const PlanFixInput& in, const Replan& replan, size_t max_fixes = 5);
 
 nlohmann::json to_json(const std::vector<PlanFix>& fixes);
+
+// estimate's partial-offload answer: the plan `nunchaku plan` makes (make_plan, balanced,
+// routed experts split off first) for the same estimate on `vram` with `cpu_ram` of host
+// memory, when it fits with offload; nothing when it does not fit or needs no offload.
+struct OffloadAnswer {
+  std::string flags;            // what plan takes on top of estimate's own flags ("" but for --runtime all)
+  std::string verdict;          // plan_verdict() of that plan
+  uint64_t off_gpu_weights = 0; // weight bytes held by the CPU (and disk): read there per token
+  uint64_t weights = 0;         // all weight bytes
+};
+std::optional<OffloadAnswer> offload_answer(const Estimate& e, const std::vector<uint64_t>& vram, uint64_t cpu_ram);
 
 }  // namespace nunchaku
