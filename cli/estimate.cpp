@@ -190,6 +190,30 @@ nlohmann::json offload_json(const OffloadAnswer& a) {
           {"verdict", {{"fits", true}, {"status", kFitsWithOffload}, {"text", a.verdict}}}};
 }
 
+// Without --runtime: one line per runtime that models the mode (total, and the verdict with
+// --vram), so the answer for the engine a user runs is there without asking.
+void print_other_runtimes(const Checkpoint& ck, const ModelLayout& layout, const Workload& w, const EstimateBasis& basis,
+                          const std::vector<uint64_t>& vram, Runtime shown) {
+  std::vector<std::string> lines;
+  for (Runtime r : runtimes_for(w.mode)) {
+    if (r == Runtime::Fsdp && w.target != Target::Cuda) continue;  // as --runtime all
+    Workload x = w;
+    x.runtime = r;
+    try {
+      const Estimate e = estimate(ck, layout, x, basis);
+      std::string line = fmt::format("{:<13}{:>11}", runtime_name(r), format_bytes(e.per_gpu_total));
+      if (!vram.empty()) line += "  " + verdict(e, *std::min_element(vram.begin(), vram.end())).text;
+      if (r == shown) line += " (above)";
+      lines.push_back(line);
+    } catch (const Error&) {  // a runtime that refuses this workload (a flag it lacks): left out
+    }
+  }
+  if (lines.size() < 2) return;
+  fmt::print("\n{}\n", wrap(fmt::format("by runtime ({}; --runtime NAME for its table, --runtime all side by side):",
+                                       w.target == Target::Cuda ? "per GPU" : "the process"), output_width(), 2));
+  for (const auto& l : lines) fmt::print("  {}\n", wrap(l, output_width(), 4));
+}
+
 void warn(const Estimate& e) {
   for (const auto& n : e.notes)
     if (n.rfind("warning: ", 0) == 0) fmt::print(stderr, "{}\n", n);
@@ -268,6 +292,7 @@ int run(const EstimateOptions& o) {
   } else if (es.size() == 1) {
     print_table(es[0], o.explain);
     if (vs[0]) print_suggestions(*vs[0], suggs[0], o.margin, offs[0], o.path);
+    if (o.w.runtime.empty() && layout.spec) print_other_runtimes(ck, layout, w, basis, vram, es[0].runtime);
   } else {
     print_columns(es, vs);
     for (size_t i = 0; i < es.size(); ++i)
