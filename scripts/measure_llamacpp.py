@@ -19,8 +19,15 @@ Two modes per case:
   CPU_REPACK buffer.
 - "no_alloc": llama.cpp's memory-fit mode (model params no_alloc, no mmap): nothing is read
   or allocated, and the compute buffer line is still the size ggml-alloc plans for the
-  reserved graph (ggml_backend_sched_reserve_size); model and KV lines print 0 there and are
-  not recorded. Used for the full-size models at long context.
+  reserved graph (ggml_backend_sched_reserve_size); model and KV buffer lines print 0 there
+  and are not recorded, but each cache still prints its own size (the bytes of its tensors:
+  "llama_kv_cache: size = ... (N cells, L layers, S seqs)"), and the recurrent state of a
+  hybrid is allocated for real ("RS buffer size"). Used for the full-size models at long
+  context.
+
+Every case keeps those size lines as `kv_caches` (an iswa model's non-SWA cache, then its SWA
+cache) and `rs_caches`; tests/test_estimate_measured_llamacpp.cpp checks the estimate's KV and
+recurrent state against them exactly, cache by cache.
 
 `table` runs BIN estimate for every golden case (on the GGUFs `measure` left in --dir) and
 prints the predicted-vs-measured table that docs/measured_llamacpp.md keeps.
@@ -56,6 +63,48 @@ MODELS = {
     # google/gemma-3-12b-pt (sliding window 1024 on 5 of every 6 layers)
     "gemma3-12b": dict(arch="gemma3", h=3840, L=48, a=16, kv=8, d=256, I=15360, V=262208, ctx=131072, tied=True,
                        swa=1024, swa_every=6),
+    # The other families of docs/architectures.md that llama.cpp runs, from the published
+    # config.json each testdata/arch/<case>/config.json keeps, with the GGUF keys
+    # convert_hf_to_gguf writes for them (llama.cpp's conversion/*.py at this version).
+    # Qwen/Qwen2-7B (q/k/v biases; use_sliding_window false: llama.cpp's qwen2 has no window)
+    "qwen2-7b": dict(arch="qwen2", h=3584, L=28, a=28, kv=4, d=128, I=18944, V=152064, ctx=131072, tied=False, qkv_bias=True),
+    # Qwen/Qwen1.5-MoE-A2.7B (60 experts, top 4, a shared expert with its sigmoid gate)
+    "qwen2-moe": dict(arch="qwen2moe", h=2048, L=24, a=16, kv=16, d=128, I=5632, V=151936, ctx=8192, tied=False,
+                      qkv_bias=True, E=60, k=4, Ie=1408, shexp=5632),
+    # Qwen/Qwen3-8B
+    "qwen3-8b": dict(arch="qwen3", h=4096, L=36, a=32, kv=8, d=128, I=12288, V=151936, ctx=40960, tied=False),
+    # google/gemma-7b (MHA, head_dim 256)
+    "gemma-7b": dict(arch="gemma", h=3072, L=28, a=16, kv=16, d=256, I=24576, V=256000, ctx=8192, tied=True),
+    # google/gemma-2-9b (window 4096 on every other layer: llama.cpp's default pattern 2, no key written)
+    "gemma2-9b": dict(arch="gemma2", h=3584, L=42, a=16, kv=8, d=256, I=14336, V=256000, ctx=8192, tied=True,
+                      swa=4096, softcap=(50.0, 30.0)),
+    # microsoft/Phi-3-mini-4k-instruct (fused qkv and gate|up; sliding_window 2047 written,
+    # llama.cpp's phi3 turns it off: "Phi SWA is currently disabled")
+    "phi3-mini": dict(arch="phi3", h=3072, L=32, a=32, kv=32, d=96, I=8192, V=32064, ctx=4096, tied=False, swa=2047,
+                      special_tokens=["<|endoftext|>"]),
+    # microsoft/phi-4 (arch phi3; sliding_window null, written as 0)
+    "phi4": dict(arch="phi3", h=5120, L=40, a=40, kv=10, d=128, I=17920, V=100352, ctx=16384, tied=False, swa=0),
+    # mistralai/Mistral-Nemo-Base-2407 (arch llama; head_dim 128 while hidden / heads = 160)
+    "mistral-nemo": dict(arch="llama", h=5120, L=40, a=32, kv=8, d=128, I=14336, V=131072, ctx=1024000, tied=False),
+    # mistralai/Mixtral-8x7B-v0.1 (arch llama with experts; experts sized by feed_forward_length)
+    "mixtral-8x7b": dict(arch="llama", h=4096, L=32, a=32, kv=8, d=128, I=14336, V=32000, ctx=32768, tied=False,
+                         E=8, k=2, Ie=14336, exp_ff_key=False),
+    # allenai/OLMo-2-1124-7B (no pre-norms: post-attention and post-MLP norms, q/k norms over all heads)
+    "olmo2-7b": dict(arch="olmo2", h=4096, L=32, a=32, kv=32, d=128, I=11008, V=100352, ctx=4096, tied=False),
+    # allenai/OLMoE-1B-7B-0924 (64 experts, top 8, experts sized by feed_forward_length)
+    "olmoe": dict(arch="olmoe", h=2048, L=16, a=16, kv=16, d=128, I=1024, V=50304, ctx=4096, tied=False,
+                  E=64, k=8, Ie=1024, exp_ff_key=False),
+    # openai/gpt-oss-20b (window 128 on every other layer, attention sinks, 32 experts with biases)
+    "gpt-oss-20b": dict(arch="gpt-oss", h=2880, L=24, a=64, kv=8, d=64, I=2880, V=201088, ctx=131072, tied=False,
+                        E=32, k=4, Ie=2880, swa=128),
+    # meta-llama/Llama-4-Scout-17B-16E (text: chunked attention 8192 on 3 of 4 layers, llama.cpp's
+    # default when no window key is written; 16 experts + a shared one on every layer)
+    "llama4-scout": dict(arch="llama4", h=5120, L=48, a=40, kv=8, d=128, I=16384, V=202048, ctx=10485760, tied=False,
+                         E=16, k=1, Ie=8192, moe_step=1),
+    # ai21labs/Jamba-v0.1 (hybrid: attention on layer 4 of every 8, Mamba otherwise; MoE on odd layers)
+    "jamba": dict(arch="jamba", h=4096, L=32, a=32, kv=8, d=128, I=14336, V=65536, ctx=262144, tied=False,
+                  E=16, k=2, Ie=14336, exp_ff_key=False, attn_period=8, attn_offset=4, moe_period=2, moe_offset=1,
+                  d_conv=4, d_inner=8192, d_state=16, dt_rank=256),
 }
 
 # The matrix: (model, layers or None = all, weight type, mode, n_ctx per sequence, n_seq, ubatch,
@@ -100,6 +149,45 @@ CASES = [
     ("gemma3-12b", 6, "q4_0", "alloc", 8192, 1, 512, True, "f16", False, False),
     ("gemma3-12b", 6, "q4_0", "alloc", 8192, 1, 512, True, "f16", True, False),
     ("gemma3-12b", 6, "q4_0", "alloc", 4096, 2, 1024, False, "f16", False, False),
+    # One GGUF twin per family llama.cpp runs (KV and recurrent state: the caches' own "size ="
+    # lines, which the memory-fit mode prints too; a few cut models allocate for real).
+    ("qwen2-7b", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", False, False),
+    ("qwen2-7b", None, "q4_0", "no_alloc", 32768, 1, 512, True, "q8_0", False, False),
+    ("qwen2-7b", 2, "q4_0", "alloc", 4096, 1, 512, True, "f16", False, False),
+    ("qwen2-moe", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", False, False),
+    ("qwen2-moe", None, "q4_0", "no_alloc", 4096, 4, 512, True, "q8_0", False, False),
+    ("qwen3-8b", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", False, False),
+    ("qwen3-8b", None, "q4_0", "no_alloc", 32768, 2, 512, True, "q8_0", False, False),
+    ("gemma-7b", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", False, False),
+    ("gemma-7b", None, "q4_0", "no_alloc", 4096, 1, 512, True, "q8_0", False, False),
+    ("gemma2-9b", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", False, False),
+    ("gemma2-9b", None, "q4_0", "no_alloc", 32768, 1, 512, True, "q8_0", False, False),
+    ("gemma2-9b", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", True, False),
+    ("gemma2-9b", None, "q4_0", "no_alloc", 8192, 2, 1024, True, "f16", False, False),
+    ("gemma2-9b", 2, "q4_0", "alloc", 8192, 1, 512, True, "f16", False, False),
+    ("phi3-mini", None, "q4_0", "no_alloc", 4096, 1, 512, True, "f16", False, False),
+    ("phi3-mini", None, "q4_0", "no_alloc", 4096, 2, 512, True, "q8_0", False, False),
+    ("phi3-mini", 2, "q4_0", "alloc", 4096, 1, 512, True, "f16", False, False),
+    ("phi4", None, "q4_0", "no_alloc", 16384, 1, 512, True, "f16", False, False),
+    ("phi4", None, "q4_0", "no_alloc", 8192, 1, 512, True, "q8_0", False, False),
+    ("mistral-nemo", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", False, False),
+    ("mistral-nemo", None, "q4_0", "no_alloc", 65536, 1, 512, True, "q8_0", False, False),
+    ("mixtral-8x7b", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", False, False),
+    ("mixtral-8x7b", None, "q4_0", "no_alloc", 32768, 1, 512, True, "q8_0", False, False),
+    ("olmo2-7b", None, "q4_0", "no_alloc", 4096, 1, 512, True, "f16", False, False),
+    ("olmo2-7b", None, "q4_0", "no_alloc", 4096, 2, 512, True, "q8_0", False, False),
+    ("olmoe", None, "q4_0", "no_alloc", 4096, 1, 512, True, "f16", False, False),
+    ("olmoe", None, "q4_0", "no_alloc", 4096, 1, 512, True, "q8_0", False, False),
+    ("gpt-oss-20b", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", False, False),
+    ("gpt-oss-20b", None, "q4_0", "no_alloc", 32768, 1, 512, True, "q8_0", False, False),
+    ("gpt-oss-20b", None, "q4_0", "no_alloc", 32768, 1, 512, True, "f16", True, False),
+    ("gpt-oss-20b", None, "q4_0", "no_alloc", 8192, 4, 2048, True, "f16", False, False),
+    ("gpt-oss-20b", 2, "q4_0", "alloc", 8192, 1, 512, True, "f16", False, False),
+    ("llama4-scout", None, "q4_0", "no_alloc", 32768, 1, 512, True, "f16", False, False),
+    ("llama4-scout", None, "q4_0", "no_alloc", 131072, 1, 512, True, "q8_0", False, False),
+    ("llama4-scout", None, "q4_0", "no_alloc", 32768, 1, 512, True, "f16", True, False),
+    ("jamba", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", False, False),
+    ("jamba", None, "q4_0", "no_alloc", 32768, 4, 512, True, "q8_0", False, False),
 ]
 
 
@@ -116,50 +204,122 @@ def case_name(c):
 # --- sparse GGUF ---------------------------------------------------------------------------
 
 def tensors_of(s, L):
-    """(name, ggml ne) of every tensor, in llama.cpp's names, as convert_hf_to_gguf orders them."""
+    """(name, ggml ne) of every tensor, in llama.cpp's names, as convert_hf_to_gguf orders them
+    (what each architecture's load_arch_tensors creates, src/models/<arch>.cpp)."""
     h, V = s["h"], s["V"]
     t = [("token_embd.weight", [h, V])]
-    arch = s["arch"]
     for i in range(L):
-        b = f"blk.{i}."
-        t.append((b + "attn_norm.weight", [h]))
-        if arch == "deepseek2":
-            a, hk = s["a"], s["nope"] + s["rope"]
-            if s["q_lora"]:
-                t += [(b + "attn_q_a.weight", [h, s["q_lora"]]), (b + "attn_q_a_norm.weight", [s["q_lora"]]),
-                      (b + "attn_q_b.weight", [s["q_lora"], a * hk])]
-            else:
-                t.append((b + "attn_q.weight", [h, a * hk]))
-            t += [(b + "attn_kv_a_mqa.weight", [h, s["kv_lora"] + s["rope"]]), (b + "attn_kv_a_norm.weight", [s["kv_lora"]]),
-                  (b + "attn_k_b.weight", [s["nope"], s["kv_lora"], a]), (b + "attn_v_b.weight", [s["kv_lora"], s["vd"], a]),
-                  (b + "attn_output.weight", [a * s["vd"], h])]
-        else:
-            q, kvd = s["a"] * s["d"], s["kv"] * s["d"]
-            t += [(b + "attn_q.weight", [h, q]), (b + "attn_k.weight", [h, kvd]), (b + "attn_v.weight", [h, kvd]),
-                  (b + "attn_output.weight", [q, h])]
-            if arch in ("qwen3moe", "gemma3"):
-                t += [(b + "attn_q_norm.weight", [s["d"]]), (b + "attn_k_norm.weight", [s["d"]])]
-            if arch == "gemma3":
-                t.append((b + "post_attention_norm.weight", [h]))
-        t.append((b + "ffn_norm.weight", [h]))
-        moe = "E" in s and not (arch == "deepseek2" and i < s["dense"])
-        if moe:
-            E, Ie = s["E"], s["Ie"]
-            t += [(b + "ffn_gate_inp.weight", [h, E]), (b + "ffn_gate_exps.weight", [h, Ie, E]),
-                  (b + "ffn_down_exps.weight", [Ie, h, E]), (b + "ffn_up_exps.weight", [h, Ie, E])]
-            if arch == "deepseek2":
-                if s["q_lora"]:
-                    t.append((b + "exp_probs_b.bias", [E]))
-                sh = Ie * s["shared"]
-                t += [(b + "ffn_gate_shexp.weight", [h, sh]), (b + "ffn_down_shexp.weight", [sh, h]),
-                      (b + "ffn_up_shexp.weight", [h, sh])]
-        else:
-            t += [(b + "ffn_gate.weight", [h, s["I"]]), (b + "ffn_down.weight", [s["I"], h]), (b + "ffn_up.weight", [h, s["I"]])]
-        if arch == "gemma3":
-            t.append((b + "post_ffw_norm.weight", [h]))
+        t += layer_tensors(s, i)
     t.append(("output_norm.weight", [h]))
     if not s["tied"]:
         t.append(("output.weight", [h, V]))
+    return t
+
+
+def layer_tensors(s, i):
+    h, arch, b = s["h"], s["arch"], f"blk.{i}."
+    t = []
+    if arch != "olmo2":  # OLMo 2 has no pre-norms
+        t.append((b + "attn_norm.weight", [h]))
+    if arch == "gpt-oss":
+        t.append((b + "post_attention_norm.weight", [h]))
+    if arch == "deepseek2":
+        t += mla_tensors(s, b)
+    elif arch == "jamba" and not is_attention_layer(s, i):
+        t += mamba_tensors(s, b)
+    else:
+        t += attention_tensors(s, b)
+    if arch not in ("olmo2", "gpt-oss"):  # gpt-oss: the post-attention norm is the MLP's
+        t.append((b + "ffn_norm.weight", [h]))
+    if is_moe_layer(s, i):
+        t += moe_tensors(s, b)
+    elif arch == "phi3":  # gate|up fused
+        t += [(b + "ffn_down.weight", [s["I"], h]), (b + "ffn_up.weight", [h, 2 * s["I"]])]
+    else:
+        t += [(b + "ffn_gate.weight", [h, s["I"]]), (b + "ffn_down.weight", [s["I"], h]), (b + "ffn_up.weight", [h, s["I"]])]
+    if arch in ("gemma2", "gemma3", "olmo2"):
+        t.append((b + "post_ffw_norm.weight", [h]))
+    return t
+
+
+def is_attention_layer(s, i):
+    """Jamba: attention on layer attn_offset of every attn_period (convert's head_count_kv vector)."""
+    return "attn_period" not in s or (i >= s["attn_offset"] and (i - s["attn_offset"]) % s["attn_period"] == 0)
+
+
+def is_moe_layer(s, i):
+    if "E" not in s:
+        return False
+    if s["arch"] == "deepseek2":
+        return i >= s["dense"]
+    if "moe_period" in s:
+        return i >= s["moe_offset"] and (i - s["moe_offset"]) % s["moe_period"] == 0
+    if "moe_step" in s:
+        return (i + 1) % s["moe_step"] == 0
+    return True
+
+
+def mla_tensors(s, b):
+    h, a, hk = s["h"], s["a"], s["nope"] + s["rope"]
+    t = []
+    if s["q_lora"]:
+        t += [(b + "attn_q_a.weight", [h, s["q_lora"]]), (b + "attn_q_a_norm.weight", [s["q_lora"]]),
+              (b + "attn_q_b.weight", [s["q_lora"], a * hk])]
+    else:
+        t.append((b + "attn_q.weight", [h, a * hk]))
+    return t + [(b + "attn_kv_a_mqa.weight", [h, s["kv_lora"] + s["rope"]]), (b + "attn_kv_a_norm.weight", [s["kv_lora"]]),
+                (b + "attn_k_b.weight", [s["nope"], s["kv_lora"], a]), (b + "attn_v_b.weight", [s["kv_lora"], s["vd"], a]),
+                (b + "attn_output.weight", [a * s["vd"], h])]
+
+
+def attention_tensors(s, b):
+    h, arch = s["h"], s["arch"]
+    q, kvd = s["a"] * s["d"], s["kv"] * s["d"]
+    if arch == "phi3":
+        t = [(b + "attn_qkv.weight", [h, q + 2 * kvd])]
+    else:
+        t = [(b + "attn_q.weight", [h, q]), (b + "attn_k.weight", [h, kvd]), (b + "attn_v.weight", [h, kvd])]
+    if s.get("qkv_bias") or arch == "gpt-oss":
+        t += [(b + "attn_q.bias", [q]), (b + "attn_k.bias", [kvd]), (b + "attn_v.bias", [kvd])]
+    t.append((b + "attn_output.weight", [q, h]))
+    if arch == "gpt-oss":
+        t += [(b + "attn_output.bias", [h]), (b + "attn_sinks.weight", [s["a"]])]
+    if arch in ("qwen3moe", "qwen3", "gemma3"):
+        t += [(b + "attn_q_norm.weight", [s["d"]]), (b + "attn_k_norm.weight", [s["d"]])]
+    if arch in ("olmo2", "olmoe"):  # over the whole projection
+        t += [(b + "attn_q_norm.weight", [q]), (b + "attn_k_norm.weight", [kvd])]
+    if arch in ("gemma2", "gemma3", "olmo2"):
+        t.append((b + "post_attention_norm.weight", [h]))
+    return t
+
+
+def mamba_tensors(s, b):
+    h, di, ds, dt, dc = s["h"], s["d_inner"], s["d_state"], s["dt_rank"], s["d_conv"]
+    return [(b + "ssm_in.weight", [h, 2 * di]), (b + "ssm_conv1d.weight", [dc, di]), (b + "ssm_conv1d.bias", [di]),
+            (b + "ssm_x.weight", [di, dt + 2 * ds]), (b + "ssm_dt_norm.weight", [dt]), (b + "ssm_dt.weight", [dt, di]),
+            (b + "ssm_dt.bias", [di]), (b + "ssm_b_norm.weight", [ds]), (b + "ssm_c_norm.weight", [ds]),
+            (b + "ssm_a", [ds, di]), (b + "ssm_d", [di]), (b + "ssm_out.weight", [di, h])]
+
+
+def moe_tensors(s, b):
+    h, E, Ie, arch = s["h"], s["E"], s["Ie"], s["arch"]
+    t = [(b + "ffn_gate_inp.weight", [h, E])]
+    if arch == "gpt-oss":
+        t.append((b + "ffn_gate_inp.bias", [E]))
+    t += [(b + "ffn_gate_exps.weight", [h, Ie, E]), (b + "ffn_down_exps.weight", [Ie, h, E]), (b + "ffn_up_exps.weight", [h, Ie, E])]
+    if arch == "gpt-oss":
+        t += [(b + "ffn_gate_exps.bias", [Ie, E]), (b + "ffn_down_exps.bias", [h, E]), (b + "ffn_up_exps.bias", [Ie, E])]
+    if arch == "deepseek2":
+        if s["q_lora"]:
+            t.append((b + "exp_probs_b.bias", [E]))
+        sh = Ie * s["shared"]
+        t += [(b + "ffn_gate_shexp.weight", [h, sh]), (b + "ffn_down_shexp.weight", [sh, h]), (b + "ffn_up_shexp.weight", [h, sh])]
+    if arch == "qwen2moe":
+        sh = s["shexp"]
+        t += [(b + "ffn_gate_inp_shexp.weight", [h]), (b + "ffn_gate_shexp.weight", [h, sh]),
+              (b + "ffn_down_shexp.weight", [sh, h]), (b + "ffn_up_shexp.weight", [h, sh])]
+    if arch == "llama4":  # the shared expert is as wide as a routed one
+        t += [(b + "ffn_gate_shexp.weight", [h, Ie]), (b + "ffn_down_shexp.weight", [Ie, h]), (b + "ffn_up_shexp.weight", [h, Ie])]
     return t
 
 
@@ -196,18 +356,34 @@ def write_gguf(path, name, s, L, wtype):
         w.add_expert_shared_count(s["shared"])
         w.add_expert_weights_scale(1.0)
     else:
-        w.add_head_count_kv(s["kv"])
+        # Jamba: one KV head count per layer, 0 on the Mamba layers (convert's n_kv_vec)
+        w.add_head_count_kv([s["kv"] if is_attention_layer(s, i) else 0 for i in range(L)] if arch == "jamba" else s["kv"])
         w.add_key_length(s["d"])
         w.add_value_length(s["d"])
         w.add_rope_dimension_count(s["d"])
     if "E" in s:
         w.add_expert_count(s["E"])
         w.add_expert_used_count(s["k"])
-        w.add_expert_feed_forward_length(s["Ie"])
+        if s.get("exp_ff_key", True):  # mixtral, olmoe, jamba: experts sized by feed_forward_length
+            w.add_expert_feed_forward_length(s["Ie"])
+    if "shexp" in s:
+        w.add_expert_shared_feed_forward_length(s["shexp"])
+    if "moe_step" in s:
+        w.add_interleave_moe_layer_step(s["moe_step"])
     if "swa" in s:
         w.add_sliding_window(s["swa"])
+    if "swa_every" in s:
         w.add_uint32(f"{arch}.attention.sliding_window_pattern", s["swa_every"])
+    if "softcap" in s:
+        w.add_attn_logit_softcapping(s["softcap"][0])
+        w.add_final_logit_softcapping(s["softcap"][1])
+    if "d_inner" in s:
+        w.add_ssm_conv_kernel(s["d_conv"])
+        w.add_ssm_inner_size(s["d_inner"])
+        w.add_ssm_state_size(s["d_state"])
+        w.add_ssm_time_step_rank(s["dt_rank"])
     toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    toks += s.get("special_tokens", [])  # llama.cpp's vocab looks some up by the model's name (phi3)
     toks += [f"\u2581t{i}" for i in range(s["V"] - len(toks))]
     w.add_tokenizer_model("llama")
     w.add_token_list(toks)
@@ -219,9 +395,11 @@ def write_gguf(path, name, s, L, wtype):
     fallback = {QT.Q4_K: QT.Q5_0}
     total = 0
     for tname, ne in tensors_of(s, L):
-        t = qt if len(ne) > 1 and "gate_inp" not in tname else QT.F32
+        t = qt if len(ne) > 1 and "gate_inp" not in tname and not tname.endswith(".bias") else QT.F32
         if t == QT.Q4_K and ne[0] % 256:
             t = fallback[t]
+        if ne[0] % gguf.GGML_QUANT_SIZES[t][0]:  # rows of whole blocks only (Mamba's conv and A)
+            t = QT.F32
         bs, nb = gguf.GGML_QUANT_SIZES[t]
         numel = 1
         for x in ne:
@@ -245,7 +423,11 @@ def write_gguf(path, name, s, L, wtype):
 
 # --- one case in a fresh process -----------------------------------------------------------
 
-LINE = re.compile(r"(\w+):\s+(\S+)\s+(model|KV|output|compute) buffer size =\s+([0-9.]+) MiB")
+LINE = re.compile(r"(\w+):\s+(\S+)\s+(model|KV|RS|output|compute) buffer size =\s+([0-9.]+) MiB")
+# A cache's own count (the bytes of its tensors, printed in the memory-fit mode too):
+# "llama_kv_cache: size = 512.00 MiB (  4096 cells,  32 layers,  1/1 seqs), K (f16): ..."
+# "llama_memory_recurrent: size = 16.62 MiB (1 cells, 32 layers, 1 seqs 0 rs_seq), R (f32): ..."
+CACHE = re.compile(r"(llama_kv_cache|llama_memory_recurrent): size =\s+([0-9.]+) MiB \(\s*(\d+) cells,\s+(\d+) layers,\s+(\d+)")
 
 
 def run_case(path, mode, ctx, nseq, ub, fa, kv, swa_full, repack):
@@ -292,7 +474,7 @@ def run_case(path, mode, ctx, nseq, ub, fa, kv, swa_full, repack):
         if not m:
             continue
         buf, kind, mib = m.group(2), m.group(3), float(m.group(4))
-        key = {"model": f"model_{buf}", "KV": "kv", "output": "output", "compute": "compute"}[kind]
+        key = {"model": f"model_{buf}", "KV": "kv", "RS": "rs", "output": "output", "compute": "compute"}[kind]
         if mode == "no_alloc" and kind in ("model", "KV"):
             continue  # dummy buffers in the memory-fit mode
         out[key] = round(out.get(key, 0.0) + mib, 2)  # the SWA cache's KV line adds to the other
@@ -302,11 +484,10 @@ def run_case(path, mode, ctx, nseq, ub, fa, kv, swa_full, repack):
     return out
 
 
-def index_of(path, full):
-    """The file as gguf-py reads it: metadata (token arrays as their length) and the tensor
-    table [name, ggml type, ne, absolute offset, bytes]. Files only measured in the no_alloc
-    mode (compute and output buffers) keep the tensors of their first 4 layers and the global
-    ones: enough for the graph's dimensions."""
+def index_of(path):
+    """The file as gguf-py reads it: metadata (token arrays as their length) and the whole tensor
+    table [name, ggml type, ne, absolute offset, bytes] (every layer: the estimate sizes the KV
+    cache per decoder layer it finds)."""
     import gguf
     r = gguf.GGUFReader(str(path))
     md = {}
@@ -314,22 +495,48 @@ def index_of(path, full):
         if k.startswith("GGUF.") or k == "general.alignment":
             continue
         v = f.contents()
-        if isinstance(v, list) and len(v) > 16:
+        if isinstance(v, list) and len(v) > 64:
             md[k] = {"array": "string" if f.types[-1] == gguf.GGUFValueType.STRING else "number", "length": len(v)}
         else:
             md[k] = v
-    ts = []
-    for t in r.tensors:
-        layer = re.match(r"blk\.(\d+)\.", t.name)
-        if not full and layer and int(layer.group(1)) >= 4:
-            continue
-        ts.append([t.name, int(t.tensor_type), [int(x) for x in t.shape], int(t.data_offset), int(t.n_bytes)])
-    return {"bytes": path.stat().st_size, "full_index": full, "metadata": md, "tensors": ts}
+    ts = [[t.name, int(t.tensor_type), [int(x) for x in t.shape], int(t.data_offset), int(t.n_bytes)] for t in r.tensors]
+    return {"bytes": path.stat().st_size, "metadata": md, "tensors": ts}
+
+
+def dumps(doc):
+    """JSON with one line per tensor row (the golden holds thousands)."""
+    rows = []
+    for f in doc["files"].values():
+        for i, t in enumerate(f["tensors"]):
+            rows.append(json.dumps(t, separators=(",", ":")))
+            f["tensors"][i] = f"@@{len(rows) - 1}@@"
+    text = json.dumps(doc, indent=1)
+    return re.sub(r'"@@(\d+)@@"', lambda m: rows[int(m.group(1))], text) + "\n"
+
+
+def caches_of(log):
+    """The caches' "size =" lines of a case's log: llama_kv_cache (one per cache; an iswa model
+    has the non-SWA one, then the SWA one) and llama_memory_recurrent."""
+    out = {"llama_kv_cache": [], "llama_memory_recurrent": []}
+    for line in log:
+        m = CACHE.search(line)
+        if m:
+            out[m.group(1)].append({"mib": float(m.group(2)), "cells": int(m.group(3)), "layers": int(m.group(4)),
+                                    "seqs": int(m.group(5))})
+    return out["llama_kv_cache"], out["llama_memory_recurrent"]
 
 
 def measure(args):
+    """Every case of CASES into --out. A case the golden at --out already holds is kept as
+    measured (--remeasure: run it again): the extra buffer types llama.cpp picks follow the CPU
+    (an AMX machine adds an "AMX" model buffer to the repacked cases), so the golden keeps each
+    case from the machine that measured it, and a newly measured case names its CPU when it is
+    not the golden's."""
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
+    old = json.loads(Path(args.out).read_text()) if Path(args.out).exists() and not args.remeasure else None
+    kept = {r["name"]: r for r in old["cases"]} if old else {}
+    system = old["system_info"] if old else None
     rows = []
     for c in CASES:
         m, L, wt, mode, ctx, nseq, ub, fa, kv, swa_full, repack = c
@@ -340,6 +547,11 @@ def measure(args):
             print(f"== writing {path}", file=sys.stderr)
             write_gguf(path.with_suffix(".tmp"), m, s, layers, wt)
             path.with_suffix(".tmp").rename(path)
+        if case_name(c) in kept:
+            row = kept[case_name(c)]
+            row["kv_caches"], row["rs_caches"] = caches_of(row["log"])
+            rows.append(row)
+            continue
         print(f"== {case_name(c)}", file=sys.stderr)
         r = subprocess.run([sys.executable, __file__, "_case", str(path), mode, str(ctx), str(nseq), str(ub), str(int(fa)), kv,
                             str(int(swa_full)), str(int(repack))], capture_output=True, text=True)
@@ -348,16 +560,19 @@ def measure(args):
             sys.exit(f"case failed: {case_name(c)}")
         got = json.loads(r.stdout.strip().splitlines()[-1])
         print("   " + json.dumps({k: v for k, v in got.items() if not k.startswith("_")}), file=sys.stderr)
-        rows.append({"name": case_name(c), "model": m, "layers": layers, "weights": wt, "mode": mode, "context": ctx,
-                     "sequences": nseq, "ubatch": ub, "flash_attention": fa, "kv_type": kv, "swa_full": swa_full,
-                     "repack": repack, "file": path.name, "measured_mib": {k: v for k, v in got.items() if not k.startswith("_")},
-                     "log": got["_log"]})
-        system = got["_system"]
+        kvc, rsc = caches_of(got["_log"])
+        row = {"name": case_name(c), "model": m, "layers": layers, "weights": wt, "mode": mode, "context": ctx,
+               "sequences": nseq, "ubatch": ub, "flash_attention": fa, "kv_type": kv, "swa_full": swa_full,
+               "repack": repack, "file": path.name, "measured_mib": {k: v for k, v in got.items() if not k.startswith("_")},
+               "kv_caches": kvc, "rs_caches": rsc, "log": got["_log"]}
+        system = system or got["_system"]
+        if got["_system"] != system:
+            row["system_info"] = got["_system"]
+        rows.append(row)
     import llama_cpp
-    alloc_files = {r["file"] for r in rows if r["mode"] == "alloc"}
-    files = {f: index_of(d / f, full=f in alloc_files) for f in sorted({r["file"] for r in rows})}
+    files = {f: index_of(d / f) for f in sorted({r["file"] for r in rows})}
     doc = {"llama_cpp_python": llama_cpp.__version__, "system_info": system, "files": files, "cases": rows}
-    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    Path(args.out).write_text(dumps(doc))
     print(f"wrote {args.out}: {len(rows)} cases", file=sys.stderr)
 
 
@@ -380,10 +595,14 @@ def table(args):
         if not c["repack"]:
             cmd.append("--no-repack")
         est = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)["component_bytes"]
-        for log, comp, label in COMPONENTS:
-            if log not in c["measured_mib"]:
-                continue
-            got, pred = c["measured_mib"][log], est.get(comp, 0) / MiB
+        rows = [(label, c["measured_mib"][log] + (c["measured_mib"].get("rs", 0) if log == "kv" else 0), comp)
+                for log, comp, label in COMPONENTS if log in c["measured_mib"]]
+        if "kv" not in c["measured_mib"]:  # the memory-fit mode: the caches' own size lines
+            caches = c.get("kv_caches", []) + c.get("rs_caches", [])
+            rows.insert(0, ("KV" + (" + RS" if c.get("rs_caches") else "") + " (size lines)", sum(x["mib"] for x in caches),
+                            "kv_cache"))
+        for label, got, comp in rows:
+            pred = est.get(comp, 0) / MiB
             d = (pred - got) / got * 100 if got else 0.0
             out.append(f"| {c['name']} | {label} | {got:.2f} | {pred:.2f} | {d:+.1f} % |")
     out += ["", f"{len(g['cases'])} cases."]
@@ -400,6 +619,7 @@ def main():
     a = sub.add_parser("measure")
     a.add_argument("--dir", default=os.environ.get("MEASURE_DIR", "/tmp/nunchaku-measure"))
     a.add_argument("--out", default="testdata/golden/measured_llamacpp.json")
+    a.add_argument("--remeasure", action="store_true", help="run every case again, not only those --out lacks")
     t = sub.add_parser("table")
     t.add_argument("bin")
     t.add_argument("--dir", default=os.environ.get("MEASURE_DIR", "/tmp/nunchaku-measure"))

@@ -8,6 +8,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <set>
+#include <string>
 
 #include "helpers.hpp"
 #include "memory/estimate.hpp"
@@ -63,14 +66,23 @@ const std::pair<const char*, const char*> kComponents[] = {{"model_CPU_Mapped", 
                                                            {"output", "logits"},
                                                            {"compute", "activations"}};
 
-// Compute buffers not modelled yet, named here and in docs/estimate.md with their misses:
-// DeepSeek-V2-Lite (MLA without a q LoRA: 208 vs 240.26 MiB, constant over context and flash
-// attention) and SmolLM2's tied q4_0 output layer repacked (98.25 vs 102.51 MiB). The other
-// buffers of these cases are checked.
-bool compute_not_modelled(const json& c) {
+// Compute buffers not modelled yet, named here and in docs/measured_llamacpp.md with their
+// misses: DeepSeek-V2-Lite (MLA without a q LoRA: 208 vs 240.26 MiB, constant over context and
+// flash attention) and SmolLM2's tied q4_0 output layer repacked (98.25 vs 102.51 MiB), still
+// under; and the families measured for their KV cache whose graphs are not the llama block's
+// (fused qkv and gate|up, MoE with shared experts or biases, sinks, chunked attention, Mamba
+// layers, a head_dim apart from hidden / heads), within 40 %. The other buffers of these cases
+// are checked.
+enum class Compute { Modelled, Under, Unmodelled };
+Compute compute_model(const json& c) {
   const std::string m = c.at("model").get<std::string>();
-  return m == "deepseek-v2-lite" || (m == "smollm2-135m" && c.at("weights") == "q4_0" && c.at("repack").get<bool>());
+  if (m == "deepseek-v2-lite" || (m == "smollm2-135m" && c.at("weights") == "q4_0" && c.at("repack").get<bool>()))
+    return Compute::Under;
+  for (const char* f : {"phi3-mini", "phi4", "mistral-nemo", "mixtral-8x7b", "qwen2-moe", "olmoe", "gpt-oss-20b", "llama4-scout", "jamba"})
+    if (m == f) return Compute::Unmodelled;
+  return Compute::Modelled;
 }
+bool compute_not_modelled(const json& c) { return compute_model(c) != Compute::Modelled; }
 
 }  // namespace
 
@@ -94,11 +106,16 @@ TEST_CASE("estimate --runtime llama.cpp: every buffer within 3% of llama.cpp's o
         if (std::string(log) == "model_CPU_REPACK" && c.at("mode") == "alloc") CHECK(pred == 0);
         continue;
       }
-      const double got = m.at(log).get<double>();
+      // The estimate's kv_cache holds the recurrent state too (llama.cpp's RS buffer).
+      const double got = m.at(log).get<double>() + (std::string(log) == "kv" ? m.value("rs", 0.0) : 0.0);
       INFO(comp << ": predicted " << pred << " MiB, llama.cpp " << got << " MiB");
       measured_total += got;
-      if (std::string(log) == "compute" && compute_not_modelled(c)) {
+      if (std::string(log) == "compute" && compute_model(c) == Compute::Under) {
         CHECK(pred < got);  // still an underestimate: a fix must move these cases to the checked ones
+        continue;
+      }
+      if (std::string(log) == "compute" && compute_model(c) == Compute::Unmodelled) {
+        CHECK(std::abs(pred - got) <= 0.4 * got);
         continue;
       }
       CHECK(std::abs(pred - got) <= std::max(0.03 * got, 0.01));
@@ -115,6 +132,96 @@ TEST_CASE("estimate --runtime llama.cpp: every buffer within 3% of llama.cpp's o
   }
   CHECK(compared >= 60);
   CHECK(verdicts >= 8);
+}
+
+namespace {
+
+// A byte count as llama.cpp prints a cache's "size =" line: float MiB, "%.2f"
+// (llama_kv_cache / llama_memory_recurrent), or a buffer's line: double MiB.
+std::string logged_mib(uint64_t bytes, bool as_float) {
+  char b[32];
+  if (as_float) std::snprintf(b, sizeof b, "%.2f", double(float(bytes) / (1024.0f * 1024.0f)));
+  else std::snprintf(b, sizeof b, "%.2f", double(bytes) / 1024.0 / 1024.0);
+  return b;
+}
+std::string golden_mib(const json& v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", v.get<double>());
+  return b;
+}
+
+// The estimate's cached layers as llama.cpp splits them into caches: full attention (and MLA)
+// layers in the KV cache (the non-SWA one of an iswa model), sliding and chunked layers in
+// the SWA cache, recurrent layers in the recurrent-state (RS) memory.
+struct Cache {
+  int64_t layers = 0;
+  uint64_t bytes = 0;
+};
+struct Caches {
+  Cache full, windowed, recurrent;
+};
+Caches caches_of(const Estimate& e) {
+  Caches c;
+  for (const auto& m : e.modules) {
+    if (m.kind != ModuleKind::Layer || m.layer < 0 || m.kv_bytes == 0) continue;
+    const AttnKind k = e.spec.attn_kind(m.layer);
+    Cache& to = k == AttnKind::Recurrent                             ? c.recurrent
+                : k == AttnKind::Sliding || k == AttnKind::Chunked ? c.windowed
+                                                                   : c.full;
+    ++to.layers;
+    to.bytes += m.kv_bytes;
+  }
+  return c;
+}
+
+}  // namespace
+
+// Exact, not within 3 %: each cache's layer count and bytes (to the two decimals of llama.cpp's
+// MiB) for every case, the full-size models of the memory-fit mode included, whose caches
+// still print their size. One GGUF twin per family llama.cpp runs (docs/architectures.md).
+TEST_CASE("estimate --runtime llama.cpp: KV and recurrent-state bytes are llama.cpp's own per cache", "[estimate][estimate-measured]") {
+  const json g = test::read_json(test::testdata("golden/measured_llamacpp.json"));
+  std::set<std::string> models, with_windows, with_state;
+  for (const auto& c : g.at("cases")) {
+    const std::string file = c.at("file").get<std::string>();
+    INFO(c.at("name").get<std::string>());
+    const Checkpoint ck = checkpoint_of(file, g.at("files").at(file));
+    const Estimate e = estimate(ck, describe_model(ck), workload_of(c));
+    const Caches got = caches_of(e);
+    const json& kv = c.at("kv_caches");
+    const json& rs = c.at("rs_caches");
+    REQUIRE(kv.size() >= 1);
+    REQUIRE(kv.size() <= 2);
+    // One cache: every attention layer in it (no windows, or none that llama.cpp keeps).
+    const Cache attn = kv.size() == 2 ? got.full : Cache{got.full.layers + got.windowed.layers, got.full.bytes + got.windowed.bytes};
+    if (kv.size() == 1) CHECK(got.windowed.layers == 0);
+    CHECK(attn.layers == kv[0].at("layers").get<int64_t>());
+    CHECK(logged_mib(attn.bytes, true) == golden_mib(kv[0].at("mib")));
+    if (kv.size() == 2) {
+      CHECK(got.windowed.layers == kv[1].at("layers").get<int64_t>());
+      CHECK(logged_mib(got.windowed.bytes, true) == golden_mib(kv[1].at("mib")));
+      with_windows.insert(c.at("model").get<std::string>());
+    }
+    // The RS line's "layers" is the model's layer count (llama_memory_recurrent prints
+    // n_layer, not the layers its filter keeps): the bytes say how many hold a state.
+    CHECK((got.recurrent.layers > 0) == !rs.empty());
+    if (!rs.empty()) {
+      CHECK(rs[0].at("layers").get<int64_t>() == e.spec.num_layers);
+      CHECK(logged_mib(got.recurrent.bytes, true) == golden_mib(rs[0].at("mib")));
+      with_state.insert(c.at("model").get<std::string>());
+    }
+    // The buffers, where allocated: the KV buffer(s) and the RS buffer.
+    const json& m = c.at("measured_mib");
+    if (m.contains("kv")) CHECK(logged_mib(got.full.bytes + got.windowed.bytes, false) == golden_mib(m.at("kv")));
+    if (m.contains("rs")) CHECK(logged_mib(got.recurrent.bytes, false) == golden_mib(m.at("rs")));
+    models.insert(c.at("model").get<std::string>());
+  }
+  // The families of the matrix llama.cpp runs: llama 3, mistral, mistral-nemo, mixtral, qwen2,
+  // qwen2-moe, qwen3, qwen3-moe, gemma, gemma2, gemma3, phi3, phi4, deepseek-v2/v3, olmo2,
+  // olmoe, gpt-oss, llama4 and a recurrent hybrid (jamba).
+  CHECK(models.size() >= 21);
+  CHECK(with_windows == std::set<std::string>{"gemma2-9b", "gemma3-12b", "gpt-oss-20b", "llama4-scout"});
+  CHECK(with_state == std::set<std::string>{"jamba"});
 }
 
 }  // namespace nunchaku

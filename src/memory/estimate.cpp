@@ -246,7 +246,8 @@ uint64_t kv_layer_bytes(const ModelSpec& s, int64_t layer, int64_t tokens, int64
   auto row = [&](uint64_t n) { return mul({(n + ti.block_elems - 1) / ti.block_elems, ti.block_bytes}); };
   if (kind == AttnKind::None) return 0;
   if (kind == AttnKind::Recurrent)  // a constant state per sequence, whatever the context
-    return mul({static_cast<uint64_t>(std::max<int64_t>(s.recurrent_state_elems, 0)), static_cast<uint64_t>(batch), e});
+    return mul({static_cast<uint64_t>(std::max<int64_t>(s.recurrent_state_elems, 0)), static_cast<uint64_t>(batch),
+                cells.state_dtype ? elem_bytes(*cells.state_dtype) : e});
   uint64_t held = static_cast<uint64_t>(tokens);
   if ((kind == AttnKind::Sliding || kind == AttnKind::Chunked) && window > 0 && !cells.full_windows) {
     uint64_t w = static_cast<uint64_t>(window) + static_cast<uint64_t>(std::max<int64_t>(cells.window_extra, 0));

@@ -148,12 +148,15 @@ std::vector<Runtime> runtimes_for(Mode m);
 // How a runtime sizes a cached layer: sliding/chunked layers hold window + window_extra
 // cells rounded up to window_pad (llama.cpp: + n_ubatch, padded to 256); MLA layers hold the
 // latent, or the expanded K and V where the runtime decompresses them (transformers);
-// full_windows: sliding layers hold every token as full ones (llama.cpp --swa-full).
+// full_windows: sliding layers hold every token as full ones (llama.cpp --swa-full);
+// state_dtype: the dtype of recurrent layers' state where the runtime fixes it (llama.cpp:
+// f32 whatever the KV type), else the KV dtype.
 struct KvCells {
   int64_t window_extra = 0;
   uint64_t window_pad = 1;
   bool mla_expanded = false;
   bool full_windows = false;
+  std::optional<DType> state_dtype;
 };
 // KV cache (or recurrent state) of decoder layer `layer` for `tokens` positions per sequence.
 uint64_t kv_layer_bytes(const ModelSpec& spec, int64_t layer, int64_t tokens, int64_t batch, DType kv_dtype,

@@ -152,14 +152,18 @@ uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck) {
   const uint64_t n = gpus(e);
 
   // KV: sliding-window layers hold min(n_seq_ctx, window + n_ubatch) padded to 256 cells per
-  // stream (llama_kv_cache_iswa), all n_seq_ctx with --swa-full.
-  const KvCells cells{.window_extra = int64_t(n_ubatch), .window_pad = kCtxPad, .full_windows = w.swa_full};
+  // stream (llama_kv_cache_iswa), all n_seq_ctx with --swa-full. Recurrent layers: one f32
+  // state per sequence (llama_memory_recurrent, its r and s rows).
+  const KvCells cells{.window_extra = int64_t(n_ubatch), .window_pad = kCtxPad, .full_windows = w.swa_full,
+                      .state_dtype = DType::F32};
   set_layer_kv(e, int64_t(n_seq_ctx), int64_t(b), cells);
   const auto swa_of = [&](int64_t win) { return w.swa_full ? n_seq_ctx : std::min(n_seq_ctx, round_up(uint64_t(win) + n_ubatch, kCtxPad)); };
   bool windows = false;
   uint64_t swa_cells = 0;
+  int64_t recurrent = 0;
   for (int64_t l = 0; l < s.num_layers; ++l) {
     const AttnKind k = s.attn_kind(l);
+    recurrent += k == AttnKind::Recurrent;
     int64_t win = l < int64_t(s.layer_windows.size()) ? s.layer_windows[size_t(l)] : s.layer_windows.empty() ? s.sliding_window : 0;
     if ((k == AttnKind::Sliding || k == AttnKind::Chunked || s.layer_attn.empty()) && win > 0) {
       windows = true;
@@ -168,7 +172,7 @@ uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck) {
   }
   e.gpu.push_back({"kv_cache", sum_kv(e) / n,
                    fmt::format("n_ctx = batch({}) × context({}) padded to {} = {} cells in {} ({} each) × Σ_layers row bytes of "
-                               "{} ({}){}{}",
+                               "{} ({}){}{}{}",
                                w.batch, w.context, kCtxPad, n_ctx, plural(b, "stream"), n_seq_ctx, dtype_name(e.kv_dtype),
                                dtype_info(e.kv_dtype).block_elems > 1
                                    ? fmt::format("{} B per {} values", dtype_info(e.kv_dtype).block_bytes, dtype_info(e.kv_dtype).block_elems)
@@ -176,6 +180,9 @@ uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck) {
                                windows ? fmt::format("; sliding-window layers {} cells per stream{}", swa_cells,
                                                      w.swa_full ? " (--swa-full)" : " (window + n_ubatch, padded)")
                                        : "",
+                               recurrent > 0 ? fmt::format("; + {} recurrent layers × {} f32 state values per sequence (RS buffer)",
+                                                           recurrent, s.recurrent_state_elems)
+                                             : "",
                                split_note(e))});
 
   const Graph g = graph_of(e, ck);

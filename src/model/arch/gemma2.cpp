@@ -13,7 +13,9 @@ void hf(const ConfigFields& f, ModelSpec& s) {
                         .sliding_window = 4096});
   if (!pattern_from_layer_types(f, s, s.sliding_window) && s.sliding_window > 0) pattern_alternate(s);
 }
-void gguf(const ConfigFields&, const std::string&, ModelSpec& s) {
+void gguf(const ConfigFields& f, const std::string& arch, ModelSpec& s) {
+  // llama.cpp: n_swa 4096 unless the file says otherwise (src/models/gemma2.cpp).
+  if (!f.has({arch + ".attention.sliding_window"})) s.sliding_window = 4096;
   if (s.sliding_window > 0 && s.layer_attn.empty()) pattern_alternate(s);
 }
 void recipe(const ModelSpec& s, BlockRecipe& r) { recipe_gemma(s, r, true); }

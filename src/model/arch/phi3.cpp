@@ -1,5 +1,7 @@
 // phi3: Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4): fused qkv_proj and gate_up_proj; a window
-// (phi-3-mini 2047) applies to every layer.
+// (phi-3-mini 2047) applies to every layer. llama.cpp's phi3 (GGUF "phi3", Phi-4 too) reads
+// the window convert_hf_to_gguf writes and turns it off ("Phi SWA is currently disabled",
+// src/models/phi3.cpp): every layer of a GGUF holds every position.
 #include "model/arch/record.hpp"
 #include "model/arch/tensor_rules.hpp"
 #include "model/recipe.hpp"
@@ -13,6 +15,11 @@ void hf(const ConfigFields& f, ModelSpec& s) {
   if (!pattern_from_layer_types(f, s, s.sliding_window) && s.sliding_window > 0)
     pattern_all(s, AttnKind::Sliding, s.sliding_window);
 }
+void gguf(const ConfigFields&, const std::string&, ModelSpec& s) {
+  s.sliding_window = 0;
+  s.layer_attn.clear();
+  s.layer_windows.clear();
+}
 void recipe(const ModelSpec&, BlockRecipe& r) { r.fused_qkv = r.fused_gate_up = true; }  // qkv_proj, gate_up_proj
 constexpr ArchEntry kTensors[] = {
     {"phi3", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kPhi3HF},
@@ -21,5 +28,5 @@ constexpr ArchEntry kTensors[] = {
 constexpr NameMark kMarks[] = {{"qkv_proj."}, {"attn_qkv.", true}};
 }  // namespace
 extern const ArchRecord kPhi3{.family = "phi3", .names = kNames, .hf_class = "Phi3ForCausalLM", .hf_rotary_module = true,
-                       .hf_config = hf, .recipe = recipe, .tensors = kTensors, .gguf_arch = "phi3", .hf_head_dim_key = false, .marks = kMarks, .guess_rank = 5};
+                       .hf_config = hf, .gguf = gguf, .recipe = recipe, .tensors = kTensors, .gguf_arch = "phi3", .hf_head_dim_key = false, .marks = kMarks, .guess_rank = 5};
 }  // namespace nunchaku::arch
