@@ -146,6 +146,7 @@ CASES = [
     # sliding window
     ("gemma3-12b", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", False, False),
     ("gemma3-12b", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", True, False),
+    ("gemma3-12b", None, "q4_0", "no_alloc", 32768, 1, 512, True, "f16", False, False),  # issue 34's 2528 MiB
     ("gemma3-12b", 6, "q4_0", "alloc", 8192, 1, 512, True, "f16", False, False),
     ("gemma3-12b", 6, "q4_0", "alloc", 8192, 1, 512, True, "f16", True, False),
     ("gemma3-12b", 6, "q4_0", "alloc", 4096, 2, 1024, False, "f16", False, False),
