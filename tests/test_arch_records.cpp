@@ -190,6 +190,45 @@ TEST_CASE("architecture records: GGUF layer patterns are llama.cpp's defaults an
   CHECK(f->layer_windows[0] == 8192);
 }
 
+// The GGUF twins llama.cpp loaded (testdata/golden/measured_llamacpp.json: their metadata as
+// convert_hf_to_gguf writes it, scripts/measure_llamacpp.py) read back as the transformers model
+// of the same config (testdata/arch/<case>/expected.json): layer by layer the same kind, window
+// and KV elements per position or state per sequence, except where llama.cpp runs the family
+// differently: the llama arch has no window (Mistral-7B) and llama.cpp's phi3 turns phi-3's off.
+TEST_CASE("architecture records: each llama.cpp GGUF twin has its transformers model's layers", "[arch][gguf]") {
+  const json g = test::read_json(test::testdata("golden/measured_llamacpp.json"));
+  int twins = 0;
+  for (const auto& [file, f] : g.at("files").items()) {
+    const std::string arch = f.at("metadata").at("general.architecture").get<std::string>();
+    const std::string name = file.substr(0, file.find("-l" + std::to_string(f.at("metadata").at(arch + ".block_count").get<int>()) + "-"));
+    const fs::path src = fs::path(test::testdata("arch")) / name;
+    if (!fs::exists(src / "expected.json")) continue;  // smollm2
+    const json exp = test::read_json((src / "expected.json").string());
+    const auto& layers = exp.at("layers");
+    INFO(file);
+    const auto s = spec_from_gguf(f.at("metadata"));
+    REQUIRE(s);
+    if (s->num_layers != static_cast<int64_t>(layers.size())) continue;  // cut to its first layers (the count below)
+    const bool window_off = name == "mistral-7b" || name == "phi3-mini";
+    for (size_t l = 0; l < layers.size(); ++l) {
+      INFO("layer " << l);
+      const auto& want = layers[l];
+      const uint64_t per_token = kv_layer_bytes(*s, int64_t(l), 1, 1, DType::U8);
+      if (window_off) {
+        CHECK(want.at("kind") == "sliding");
+        CHECK(s->attn_kind(int64_t(l)) == AttnKind::Full);
+        CHECK(kv_layer_bytes(*s, int64_t(l), 100000, 1, DType::U8) == 100000 * per_token);
+      } else {
+        CHECK(attn_kind_name(s->attn_kind(int64_t(l))) == want.at("kind").get<std::string>());
+        CHECK((l < s->layer_windows.size() ? s->layer_windows[l] : 0) == want.at("window").get<int64_t>());
+      }
+      CHECK(per_token == want.at(want.at("kind") == "recurrent" ? "state_elems" : "kv_elems_per_token").get<uint64_t>());
+    }
+    ++twins;
+  }
+  CHECK(twins == 20);
+}
+
 TEST_CASE("architecture records: an unknown family is estimated loudly, never a plain 'fits'", "[arch]") {
   test::TempDir tmp;
   test::write_arch_fixture(fs::path(test::testdata("arch")) / "llama3-8b", tmp.path.string());
