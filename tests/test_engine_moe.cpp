@@ -110,7 +110,7 @@ TEST_CASE("engine moe: routing picks the top-k by softmax weight, and ties, NaN 
 }
 
 TEST_CASE("engine moe: GGUF twins from convert_hf_to_gguf (stacked experts) give llama.cpp's greedy ids", "[engine][moe]") {
-  // scripts/make_engine_moe_gguf.py: llama.cpp's converter and llama-cpp-python's ids; the
+  // scripts/make_engine_gguf.py moe: llama.cpp's converter and llama-cpp-python's ids; the
   // qwen2moe/qwen3moe files are all-sparse variants (llama.cpp's graphs have no dense layers).
   const json g = json::parse(std::ifstream(test::testdata("engine/moe-gguf.json")));
   for (const char* name : {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe"}) {

@@ -191,15 +191,28 @@ int64_t Transformer::panel_cols() const {
 
 void Transformer::compute_rope(const ModelLayout& layout) {
   rope_style_ = opts_.rope_style.value_or(default_rope_style(spec_, layout.naming));
-  std::vector<float> divisors;
-  if (size_t m = find_role(layout, Role::RopeFreqs); m != SIZE_MAX) {  // llama.cpp's llama3 scaling
+  // A vector of llama.cpp's rope tensors by role (empty when the file has none).
+  auto global_vector = [&](Role r, int64_t n) -> std::vector<float> {
+    const size_t m = find_role(layout, r);
+    if (m == SIZE_MAX) return {};
     auto views = weights_.acquire(m);
-    size_t at = size_t(std::find(layout.modules[m].roles.begin(), layout.modules[m].roles.end(), Role::RopeFreqs) -
-                       layout.modules[m].roles.begin());
-    divisors = read_vector(views[at], dims_.head_dim / 2);
+    const auto& roles = layout.modules[m].roles;
+    std::vector<float> v = read_vector(views[size_t(std::find(roles.begin(), roles.end(), r) - roles.begin())], n);
     weights_.release(m);
+    return v;
+  };
+  const std::vector<float> divisors = global_vector(Role::RopeFreqs, dims_.head_dim / 2);  // llama.cpp's llama3 scaling
+  // Phi-3 longrope from GGUF: its factors are tensors (rope_inv_freq picks long or short).
+  RopeRecipe full = recipe_.ropes[0];
+  const int64_t half = (full.dims > 0 ? full.dims : dims_.head_dim) / 2;
+  for (auto [role, key] : {std::pair{Role::RopeFactorsLong, "long_factor"}, std::pair{Role::RopeFactorsShort, "short_factor"}}) {
+    std::vector<float> f = global_vector(role, half);
+    if (f.empty()) continue;
+    if (!full.scaling.is_object())  // factors without the keys: llama.cpp's defaults (original context = trained)
+      full.scaling = {{"rope_type", "longrope"}, {"original_max_position_embeddings", spec_.max_context}};
+    if (!full.scaling.contains(key)) full.scaling[key] = f;
   }
-  inv_freq_ = rope_inv_freq(recipe_.ropes[0], dims_.head_dim, divisors, cfg_.max_context);
+  inv_freq_ = rope_inv_freq(full, dims_.head_dim, divisors, cfg_.max_context);
   inv_freq_local_.clear();
   if (recipe_.ropes.size() > 1) inv_freq_local_ = rope_inv_freq(recipe_.ropes[1], dims_.head_dim, {}, cfg_.max_context);
 }

@@ -117,8 +117,11 @@ enum class Role : uint8_t {
   // major; its down likewise [E, H, I/32, 16]) with E8M0 scales [E, rows, cols/32] beside
   // them; per-expert biases [E, 2I] and [E, H].
   Sinks, RouterBias, ExpGateUpMixed, ExpGateUpBias, ExpDownBias, ExpGateUpScales, ExpDownScales,
+  // Phi-3 longrope in GGUF: the long and short per-frequency factors [rotary dims / 2]
+  // (convert_hf_to_gguf writes config.json's long_factor / short_factor as tensors).
+  RopeFactorsLong, RopeFactorsShort,
 };
-constexpr size_t kRoleCount = size_t(Role::ExpDownScales) + 1;
+constexpr size_t kRoleCount = size_t(Role::RopeFactorsShort) + 1;
 // A routed expert's gate, up, down or fused gate|up (what a token reads only when routed there).
 constexpr bool is_expert_role(Role r) {
   return r == Role::ExpGate || r == Role::ExpUp || r == Role::ExpDown || r == Role::ExpGateUp || r == Role::ExpGateUpMixed;

@@ -1,5 +1,8 @@
 // gemma2: Gemma2ForCausalLM. Layers alternate sliding (even, window 4096) and global (odd),
-// as Gemma2Config builds layer_types; llama.cpp's default pattern is the same (2).
+// as Gemma2Config builds layer_types; llama.cpp's default pattern is the same (2). A GGUF
+// holds no query_pre_attn_scalar: llama.cpp (src/models/gemma2.cpp) scales q by
+// 1/sqrt(head_dim), by 1/sqrt(hidden / heads) for the 46-layer 27B (Gemma 2's own configs:
+// 256 = head_dim for 2B/9B, 144 = 4608 / 32 for 27B).
 #include "model/arch/record.hpp"
 #include "model/arch/tensor_rules.hpp"
 #include "model/recipe.hpp"
@@ -17,6 +20,7 @@ void gguf(const ConfigFields& f, const std::string& arch, ModelSpec& s) {
   // llama.cpp: n_swa 4096 unless the file says otherwise (src/models/gemma2.cpp).
   if (!f.has({arch + ".attention.sliding_window"})) s.sliding_window = 4096;
   if (s.sliding_window > 0 && s.layer_attn.empty()) pattern_alternate(s);
+  if (s.num_layers == 46 && s.num_heads > 0) s.query_pre_attn_scalar = double(s.hidden_size / s.num_heads);
 }
 void recipe(const ModelSpec& s, BlockRecipe& r) { recipe_gemma(s, r, true); }
 constexpr ArchEntry kTensors[] = {

@@ -171,6 +171,8 @@ inline constexpr R kEmbedVH[] = {{"weight", "V H", kReq, Role::Embed}};
 inline constexpr R kHeadVH[] = {{"weight", "V H", kReq, Role::Head}};
 inline constexpr R kFinalNormH[] = {{"weight", "H", kReq, Role::FinalNorm}};
 inline constexpr R kRopeFreqs[] = {{"weight", "*", kReq, Role::RopeFreqs}};
+inline constexpr R kRopeLong[] = {{"weight", "*", kReq, Role::RopeFactorsLong}};
+inline constexpr R kRopeShort[] = {{"weight", "*", kReq, Role::RopeFactorsShort}};
 inline constexpr R kWeightH[] = {{"weight", "H"}};
 inline constexpr R kWeightBiasH[] = {{"weight", "H"}, {"bias", "H"}};
 inline constexpr R kWeightCtxH[] = {{"weight", "CTX H"}};
@@ -280,8 +282,8 @@ inline constexpr GlobalModule kPhi3GlobalsGGUF[] = {
     {ModuleKind::Embedding, "token_embd", true, false, kEmbedVH},
     {ModuleKind::FinalNorm, "output_norm", true, false, kFinalNormH},
     {ModuleKind::Head, "output", true, true, kHeadVH},
-    {ModuleKind::Other, "rope_factors_long", true, true, kAnyWeight},  // longrope
-    {ModuleKind::Other, "rope_factors_short", true, true, kAnyWeight},
+    {ModuleKind::Other, "rope_factors_long", true, true, kRopeLong},  // longrope
+    {ModuleKind::Other, "rope_factors_short", true, true, kRopeShort},
 };
 inline constexpr GlobalModule kGpt2GlobalsGGUF[] = {
     {ModuleKind::Embedding, "token_embd", true, false, kWeightVH},

@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""GGUF twins of the engine's fixtures, written by llama.cpp's convert_hf_to_gguf.py, and
+llama.cpp's own greedy ids for them (llama-cpp-python):
+
+    LLAMA_CPP=/path/to/llama.cpp /work/venv/bin/python scripts/make_engine_gguf.py [moe] [dense]
+
+LLAMA_CPP is a llama.cpp tree with convert_hf_to_gguf.py and gguf-py (the llama-cpp-python
+0.3.36 sdist's vendor/llama.cpp; default /tmp/engine-llamacpp). Both sets by default.
+
+moe -> testdata/engine/moe-gguf/ (+ moe-gguf.json): stacked ffn_*_exps experts,
+ffn_gate_inp, the qwen2moe shared expert. llama.cpp's qwen2moe and qwen3moe graphs put
+experts on every layer, so those two are written from all-sparse variants of the configs in
+scripts/make_engine_moe.py (same seeds); mixtral and olmoe are the committed HF fixtures.
+
+dense -> testdata/engine/dense-gguf/ (+ dense-gguf.json): the recipe families of
+scripts/make_engine_families.py (gemma, gemma2, gemma3, phi3, phi4-mini: longrope as the
+rope_factors_long/short tensors) and the qwen3 / qwen2 fixtures of
+scripts/make_engine_goldens.py, each converted as committed (general.name "tiny random
+fixture": llama.cpp's vocabulary loader keys fix-ups to a name holding "phi3"). Besides
+llama.cpp's answers, each golden holds transformers' for the model as llama.cpp reads the
+file at its context (as_llama_cpp_reads: gemma2/3 without query_pre_attn_scalar, phi4-mini's
+long factors), and transformers' ids for the fixture unchanged.
+
+The fixtures have no tokenizer: the GGUFs get a byte vocabulary (GPT-2's byte characters of
+bytes 0..vocab-2, then "xy" with the one merge "x y": llama.cpp refuses a BPE vocabulary
+without merges) so both tools load them as text models; llama.cpp is fed ids. Each golden:
+the prompt (make_engine_families.reference's for the name), 32 greedy ids of llama.cpp (f32,
+one thread), the logits of the last prompt position (and, dense, of the last position before
+the 32nd id) by llama.cpp and by transformers, transformers' ids, and (dense) llama.cpp's
+context (64 asked, padded to 256 by llama.cpp). llama.cpp's own approximations (exp, SiLU, GELU through an f16 table) move its
+logits by ~1e-3 of their scale.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import make_engine_families as fam  # noqa: E402
+import make_engine_moe as moe  # noqa: E402
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+ENGINE = ROOT / "testdata" / "engine"
+LLAMA_CPP = os.environ.get("LLAMA_CPP", "/tmp/engine-llamacpp")
+MOE_ARCH = {"mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", "olmoe": "olmoe"}
+DENSE = {  # name -> (fixture, GGUF arch)
+    "gemma": (ENGINE / "gemma", "gemma"),
+    "gemma2": (ENGINE / "gemma2", "gemma2"),
+    "gemma3": (ENGINE / "gemma3", "gemma3"),
+    "phi3": (ENGINE / "phi3", "phi3"),
+    "phi4-mini": (ENGINE / "phi4-mini", "phi3"),
+    "qwen3": (ENGINE / "qwen3", "qwen3"),
+    "qwen2": (ROOT / "testdata" / "models" / "qwen2", "qwen2"),
+}
+
+
+def byte_vocab(self):
+    n = self.hparams["vocab_size"]
+    chars = bytes_to_unicode()
+    self.gguf_writer.add_tokenizer_model("gpt2")
+    self.gguf_writer.add_tokenizer_pre("gpt-2")
+    self.gguf_writer.add_token_list([chars[b] for b in range(n - 1)] + [chars[120] + chars[121]])  # "xy": the merge's
+    self.gguf_writer.add_token_types([1] * n)
+    self.gguf_writer.add_token_merges([chars[120] + " " + chars[121]])  # llama.cpp wants one
+    self.gguf_writer.add_bos_token_id(1)
+    self.gguf_writer.add_eos_token_id(2)
+
+
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + list(range(ord("\xae"), ord("\xff") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, [chr(c) for c in cs]))
+
+
+def convert(src, dst, model_name=None):
+    """convert_hf_to_gguf on a copy of `src` (f32), with the byte vocabulary above. The copy
+    gets a tokenizer.json of vocab_size entries: Gemma3Model trims token_embd to its count."""
+    sys.path[:0] = [os.path.join(LLAMA_CPP, "gguf-py"), LLAMA_CPP]
+    import importlib
+    import pkgutil
+    import convert_hf_to_gguf as c
+    import conversion
+    import conversion.base as base
+    for m in pkgutil.iter_modules(conversion.__path__):
+        importlib.import_module("conversion." + m.name)
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "__name__", "").startswith("conversion."):
+            for obj in list(vars(mod).values()):
+                if isinstance(obj, type) and issubclass(obj, base.TextModel):
+                    obj.set_vocab = byte_vocab
+    saved = sys.argv
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / Path(src).name
+        shutil.copytree(src, copy)
+        n = json.load(open(copy / "config.json"))["vocab_size"]
+        with open(copy / "tokenizer.json", "w") as f:
+            json.dump({"model": {"vocab": {f"t{i}": i for i in range(n)}}, "added_tokens": []}, f)
+        sys.argv = ["convert_hf_to_gguf", str(copy), "--outfile", str(dst), "--outtype", "f32"]
+        if model_name:
+            sys.argv += ["--model-name", model_name]
+        try:
+            c.main()
+        finally:
+            sys.argv = saved
+
+
+def sparse_variant(name, kw):
+    """The first seed of the all-sparse config with a varied path and clear routing (as make_engine_moe.py)."""
+    for attempt in range(60):
+        model = fam.make_model(name, kw, attempt)
+        ref = fam.reference(name, model, model.config.vocab_size)
+        gap = moe.routing_gap(model, ref["prompt"] + ref["ids"], kw["num_experts_per_tok"])
+        if len(set(ref["ids"])) >= 6 and ref["min_greedy_margin"] > 1e-3 and gap > 1e-3:
+            return model, ref
+    raise SystemExit(f"{name}: no all-sparse seed gives a varied greedy path with clear routing")
+
+
+def llama_cpp_greedy(path, prompt, n, n_ctx=64):
+    """llama.cpp's n greedy ids after `prompt`, the logits of the last prompt position and of
+    the position the last id was picked at, and the context llama.cpp allocated (it pads
+    n_ctx to a multiple of 256)."""
+    import llama_cpp
+    llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_batch=64, n_threads=1, logits_all=True, verbose=False)
+    llm.eval(prompt)
+    last = np.array(llm.scores[len(prompt) - 1], dtype=np.float32)
+    ids = []
+    for _ in range(n):
+        row = llm.scores[llm.n_tokens - 1]
+        ids.append(int(np.argmax(row)))
+        final = np.array(row, dtype=np.float32)
+        llm.eval([ids[-1]])
+    as_list = lambda r: [float(v) for v in r]
+    return ids, as_list(last), as_list(final), int(llm.n_ctx())
+
+
+def write_json(path, refs):
+    with open(path, "w") as f:
+        json.dump(refs, f, separators=(",", ":"))
+        f.write("\n")
+
+
+def fresh_dir(path):
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def make_moe():
+    goldens = json.load(open(ENGINE / "moe.json"))
+    out = fresh_dir(ENGINE / "moe-gguf")
+    refs = {}
+    for name, kw in moe.FAMILIES.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            src = ENGINE / name
+            hf_ids, hf_last = goldens[name]["ids"], goldens[name]["prompt_logits"][-1]
+            if name in ("qwen2_moe", "qwen3_moe"):  # every layer sparse, as llama.cpp's graph
+                model, ref = sparse_variant(name, dict(kw, mlp_only_layers=[]))
+                hf_ids, hf_last = ref["ids"], ref["prompt_logits"][-1]
+                src = Path(tmp) / name
+                model.save_pretrained(src, safe_serialization=True)
+            dst = out / f"{name}.gguf"
+            convert(src, dst)
+        prompt = goldens[name]["prompt"]  # reference() draws it from the name: the variants' too
+        ids, logits, _, _ = llama_cpp_greedy(dst, prompt, fam.NEW_TOKENS)
+        refs[name] = {"arch": MOE_ARCH[name], "prompt": prompt, "ids": ids, "last_prompt_logits": logits,
+                      "transformers_ids": hf_ids, "transformers_last_prompt_logits": hf_last, "sparse_variant": name in ("qwen2_moe", "qwen3_moe")}
+        print(name, ids[:8], "llama.cpp == transformers" if ids == hf_ids else "llama.cpp != transformers")
+    write_json(ENGINE / "moe-gguf.json", refs)
+
+
+def as_llama_cpp_reads(cfg, n_ctx):
+    """Config changes that make transformers compute what llama.cpp computes from the
+    converted file at context n_ctx, where the two read the model differently."""
+    changes = {}
+    if cfg.model_type in ("gemma2", "gemma3_text") and cfg.query_pre_attn_scalar != cfg.head_dim:
+        # llama.cpp (src/models/gemma2.cpp, gemma3.cpp) scales q by 1/sqrt(head_dim) but for the
+        # 27B layer counts; the GGUF has no query_pre_attn_scalar.
+        changes["query_pre_attn_scalar"] = cfg.head_dim
+    rp = getattr(cfg, "rope_parameters", None) or {}
+    if rp.get("rope_type") == "longrope" and n_ctx > rp["original_max_position_embeddings"]:
+        # llama.cpp takes the long factors for every position when its context (padded to
+        # 256) exceeds the original one; transformers only past that length.
+        changes["rope_parameters"] = dict(rp, short_factor=rp["long_factor"])
+    return changes
+
+
+def transformers_reference(name, src, changes):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    cfg = AutoConfig.from_pretrained(src)
+    for k, v in changes.items():
+        setattr(cfg, k, v)
+    model = AutoModelForCausalLM.from_pretrained(src, config=cfg, attn_implementation="eager", dtype=torch.float32).eval()
+    return fam.reference(name, model, cfg.vocab_size)
+
+
+def relative(a, b):
+    a, b = np.array(a), np.array(b)
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def make_dense():
+    from transformers import AutoConfig
+    out = fresh_dir(ENGINE / "dense-gguf")
+    refs = {}
+    for name, (src, arch) in DENSE.items():
+        dst = out / f"{name}.gguf"
+        convert(src, dst, model_name="tiny random fixture")  # llama.cpp keys vocab fix-ups to names ("phi3")
+        plain = transformers_reference(name, src, {})
+        ids, last, final, ctx = llama_cpp_greedy(dst, plain["prompt"], fam.NEW_TOKENS)
+        changes = as_llama_cpp_reads(AutoConfig.from_pretrained(src), ctx)
+        hf = transformers_reference(name, src, changes) if changes else plain
+        refs[name] = {"file": f"{name}.gguf", "arch": arch, "n_ctx": ctx, "prompt": plain["prompt"], "ids": ids,
+                      "last_prompt_logits": last, "final_logits": final,
+                      "transformers": {"config_changes": changes, "ids": hf["ids"],
+                                       "last_prompt_logits": hf["prompt_logits"][-1], "final_logits": hf["final_logits"]},
+                      "transformers_unchanged_ids": plain["ids"]}
+        same = lambda a: sum(x == y for x, y in zip(ids, a))
+        print(f"{name}: n_ctx {ctx}; llama.cpp vs transformers as committed: {same(plain['ids'])}/32 ids, last prompt "
+              f"logits {relative(last, plain['prompt_logits'][-1]):.2e}; vs transformers with {changes or 'no changes'}: "
+              f"{same(hf['ids'])}/32 ids, {relative(last, hf['prompt_logits'][-1]):.2e}, final "
+              f"{relative(final, hf['final_logits']):.2e}")
+    write_json(ENGINE / "dense-gguf.json", refs)
+
+
+def main():
+    sets = sys.argv[1:] or ["moe", "dense"]
+    for s in sets:
+        if s not in ("moe", "dense"):
+            raise SystemExit(f"unknown set {s!r} (moe, dense)")
+    for s in sets:
+        make_moe() if s == "moe" else make_dense()
+
+
+if __name__ == "__main__":
+    sys.path[:0] = [os.path.join(LLAMA_CPP, "gguf-py"), LLAMA_CPP]
+    main()
