@@ -101,6 +101,12 @@ MODELS = {
     # default when no window key is written; 16 experts + a shared one on every layer)
     "llama4-scout": dict(arch="llama4", h=5120, L=48, a=40, kv=8, d=128, I=16384, V=202048, ctx=10485760, tied=False,
                          E=16, k=1, Ie=8192, moe_step=1),
+    # The language models of two multimodal wrappers, as convert_hf_to_gguf writes them (the
+    # vision tower goes to a separate mmproj GGUF): Qwen/Qwen2-VL-7B-Instruct (arch qwen2vl, M-RoPE
+    # sections) and mistralai/Mistral-Small-3.1-24B-Instruct-2503 (arch mistral3).
+    "qwen2-vl-7b": dict(arch="qwen2vl", h=3584, L=28, a=28, kv=4, d=128, I=18944, V=152064, ctx=32768, tied=False,
+                        qkv_bias=True, rope_sections=[16, 24, 24, 0]),
+    "mistral3-24b": dict(arch="mistral3", h=5120, L=40, a=32, kv=8, d=128, I=32768, V=131072, ctx=131072, tied=False),
     # ai21labs/Jamba-v0.1 (hybrid: attention on layer 4 of every 8, Mamba otherwise; MoE on odd layers)
     "jamba": dict(arch="jamba", h=4096, L=32, a=32, kv=8, d=128, I=14336, V=65536, ctx=262144, tied=False,
                   E=16, k=2, Ie=14336, exp_ff_key=False, attn_period=8, attn_offset=4, moe_period=2, moe_offset=1,
@@ -187,6 +193,9 @@ CASES = [
     ("llama4-scout", None, "q4_0", "no_alloc", 32768, 1, 512, True, "f16", False, False),
     ("llama4-scout", None, "q4_0", "no_alloc", 131072, 1, 512, True, "q8_0", False, False),
     ("llama4-scout", None, "q4_0", "no_alloc", 32768, 1, 512, True, "f16", True, False),
+    ("qwen2-vl-7b", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", False, False),
+    ("mistral3-24b", None, "q4_0", "no_alloc", 32768, 1, 512, True, "f16", False, False),
+    ("mistral3-24b", None, "q4_0", "no_alloc", 8192, 2, 512, True, "q8_0", False, False),
     ("jamba", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", False, False),
     ("jamba", None, "q4_0", "no_alloc", 32768, 4, 512, True, "q8_0", False, False),
 ]
@@ -378,6 +387,8 @@ def write_gguf(path, name, s, L, wtype):
     if "softcap" in s:
         w.add_attn_logit_softcapping(s["softcap"][0])
         w.add_final_logit_softcapping(s["softcap"][1])
+    if "rope_sections" in s:
+        w.add_rope_dimension_sections(s["rope_sections"])
     if "d_inner" in s:
         w.add_ssm_conv_kernel(s["d_conv"])
         w.add_ssm_inner_size(s["d_inner"])

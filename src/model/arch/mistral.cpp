@@ -1,12 +1,14 @@
 // mistral: MistralForCausalLM (MistralConfig: sliding_window 4096 unless the config says
-// null, on every layer). GGUF files say "llama"; the spec reports them as llama.
+// null, on every layer). GGUF files say "llama"; the spec reports them as llama. The language
+// model of Mistral-Small-3.x (Mistral3ForConditionalGeneration) is GGUF "mistral3"
+// (convert_hf_to_gguf's Ministral3Model): a llama block with no window, read as this record.
 #include "model/arch/record.hpp"
 #include "model/arch/tensor_rules.hpp"
 #include "model/recipe.hpp"
 
 namespace nunchaku::arch {
 namespace {
-constexpr std::string_view kNames[] = {"mistral"};
+constexpr std::string_view kNames[] = {"mistral", "mistral3"};
 void hf(const ConfigFields& f, ModelSpec& s) {
   apply_defaults(f, s, {.hidden = 4096, .intermediate = 14336, .layers = 32, .heads = 32, .kv_heads = 8,
                         .vocab = 32000, .context = 131072, .rope_theta = 10000, .norm_eps = 1e-6,
