@@ -2,7 +2,8 @@
 # Measured peaks side by side with `nunchaku estimate`'s predictions, error % per case.
 #
 #   scripts/bench_estimate_accuracy.sh [build/nunchaku]        (NO_TORCH=1: nunchaku cases only;
-#                                                               ONLY=cuda: the CUDA cases only, for gpu-check.sh)
+#                                                               ONLY=cuda: the CUDA cases only, for gpu-check.sh;
+#                                                               ONLY=llama: no sliding-window models)
 #
 # Model: a random-weight Llama made here with transformers (hidden 768, 8 layers, fp32,
 # ~56M parameters, the run fixture's tokenizer), in a temp dir.
@@ -19,7 +20,12 @@
 #   (min..max of the fresh processes, as errors against the same prediction).
 # - nunchaku `run` (max RSS of the process from /usr/bin/time) at several batch/context
 #   settings, the defaults included, every sequence run until its context is full.
-#   Prediction: estimate --device cpu (the nunchaku runtime).
+#   Prediction: estimate --device cpu (the nunchaku runtime). Sliding-window families too:
+#   a Gemma-2-shaped (8 layers, every other one sliding) and a Gemma-3-shaped (12 layers,
+#   5 of 6 sliding) model, hidden 256, 4 KV heads of 64, window 256, at contexts of 2048
+#   and 4096 where a sliding layer's ring (window + max_tokens - 1 positions) is a small
+#   part of a full layer's cache, so charging a sliding layer the full context would miss
+#   by far more than 5%.
 # - With a CUDA device: the PyTorch cases on it, torch.cuda.max_memory_allocated/reserved
 #   against the prediction without the CUDA context (which torch does not count).
 # Targets: |error| <= 5% for nunchaku runs, <= 10% for PyTorch CPU cases.
@@ -36,28 +42,40 @@ MODEL=$WORK/model
 THREADS=${THREADS:-2}
 
 # --- the model --------------------------------------------------------------------------
-python3 - "$MODEL" <<'EOF'
+make_model() {  # make_model DIR FAMILY: llama (the torch cases' model), gemma2, gemma3 (sliding windows)
+python3 - "$1" "$2" <<'EOF'
 import json, shutil, sys
 from pathlib import Path
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
-out = Path(sys.argv[1]); out.mkdir(parents=True)
+from transformers import AutoConfig, AutoModelForCausalLM
+out, family = Path(sys.argv[1]), sys.argv[2]
+out.mkdir(parents=True)
 fixture = Path("testdata/run/llama-spm")
-cfg = LlamaConfig(hidden_size=768, intermediate_size=2048, num_attention_heads=12, num_key_value_heads=12,
-                  num_hidden_layers=8, vocab_size=956, max_position_embeddings=1024, bos_token_id=1, eos_token_id=2,
-                  tie_word_embeddings=False)
+common = dict(vocab_size=956, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+if family == "llama":
+    cfg = AutoConfig.for_model("llama", hidden_size=768, intermediate_size=2048, num_attention_heads=12,
+                               num_key_value_heads=12, num_hidden_layers=8, max_position_embeddings=1024,
+                               tie_word_embeddings=False, **common)
+else:  # hidden 256, 4 KV heads of 64 (2 KiB of fp32 K and V per position and layer), window 256
+    layers = {"gemma2": 8, "gemma3": 12}[family]
+    cfg = AutoConfig.for_model(family if family == "gemma2" else "gemma3_text", hidden_size=256, intermediate_size=1024,
+                               num_attention_heads=4, num_key_value_heads=4, head_dim=64, num_hidden_layers=layers,
+                               sliding_window=256, query_pre_attn_scalar=64, max_position_embeddings=4096, **common)
 torch.manual_seed(0)
-model = LlamaForCausalLM(cfg).float()
-with torch.no_grad():
-    model.lm_head.weight[2].zero_()  # EOS logit 0: greedy decoding runs until the context is full
+model = AutoModelForCausalLM.from_config(cfg).float()
+with torch.no_grad():  # EOS logit 0: greedy decoding runs until the context is full
+    (model.get_input_embeddings() if cfg.tie_word_embeddings else model.lm_head).weight[2].zero_()
 model.save_pretrained(out, safe_serialization=True)
 for f in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
     shutil.copy(fixture / f, out / f)
-print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters", file=sys.stderr)
+print(f"{family} model: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters", file=sys.stderr)
 EOF
+}
+make_model "$MODEL" llama
 
-predict() {  # predict ARGS...: per-device total in bytes
-  "$BIN" estimate "$MODEL" --device cpu --json "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total_bytes"])'
+predict() {  # predict ARGS...: per-device total in bytes (of $RUN_MODEL, default $MODEL)
+  "$BIN" estimate "${RUN_MODEL:-$MODEL}" --device cpu --json "$@" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["total_bytes"])'
 }
 REPS=${REPS:-3} MMAP_REPS=${MMAP_REPS:-1}  # fresh processes per torch case: default malloc, fixed mmap threshold
 ROWS=$WORK/rows.tsv
@@ -178,13 +196,13 @@ import random, sys
 random.seed(int(sys.argv[2]))
 words = 'the cat sat on a mat and then it ran to the big red house where a dog was'.split()
 print(' '.join(random.choice(words) for _ in range(int(sys.argv[1]) // 2)))" "$1" "$2"; }
-run_case() {  # run_case LABEL BATCH CONTEXT(0 = default) [run options]
+run_case() {  # run_case LABEL BATCH CONTEXT(0 = default) [run options]; the model: $RUN_MODEL, default $MODEL
   local label=$1 batch=$2 ctx=$3; shift 3
   local n=$((ctx > 0 ? ctx : 1024))
   : > "$WORK/prompts.txt"
   for i in $(seq 1 "$batch"); do prompt $((n / 2)) "$i" >> "$WORK/prompts.txt"; done
   local copt=(); [[ $ctx -gt 0 ]] && copt=(--context "$ctx")
-  /usr/bin/time -f '%M' -o "$WORK/rss" "$BIN" run "$MODEL" --raw -q --threads "$THREADS" --max-tokens 100000 \
+  /usr/bin/time -f '%M' -o "$WORK/rss" "$BIN" run "${RUN_MODEL:-$MODEL}" --raw -q --threads "$THREADS" --max-tokens 100000 \
     "${copt[@]}" "$@" -i "$WORK/prompts.txt" -o "$WORK/out.jsonl"
   python3 - "$WORK/out.jsonl" "$n" <<'EOF'
 import json, sys
@@ -203,6 +221,15 @@ if [[ "$ONLY" != cuda ]]; then
   run_case "batch 1, context 512" 1 512 --batch-size 1
   run_case "batch 4, context 256" 4 256 --batch-size 4
   run_case "batch 8, context 512" 8 512 --batch-size 8
+  if [[ "$ONLY" != llama ]]; then
+    for fam in gemma2 gemma3; do
+      RUN_MODEL=$WORK/$fam
+      make_model "$RUN_MODEL" "$fam"
+      run_case "$fam: batch 1, context 4096" 1 4096 --batch-size 1
+      run_case "$fam: batch 4, context 2048" 4 2048 --batch-size 4
+    done
+    unset RUN_MODEL
+  fi
 fi
 
 # --- the table ----------------------------------------------------------------------------
