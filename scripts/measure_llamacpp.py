@@ -101,6 +101,10 @@ MODELS = {
     # default when no window key is written; 16 experts + a shared one on every layer)
     "llama4-scout": dict(arch="llama4", h=5120, L=48, a=40, kv=8, d=128, I=16384, V=202048, ctx=10485760, tied=False,
                          E=16, k=1, Ie=8192, moe_step=1),
+    # meta-llama/Llama-2-7b-hf (MHA: 32 KV heads)
+    "llama2-7b": dict(arch="llama", h=4096, L=32, a=32, kv=32, d=128, I=11008, V=32000, ctx=4096, tied=False),
+    # llava-hf/llava-1.5-7b-hf's language model (LlamaConfig's defaults under a sparse text_config, 32064 tokens)
+    "llava-1.5-7b": dict(arch="llama", h=4096, L=32, a=32, kv=32, d=128, I=11008, V=32064, ctx=4096, tied=False),
     # The language models of two multimodal wrappers, as convert_hf_to_gguf writes them (the
     # vision tower goes to a separate mmproj GGUF): Qwen/Qwen2-VL-7B-Instruct (arch qwen2vl, M-RoPE
     # sections) and mistralai/Mistral-Small-3.1-24B-Instruct-2503 (arch mistral3).
@@ -193,6 +197,9 @@ CASES = [
     ("llama4-scout", None, "q4_0", "no_alloc", 32768, 1, 512, True, "f16", False, False),
     ("llama4-scout", None, "q4_0", "no_alloc", 131072, 1, 512, True, "q8_0", False, False),
     ("llama4-scout", None, "q4_0", "no_alloc", 32768, 1, 512, True, "f16", True, False),
+    ("llama2-7b", None, "q4_0", "no_alloc", 4096, 1, 512, True, "f16", False, False),
+    ("llama2-7b", None, "q4_0", "no_alloc", 4096, 4, 512, True, "q8_0", False, False),
+    ("llava-1.5-7b", None, "q4_0", "no_alloc", 4096, 1, 512, True, "f16", False, False),
     ("qwen2-vl-7b", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", False, False),
     ("mistral3-24b", None, "q4_0", "no_alloc", 32768, 1, 512, True, "f16", False, False),
     ("mistral3-24b", None, "q4_0", "no_alloc", 8192, 2, 512, True, "q8_0", False, False),
