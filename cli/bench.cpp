@@ -26,6 +26,7 @@
 #include "cli/table.hpp"
 #include "cli/workload_options.hpp"
 #include "core/error.hpp"
+#include "memory/engine_memory.hpp"
 #include "core/interrupt.hpp"
 #include "core/text.hpp"
 #include "core/units.hpp"
@@ -37,7 +38,7 @@ namespace {
 
 struct BenchCliOptions {
   std::string path, given_path, file, prompts = "512", gens = "128", batches = "1", output = "md", device = "cpu", vram, cpu_ram;
-  std::string kv_dtype = "f32";
+  std::string kv_dtype = "auto";
   std::string threads = "";  // -t: "" = all hardware threads, or a comma list
   int repetitions = 5;
   int64_t prefill_chunk = 0;
@@ -162,6 +163,7 @@ class Bench {
 struct Header {
   std::string path, backend;
   ModelInfo model;
+  std::string kv_dtype;  // as resolved: f32 or f16
 };
 
 // One result: the fields of a JSONL line, in the order CSV columns take them.
@@ -177,7 +179,7 @@ Fields row_fields(const Header& h, const BenchCliOptions& o, const Row& r) {
           {"backend", h.backend},
           {"threads", r.threads},
           {"batch_size", r.batch},
-          {"kv_dtype", o.kv_dtype},
+          {"kv_dtype", h.kv_dtype},
           {"fast_math", o.fast_math},
           {"test", r.test.name},
           {"n_prompt", r.test.n_prompt},
@@ -265,10 +267,7 @@ int run_bench(BenchCliOptions o) {
   const std::vector<Test> tests = tests_of(prompts, gens, o.pg);
   if (tests.empty()) throw Error("usage.bench_tests", "-p and -n are all 0 and no --pg: no test to run", {.hint = "-p 512 -n 128"});
   if (o.repetitions < 1) throw Error("usage.repetitions", fmt::format("-r/--repetitions must be at least 1, not {}", o.repetitions));
-  DType kv;
-  if (o.kv_dtype == "f32" || o.kv_dtype == "fp32") kv = DType::F32;
-  else if (o.kv_dtype == "f16" || o.kv_dtype == "fp16") kv = DType::F16;
-  else throw Error("usage.kv_dtype", fmt::format("--kv-dtype must be f32 or f16, not '{}'", o.kv_dtype));
+  const std::optional<DType> kv_given = parse_engine_kv(o.kv_dtype);  // auto: from the model, once it is open
   if (!o.cpu_ram.empty()) (void)parse_size_or_throw(o.cpu_ram, "--cpu-ram");  // before the model is opened
   InterruptGuard guard;
 
@@ -281,6 +280,7 @@ int run_bench(BenchCliOptions o) {
   for (const Test& t : tests) context = std::max(context, t.n_prompt + t.n_gen + 1);
   // Placed for the most threads asked for (each CPU thread has its scratch).
   const int most_threads = int(*std::max_element(threads.begin(), threads.end()));
+  const DType kv = kv_given.value_or(engine_kv_default(&*layout.spec));
   const RunModelOptions mo{{"", o.device, o.vram, o.cpu_ram, max_batch, most_threads, context, o.prefill_chunk, kv, o.fast_math},
                            "stream", o.quiet};
   std::unique_ptr<RunModel> m;
@@ -298,7 +298,7 @@ int run_bench(BenchCliOptions o) {
     }
     throw e.with_defaults({.file = o.path});
   }
-  const Header h{o.given_path, m->backend.str(), model_info(ck, layout)};
+  const Header h{o.given_path, m->backend.str(), model_info(ck, layout), kv == DType::F16 ? "f16" : "f32"};
 
   Progress progress("bench", !o.quiet);
   Bench bench(o, *m);
@@ -388,7 +388,7 @@ void add_bench(CLI::App& app, Action& action) {
   cmd->add_option("--vram", o->vram, "GPU memory budget, one size per GPU (layers past it streamed, as run's)")->group(kPlacement);
   cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory budget: layers past it stay on disk and are streamed (as run's)")
       ->group(kPlacement);
-  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache: f32 | f16")->capture_default_str()->group(kPlacement);
+  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache: auto (f16 for a 16-bit or quantized model, f32 for an fp32 one) | f32 | f16")->capture_default_str()->group(kPlacement);
   cmd->add_flag("--fast-math", o->fast_math, "llama.cpp's 8-bit/bf16 activation arithmetic on the CPU, as run --fast-math")
       ->group(kPlacement);
   cmd->add_option("-o,--output", o->output, "Format: md | csv | json | jsonl (as llama-bench's -o)")

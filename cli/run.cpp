@@ -60,7 +60,7 @@ namespace nunchaku::cli {
 namespace {
 
 struct RunCliOptions {
-  std::string path, given_path, file, input = "-", output, input_format = "auto", plan, device = "cpu", vram, cpu_ram, kv_dtype = "f32";
+  std::string path, given_path, file, input = "-", output, input_format = "auto", plan, device = "cpu", vram, cpu_ram, kv_dtype = "auto";
   PromptOptions prompt;  // chat template, BOS, special-token text, --system: as tokenize shows them
   std::string offload = "stream";  // how disk modules are read: stream (bounded pool) | mmap
   std::string stats;                // --stats FILE: the run's summary as JSON
@@ -462,10 +462,7 @@ int parse_batch(const std::string& text) {
 int run_batch(RunCliOptions o) {
   o.batch_size = parse_batch(o.batch);
   check_flags(o);
-  DType kv;
-  if (o.kv_dtype == "f32" || o.kv_dtype == "fp32") kv = DType::F32;
-  else if (o.kv_dtype == "f16" || o.kv_dtype == "fp16") kv = DType::F16;
-  else throw Error("usage.kv_dtype", fmt::format("--kv-dtype must be f32 or f16, not '{}'", o.kv_dtype));
+  const std::optional<DType> kv_given = parse_engine_kv(o.kv_dtype);  // auto: from the model, once it is open
   parse_input_format(o.input_format);
   InterruptGuard guard;
   TraceSession tr(o.trace, "run");
@@ -510,7 +507,7 @@ int run_batch(RunCliOptions o) {
   std::unique_ptr<RunModel> m;
   try {
     trace::Span span("load", "run");
-    m = load_run_model(model_options(o, kv), ck, layout, &tr);
+    m = load_run_model(model_options(o, kv_given.value_or(engine_kv_default(&*layout.spec))), ck, layout, &tr);
   } catch (const Error& e) {
     if (e.code() == "load.interrupted") throw interrupted_error("0 requests completed; the model was still loading");
     throw e.with_defaults({.file = o.path});  // "model/: tensor 'blk.0': layer 0 has no attn_norm tensor"
@@ -632,7 +629,7 @@ void add_run(CLI::App& app, Action& action) {
       ->capture_default_str()->group(kWorkload);
   cmd->add_flag("--exit-on-request-error", o->exit_on_request_error, "Exit 2 (after writing every result) when any request failed")->group(kOutput);
   cmd->add_option("-t,--threads", o->threads, "CPU threads (default: all)")->group(kPlacement);
-  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache: f32 | f16")->capture_default_str()->group(kPlacement);
+  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache: auto (f16 for a 16-bit or quantized model, f32 for an fp32 one) | f32 | f16")->capture_default_str()->group(kPlacement);
   cmd->add_flag("--fast-math", o->fast_math,
                 "CPU: Q4_K/Q5_K/Q6_K weights meet activations rounded to 8 bits, and BF16 weights (on CPUs "
                 "with AVX512_BF16) activations rounded to bf16, llama.cpp's arithmetic (up to ~1.7x faster "

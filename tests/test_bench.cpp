@@ -177,7 +177,7 @@ TEST_CASE("bench: bad flags are exit 2 naming the flag", "[bench][cli]") {
       {{"-o", "results.json"}, "(hint: bench writes to stdout"},
       {{"-o", "table"}, "-o/--output takes a format, md, csv, json or jsonl"},
       {{"--json", "-o", "csv"}, "--json and -o csv disagree"},
-      {{"--kv-dtype", "q8"}, "--kv-dtype must be f32 or f16"},
+      {{"--kv-dtype", "q8"}, "--kv-dtype must be auto, f32 or f16"},
       {{"--n-prmpt", "5"}, "did you mean --n-prompt"},
   };
   for (const auto& [flags, message] : cases) {

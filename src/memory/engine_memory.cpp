@@ -1,8 +1,12 @@
 #include "memory/engine_memory.hpp"
 
 #include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
 
 #include "core/checked.hpp"
+#include "core/error.hpp"
 #include "core/thread_memory.hpp"
 #include "cuda/engine_ops.hpp"
 #include "io/module_reads.hpp"
@@ -45,6 +49,21 @@ uint64_t cpu_moe_bytes(const EngineDims& d, int64_t tokens) {
 
 int64_t engine_max_tokens(int64_t prefill_chunk, int64_t batch) {
   return prefill_chunk > 0 ? std::max(prefill_chunk, batch) : std::max<int64_t>(256, batch);
+}
+
+DType engine_kv_default(const ModelSpec* spec) {
+  if (!spec) return DType::F32;
+  std::string d = spec->dtype;  // config.json's torch_dtype ("float32") or a stored dtype / GGUF file type ("F32")
+  for (char& c : d) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return d.empty() || d == "f32" || d == "float32" || d == "fp32" || d == "float" ? DType::F32 : DType::F16;
+}
+
+std::optional<DType> parse_engine_kv(const std::string& text) {
+  if (text == "auto" || text.empty()) return std::nullopt;
+  if (text == "f32" || text == "fp32") return DType::F32;
+  if (text == "f16" || text == "fp16") return DType::F16;
+  throw Error("usage.kv_dtype", fmt::format("--kv-dtype must be auto, f32 or f16, not '{}'", text),
+              {.hint = "auto: f16 for a 16-bit or quantized model, f32 for an fp32 one"});
 }
 
 std::vector<size_t> stream_slot_tensors(const Module& m) {

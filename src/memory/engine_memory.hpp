@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "format/checkpoint.hpp"
@@ -95,6 +97,15 @@ constexpr int kVecSlots = 3;
 // given (at least the batch: a decode step carries a token of every sequence), else
 // max(256, batch). Prompts are fed in passes of this many tokens.
 int64_t engine_max_tokens(int64_t prefill_chunk, int64_t batch);
+
+// The engine's KV cache dtype when --kv-dtype is not given (run, bench and estimate's
+// nunchaku runtime alike): the model's 16-bit dtype, f16 (the engine's one 16-bit KV type),
+// for every model stored in 16 bits or quantized, as llama.cpp and transformers keep it; f32
+// for an fp32 model (exact, as its weights) or one whose dtype is unknown.
+DType engine_kv_default(const ModelSpec* spec);
+// --kv-dtype for the engine: "auto" (the default above) -> nullopt; f32/fp32, f16/fp16;
+// anything else is usage.kv_dtype (exit 2).
+std::optional<DType> parse_engine_kv(const std::string& text);
 
 // Bytes of the slot that holds module `m` while it is streamed: its page-aligned read
 // layout (io/module_reads.hpp), as the streamed provider lays it out. The provider sizes

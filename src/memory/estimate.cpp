@@ -411,7 +411,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   e.kv_dtype = w.kv_dtype.value_or(ck.format == Format::GGUF || e.runtime == Runtime::LlamaCpp ? DType::F16 : e.compute_dtype);
   if (dtype_info(e.kv_dtype).kind == DTypeKind::Quantized) e.kv_dtype = w.kv_dtype.value_or(DType::F16);
   if (e.runtime == Runtime::Nunchaku) {
-    e.kv_dtype = w.kv_dtype.value_or(DType::F32);  // run's --kv-dtype default
+    e.kv_dtype = w.kv_dtype.value_or(engine_kv_default(&s));  // run's --kv-dtype default
     require(e.kv_dtype == DType::F32 || e.kv_dtype == DType::F16, "usage.kv_dtype",
             fmt::format("nunchaku's KV cache is f32 or f16, not {}", dtype_name(e.kv_dtype)), "--kv-dtype f16");
     // What `run` would refuse, said here so a "fits" is not read as "runs".

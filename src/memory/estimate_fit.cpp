@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "memory/engine_memory.hpp"
 #include "memory/estimate.hpp"
 #include "memory/multinode.hpp"
 #include "memory/quant.hpp"
@@ -158,7 +159,7 @@ struct Searcher {
   }
 };
 
-std::vector<Option> levers(const Workload& w, Runtime rt) {
+std::vector<Option> levers(const Workload& w, Runtime rt, const ModelSpec* spec) {
   const bool cpu = w.target == Target::Cpu;  // one process in host memory: no GPU count, nothing to offload to
   std::vector<Option> o;
   int lever = 0;
@@ -174,9 +175,13 @@ std::vector<Option> levers(const Workload& w, Runtime rt) {
   }
   if (!training) {
     if (!w.kv_dtype && rt != Runtime::LlamaCpp) {
-      if (rt == Runtime::Nunchaku) add(1, "f16 KV cache", "--kv-dtype f16", [](Workload& x) { x.kv_dtype = DType::F16; });
-      else add(1, "fp8 KV cache", "--kv-dtype fp8", [](Workload& x) { x.kv_dtype = DType::F8_E4M3; });
-      ++lever;
+      if (rt != Runtime::Nunchaku) {
+        add(1, "fp8 KV cache", "--kv-dtype fp8", [](Workload& x) { x.kv_dtype = DType::F8_E4M3; });
+        ++lever;
+      } else if (engine_kv_default(spec) != DType::F16) {  // an fp32 model's f32 default
+        add(1, "f16 KV cache", "--kv-dtype f16", [](Workload& x) { x.kv_dtype = DType::F16; });
+        ++lever;
+      }
     }
     if (w.quant.scheme == QuantScheme::None) {
       std::pair<const char*, const char*> q8 = {"q8_0", "--quant q8_0"}, q4 = {"q4_k_m", "--quant q4_k_m"};
@@ -244,7 +249,7 @@ std::vector<Suggestion> suggest_fits(const Checkpoint& ck, const ModelLayout& la
   const Workload& w = base.workload;
   Searcher S{ck, layout, basis, vram, margin};
   if (S.fit(w)) return out;
-  const std::vector<Option> opts = levers(w, base.runtime);
+  const std::vector<Option> opts = levers(w, base.runtime, layout.spec ? &*layout.spec : nullptr);
   int n_levers = 0;
   for (const auto& o : opts) n_levers = std::max(n_levers, o.lever + 1);
   // Every combination: at most one option per lever, cheapest (then fewest changes) first.
