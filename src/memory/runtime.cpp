@@ -263,7 +263,7 @@ void add_overheads(Estimate& e, uint64_t slack_default) {
   const bool torch = r == Runtime::Transformers || r == Runtime::Vllm || r == Runtime::DeepSpeed || r == Runtime::Fsdp;
   if (e.target == Target::Cpu) {
     if (r == Runtime::Nunchaku)
-      over("cpu_runtime", 8 * kMiB, "nunchaku process: binary, C++ runtime, tokenizer tables (measured, docs/estimate.md)");
+      over("cpu_runtime", 15 * kMiB, "nunchaku process: binary, shared libraries, C++ runtime, tokenizer tables (measured, docs/estimate.md)");
     else if (torch) {
       over("cpu_runtime", 14 * kMiB,
            "PyTorch CPU runtime after import: first ops, autograd, optimizer (measured, docs/estimate.md)");
