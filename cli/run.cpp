@@ -146,7 +146,8 @@ void write_stats(const std::string& path, const std::string& model_path, const W
                       {"max_active_requests", st.max_active},
                       {"batch_size", model.max_batch()},
                       {"wall_s", st.wall_s},
-                      {"completion_tokens_per_s", st.wall_s > 0 ? double(st.generated_tokens) / st.wall_s : 0.0},
+                      {"busy_s", st.busy_s},
+                      {"completion_tokens_per_s", st.busy_s > 0 ? double(st.generated_tokens) / st.busy_s : 0.0},
                       {"backend", model.backend().describe()},
                       {"weights", {{"resident_bytes", on_device},
                                    {"streamed_bytes_per_step", streamed},
@@ -565,9 +566,10 @@ int run_batch(RunCliOptions o) {
   if (!o.stats.empty())
     write_stats(o.stats, o.given_path, m->loaded.store, model, stats, run.read(), run.failed(), m->gpu.get());
   if (!o.quiet)
-    fmt::print(stderr, "{} ({} failed): {} + {} in {:.2f} s ({:.1f} generated tok/s), {}\n", plural(run.read(), "request"),
-               run.failed(), plural(stats.prompt_tokens, "prompt token"), plural(stats.generated_tokens, "generated token"), stats.wall_s,
-               stats.wall_s > 0 ? stats.generated_tokens / stats.wall_s : 0.0, model.describe());
+    fmt::print(stderr, "{} ({} failed): {} + {} in {:.2f} s, {:.2f} s of it busy ({:.1f} generated tok/s), {}\n",
+               plural(run.read(), "request"), run.failed(), plural(stats.prompt_tokens, "prompt token"),
+               plural(stats.generated_tokens, "generated token"), stats.wall_s, stats.busy_s,
+               stats.busy_s > 0 ? stats.generated_tokens / stats.busy_s : 0.0, model.describe());
   if (o.exit_on_request_error && run.failed() > 0)
     throw Error("run.request_failed", fmt::format("{} of {} failed (--exit-on-request-error)", run.failed(), plural(run.read(), "request")));
   return 0;

@@ -271,6 +271,19 @@ TEST_CASE("generate: more requests than slots, chunked prefill, one over-long pr
   // the logits after the last of them give a 5th.
   CHECK(res[8].finish_reason == "length");
   CHECK(res[8].tokens.size() == 5);
+  // One count of tokens: the stats sum what the results return (request 5's ending EOS was
+  // sampled, completion_tokens first + 1, but is not returned, so not counted), and the
+  // prompt tokens of the requests that ran (3 and 7 were refused before running).
+  int64_t returned = 0, prompts = 0;
+  for (size_t i = 0; i < res.size(); ++i) {
+    returned += int64_t(res[i].tokens.size());
+    if (i != 3 && i != 7) prompts += int64_t(rq[i].prompt.size());
+  }
+  CHECK(st.generated_tokens == returned);
+  CHECK(st.prompt_tokens == prompts);
+  // tok/s is over the time in forward passes, which the whole run contains.
+  CHECK(st.busy_s > 0);
+  CHECK(st.busy_s <= st.wall_s);
 }
 
 TEST_CASE("sampler: top-p over a large vocabulary equals the full-sort definition", "[engine]") {

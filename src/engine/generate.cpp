@@ -51,7 +51,9 @@ class Scheduler {
         continue;
       }
       if (stop()) break;
+      const auto s0 = Clock::now();
       step();
+      st_.busy_s += seconds(s0, Clock::now());
     }
     st_.wall_s = seconds(t0, Clock::now());
     return st_;
@@ -156,12 +158,12 @@ class Scheduler {
     }
     const int32_t tok = a.sampler->sample(logits, a.history);
     ++a.res.completion_tokens;
-    ++st_.generated_tokens;
     const auto& eos = a.req.eos_ids;
     if (std::find(eos.begin(), eos.end(), tok) != eos.end()) {
       a.res.finish_reason = "stop";
       return true;
     }
+    ++st_.generated_tokens;  // the tokens a result returns (usage.completion_tokens): an ending EOS is not one
     a.res.tokens.push_back(tok);
     if (a.req.logprobs >= 0) a.res.logprobs.push_back(token_logprobs(logits, tok, a.req.logprobs));
     a.history.push_back(tok);

@@ -53,9 +53,12 @@ struct SchedulerOptions {
 };
 
 struct GenerationStats {
+  // generated_tokens: the results' usage.completion_tokens summed (an ending EOS is sampled
+  // but not returned, so not counted).
   int64_t forward_calls = 0, prompt_tokens = 0, generated_tokens = 0;
   int max_active = 0;                // most sequences in one forward pass
-  double wall_s = 0;
+  double wall_s = 0;                 // the whole run, time waiting for requests included
+  double busy_s = 0;                 // in forward passes and sampling: what tok/s is over
 };
 
 // Why a request cannot run on this model ("" when it can): empty prompt, no room left in
