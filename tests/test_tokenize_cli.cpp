@@ -241,3 +241,47 @@ TEST_CASE("tokenize: bad input is exit 2 naming the file and line", "[cli][token
   CHECK(run_cli({"tokenize", testdata("run/qwen2-bpe"), "a", "--json", "--ids"}).exit_code == 2);
   CHECK(run_cli({"tokenize", testdata("run/qwen2-bpe"), "--input-format", "xml"}, "a\n").exit_code == 2);
 }
+
+TEST_CASE("tokenize on the Gemma and Phi-3 tokenizer fixtures gives transformers' ids for text and chat", "[cli][tokenize]") {
+  // testdata/tokenizers/{gemma-spm,phi3-spm}/expected.json (scripts/make_tokenizer_fixtures.py):
+  // tokenizer(text) ids with and without BOS and special-token parsing, and
+  // apply_chat_template(messages, add_generation_prompt=True) ids from transformers 5.
+  for (const char* name : {"gemma-spm", "phi3-spm"}) {
+    const std::string dir = testdata(std::string("tokenizers/") + name);
+    const json exp = read_json(dir + "/expected.json");
+    std::string chat_in;
+    std::vector<json> chat_ids;
+    for (const json& c : exp["default_chat"]) {
+      REQUIRE(c.contains("ids"));
+      chat_in += json{{"messages", c["messages"]}}.dump() + "\n";
+      chat_ids.push_back(c["ids"]);
+    }
+    REQUIRE(chat_ids.size() >= 5);
+    auto chat = run_cli({"tokenize", dir, "--json"}, chat_in);
+    REQUIRE(chat.exit_code == 0);
+    const auto chat_got = json_lines(chat.out);
+    REQUIRE(chat_got.size() == chat_ids.size());
+    for (size_t i = 0; i < chat_ids.size(); ++i) {
+      INFO(name << " conversation " << i);
+      CHECK(chat_got[i]["token_ids"] == chat_ids[i]);
+    }
+    std::string raw_in;
+    std::vector<const json*> cases;
+    for (const json& c : exp["cases"])
+      if (!c["text"].get<std::string>().empty()) raw_in += json{{"prompt", c["text"]}}.dump() + "\n", cases.push_back(&c);
+    const std::vector<std::pair<std::vector<std::string>, const char*>> modes = {
+        {{}, "ids_add_special"}, {{"--no-bos"}, "ids"}, {{"--no-bos", "--split-special"}, "ids_no_parse_special"}};
+    for (const auto& [flags, key] : modes) {
+      std::vector<std::string> args = {"tokenize", dir, "--json"};
+      args.insert(args.end(), flags.begin(), flags.end());
+      auto raw = run_cli(args, raw_in);
+      REQUIRE(raw.exit_code == 0);
+      const auto got = json_lines(raw.out);
+      REQUIRE(got.size() == cases.size());
+      for (size_t i = 0; i < cases.size(); ++i) {
+        INFO(name << " " << key << " text: " << (*cases[i])["text"].dump());
+        CHECK(got[i]["token_ids"] == (*cases[i])[key]);
+      }
+    }
+  }
+}

@@ -229,8 +229,10 @@ TEST_CASE("tokenizer: HF tokenizer.json fixtures match tokenizers/transformers",
       auto fmt = tok.chat_format();
       REQUIRE(fmt);
       for (const json& c : exp["default_chat"]) {
-        CHECK(tok.apply_chat(*fmt, messages_of(c["messages"]), c["add_generation_prompt"].get<bool>()) ==
-              c["text"].get<std::string>());
+        const std::string text = tok.apply_chat(*fmt, messages_of(c["messages"]), c["add_generation_prompt"].get<bool>());
+        CHECK(text == c["text"].get<std::string>());
+        // The ids transformers' apply_chat_template(tokenize=True) feeds the model.
+        if (c.contains("ids")) CHECK(show(tok.encode(text, false, true)) == show(ids_of(c["ids"])));
       }
     }
   }
@@ -246,6 +248,12 @@ TEST_CASE("tokenizer: chat family detection", "[tokenizer]") {
   CHECK(detect_chat_format("<|user|> eos_token")->family == ChatFamily::Zephyr);
   CHECK(detect_chat_format("<|user|> <|end|>")->family == ChatFamily::Phi3);
   CHECK(detect_chat_format("<|start_header_id|>")->family == ChatFamily::Llama3);
+  // Phi-4-mini spells roles as '<|' + role + '|>': only <|assistant|> and <|end|> are literal.
+  auto phi4_mini = detect_chat_format("{{ '<|' + m['role'] + '|>' + m['content'] + '<|end|>' }}{{ '<|assistant|>' }}");
+  REQUIRE(phi4_mini);
+  CHECK(phi4_mini->family == ChatFamily::Phi3);
+  CHECK(!phi4_mini->phi3_newline);
+  CHECK(detect_chat_format("'<|im_start|>user<|im_sep|>'")->chatml_im_sep);
   // The default system prompt is read from the template's own literal.
   auto q = detect_chat_format("{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}");
   REQUIRE(q);

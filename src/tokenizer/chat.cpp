@@ -72,6 +72,7 @@ std::optional<ChatFormat> detect_chat_format(std::string_view t) {
   if (has(t, "<|im_start|>")) {
     f.family = ChatFamily::ChatML;
     f.default_system = chatml_default_system(t);
+    f.chatml_im_sep = has(t, "<|im_sep|>");
     return f;
   }
   if (has(t, "<start_of_turn>")) {
@@ -87,12 +88,14 @@ std::optional<ChatFormat> detect_chat_format(std::string_view t) {
     }
     return f;
   }
-  if (has(t, "<|user|>")) {
+  // Phi-4-mini spells the role tags as '<|' + role + '|>', so only <|assistant|> is literal.
+  if (has(t, "<|user|>") || (has(t, "<|assistant|>") && has(t, "<|end|>"))) {
     if (has(t, "<|end|>")) {
       f.family = ChatFamily::Phi3;
       f.phi3_bos = has(t, "bos_token");
       f.phi3_assistant_after_user = has(t, "{{message['content'] + '<|end|>'");
-      f.phi3_eos_without_prompt = has(t, "{% else %}{{ eos_token }}");
+      f.phi3_eos_without_prompt = has(t, "eos_token");
+      f.phi3_newline = has(t, "|>\n") || has(t, "|>\\n") || has(t, "'\n'") || has(t, "'\\n'");
     } else {
       f.family = ChatFamily::Zephyr;
     }
@@ -135,8 +138,10 @@ std::string apply_chat(const ChatFormat& f, const std::vector<ChatMessage>& msgs
     }
     case ChatFamily::ChatML: {
       if (!f.default_system.empty() && !has_system) out += "<|im_start|>system\n" + f.default_system + "<|im_end|>\n";
-      for (const auto& m : msgs) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-      if (add_generation_prompt) out += "<|im_start|>assistant\n";
+      // Phi-4: "<|im_sep|>" ends the role and nothing follows "<|im_end|>".
+      const std::string sep = f.chatml_im_sep ? "<|im_sep|>" : "\n", end = f.chatml_im_sep ? "<|im_end|>" : "<|im_end|>\n";
+      for (const auto& m : msgs) out += "<|im_start|>" + m.role + sep + m.content + end;
+      if (add_generation_prompt) out += "<|im_start|>assistant" + sep;
       break;
     }
     case ChatFamily::Mistral: {
@@ -164,25 +169,27 @@ std::string apply_chat(const ChatFormat& f, const std::vector<ChatMessage>& msgs
         if (f.phi3_assistant_after_user) {
           if (m.role == "user") out += "<|user|>\n" + m.content + "<|end|>\n<|assistant|>\n";
           else if (m.role == "assistant") out += m.content + "<|end|>\n";
+        } else if (!f.phi3_newline) {  // Phi-4-mini: every role, no newlines
+          out += "<|" + m.role + "|>" + m.content + "<|end|>";
         } else if (m.role == "system" || m.role == "user" || m.role == "assistant") {
           out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
         }
       }
       if (!f.phi3_assistant_after_user) {
-        if (add_generation_prompt) out += "<|assistant|>\n";
+        if (add_generation_prompt) out += f.phi3_newline ? "<|assistant|>\n" : "<|assistant|>";
         else if (f.phi3_eos_without_prompt) out += eos;
       }
       break;
     }
     case ChatFamily::Gemma: {
       out += bos;
-      // Gemma 1/2 templates reject a system turn; Gemma 3 folds it into the first user turn.
+      // Gemma 1/2 templates reject a system turn; Gemma 3 puts its text (untrimmed) and a
+      // blank line in front of the first turn's trimmed text.
       size_t first = has_system ? 1 : 0;
       for (size_t i = first; i < msgs.size(); ++i) {
-        std::string content = msgs[i].content;
-        if (i == first && has_system) content = msgs[0].content + "\n\n" + content;
+        std::string prefix = i == first && has_system ? msgs[0].content + "\n\n" : "";
         std::string role = msgs[i].role == "assistant" ? "model" : msgs[i].role;
-        out += "<start_of_turn>" + role + "\n" + trim(content) + "<end_of_turn>\n";
+        out += "<start_of_turn>" + role + "\n" + prefix + trim(msgs[i].content) + "<end_of_turn>\n";
       }
       if (add_generation_prompt) out += "<start_of_turn>model\n";
       break;

@@ -31,6 +31,8 @@ struct ChatFormat {
   // ChatML: a system turn inserted when the conversation has none (Qwen2: "You are a
   // helpful assistant."), read from the template's own literal; empty otherwise.
   std::string default_system;
+  // ChatML as Phi-4 writes it: "<|im_start|>role<|im_sep|>text<|im_end|>", no newlines.
+  bool chatml_im_sep = false;
   // Llama-3.1+: the system header always carries "Cutting Knowledge Date"/"Today Date".
   bool llama3_dated_system = false;
   std::string date_string = "26 Jul 2024";  // the templates' fallback when no date is given
@@ -42,6 +44,9 @@ struct ChatFormat {
   bool phi3_bos = false;
   bool phi3_eos_without_prompt = false;
   bool phi3_assistant_after_user = false;
+  // Phi-3 puts a newline after each role tag and <|end|>; Phi-4-mini writes
+  // "<|role|>text<|end|>" for every role, without newlines.
+  bool phi3_newline = true;
 };
 
 struct ChatMessage {
