@@ -12,6 +12,8 @@ expected.json with what the reference libraries produce:
 tests/test_tokenizer.cpp compares nunchaku's tokenizer against these files.
 
     /tmp/fxenv/bin/python scripts/make_tokenizer_fixtures.py   # transformers 4.57, tokenizers 0.22
+    /work/venv-torch/bin/python scripts/make_tokenizer_fixtures.py gemma-spm phi3-spm
+                                                   # only those; transformers 5.25, tokenizers 0.23
 
 Re-running gives identical files for the same library versions (seeded corpus).
 """
