@@ -271,9 +271,10 @@ int run_bench(BenchCliOptions o) {
   if (!o.cpu_ram.empty()) (void)parse_size_or_throw(o.cpu_ram, "--cpu-ram");  // before the model is opened
   InterruptGuard guard;
 
-  const Checkpoint ck = open_checkpoint(o.path);
-  const ModelLayout layout = describe_model(ck);
+  Checkpoint ck = open_checkpoint(o.path);
+  ModelLayout layout = describe_model(ck);
   if (!layout.spec) throw Error("bench.no_model", fmt::format("{}: cannot tell what model this is", o.path), {.file = o.path});
+  keep_language_model_noted(ck, layout, o.quiet);
   // One engine for every row: as many KV slots as the largest batch, the context the longest test needs.
   const int max_batch = int(*std::max_element(batches.begin(), batches.end()));
   int64_t context = 1;

@@ -504,6 +504,7 @@ int run_batch(RunCliOptions o) {
 
   ModelLayout layout = describe_model(ck);
   if (!layout.spec) throw Error("run.no_model", fmt::format("{}: cannot tell what model this is", o.path), {.file = o.path});
+  keep_language_model_noted(ck, layout, o.quiet);
   Tokenizer tok = model_tokenizer(ck, o.path);
   std::unique_ptr<RunModel> m;
   try {

@@ -8,7 +8,10 @@
 #include "core/interrupt.hpp"
 #include "engine/kernels_fast_bf16.hpp"
 #include "engine/kernels_q8.hpp"
+#include "core/units.hpp"
 #include "memory/engine_memory.hpp"
+#include "model/arch/record.hpp"
+#include "model/language_model.hpp"
 
 namespace nunchaku::cli {
 namespace {
@@ -49,6 +52,19 @@ void fast_math_hint(const Checkpoint& ck) {
 }
 
 }  // namespace
+
+void keep_language_model_noted(Checkpoint& ck, ModelLayout& layout, bool quiet) {
+  const std::vector<Module> skipped = keep_language_model(ck, layout);
+  if (skipped.empty() || quiet) return;
+  std::string what;
+  for (const Module& m : skipped)
+    what += fmt::format("{}{} ({}: {} parameters, {})", what.empty() ? "" : ", ", m.name, m.component, format_count(m.parameters),
+                        format_bytes(m.bytes));
+  const ModelSpec& s = *layout.spec;
+  const ArchRecord* wrap = s.wrapper.empty() ? nullptr : wrapper_record_for(s.wrapper);
+  const std::string name = wrap && !wrap->hf_class.empty() ? std::string(wrap->hf_class) : s.wrapper.empty() ? "a multimodal checkpoint" : s.wrapper;
+  fmt::print(stderr, "note: {}: the engine runs its language model ({}) on text; not loaded: {}\n", name, s.architecture, what);
+}
 
 std::unique_ptr<RunModel> load_run_model(const RunModelOptions& o, const Checkpoint& ck, const ModelLayout& layout,
                                          TraceSession* tr) {

@@ -31,6 +31,12 @@ struct RunModel {
   engine::EngineSetup setup;             // what the engine was made with
 };
 
+// A multimodal checkpoint: its language model only (keep_language_model: the vision tower,
+// projector and audio encoder are not placed, read or charged), with one note on stderr
+// naming what is skipped unless `quiet`. Call before load_run_model; a text-only checkpoint
+// is left as it is.
+void keep_language_model_noted(Checkpoint& ck, ModelLayout& layout, bool quiet);
+
 // Throws what run_placement, the load (load.interrupted on SIGINT) and the engine throw.
 // `tr` (may be null): --trace watches the GPUs the run uses.
 std::unique_ptr<RunModel> load_run_model(const RunModelOptions& o, const Checkpoint& ck, const ModelLayout& layout,

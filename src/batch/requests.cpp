@@ -110,7 +110,11 @@ std::string content_text(const nlohmann::json& c) {
   if (c.is_array()) {
     std::string out;
     for (const auto& part : c) {
-      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      const std::string type = part.is_object() && part.contains("type") && part["type"].is_string() ? part["type"].get<std::string>() : "";
+      if (type == "image_url" || type == "image" || type == "input_image")
+        throw std::runtime_error(fmt::format("a \"{}\" content part: run takes text only (a multimodal model's language model "
+                                             "runs; its vision tower is not loaded)", type));
+      if (!part.is_object() || type != "text" || !part.contains("text") || !part["text"].is_string())
         throw std::runtime_error("only text content parts are supported");
       out += part["text"].get<std::string>();
     }

@@ -77,6 +77,11 @@ ModelBinding bind_modules(const ModelLayout& layout) {
   global(Role::Embed, b.embed, b.embed_at, true);
   global(Role::FinalNorm, b.final_norm, b.final_norm_at, true);
   global(Role::Head, b.head, b.head_at, false);
+  // An untied model whose head the table did not find would silently run the embedding as
+  // its head: refused instead.
+  if (b.head == SIZE_MAX && layout.spec && !layout.spec->tie_word_embeddings)
+    throw engine_error("engine.missing_tensor", "the model has no head tensor and its config does not tie it to the embedding", "",
+                       "the checkpoint's tensor names do not follow the architecture table (docs/architectures.md)");
 
   const int64_t n_layers = layout.spec ? layout.spec->num_layers : 0;
   b.layers.resize(size_t(std::max<int64_t>(0, n_layers)));

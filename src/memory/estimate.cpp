@@ -41,8 +41,11 @@ void require(bool ok, const char* code, const std::string& msg, const std::strin
 
 // Whether runtime `r` holds a checkpoint's non-language-model components (vision tower,
 // projector, audio encoder) in memory: transformers, vLLM and DeepSpeed build the whole
-// model; llama.cpp keeps them in a separate --mmproj file, loaded for images only.
-bool loads_component(Runtime r, int64_t images) { return r != Runtime::LlamaCpp || images > 0; }
+// model; llama.cpp keeps them in a separate --mmproj file, loaded for images only; nunchaku's
+// `run` loads the language model alone (text prompts; keep_language_model).
+bool loads_component(Runtime r, int64_t images) {
+  return r != Runtime::Nunchaku && (r != Runtime::LlamaCpp || images > 0);
+}
 
 // One note per component: what it costs in this runtime, and what images add.
 void note_components(Estimate& e, const std::vector<Module>& mods, const Workload& w) {
@@ -54,7 +57,9 @@ void note_components(Estimate& e, const std::vector<Module>& mods, const Workloa
     any = true;
     e.notes.push_back(fmt::format(
         "{} ({}): {} parameters {}; no KV cache", m.name, m.component, format_count(m.parameters),
-        loaded ? "charged as weights" : "not charged: llama.cpp loads them from its --mmproj file, for images only"));
+        loaded                           ? "charged as weights"
+        : e.runtime == Runtime::Nunchaku ? "not charged: nunchaku's engine runs the language model alone, on text"
+                                         : "not charged: llama.cpp loads them from its --mmproj file, for images only"));
   }
   if (any && w.images == 0 && s.image_tokens > 0)
     e.notes.push_back(fmt::format("each image takes {}{} context tokens: --images N charges them", s.image_tokens_at_most ? "at most " : "",

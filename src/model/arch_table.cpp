@@ -75,7 +75,7 @@ Role tensor_role(std::string_view family, const Module& m, std::string_view tens
             if (Role r = role_in(alt, *rest); r != Role::None) return found(e, r);
       } else {
         for (const GlobalModule& g : e.globals) {
-          const std::string full = g.under_root ? std::string(root) + std::string(g.name) : std::string(g.name);
+          const std::string full = (g.under_root ? std::string(root) : outside_prefix(root)) + std::string(g.name);
           if (g.kind == m.kind && m.name == full)
             if (Role r = role_in(g.tensors, *rest); r != Role::None) return found(e, r);
         }
@@ -105,6 +105,8 @@ std::optional<std::string> tensor_name_for(std::string_view family, Naming namin
   }
   return std::nullopt;
 }
+
+std::string outside_prefix(std::string_view root) { return root == "language_model.model." ? "language_model." : ""; }
 
 void assign_roles(const Checkpoint& ck, ModelLayout& layout) {
   const std::string family = layout.spec ? layout.spec->architecture : "";

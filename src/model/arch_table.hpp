@@ -98,6 +98,10 @@ std::optional<LayerPath> layer_path(std::string_view tensor_name);
 // lm_head/output → Head, else Other).
 ModuleKind guess_global_kind(std::string_view module_name);
 
+// Where the non-root globals (HF lm_head) of a language model under `root` sit: beside the
+// stack, "language_model." for the Hub's older wrapper root "language_model.model.", else "".
+std::string outside_prefix(std::string_view root);
+
 // "model.norm.weight" → "model.norm"; a name without a dot is its own module.
 std::string module_of(std::string_view tensor_name);
 

@@ -125,12 +125,6 @@ Parts parts_for(const std::optional<ModelSpec>& spec) {
   return p;
 }
 
-// Non-layer modules of a language model under a wrapper's legacy root sit beside it:
-// "language_model.model." holds the stack, "language_model.lm_head" the head.
-std::string outside_prefix(std::string_view root) {
-  return root == "language_model.model." ? "language_model." : "";
-}
-
 struct Grouping {
   const ArchEntry* entry = nullptr;  // nullptr = fallback
   std::string root;

@@ -12,7 +12,7 @@ void hf(const ConfigFields& f, ModelSpec& s) {
                         .context = 2048, .rope_theta = 10000, .norm_eps = 1e-6});
 }
 constexpr ArchEntry kTensors[] = {
-    {"llama", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kLlamaHF},
+    {"llama", Naming::HF, tensor_rules::kModelOrWrappedRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kLlamaHF},
     {"llama", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kLlamaGGUF},
 };
 constexpr NameMark kMarks[] = {{"q_proj."}, {"attn_q."}};

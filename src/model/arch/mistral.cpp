@@ -17,7 +17,7 @@ void hf(const ConfigFields& f, ModelSpec& s) {
     pattern_all(s, AttnKind::Sliding, s.sliding_window);
 }
 constexpr ArchEntry kTensors[] = {
-    {"mistral", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kLlamaHF},
+    {"mistral", Naming::HF, tensor_rules::kModelOrWrappedRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kLlamaHF},
     {"mistral", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kLlamaGGUF},
 };
 }  // namespace

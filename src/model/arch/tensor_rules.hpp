@@ -348,6 +348,9 @@ inline constexpr LayerSlot kGpt2GGUF[] = {{kGpt2GGUFAlt}};
 inline constexpr std::string_view kModelRoots[] = {"model.", ""};
 // Multimodal wrappers: transformers 5 modules, then the Hub's older checkpoint names.
 inline constexpr std::string_view kWrappedRoots[] = {"model.language_model.", "language_model.model.", "model.", ""};
+// Text families that are also a wrapper's language model (llava: llama, mistral3: mistral):
+// their own names first (convert writes the first root), then the wrapped ones.
+inline constexpr std::string_view kModelOrWrappedRoots[] = {"model.", "", "model.language_model.", "language_model.model."};
 inline constexpr std::string_view kGpt2Roots[] = {"transformer.", ""};
 inline constexpr std::string_view kGGUFRoots[] = {""};
 
