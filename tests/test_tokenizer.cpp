@@ -277,6 +277,37 @@ TEST_CASE("tokenizer: GGUF phi-3 chat template renders as transformers does", "[
   CHECK(tok.is_eos(*tok.token_to_id("<|end|>")));
 }
 
+TEST_CASE("tokenizer: Gemma-shaped GGUF vocabulary from llama.cpp's converter encodes as llama.cpp does", "[tokenizer]") {
+  // testdata/gguf-vocab/gemma-spm (scripts/make_gemma_gguf_vocab.py): a SentencePiece BPE
+  // model with byte fallback and no dummy prefix, converted by convert_hf_to_gguf; the ids
+  // are llama-cpp-python's tokenize of the same strings.
+  const std::string dir = test::testdata("gguf-vocab/gemma-spm");
+  Tokenizer tok = load_gguf_tokenizer(dir + "/model.gguf");
+  const json exp = json::parse(test::read_text(dir + "/expected.json"));
+  CHECK(tok.vocab_size() == exp["vocab_size"].get<int32_t>());
+  CHECK(tok.bos_id() == 2);
+  REQUIRE(exp["cases"].size() >= 20);
+  for (const json& c : exp["cases"]) {
+    const std::string text = c["text"].get<std::string>();
+    INFO("text: '" << text << "'");
+    CHECK(show(tok.encode(text, false, true)) == show(ids_of(c["ids"])));
+    CHECK(show(tok.encode(text, true, true)) == show(ids_of(c["ids_add_special"])));
+    CHECK(show(tok.encode(text, false, false)) == show(ids_of(c["ids_no_parse_special"])));
+    CHECK(tok.decode(ids_of(c["ids"]), false) == c["decoded"].get<std::string>());
+  }
+  // The converter stored <end_of_turn> as a normal token; llama.cpp makes it control and
+  // end-of-generation by its text (the ids above split it out with parse_special).
+  const auto eot = tok.token_to_id("<end_of_turn>");
+  REQUIRE(eot);
+  CHECK(tok.is_eos(*eot));
+  CHECK(tok.is_special(*eot));
+  CHECK(!tok.is_special(*tok.token_to_id("<start_of_turn>")));
+  // The chat template travels in the GGUF (tokenizer.chat_template) and is recognised.
+  auto fmt = tok.chat_format();
+  REQUIRE(fmt);
+  CHECK(fmt->family == ChatFamily::Gemma);
+}
+
 // ---- hostile tokenizer.json: one error kind each ------------------------------------
 
 namespace {

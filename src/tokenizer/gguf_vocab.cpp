@@ -169,11 +169,16 @@ void set_specials(TokenizerImpl& t, const GgufVocab& v) {
   add_eos(t.eos);
   add_eos(v.eot);
   add_eos(v.eom);
+  // llama.cpp's end-of-generation texts; as there, such a token is control whatever its
+  // stored type (a converter that wrote <end_of_turn> as a normal token: Gemma from a bare
+  // tokenizer.model), so it ends generation and is split out of text with parse_special.
   static const char* kEog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "</s>"};
   for (size_t i = 0; i < n; ++i) {
-    if (!(t.attr[i] & (kAttrControl | kAttrUserDefined))) continue;
-    for (const char* e : kEog)
-      if (t.tokens[i] == e) add_eos(static_cast<int32_t>(i));
+    for (const char* e : kEog) {
+      if (t.tokens[i] != e) continue;
+      if (!(t.attr[i] & kAttrUserDefined)) t.attr[i] |= kAttrControl;
+      add_eos(static_cast<int32_t>(i));
+    }
   }
   // Control, unknown and user-defined tokens are split out of the text first.
   for (size_t i = 0; i < n; ++i) {
