@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <charconv>
 #include <cerrno>
 #include <cstdio>
@@ -309,6 +310,12 @@ class BatchRun {
 
   // The next request that can run; lines that cannot are answered here and skipped.
   engine::Pull pull(bool wait, size_t& id, engine::GenerationRequest& g) {
+    if (!extra_.empty() && !interrupted()) {  // the other choices of an "n" request, before the next line
+      id = extra_.front().first;
+      g = std::move(extra_.front().second);
+      extra_.pop_front();
+      return engine::Pull::Got;
+    }
     for (;;) {
       if (interrupted()) return engine::Pull::End;
       if (!wait && read_ - written() >= size_t(o_.max_pending)) return engine::Pull::NotYet;  // backpressure
@@ -335,7 +342,10 @@ class BatchRun {
                           plural(max_prompt_bytes_ / size_t(model_.max_context()), "byte"));
       std::vector<int32_t> ids;
       if (err.empty()) ids = prompt_ids(o_.prompt, tok_, r, err);
+      if (err.empty() && text_ && r.params.n > 1) err = "\"n\" above 1 needs JSON output (--format jsonl), not --format text";
       Slim& slim = reqs_[index] = Slim{r.index, r.line, r.id, r.custom_id, r.openai, r.completion, r.params.logprobs.has_value(), {}};
+      slim.choices.resize(size_t(r.params.n));
+      slim.left = r.params.n;
       if (!err.empty()) {
         finish_error(index, err);
         continue;
@@ -347,8 +357,15 @@ class BatchRun {
       g.eos_ids = tok_.eos_ids();
       g.logprobs = r.params.logprobs.value_or(-1);
       slim.stops = r.params.stop.value_or(o_.stop);
+      // Choice i is its own sequence, sampled with seed + i (greedy choices are equal).
+      for (int i = 1; i < r.params.n; ++i) {
+        engine::GenerationRequest copy = g;
+        copy.sampling.seed = g.sampling.seed + uint64_t(i);
+        watch_text(copy, index, slim.stops);
+        extra_.emplace_back(index * size_t(kMaxChoices) + size_t(i), std::move(copy));
+      }
       watch_text(g, index, slim.stops);
-      id = index;
+      id = index * size_t(kMaxChoices);
       return engine::Pull::Got;
     }
   }
@@ -359,6 +376,8 @@ class BatchRun {
     nlohmann::json id;
     bool custom_id, openai, completion, logprobs;
     std::vector<std::string> stops;
+    std::vector<Completion> choices;  // "n": filled as each choice finishes
+    int left = 1;                     // choices still running
     BatchRequest as_request() const {
       BatchRequest r;
       r.index = index, r.line = line, r.id = id, r.custom_id = custom_id, r.openai = openai, r.completion = completion;
@@ -379,18 +398,22 @@ class BatchRun {
     progress();
   }
 
-  void on_finish(size_t id, const engine::GenerationResult& g) {
+  // An engine id is the request's index × kMaxChoices + its choice.
+  void on_finish(size_t engine_id, const engine::GenerationResult& g) {
+    const size_t id = engine_id / size_t(kMaxChoices), choice = engine_id % size_t(kMaxChoices);
+    auto it = reqs_.find(id);
+    if (it == reqs_.end()) return;  // a choice of a request already answered with an error
     if (g.finish_reason == "error") return finish_error(id, g.error);
     Completion c;
     c.text = tok_.decode(g.tokens, /*skip_special=*/true);
     c.finish_reason = g.finish_reason;
-    auto node = reqs_.extract(id);  // forgotten once answered: a long stream keeps no trace of it
-    if (size_t cut = find_stop(c.text, node.mapped().stops); cut != std::string::npos) {
+    Slim& slim = it->second;
+    if (size_t cut = find_stop(c.text, slim.stops); cut != std::string::npos) {
       c.text.resize(cut);
       c.finish_reason = "stop";
     }
     c.token_ids = g.tokens;
-    if (node.mapped().logprobs) {
+    if (slim.logprobs) {
       auto& lp = c.logprobs.emplace();
       for (const auto& t : g.logprobs) {
         LogprobEntry e{tok_.decode_piece(t.token), t.logprob, {}};
@@ -401,11 +424,16 @@ class BatchRun {
     c.prompt_tokens = g.prompt_tokens;
     c.prefill_s = g.prefill_s;
     c.decode_s = g.decode_s;
-    ++done_;
     generated_ += g.tokens.size();
+    slim.choices[choice] = std::move(c);
+    if (--slim.left > 0) return;  // the request is answered when its last choice is
+    auto node = reqs_.extract(it);  // forgotten once answered: a long stream keeps no trace of it
+    const Slim& done = node.mapped();
+    ++done_;
     progress_.clear();  // a result may go to the same terminal
-    if (text_) text_->finish(id, c.text);
-    else out_.put(id, stamped(result_json(node.mapped().as_request(), &c, "", ctx_), node.mapped().openai));
+    if (text_) text_->finish(id, done.choices[0].text);
+    else if (done.choices.size() > 1) out_.put(id, stamped(result_json(done.as_request(), done.choices, ctx_), done.openai));
+    else out_.put(id, stamped(result_json(done.as_request(), &done.choices[0], "", ctx_), done.openai));
     progress();
   }
 
@@ -418,6 +446,8 @@ class BatchRun {
   }
 
   void progress() { progress_.count(plural(done_, "request") + " done", generated_, "generated tok/s"); }
+
+  std::deque<std::pair<size_t, engine::GenerationRequest>> extra_;  // queued choices (engine id, request)
 
   const RunCliOptions& o_;
   const Tokenizer& tok_;

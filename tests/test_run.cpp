@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "batch/requests.hpp"
@@ -207,6 +208,56 @@ TEST_CASE("run/bench without --fast-math: one line says when the model's weights
   }
 }
 
+TEST_CASE("run: OpenAI n choices, greedy as transformers' generate and sampled each on its own seed", "[run]") {
+  const std::string dir = test::testdata("run/llama-spm");
+  const json exp = test::read_json(dir + "/expected.json");
+  const json& raw = exp["cases"][0];  // transformers' greedy continuation of a raw prompt
+  REQUIRE(raw["mode"] == "raw");
+  const int n_tok = exp["max_tokens"].get<int>();
+  auto line = [&](const std::string& id, const std::string& extra) {
+    return fmt::format("{{\"custom_id\": \"{}\", \"url\": \"/v1/completions\", \"body\": {{\"prompt\": {}, "
+                       "\"max_tokens\": {}{}}}}}\n", id, raw["prompt"].dump(), n_tok, extra);
+  };
+  const std::string in = line("greedy", ", \"temperature\": 0, \"n\": 3") +
+                         line("sampled", ", \"temperature\": 1.5, \"seed\": 5, \"n\": 4") +
+                         line("s5", ", \"temperature\": 1.5, \"seed\": 5") + line("s6", ", \"temperature\": 1.5, \"seed\": 6") +
+                         line("s8", ", \"temperature\": 1.5, \"seed\": 8") + line("zero", ", \"n\": 0") +
+                         line("big", ", \"n\": 129") + "{\"id\": \"own\", \"prompt\": \"hi\", \"n\": 2}\n";
+  auto r = test::run_cli({"run", dir, "-q", "--raw"}, in);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto out = jsonl(r.out);
+  REQUIRE(out.size() == 8);
+  const json schemas = test::read_json(test::testdata("run/openai_schemas.json"));
+  // Greedy: every choice is transformers' continuation; usage counts the prompt once.
+  const json& g = out[0]["response"]["body"];
+  REQUIRE(g["choices"].size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(g["choices"][i]["index"] == i);
+    CHECK(g["choices"][i]["text"] == raw["text"]);
+  }
+  CHECK(g["usage"]["completion_tokens"] == 3 * n_tok);
+  CHECK(g["usage"]["total_tokens"] == g["usage"]["prompt_tokens"].get<int>() + 3 * n_tok);
+  for (const auto& w : test::schema_errors(schemas["text_completion"], g)) FAIL_CHECK(w);
+  // Sampled: choice i is the request alone with seed 5 + i, so the choices are not copies.
+  const json& sm = out[1]["response"]["body"];
+  REQUIRE(sm["choices"].size() == 4);
+  CHECK(sm["choices"][0]["text"] == out[2]["response"]["body"]["choices"][0]["text"]);
+  CHECK(sm["choices"][1]["text"] == out[3]["response"]["body"]["choices"][0]["text"]);
+  CHECK(sm["choices"][3]["text"] == out[4]["response"]["body"]["choices"][0]["text"]);
+  CHECK(sm["choices"][0]["text"] != sm["choices"][1]["text"]);
+  for (const auto& w : test::schema_errors(schemas["text_completion"], sm)) FAIL_CHECK(w);
+  // Out of range, and nunchaku's own shape (one text per line): per-request errors.
+  CHECK_THAT(out[5]["response"]["body"]["error"]["message"].get<std::string>(), Catch::Contains("\"n\" must be in [1, 128], not 0"));
+  CHECK_THAT(out[6]["response"]["body"]["error"]["message"].get<std::string>(), Catch::Contains("not 129"));
+  // (its error comes in the shape of the lines before it, as every failed line's does)
+  CHECK_THAT(out[7]["response"]["body"]["error"]["message"].get<std::string>(),
+             Catch::Contains("\"n\" above 1 is answered in the OpenAI batch shape"));
+  // --format text prints one continuation: n above 1 is refused there.
+  auto t = test::run_cli({"run", dir, "--raw", "-q", "--format", "text"}, line("t", ", \"n\": 2"));
+  CHECK_THAT(t.err, Catch::Contains("needs JSON output"));
+}
+
 TEST_CASE("run: OpenAI logprobs (completions and chat), n and unsupported fields and urls per request", "[run]") {
   const std::string dir = test::testdata("run/qwen2-bpe");
   const std::string in =
@@ -263,7 +314,7 @@ TEST_CASE("run: OpenAI logprobs (completions and chat), n and unsupported fields
     CHECK(out[i]["response"]["status_code"] == 400);
     return out[i]["response"]["body"]["error"]["message"].get<std::string>();
   };
-  CHECK_THAT(error_of(2), Catch::Contains("\"n\": 2 is not supported"));
+  CHECK(out[2]["response"]["body"]["choices"].size() == 2);  // "n" (its own case below)
   CHECK_THAT(error_of(3), Catch::Contains("url \"/v1/embeddings\" is not supported"));
   CHECK_THAT(error_of(4), Catch::Contains("\"logprobs\" must be in [0, 20], not 21"));
   CHECK_THAT(error_of(5), Catch::Contains("\"echo\" is not supported"));

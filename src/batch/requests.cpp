@@ -62,10 +62,6 @@ std::optional<int> read_logprobs(const nlohmann::json& o) {
 // OpenAI fields that would change the answer and are not implemented: a request carrying
 // one (with a value other than its default) is refused, never answered as if it were absent.
 void refuse_unsupported(const nlohmann::json& o) {
-  if (auto n = o.find("n"); n != o.end() && !n->is_null()) {
-    if (!n->is_number_integer() && !n->is_number_unsigned()) throw std::runtime_error("\"n\" must be an integer");
-    if (*n != 1) throw std::runtime_error(fmt::format("\"n\": {} is not supported (one choice per request; send n copies of the request)", n->dump()));
-  }
   struct Field { const char* key; nlohmann::json off; };  // off: the value that means "not used"
   static const Field fields[] = {{"echo", false}, {"best_of", 1}, {"logit_bias", nlohmann::json::object()},
                                  {"suffix", ""}, {"presence_penalty", 0}, {"frequency_penalty", 0},
@@ -82,6 +78,12 @@ RequestParams read_params(const nlohmann::json& o) {
   refuse_unsupported(o);
   RequestParams p;
   p.logprobs = read_logprobs(o);
+  if (auto n = o.find("n"); n != o.end() && !n->is_null()) {  // choices per request, each sampled on its own
+    if (!n->is_number_integer() && !n->is_number_unsigned()) throw std::runtime_error("\"n\" must be an integer");
+    const int64_t v = n->is_number_unsigned() ? int64_t(std::min<uint64_t>(n->get<uint64_t>(), 1u << 20)) : n->get<int64_t>();
+    if (v < 1 || v > kMaxChoices) throw std::runtime_error(fmt::format("\"n\" must be in [1, {}], not {}", kMaxChoices, n->dump()));
+    p.n = int(v);
+  }
   p.max_tokens = ranged<int64_t>(o, "max_tokens", "max_tokens");
   if (!p.max_tokens) p.max_tokens = ranged<int64_t>(o, "max_completion_tokens", "max_tokens");
   p.temperature = ranged<float>(o, "temperature", "temperature");
@@ -177,6 +179,9 @@ BatchRequest parse_request(std::string_view line, size_t index, size_t line_no, 
     if (!url.empty() && url != "/v1/chat/completions" && url != "/v1/completions")
       throw std::runtime_error(fmt::format("url \"{}\" is not supported (/v1/chat/completions or /v1/completions)", printable(url)));
     read_body(r.openai ? o["body"] : o, r);
+    if (!r.openai && r.params.n > 1)
+      throw std::runtime_error("\"n\" above 1 is answered in the OpenAI batch shape ({\"custom_id\", \"body\": {...}}), "
+                               "whose body holds a list of choices");
     if (r.openai) {
       if (url == "/v1/chat/completions" && !r.chat) throw std::runtime_error("/v1/chat/completions needs \"messages\"");
       if (url == "/v1/completions" && r.chat) throw std::runtime_error("/v1/completions needs \"prompt\", not \"messages\"");

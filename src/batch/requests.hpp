@@ -8,7 +8,7 @@
 //   OpenAI batch request: {"custom_id", "method", "url", "body": {"messages" | "prompt", "max_tokens", ...}}
 //     ("max_completion_tokens" is read as max_tokens); url /v1/chat/completions needs
 //     "messages", /v1/completions needs "prompt" (raw text completion, no chat template).
-//   "logprobs": k (0..20) or true + "top_logprobs": k; "n" must be 1 (absent or null).
+//   "logprobs": k (0..20) or true + "top_logprobs": k; "n": 1..128 choices (OpenAI shape only).
 //   Fields that would change the answer and are not implemented ("echo", "best_of",
 //   "logit_bias", "tools", "suffix", ...) and other urls are per-request errors naming them.
 // Numeric fields must lie in param_ranges() (the same table checks the command-line flags).
@@ -50,7 +50,10 @@ struct RequestParams {
   // Top alternatives per generated token, 0..20, when log-probabilities were asked for:
   // "logprobs": k (completions) or "logprobs": true with "top_logprobs": k (chat).
   std::optional<int> logprobs;
+  // "n": choices of the request, each sampled on its own (the OpenAI batch shape only).
+  int n = 1;
 };
+inline constexpr int kMaxChoices = 128;
 
 struct BatchRequest {
   size_t index = 0;               // 0-based position among the requests

@@ -75,23 +75,36 @@ nlohmann::json own_shape(const BatchRequest& r, const Completion* c, const std::
   return j;
 }
 
-nlohmann::json openai_shape(const BatchRequest& r, const Completion* c, const std::string& error, const ResultContext& ctx) {
+nlohmann::json openai_choice(const BatchRequest& r, const Completion& c, size_t index) {
+  nlohmann::json choice = {{"index", index}, {"finish_reason", c.finish_reason}, {"logprobs", nullptr}};
+  if (c.logprobs) choice["logprobs"] = r.completion ? completion_logprobs(*c.logprobs) : chat_logprobs(*c.logprobs);
+  if (r.completion) choice["text"] = c.text;
+  else choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+  return choice;
+}
+
+// `choices` empty: the request failed with `error`.
+nlohmann::json openai_shape(const BatchRequest& r, const std::vector<const Completion*>& choices, const std::string& error,
+                            const ResultContext& ctx) {
   nlohmann::json body;
   int status = 200;
-  if (!c) {
+  if (choices.empty()) {
     status = 400;
     body = {{"error", {{"message", error}, {"type", "invalid_request_error"}, {"param", nullptr}, {"code", nullptr}}}};
   } else {
-    nlohmann::json choice = {{"index", 0}, {"finish_reason", c->finish_reason}, {"logprobs", nullptr}};
-    if (c->logprobs) choice["logprobs"] = r.completion ? completion_logprobs(*c->logprobs) : chat_logprobs(*c->logprobs);
-    if (r.completion) choice["text"] = c->text;
-    else choice["message"] = {{"role", "assistant"}, {"content", c->text}};
+    nlohmann::json list = nlohmann::json::array();
+    int64_t generated = 0;
+    for (size_t i = 0; i < choices.size(); ++i) {
+      list.push_back(openai_choice(r, *choices[i], i));
+      generated += int64_t(choices[i]->token_ids.size());
+    }
+    const int64_t prompt = choices[0]->prompt_tokens;
     body = {{"id", fmt::format("{}-{}", r.completion ? "cmpl" : "chatcmpl", r.index)},
             {"object", r.completion ? "text_completion" : "chat.completion"},
             {"created", ctx.created},
             {"model", ctx.model},
-            {"choices", nlohmann::json::array({choice})},
-            {"usage", usage_json(*c)}};
+            {"choices", list},
+            {"usage", {{"prompt_tokens", prompt}, {"completion_tokens", generated}, {"total_tokens", prompt + generated}}}};
   }
   return {{"id", fmt::format("batch_req_{}", r.index)},
           {"custom_id", r.custom_id ? r.id : nlohmann::json(nullptr)},
@@ -102,7 +115,14 @@ nlohmann::json openai_shape(const BatchRequest& r, const Completion* c, const st
 }  // namespace
 
 nlohmann::json result_json(const BatchRequest& r, const Completion* c, const std::string& error, const ResultContext& ctx) {
-  return r.openai ? openai_shape(r, c, error, ctx) : own_shape(r, c, error);
+  if (!r.openai) return own_shape(r, c, error);
+  return openai_shape(r, c ? std::vector<const Completion*>{c} : std::vector<const Completion*>{}, error, ctx);
+}
+
+nlohmann::json result_json(const BatchRequest& r, const std::vector<Completion>& choices, const ResultContext& ctx) {
+  std::vector<const Completion*> p;
+  for (const auto& c : choices) p.push_back(&c);
+  return openai_shape(r, p, "", ctx);
 }
 
 void ResultWriter::write_line(const std::string& line) {

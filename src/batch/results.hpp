@@ -46,6 +46,9 @@ struct ResultContext {
 
 // `c` null: the request failed with `error`.
 nlohmann::json result_json(const BatchRequest& r, const Completion* c, const std::string& error, const ResultContext& ctx);
+// An OpenAI-shape request's "n" choices, in choice order: one body whose choices are indexed
+// 0..n-1 and whose usage counts the prompt once and every choice's tokens.
+nlohmann::json result_json(const BatchRequest& r, const std::vector<Completion>& choices, const ResultContext& ctx);
 
 // JSONL to a stream, each line flushed. Ordered: a result waits until every earlier index
 // was written; unordered: written as it comes. Write failures throw Error io.write (exit 1;
