@@ -12,7 +12,9 @@
 # merging), gguf_split (split-GGUF merging), config (config.json and its checks, then
 # estimate/plan), estimate (estimate/plan arithmetic on hostile GGUF dimensions), plan_json
 # (run --plan input), loader (load_checkpoint), json_names (tensor names through dump_json),
-# hub (the Hub client's responses: headers, redirects, listing/index/manifest JSON, Range reads).
+# hub (the Hub client's responses: headers, redirects, listing/index/manifest JSON, Range reads);
+# trace (the trace JSON `nunchaku trace --svg` reads, drawn as SVG).
+# A target with tests/fuzz/<target>.dict runs with that libFuzzer dictionary (-dict).
 # Seeds come from testdata/ (and ../shared/testfiles when present); the corpus
 # grows in fuzz-corpus/<target>/ (git-ignored). Crashes land in fuzz-corpus/crashes/.
 # The table printed at the end is also written to fuzz-corpus/summary.txt (docs/hardening.md
@@ -35,7 +37,7 @@ if [[ ! -f $BUILD_DIR/CMakeCache.txt ]]; then
 fi
 TARGETS=(fuzz_text fuzz_unicode_norm fuzz_gguf fuzz_safetensors fuzz_pytorch fuzz_pickle fuzz_tokenizer
          fuzz_describe fuzz_sampler fuzz_requests fuzz_file fuzz_open fuzz_index fuzz_gguf_split fuzz_config
-         fuzz_estimate fuzz_plan_json fuzz_loader fuzz_json_names fuzz_hub)
+         fuzz_estimate fuzz_plan_json fuzz_loader fuzz_json_names fuzz_hub fuzz_trace)
 if ((${#ONLY[@]})); then TARGETS=("${ONLY[@]}"); fi
 # One target at a time: each links only the layer it fuzzes (CMakeLists.txt), so a target
 # whose layer does not build with this clang is reported and the others still run.
@@ -142,6 +144,13 @@ put("ref-hf", 6, "hf://org/name@refs%2Fpr%2F1/sub/model.gguf")
 put("ref-url", 6, "https://huggingface.co/org/name/blob/v1.0/a/b.gguf?download=true")
 put("bodies", 7, bytes([16]) + b"first line\nsecond\n" + b"x" * 60)
 PY
+mkdir -p fuzz-corpus/fuzz_trace
+printf '%s' '{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "nunchaku"}},
+ {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "reader 0"}},
+ {"ph": "X", "name": "load", "pid": 1, "tid": 2, "ts": 0, "dur": 900}, {"ph": "X", "name": "read", "pid": 1, "tid": 2, "ts": 10, "dur": 300},
+ {"ph": "C", "name": "host RSS", "pid": 1, "tid": 0, "ts": 5, "args": {"bytes": 1048576}},
+ {"ph": "C", "name": "host RSS (predicted)", "pid": 1, "tid": 0, "ts": 5, "args": {"bytes": 2097152}}],
+ "otherData": {"command": "load", "path": "m.gguf"}}' > fuzz-corpus/fuzz_trace/seed.json
 printf 'evil\x1b[2J\nline\xff\xc0\xaf \xe2\x80\xae' > fuzz-corpus/fuzz_text/seed.txt
 python3 -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<ffffiQ', 0.7, 0.9, 0.05, 1.1, 3, 1) + struct.pack('<6f', 1, 2, float('nan'), float('inf'), -3, 0))" \
   > fuzz-corpus/fuzz_sampler/seed.bin
@@ -152,11 +161,12 @@ printf '%s\n' 'plain prompt' '{"id": 1, "prompt": "x", "stop": ["a"], "seed": 3}
   > fuzz-corpus/fuzz_requests/seed.jsonl
 # Runs one target; its row of the table lands in fuzz-corpus/<target>.row.
 run_one() {
-  local t=$1 log=fuzz-corpus/$1.log rc execs start secs
+  local t=$1 log=fuzz-corpus/$1.log rc execs start secs dict=()
+  [[ -f tests/fuzz/$1.dict ]] && dict=(-dict="tests/fuzz/$1.dict")  # a target's tokens (keys, edge numbers)
   start=$(date +%s)
   set +e
   nice -n 19 "$BUILD_DIR/$t" "fuzz-corpus/$t" -max_total_time="$SECONDS_PER" -rss_limit_mb=2048 -timeout=10 \
-    -artifact_prefix="fuzz-corpus/crashes/$t-" -print_final_stats=1 >"$log" 2>&1
+    -artifact_prefix="fuzz-corpus/crashes/$t-" -print_final_stats=1 "${dict[@]}" >"$log" 2>&1
   rc=$?
   set -e
   secs=$(( $(date +%s) - start ))
