@@ -241,6 +241,16 @@ TEST_CASE("cuda: pinned H2D peak is measurable", "[load][cuda]") {
   std::string err;
   double bw = cuda::measure_h2d_peak(0, 256u << 20, 3, &err);
   INFO(err);
+  INFO("measured " << bw / 1e9 << " GB/s");
+#if defined(__SANITIZE_ADDRESS__)
+  // On the emulator the copy is a host memcpy, instrumented under ASan: 0.65 GB/s measured
+  // (./scripts/test.sh --sanitize on the shared 2-core VM, load ~8), under the 1 GB/s floor
+  // meant for a GPU's link. A positive bandwidth is what holds there.
+  if (!test::cuda_emulator_name().empty()) {
+    CHECK(bw > 0);
+    return;
+  }
+#endif
   CHECK(bw > 1e9);
 }
 
