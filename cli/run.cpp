@@ -534,12 +534,14 @@ int run_batch(RunCliOptions o) {
 
   ModelLayout layout = describe_model(ck);
   if (!layout.spec) throw Error("run.no_model", fmt::format("{}: cannot tell what model this is", o.path), {.file = o.path});
-  keep_language_model_noted(ck, layout, o.quiet);
+  const std::vector<std::string> not_loaded = keep_language_model_noted(ck, layout, o.quiet);
   Tokenizer tok = model_tokenizer(ck, o.path);
   std::unique_ptr<RunModel> m;
   try {
     trace::Span span("load", "run");
-    m = load_run_model(model_options(o, kv_given.value_or(engine_kv_default(&*layout.spec))), ck, layout, &tr);
+    RunModelOptions mo = model_options(o, kv_given.value_or(engine_kv_default(&*layout.spec)));
+    mo.place.not_loaded = not_loaded;
+    m = load_run_model(mo, ck, layout, &tr);
   } catch (const Error& e) {
     if (e.code() == "load.interrupted") throw interrupted_error("0 requests completed; the model was still loading");
     throw e.with_defaults({.file = o.path});  // "model/: tensor 'blk.0': layer 0 has no attn_norm tensor"

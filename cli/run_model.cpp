@@ -53,9 +53,11 @@ void fast_math_hint(const Checkpoint& ck) {
 
 }  // namespace
 
-void keep_language_model_noted(Checkpoint& ck, ModelLayout& layout, bool quiet) {
+std::vector<std::string> keep_language_model_noted(Checkpoint& ck, ModelLayout& layout, bool quiet) {
   const std::vector<Module> skipped = keep_language_model(ck, layout);
-  if (skipped.empty() || quiet) return;
+  std::vector<std::string> names;
+  for (const Module& m : skipped) names.push_back(m.name);
+  if (skipped.empty() || quiet) return names;
   std::string what;
   for (const Module& m : skipped)
     what += fmt::format("{}{} ({}: {} parameters, {})", what.empty() ? "" : ", ", m.name, m.component, format_count(m.parameters),
@@ -64,6 +66,7 @@ void keep_language_model_noted(Checkpoint& ck, ModelLayout& layout, bool quiet) 
   const ArchRecord* wrap = s.wrapper.empty() ? nullptr : wrapper_record_for(s.wrapper);
   const std::string name = wrap && !wrap->hf_class.empty() ? std::string(wrap->hf_class) : s.wrapper.empty() ? "a multimodal checkpoint" : s.wrapper;
   fmt::print(stderr, "note: {}: the engine runs its language model ({}) on text; not loaded: {}\n", name, s.architecture, what);
+  return names;
 }
 
 std::unique_ptr<RunModel> load_run_model(const RunModelOptions& o, const Checkpoint& ck, const ModelLayout& layout,

@@ -35,7 +35,8 @@ struct RunModel {
 // projector and audio encoder are not placed, read or charged), with one note on stderr
 // naming what is skipped unless `quiet`. Call before load_run_model; a text-only checkpoint
 // is left as it is.
-void keep_language_model_noted(Checkpoint& ck, ModelLayout& layout, bool quiet);
+// Returns the names of the modules removed.
+std::vector<std::string> keep_language_model_noted(Checkpoint& ck, ModelLayout& layout, bool quiet);
 
 // Throws what run_placement, the load (load.interrupted on SIGINT) and the engine throw.
 // `tr` (may be null): --trace watches the GPUs the run uses.

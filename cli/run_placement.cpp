@@ -216,6 +216,7 @@ RunPlacement run_placement(const RunPlacementOptions& o_in, const Checkpoint& ck
   r.batch_size = o.batch_size;
   if (!o.plan.empty()) {
     r.placement = read_plan_file(o.plan);
+    for (const std::string& m : o.not_loaded) r.placement.modules.erase(m);
   } else if (!o.vram.empty()) {
     Estimate e;
     const DevicePlan p = vram_plan(o, ck, layout, 1.0, &e);

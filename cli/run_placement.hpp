@@ -20,6 +20,9 @@ struct RunPlacementOptions {
   int64_t context = 0, prefill_chunk = 0;
   DType kv_dtype = DType::F32;
   bool fast_math = false;  // run --fast-math: the CPU engine's 8-bit activation rows are charged
+  // Modules a multimodal checkpoint's run does not load (keep_language_model_noted): a --plan
+  // file made for the whole checkpoint may place them; those entries are dropped.
+  std::vector<std::string> not_loaded;
 };
 
 struct RunPlacement {

@@ -143,3 +143,21 @@ TEST_CASE("run on a multimodal checkpoint: a request with an image fails alone, 
   auto strict = test::run_cli({"run", dir_of("gemma3"), "--raw", "--max-tokens", "4", "-q", "--exit-on-request-error"}, in);
   CHECK(strict.exit_code == 2);
 }
+
+TEST_CASE("run on a multimodal checkpoint: a --plan that places the vision tower too is taken", "[run][multimodal]") {
+  // As `nunchaku plan` writes one for the whole checkpoint: every module named, the vision
+  // tower and projector included; run places the language model and drops the rest.
+  test::TempDir tmp;
+  const std::string dir = dir_of("llava");
+  const ModelLayout layout = describe_model(open_checkpoint(dir));
+  json plan = {{"device_map", json::object()}};
+  for (const Module& mod : layout.modules) plan["device_map"][mod.name] = "cpu";
+  REQUIRE(plan["device_map"].contains("vision_tower"));
+  test::write_file(tmp.file("plan.json"), plan.dump());
+  const json& g = goldens().at("llava");
+  auto r = test::run_cli({"run", dir, "--raw", "--max-tokens", "32", "--plan", tmp.file("plan.json"), "-q"},
+                         json({{"prompt", g.at("text")}}).dump() + "\n");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(json::parse(r.out).at("token_ids") == g.at("ids"));
+}
