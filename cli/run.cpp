@@ -50,6 +50,7 @@
 #include "io/memory_sampler.hpp"
 #include "core/source.hpp"
 #include "memory/engine_memory.hpp"
+#include "memory/workload_defaults.hpp"
 #include "memory/estimate.hpp"
 #include "memory/plan.hpp"
 #include "core/log.hpp"
@@ -71,7 +72,7 @@ struct RunCliOptions {
   bool has_prompt = false;
   std::string format = "auto";      // --format jsonl | text | auto (text for a PROMPT on a terminal)
   int batch_size = 8, threads = 0, top_k = 0;  // batch_size 0: auto, resolved when the model is placed
-  int64_t max_tokens = 256, context = 0, prefill_chunk = 0;
+  int64_t max_tokens = kDefaultMaxTokens, context = 0, prefill_chunk = 0;
   float temperature = 0, top_p = 1, min_p = 0, repetition_penalty = 1;
   uint64_t seed = 0;
   std::vector<std::string> stop;

@@ -11,6 +11,7 @@
 #include "cuda/engine_ops.hpp"
 #include "io/module_reads.hpp"
 #include "memory/cpu_kernel_buffers.hpp"
+#include "memory/workload_defaults.hpp"
 #include "model/recipe.hpp"
 
 namespace nunchaku {
@@ -147,7 +148,7 @@ EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
   EngineConfig& c = m.config;
   c = cfg;
   if (c.max_batch <= 0) c.max_batch = 1;
-  if (c.max_context <= 0) c.max_context = spec.max_context > 0 ? std::min<int64_t>(spec.max_context, 4096) : 2048;
+  if (c.max_context <= 0) c.max_context = default_context(spec.max_context);
   if (c.max_tokens <= 0) c.max_tokens = engine_max_tokens(0, c.max_batch);
   if (c.logit_rows <= 0) c.logit_rows = c.max_batch;
   if (c.threads <= 0) c.threads = 1;

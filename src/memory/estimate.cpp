@@ -17,6 +17,7 @@
 #include "memory/fsdp.hpp"
 #include "memory/multinode.hpp"
 #include "memory/quant.hpp"
+#include "memory/workload_defaults.hpp"
 #include "model/arch/attention_support.hpp"
 #include "model/arch/record.hpp"
 #include "model/recipe.hpp"
@@ -30,7 +31,6 @@ using namespace estimate_detail;
 namespace {
 
 constexpr uint64_t kMiB = 1ULL << 20;
-constexpr int64_t kDefaultContext = 4096;
 constexpr int64_t kMaxTokens = 1LL << 31;
 constexpr int64_t kMaxBatch = 1LL << 24;
 constexpr int64_t kMaxImages = 1 << 16;
@@ -132,7 +132,7 @@ Workload resolve_workload(const Workload& in, const ModelSpec& s, const Checkpoi
   Workload w = in;
   *defaulted = false;
   if (w.context == 0) {
-    w.context = s.max_context > 0 ? std::min<int64_t>(s.max_context, kDefaultContext) : kDefaultContext;
+    w.context = default_context(s.max_context);
     *defaulted = true;
   }
   add_image_tokens(w, s);
@@ -532,7 +532,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   add_cross_node_traffic(e);
   if (e.context_defaulted)
     e.notes.push_back(fmt::format("context defaulted to {} tokens = min(model max {}, {}){}",
-                                  w.context - (w.images_in_context ? w.images * w.image_tokens : 0), s.max_context, kDefaultContext,
+                                  w.context - (w.images_in_context ? w.images * w.image_tokens : 0), s.max_context, kDefaultContextCap,
                                   w.images_in_context ? ", before the images" : ""));
   if (s.max_context > 0 && w.context > s.max_context)
     e.notes.push_back(fmt::format("warning: --context {} is above the model's maximum ({} positions): the model was not trained "
