@@ -879,3 +879,23 @@ TEST_CASE("estimate CLI: --runtime all, --device cpu, --gpus against --vram", "[
   CHECK(c.exit_code == 0);
   CHECK_THAT(c.err, Catch::Contains("warning: --context 1000 is above the model's maximum (256"));
 }
+
+TEST_CASE("estimate: llama.cpp's own flags with another runtime are said to be ignored, not dropped silently", "[estimate]") {
+  const std::string m = test::testdata("models/llama");
+  auto notes = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> a = {"estimate", m, "--json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    auto r = test::run_cli(a);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const json doc = json::parse(r.out);
+    std::string all;
+    for (const auto& n : doc["notes"]) all += n.get<std::string>() + "\n";
+    return all;
+  };
+  CHECK_THAT(notes({"--ubatch", "128", "--no-repack"}),
+             Catch::Contains("--ubatch, --no-repack are llama.cpp's (--runtime llama.cpp): nunchaku has no such setting"));
+  CHECK_THAT(notes({"--swa-full", "--runtime", "transformers"}), Catch::Contains("--swa-full is llama.cpp's"));
+  CHECK_THAT(notes({"--ubatch", "128", "--swa-full", "--no-repack", "--runtime", "llama.cpp"}), !Catch::Contains("llama.cpp's (--runtime"));
+  CHECK_THAT(notes({}), !Catch::Contains("llama.cpp's (--runtime"));
+}

@@ -413,6 +413,16 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
                                                                           : DType::F32;
   e.runtime = *w.runtime;
   e.target = w.target;
+  if (e.runtime != Runtime::LlamaCpp) {  // llama.cpp's own flags: said, not silently dropped
+    std::vector<std::string> own;
+    if (w.ubatch > 0) own.push_back("--ubatch");
+    if (w.swa_full) own.push_back("--swa-full");
+    if (w.repack == false) own.push_back("--no-repack");
+    if (!own.empty())
+      e.notes.push_back(fmt::format("{} {} llama.cpp's (--runtime llama.cpp): {} has no such setting, and this estimate "
+                                    "ignores {}", fmt::join(own, ", "), own.size() == 1 ? "is" : "are",
+                                    runtime_name(e.runtime), own.size() == 1 ? "it" : "them"));
+  }
   e.kv_dtype = w.kv_dtype.value_or(ck.format == Format::GGUF || e.runtime == Runtime::LlamaCpp ? DType::F16 : e.compute_dtype);
   if (dtype_info(e.kv_dtype).kind == DTypeKind::Quantized) e.kv_dtype = w.kv_dtype.value_or(DType::F16);
   if (e.runtime == Runtime::Nunchaku) {
