@@ -371,6 +371,23 @@ EstimateBasis estimate_basis(const Checkpoint& ck, const ModelLayout& layout) {
   return b;
 }
 
+namespace {
+
+// llama.cpp's own flags given with another runtime: said, not silently dropped.
+void note_llamacpp_flags(Estimate& e, const Workload& w) {
+  if (e.runtime == Runtime::LlamaCpp) return;
+  std::vector<std::string> own;
+  if (w.ubatch > 0) own.push_back("--ubatch");
+  if (w.swa_full) own.push_back("--swa-full");
+  if (w.repack == false) own.push_back("--no-repack");
+  if (own.empty()) return;
+  e.notes.push_back(fmt::format("{} {} llama.cpp's (--runtime llama.cpp): {} has no such setting, and this estimate ignores {}",
+                                fmt::join(own, ", "), own.size() == 1 ? "is" : "are", runtime_name(e.runtime),
+                                own.size() == 1 ? "it" : "them"));
+}
+
+}  // namespace
+
 Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workload& win) {
   return estimate(ck, layout, win, estimate_basis(ck, layout));
 }
@@ -413,16 +430,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
                                                                           : DType::F32;
   e.runtime = *w.runtime;
   e.target = w.target;
-  if (e.runtime != Runtime::LlamaCpp) {  // llama.cpp's own flags: said, not silently dropped
-    std::vector<std::string> own;
-    if (w.ubatch > 0) own.push_back("--ubatch");
-    if (w.swa_full) own.push_back("--swa-full");
-    if (w.repack == false) own.push_back("--no-repack");
-    if (!own.empty())
-      e.notes.push_back(fmt::format("{} {} llama.cpp's (--runtime llama.cpp): {} has no such setting, and this estimate "
-                                    "ignores {}", fmt::join(own, ", "), own.size() == 1 ? "is" : "are",
-                                    runtime_name(e.runtime), own.size() == 1 ? "it" : "them"));
-  }
+  note_llamacpp_flags(e, w);
   e.kv_dtype = w.kv_dtype.value_or(ck.format == Format::GGUF || e.runtime == Runtime::LlamaCpp ? DType::F16 : e.compute_dtype);
   if (dtype_info(e.kv_dtype).kind == DTypeKind::Quantized) e.kv_dtype = w.kv_dtype.value_or(DType::F16);
   if (e.runtime == Runtime::Nunchaku) {
