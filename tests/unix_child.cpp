@@ -45,7 +45,10 @@ Child spawn(const std::vector<std::string>& args, const std::string& stdin_path,
       if (fd > 2) ::close(fd);
     if (in_fd < 0) ::close(0);
     if (out_fd < 0) ::close(1);
+    // 126: this host cannot run the binary as that user (no root to switch, or a checkout
+    // that user cannot reach, as a mode-0700 `mktemp -d` clone): callers skip, saying so.
     if (limits.user && (::setgid(limits.user) != 0 || ::setuid(limits.user) != 0)) ::_exit(126);
+    if (limits.user && ::access(NUNCHAKU_BINARY, X_OK) != 0) ::_exit(126);
     if (limits.address_space) {
       rlimit rl{limits.address_space, limits.address_space};
       ::setrlimit(RLIMIT_AS, &rl);
