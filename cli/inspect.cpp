@@ -168,8 +168,13 @@ void print_metadata(const nlohmann::json& md) {
 void print_text(const Checkpoint& ck, const ModelLayout& layout, const InspectOptions& o) {
   uint64_t file_bytes = 0;
   for (const auto& f : ck.files) file_bytes += f.bytes;
-  fmt::print("{}: {}, {} file{}, {}\n", printable(ck.path, kMessageShown), format_name(ck.format), ck.files.size(),
-             ck.files.size() == 1 ? "" : "s", format_bytes(file_bytes));
+  // "PATH: format, N files, size"; a path too long for the terminal puts the rest on the
+  // next line (the path itself is never broken: it stays one piece to copy).
+  const std::string shown = printable(ck.path, kMessageShown);
+  const std::string summary = fmt::format("{}, {} file{}, {}", format_name(ck.format), ck.files.size(),
+                                          ck.files.size() == 1 ? "" : "s", format_bytes(file_bytes));
+  const bool one_line = shown.size() + 2 + summary.size() <= output_width();
+  fmt::print("{}:{}{}\n", shown, one_line ? " " : "\n  ", summary);
   auto totals = dtype_totals(ck, o.filter);
   uint64_t n = 0, params = 0, bytes = 0;
   for (const auto& [_, d] : totals) {

@@ -3,6 +3,8 @@
 // the fixtures, or of a progress redraw reaches past column 80; into a pipe nothing is wrapped.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -65,6 +67,26 @@ TEST_CASE("width: estimate, plan and inspect tables fit 80 columns on the fixtur
   const PtyResult wide = run_on_pty({"plan", llama, "--vram", "600M,600M"}, true, "/dev/null", 200);
   CHECK_THAT(wide.text, Catch::Matches("[\\s\\S]*device +layers +weights +KV +activations +reserve +total +budget +free\\r\\n[\\s\\S]*"));
   CHECK_THAT(wide.text, !Catch::Contains("left out"));
+}
+
+TEST_CASE("width: inspect puts a long checkpoint path on a line of its own at 80 columns", "[cli][width][pty]") {
+  const ScopedEnv no_columns("COLUMNS", nullptr);
+  // A copy of the sharded fixture whose path, about 70 columns here, fits 80 alone but not
+  // with ": safetensors, 5 files, 419.45 KiB" after it (the first line was 83+ columns in a
+  // mktemp checkout).
+  TempDir t;
+  const std::filesystem::path dir = t.path / std::string(std::max<int>(1, 64 - int(t.path.string().size())), 'd') / "llama-sharded";
+  std::filesystem::create_directories(dir);
+  for (const auto& e : std::filesystem::directory_iterator(testdata("models/llama-sharded")))
+    std::filesystem::copy_file(e.path(), dir / e.path().filename());
+  REQUIRE(dir.string().size() + 1 <= 80);
+  const PtyResult r = run_on_pty({"inspect", dir.string()}, true, "/dev/null", 80);
+  CHECK(r.exit_code == 0);
+  CHECK(widest_on_terminal(r.text) <= 80);
+  CHECK_THAT(r.text, Catch::StartsWith(dir.string() + ":\r\n  safetensors, 5 files, "));
+  // Into a pipe nothing is wrapped: one line, as scripts read it.
+  const auto piped = run_cli({"inspect", dir.string()});
+  CHECK_THAT(piped.out, Catch::StartsWith(dir.string() + ": safetensors, 5 files, "));
 }
 
 TEST_CASE("width: the load and --verify progress redraws stay within 79 of 80 columns", "[cli][width][pty][progress]") {
