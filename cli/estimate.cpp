@@ -15,6 +15,7 @@
 #include "cli/estimate_pipeline.hpp"
 #include "cli/help.hpp"
 #include "cli/json_doc.hpp"
+#include "cli/run_placement.hpp"
 #include "cli/workload_options.hpp"
 #include "core/error.hpp"
 #include "cuda/device_info.hpp"
@@ -40,7 +41,43 @@ struct EstimateOptions {
   WorkloadOptions w;
   double margin = 0.05;
   bool json = false, explain = false;
+  bool batch_given = false;  // --batch typed: run's default (auto) is not what is asked
 };
+
+// What `nunchaku run` takes without --batch-size (auto): the same search run does, over this
+// estimate's budget (--vram on a GPU; --cpu-ram, else the host's available memory, on the CPU).
+struct RunBatch {
+  int sequences = 1;
+  std::string why;
+};
+std::optional<RunBatch> run_default_batch(const EstimateOptions& o, const Estimate& e, const Checkpoint& ck, const ModelLayout& layout) {
+  const Workload& w = e.workload;
+  if (o.batch_given || e.runtime != Runtime::Nunchaku || w.mode != Mode::Infer || w.nodes > 1 || !layout.spec) return std::nullopt;
+  const bool cpu = e.target == Target::Cpu;
+  if (!cpu && (o.vram.empty() || o.vram == "auto")) return std::nullopt;  // run fills the GPU's free memory: unknown here
+  RunPlacementOptions r;
+  r.device = cpu ? "cpu" : "cuda:0";
+  if (!cpu) r.vram = o.vram;
+  r.cpu_ram = o.cpu_ram;
+  r.batch_size = 0;
+  r.threads = w.threads;
+  r.context = w.context;
+  r.prefill_chunk = o.w.prefill_chunk;
+  r.kv_dtype = e.kv_dtype;
+  RunBatch b;
+  try {
+    b.sequences = auto_batch_size(r, ck, layout, b.why);
+  } catch (const Error&) {  // run would refuse these flags for its own reasons; the estimate stands
+    return std::nullopt;
+  }
+  return b;
+}
+
+std::string run_batch_line(const RunBatch& b) {
+  return fmt::format("nunchaku run's default, --batch-size auto: {} sequence{}, {}; this estimate is for --batch 1, "
+                     "--batch {} gives that run's memory",
+                     b.sequences, b.sequences == 1 ? "" : "s", b.why, b.sequences);
+}
 
 std::string per_device(const Estimate& e) { return e.target == Target::Cpu ? "CPU" : "GPU"; }
 
@@ -265,6 +302,7 @@ int run(const EstimateOptions& o) {
     }
   }
   warn(es.front());
+  const std::optional<RunBatch> run_batch = es.size() == 1 ? run_default_batch(o, es[0], ck, layout) : std::nullopt;
   if (!o.svg.empty()) {
     write_file_atomically(o.svg, bar_chart_svg(estimate_chart(es, vs)));
     fmt::print(stderr, "wrote {} (svg)\n", o.svg);
@@ -283,6 +321,7 @@ int run(const EstimateOptions& o) {
     nlohmann::json j;
     if (es.size() == 1) {
       j = one(0);
+      if (run_batch) j["run_default_batch"] = {{"batch_size", run_batch->sequences}, {"why", run_batch->why}};
     } else {
       j["runtimes"] = nlohmann::json::object();
       for (size_t i = 0; i < es.size(); ++i) j["runtimes"][std::string(runtime_name(es[i].runtime))] = one(i);
@@ -292,6 +331,7 @@ int run(const EstimateOptions& o) {
   } else if (es.size() == 1) {
     print_table(es[0], o.explain);
     if (vs[0]) print_suggestions(*vs[0], suggs[0], o.margin, offs[0], o.path);
+    if (run_batch) fmt::print("\n{}\n", wrap(run_batch_line(*run_batch), output_width(), 2));
     if (o.w.runtime.empty() && layout.spec) print_other_runtimes(ck, layout, w, basis, vram, es[0].runtime);
   } else {
     print_columns(es, vs);
@@ -337,7 +377,10 @@ void add_estimate(CLI::App& app, Action& action) {
       ->group(kOutput);
   cmd->add_flag("--explain", o->explain, "Show how each component is computed (its formula)")->group(kOutput);
   finish_help(cmd);
-  cmd->callback([o, &action] { action = [o] { return run(*o); }; });
+  cmd->callback([o, cmd, &action] {
+    o->batch_given = cmd->count("--batch") > 0;
+    action = [o] { return run(*o); };
+  });
 }
 
 }  // namespace nunchaku::cli

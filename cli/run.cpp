@@ -67,7 +67,7 @@ struct RunCliOptions {
   std::string offload = "stream";  // how disk modules are read: stream (bounded pool) | mmap
   std::string stats;                // --stats FILE: the run's summary as JSON
   std::string trace;                // --trace FILE: Chrome trace of the run (docs/pictures.md)
-  std::string batch = "8";  // --batch-size N | auto
+  std::string batch;  // --batch-size N | auto; "" = the default (default_batch)
   std::string prompt_text;          // PROMPT or -p: one request from the command line instead of the input
   bool has_prompt = false;
   std::string format = "auto";      // --format jsonl | text | auto (text for a PROMPT on a terminal)
@@ -491,8 +491,12 @@ int parse_batch(const std::string& text) {
   return v;
 }
 
+// Without --batch-size: one sequence for one PROMPT, one for a --plan file (plan's own
+// default batch, what the file was made for), else auto (the most that fit the budget, capped).
+int default_batch(const RunCliOptions& o) { return o.has_prompt || !o.plan.empty() ? 1 : 0; }
+
 int run_batch(RunCliOptions o) {
-  o.batch_size = parse_batch(o.batch);
+  o.batch_size = o.batch.empty() ? default_batch(o) : parse_batch(o.batch);
   check_flags(o);
   const std::optional<DType> kv_given = parse_engine_kv(o.kv_dtype);  // auto: from the model, once it is open
   parse_input_format(o.input_format);
@@ -646,8 +650,9 @@ void add_run(CLI::App& app, Action& action) {
   cmd->add_option("--input-format", o->input_format, "auto | lines | jsonl")->capture_default_str()->group(kInput);
   cmd->add_option("--batch-size", o->batch,
                   "Sequences decoded together (one pass over the weights serves all); auto: the most whose KV cache "
-                  "fits the memory the weights leave (5% spare; at most 256 on a GPU, 16 on the CPU)")
-      ->capture_default_str()->group(kWorkload);
+                  "fits the memory the weights leave (5% spare; at most 256 on a GPU, 16 on the CPU) [default: auto; 1 for "
+                  "one PROMPT or with --plan]")
+      ->group(kWorkload);
   cmd->add_option("-n,--max-tokens,--n-predict", o->max_tokens, "Generated tokens per request at most")->capture_default_str()->group(kWorkload);
   cmd->add_option("-c,--context,--ctx-size", o->context, "Tokens per sequence, prompt + generated (default min(model max, 4096))")->group(kWorkload);
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens per forward pass, at least the batch size; sizes the engine's pass buffers (default max(256, batch size))")->group(kWorkload);

@@ -115,7 +115,7 @@ uint64_t kept_weights(const DevicePlan& p) {
 constexpr int kAutoBatchGpu = 256, kAutoBatchCpu = 16;
 constexpr double kAutoSpare = 0.05;
 
-int auto_batch(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLayout& layout, std::string& why) {
+int auto_batch_impl(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLayout& layout, std::string& why) {
   if (!o.plan.empty())
     throw Error("usage.batch_size", "--batch-size auto needs a budget to fill; a --plan file gives none",
                 {.hint = "give a number, or --vram / --cpu-ram / --device instead of --plan"});
@@ -205,13 +205,17 @@ std::vector<Device> RunPlacement::gpus() const {
   return {gpus.begin(), gpus.end()};
 }
 
+int auto_batch_size(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLayout& layout, std::string& why) {
+  return auto_batch_impl(o, ck, layout, why);
+}
+
 RunPlacement run_placement(const RunPlacementOptions& o_in, const Checkpoint& ck, const ModelLayout& layout) {
   const int given = int(!o_in.plan.empty()) + int(!o_in.vram.empty());
   if (given > 1) throw Error("usage.placement", "--plan and --vram both say where the weights go; give one");
   RunPlacement r;
   RunPlacementOptions o = o_in;
   if (o.batch_size == 0) {  // --batch-size auto
-    o.batch_size = auto_batch(o, ck, layout, r.batch_reason);
+    o.batch_size = auto_batch_impl(o, ck, layout, r.batch_reason);
   }
   r.batch_size = o.batch_size;
   if (!o.plan.empty()) {

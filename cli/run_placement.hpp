@@ -41,6 +41,10 @@ struct RunPlacement {
 // gives it (engine/backend_split.hpp); what no GPU holds is streamed to `backend`, the last.
 RunPlacement run_placement(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLayout& layout);
 
+// --batch-size auto alone (what run_placement resolves first): the sequences, and in `why`
+// the budget they fill. estimate calls it to say what run's default will take.
+int auto_batch_size(const RunPlacementOptions& o, const Checkpoint& ck, const ModelLayout& layout, std::string& why);
+
 }  // namespace nunchaku::cli
 
 namespace nunchaku::cli {

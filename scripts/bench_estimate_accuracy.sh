@@ -216,7 +216,7 @@ EOF
   row nunchaku-run "$label" "$measured" "$(predict --batch "$batch" "${copt[@]}" --threads "$THREADS")"
 }
 if [[ "$ONLY" != cuda ]]; then
-  run_case "defaults: 8 requests, --batch-size 8, context 1024" 8 0
+  run_case "defaults: 8 requests, --batch-size 8, context 1024" 8 0 --batch-size 8  # run's default batch is auto since session 24
   run_case "batch 1, context 1024" 1 1024 --batch-size 1
   run_case "batch 1, context 512" 1 512 --batch-size 1
   run_case "batch 4, context 256" 4 256 --batch-size 4

@@ -417,7 +417,7 @@ TEST_CASE("plurals: one of a thing is singular in load, convert, run and inspect
   CHECK_THAT(two.err, Catch::Contains("2 requests (0 failed): "));
   CHECK_THAT(two.err, Catch::Contains(" + 4 generated tokens in "));
   // Streamed from disk: the engine's line counts modules and slots.
-  auto streamed = run_cli({"run", testdata("run/llama-spm"), "--raw", "--max-tokens", "1", "--context", "64", "--cpu-ram", "750K", "--threads", "1"},
+  auto streamed = run_cli({"run", testdata("run/llama-spm"), "--raw", "--max-tokens", "1", "--context", "64", "--cpu-ram", "750K", "--threads", "1", "--batch-size", "8"},
                           "Once upon a time\n");
   REQUIRE(streamed.exit_code == 0);
   CHECK_THAT(streamed.err, Catch::Contains("streamed 5 of 5 modules through 2 slots of "));

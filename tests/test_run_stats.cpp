@@ -40,8 +40,10 @@ TEST_CASE("run --stats: the JSON summary counts what the JSONL output holds", "[
 TEST_CASE("run --stats with --cpu-ram: the streamed bytes per step are the weights left on disk", "[run]") {
   test::TempDir dir;
   const std::string stats = dir.file("stats.json");
-  // 1140K of host memory holds the run state (874K) and the stream pool, no layer: all stream.
-  auto r = test::run_cli({"run", test::testdata("run/llama-spm"), "--max-tokens", "3", "--cpu-ram", "1140K", "--threads", "1", "--stats", stats},
+  // 1140K of host memory holds the run state at batch 8 (874K) and the stream pool, no layer:
+  // all stream. (--batch-size auto would keep the layers at a smaller batch instead.)
+  auto r = test::run_cli({"run", test::testdata("run/llama-spm"), "--max-tokens", "3", "--cpu-ram", "1140K", "--threads", "1",
+                          "--batch-size", "8", "--stats", stats},
                          "Hello\n");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
