@@ -1,7 +1,7 @@
 """What llama.cpp's CPU compute buffer is made of, case by case (docs/measured_llamacpp.md,
 "What the compute buffer is made of").
 
-    PYTHONPATH=<llama.cpp>/gguf-py python scripts/llamacpp_compute_peak.py check [--dir /tmp/nunchaku-measure] [--golden testdata/golden/measured_llamacpp.json]
+    PYTHONPATH=<llama.cpp>/gguf-py python scripts/llamacpp_compute_peak.py check [--dir /tmp/nunchaku-measure] [--golden testdata/golden/measured_llamacpp.json] [--out testdata/golden/llamacpp_compute_phases.json]
     PYTHONPATH=<llama.cpp>/gguf-py python scripts/llamacpp_compute_peak.py show "CASE NAME" [--at NODE,...] [--nodes]
 
 For a case of the golden (scripts/measure_llamacpp.py), in a fresh process: load its GGUF in
@@ -14,7 +14,8 @@ in order takes a parent's memory in place where the op allows it and the parent 
 user, otherwise a best-fit free block, else the tail; a tensor is freed after its last user;
 32-byte alignment). `check` prints, per case, the replayed size beside the logged one, the
 peak reached before the output projection (the layers) and the offset the logits land at;
-`show` lists the tensors alive when the buffer reaches its size (--at: also after those
+`--out` writes those phases for every case (the test
+tests/test_estimate_measured_llamacpp.cpp reads them); `show` lists the tensors alive when the buffer reaches its size (--at: also after those
 nodes, with the free blocks; --nodes: the whole graph).
 """
 import argparse
@@ -236,14 +237,26 @@ class Planner:
         return None, []
 
     def phases(self):
-        """(peak before the output projection, offset of the logits) in bytes."""
-        top = 0
-        for (_, kind, nm, off, size) in self.events:
+        """The layers' phase (before the output projection) and the output phase: each one's
+        top (the high-water mark it reaches) and the bytes alive at that moment (the top less
+        the holes below it), and the logits' offset."""
+        top, live, at, n_top = 0, 0, None, 0
+        alive = {}
+        for n, (_, kind, nm, off, size) in enumerate(self.events):
             if nm == "result_output" and kind == "alloc":
-                return top, off
+                at = off
             if kind == "alloc":
-                top = max(top, off + padded(size))
-        return top, None
+                alive[(nm, off)] = padded(size)
+            else:
+                alive.pop((nm, off), None)
+            if kind == "alloc" and off + padded(size) > top:
+                top = off + padded(size)
+                if at is None:
+                    layers = (top, sum(alive.values()))
+                else:
+                    return {"layers_top": layers[0], "layers_live": layers[1], "logits_at": at,
+                            "output_top": top, "output_live": sum(alive.values())}
+        return {"layers_top": layers[0], "layers_live": layers[1], "logits_at": at, "output_top": None, "output_live": None}
 
 
 def reserved_graph(path, case):
@@ -308,10 +321,9 @@ def replay(case, d, watch=(), nodes_too=False):
     ggml, nodes, leafs, logged = reserved_graph(gguf_for(case, d), case)
     p = Planner(ggml, nodes, leafs)
     p.run(watch)
-    layers_peak, logits_at = p.phases()
+    ph = {k: None if v is None else round(v / MiB, 3) for k, v in p.phases().items()}
     step, live = p.at_peak()
-    out = {"name": case["name"], "replayed_mib": round(p.free.top / MiB, 2), "logged": logged,
-           "layers_peak_mib": round(layers_peak / MiB, 3), "logits_at_mib": None if logits_at is None else round(logits_at / MiB, 3),
+    out = {"name": case["name"], "replayed_mib": round(p.free.top / MiB, 2), "logged": logged, "phases_mib": ph,
            "peak_node": nodes[step].contents.name.decode() if step is not None else None,
            "at_peak": [[round(o / MiB, 3), round(z / MiB, 3), nm] for o, z, nm in live]}
     if watch:
@@ -343,24 +355,41 @@ def run_one(name, args, extra=()):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def phases(r):
+    p = r["phases_mib"]
+    return (f"layers top {p['layers_top']} (alive {p['layers_live']}), output top {p['output_top']} (alive {p['output_live']}, "
+            f"logits at {p['logits_at']})")
+
+
 def check(args):
     g = json.loads(Path(args.golden).read_text())
     bad = 0
+    rows = []
     for c in g["cases"]:
         r = run_one(c["name"], args)
+        rows.append({"name": c["name"], "replayed_mib": r["replayed_mib"], **r["phases_mib"]})
         ok = abs(r["replayed_mib"] - c["measured_mib"]["compute"]) < 0.006
         bad += not ok
         print(f"{'ok ' if ok else 'BAD'} {c['name']}: logged {c['measured_mib']['compute']:.2f} replayed {r['replayed_mib']:.2f} MiB; "
-              f"layers peak {r['layers_peak_mib']:.3f}, logits at {r['logits_at_mib']}, peak at {r['peak_node']}")
+              f"{phases(r)}, peak at {r['peak_node']}")
     print(f"{len(g['cases']) - bad} of {len(g['cases'])} cases replayed to llama.cpp's logged size")
+    if args.out and not bad:
+        doc = {"source": "scripts/llamacpp_compute_peak.py check: each case of " + Path(args.golden).name + " replayed (MiB)",
+               "fields": {"layers_top": "the buffer's high-water mark before the output projection",
+                          "layers_live": "the bytes alive when the layers reached it (the rest: holes)",
+                          "logits_at": "the offset the logits are placed at",
+                          "output_top": "the high-water mark the output projection raises it to (null: it does not)",
+                          "output_live": "the bytes alive then"},
+               "cases": rows}
+        Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {args.out}")
     sys.exit(1 if bad else 0)
 
 
 def show(args):
     extra = (["--at", args.at] if args.at else []) + (["--nodes"] if args.nodes else [])
     r = run_one(args.case, args, extra)
-    print(f"{r['name']}: replayed {r['replayed_mib']:.2f} MiB ({'; '.join(r['logged'])}); "
-          f"layers peak {r['layers_peak_mib']:.3f}, logits at {r['logits_at_mib']}")
+    print(f"{r['name']}: replayed {r['replayed_mib']:.2f} MiB ({'; '.join(r['logged'])}); {phases(r)}")
     print(f"alive when the buffer reaches its size (at {r['peak_node']}): offset .. end MiB, size MiB, tensor")
     for o, z, nm in r["at_peak"]:
         print(f"  {o:10.3f} .. {o + z:10.3f}  {z:9.3f}  {nm}")
@@ -383,6 +412,8 @@ def main():
             a.add_argument("--nodes", action="store_true", help="print the whole graph")
         a.add_argument("--dir", default=os.environ.get("MEASURE_DIR", "/tmp/nunchaku-measure"))
         a.add_argument("--golden", default="testdata/golden/measured_llamacpp.json")
+        if name == "check":
+            a.add_argument("--out", default="", help="write the phases of every case (testdata/golden/llamacpp_compute_phases.json)")
     args = ap.parse_args()
     {"check": check, "show": show, "_one": one}[args.cmd](args)
 

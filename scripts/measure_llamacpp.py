@@ -30,7 +30,9 @@ cache) and `rs_caches`; tests/test_estimate_measured_llamacpp.cpp checks the est
 recurrent state against them exactly, cache by cache.
 
 `table` runs BIN estimate for every golden case (on the GGUFs `measure` left in --dir) and
-prints the predicted-vs-measured table that docs/measured_llamacpp.md keeps.
+prints the predicted-vs-measured table that docs/measured_llamacpp.md keeps, with the holes
+ggml-alloc leaves under each compute buffer's peak (from --phases, written by
+scripts/llamacpp_compute_peak.py check --out).
 """
 import argparse
 import ctypes
@@ -602,8 +604,18 @@ COMPONENTS = [("model_CPU_Mapped", "weights", "CPU_Mapped"), ("model_CPU_REPACK"
 def table(args):
     """BIN estimate for every golden case, on the GGUFs in --dir: a Markdown table."""
     g = json.loads(Path(args.golden).read_text())
+    # the holes ggml-alloc leaves under the compute buffer's peak (scripts/llamacpp_compute_peak.py)
+    phases = {r["name"]: r for r in json.loads(Path(args.phases).read_text())["cases"]} if Path(args.phases).exists() else {}
+
+    def holes(name):
+        p = phases.get(name)
+        if not p:
+            return ""
+        output = p["output_top"] is not None and p["output_top"] > p["layers_top"]
+        return f"{(p['output_top'] - p['output_live']) if output else (p['layers_top'] - p['layers_live']):.2f}"
+
     out = [f"llama-cpp-python {g['llama_cpp_python']}, CPU: `{g['system_info'][:160]}`", "",
-           "| case | buffer | llama.cpp MiB | estimate MiB | diff |", "|---|---|---:|---:|---:|"]
+           "| case | buffer | llama.cpp MiB | estimate MiB | diff | holes at the peak MiB |", "|---|---|---:|---:|---:|---:|"]
     for c in g["cases"]:
         cmd = [args.bin, "estimate", str(Path(args.dir) / c["file"]), "--runtime", "llama.cpp", "--device", "cpu", "--context",
                str(c["context"]), "--batch", str(c["sequences"]), "--ubatch", str(c["ubatch"]), "--prefill-chunk",
@@ -623,7 +635,7 @@ def table(args):
         for label, got, comp in rows:
             pred = est.get(comp, 0) / MiB
             d = (pred - got) / got * 100 if got else 0.0
-            out.append(f"| {c['name']} | {label} | {got:.2f} | {pred:.2f} | {d:+.1f} % |")
+            out.append(f"| {c['name']} | {label} | {got:.2f} | {pred:.2f} | {d:+.1f} % | {holes(c['name']) if comp == 'activations' else ''} |")
     out += ["", f"{len(g['cases'])} cases."]
     print("\n".join(out))
 
@@ -643,6 +655,7 @@ def main():
     t.add_argument("bin")
     t.add_argument("--dir", default=os.environ.get("MEASURE_DIR", "/tmp/nunchaku-measure"))
     t.add_argument("--golden", default="testdata/golden/measured_llamacpp.json")
+    t.add_argument("--phases", default="testdata/golden/llamacpp_compute_phases.json")
     args = ap.parse_args()
     if args.cmd == "measure":
         measure(args)

@@ -44,19 +44,25 @@ Graph graph_of(const Estimate& e, const Checkpoint& ck) {
   g.experts = uint64_t(std::max<int64_t>(s.num_experts, 0));
   g.used = uint64_t(std::max<int64_t>(s.num_experts_per_tok, 0));
   g.I_exp = g.I;
-  bool dense_seen = false, dense_I = false;
+  uint64_t gate_rows = 0, up_rows = 0, fused_rows = 0;  // the first dense FFN's
   for (const auto& t : ck.tensors) {
     const std::string_view n = t.name;
     if (has(n, "ffn_gate_exps") || has(n, "ffn_up_exps")) g.I_exp = dim(t, 1);            // [E, I_exp, h]
     else if (has(n, ".experts.0.gate_proj.") || has(n, ".experts.0.up_proj.")) g.I_exp = dim(t, 1);  // [I_exp, h]
     else if (has(n, "ffn_gate_shexp") || has(n, "shared_experts.gate_proj")) g.I_shared = dim(t, 1);
-    else if (has(n, "ffn_gate.weight") || has(n, "mlp.gate_proj.weight") || has(n, "ffn_up.weight") || has(n, "mlp.up_proj.weight")) {
-      dense_seen = true;
-      if (!dense_I) g.I = dim(t, 1), dense_I = true;
-    } else if (has(n, "attn_k_b.weight")) g.nope = dim(t, 0);   // [a, kv_lora, nope]
+    else if (has(n, "ffn_gate.weight") || has(n, "mlp.gate_proj.weight")) gate_rows = gate_rows ? gate_rows : dim(t, 1);
+    else if (has(n, "ffn_up.weight") || has(n, "mlp.up_proj.weight")) up_rows = up_rows ? up_rows : dim(t, 1);
+    else if (has(n, "mlp.gate_up_proj.weight")) fused_rows = fused_rows ? fused_rows : dim(t, 1);
+    else if (has(n, "attn_k_b.weight")) g.nope = dim(t, 0);   // [a, kv_lora, nope]
     else if (has(n, "attn_v_b.weight")) g.v_head = dim(t, 1);   // [a, v_head, kv_lora]
   }
-  g.dense_layers = g.experts == 0 || dense_seen;
+  // Gate and up fused in one matrix (phi3: GGUF ffn_up of 2·I rows and no ffn_gate; HF
+  // gate_up_proj): the graph splits its output, so the FFN is I wide.
+  if (gate_rows == 0 && up_rows > 0 && up_rows == 2 * g.I) fused_rows = up_rows, up_rows = 0;
+  if (gate_rows > 0) g.I = gate_rows;
+  else if (up_rows > 0) g.I = up_rows;
+  else if (fused_rows > 0) g.I = fused_rows / 2;
+  g.dense_layers = g.experts == 0 || gate_rows > 0 || up_rows > 0 || fused_rows > 0;
   if (s.kv_lora_rank > 0) {
     g.mla = true;
     g.kv_lora = uint64_t(s.kv_lora_rank);
@@ -203,9 +209,12 @@ uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck) {
   }
   attn = add(attn, kq);
   const uint64_t ffn_dense = g.dense_layers ? mul({add(mul({3, g.I}), mul({4, g.h})), u, 4}) : 0;
-  const uint64_t ffn_moe =
-      g.experts > 0 ? mul({add(add(mul({3, g.used, g.I_exp}), mul({g.used, g.h})), add(mul({3, g.I_shared}), mul({4, g.h}))), u, 4}) : 0;
-  const uint64_t layer = std::max({attn, ffn_dense, ffn_moe});
+  // MoE: the routed experts' gate, up and their product [I_exp, k, u] alive together, with
+  // the residual, the embeddings input and the FFN norm's output (alive, or its hole when no
+  // shared expert reads it later); a shared expert runs after them, as a dense FFN.
+  const uint64_t ffn_moe = g.experts > 0 ? mul({add(mul({3, g.used, g.I_exp}), mul({3, g.h})), u, 4}) : 0;
+  const uint64_t ffn_shared = g.experts > 0 && g.I_shared > 0 ? mul({add(mul({3, g.I_shared}), mul({4, g.h})), u, 4}) : 0;
+  const uint64_t layer = std::max({attn, ffn_dense, ffn_moe, ffn_shared});
   // After the last layer: the logits u·V beside the final norm's input and output (u·h each).
   const uint64_t out = mul({u, add(g.V, mul({2, g.h})), 4});
   const uint64_t compute = std::max(add(layer, mask), out);
@@ -218,7 +227,9 @@ uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck) {
                    windows ? fmt::format(" + {}", n_kv_swa) : "", flash ? "2 (f16, flash)" : "4 (f32)",
                    g.mla ? "(a·(nope + 2·rope + 2·kv_lora + v_head) + 4·h)·u·4 B (MLA)" : "(3·h + 2·q_dim + 2·kv_dim)·u·4 B",
                    flash ? "" : " + KQ a·u·n_kv·4 B",
-                   g.experts > 0 ? "MoE (3·k·I_exp + k·h + 3·I_shared + 4·h)·u·4 B" : "(3·I + 4·h)·u·4 B")});
+                   g.experts > 0 ? (g.I_shared > 0 ? "max(routed (3·k·I_exp + 3·h), shared (3·I_shared + 4·h))·u·4 B"
+                                                   : "routed (3·k·I_exp + 3·h)·u·4 B")
+                                 : "(3·I + 4·h)·u·4 B")});
   e.logits_bytes = mul({b, g.V, 4});
   e.gpu.push_back({"logits", e.logits_bytes, fmt::format("output buffer n_seq_max({}) × vocab({}) × 4 B", w.batch, g.V)});
 
