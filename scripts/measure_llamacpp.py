@@ -207,6 +207,16 @@ CASES = [
     ("mistral3-24b", None, "q4_0", "no_alloc", 8192, 2, 512, True, "q8_0", False, False),
     ("jamba", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", False, False),
     ("jamba", None, "q4_0", "no_alloc", 32768, 4, 512, True, "q8_0", False, False),
+    # The compute buffer's layer phase at a larger micro-batch, where it outgrows the output
+    # projection: a fused gate|up (phi3, phi4), routed experts (mixtral, jamba), routed and
+    # shared experts (qwen2-moe)
+    ("phi3-mini", None, "q4_0", "no_alloc", 4096, 1, 2048, True, "f16", False, False),
+    ("phi4", None, "q4_0", "no_alloc", 16384, 1, 2048, True, "f16", False, False),
+    ("mixtral-8x7b", None, "q4_0", "no_alloc", 8192, 1, 2048, True, "f16", False, False),
+    ("jamba", None, "q4_0", "no_alloc", 8192, 1, 2048, True, "f16", False, False),
+    ("qwen2-moe", None, "q4_0", "no_alloc", 8192, 1, 2048, True, "f16", False, False),
+    ("olmoe", None, "q4_0", "no_alloc", 4096, 1, 2048, True, "f16", False, False),
+    ("mistral-nemo", None, "q4_0", "no_alloc", 8192, 1, 2048, True, "f16", False, False),
 ]
 
 
