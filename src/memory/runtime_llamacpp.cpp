@@ -43,7 +43,11 @@ Graph graph_of(const Estimate& e, const Checkpoint& ck) {
   g.I = uint64_t(std::max<int64_t>(s.intermediate_size, 0));
   g.experts = uint64_t(std::max<int64_t>(s.num_experts, 0));
   g.used = uint64_t(std::max<int64_t>(s.num_experts_per_tok, 0));
-  g.I_exp = g.I;
+  // The record's expert widths (HF moe_intermediate_size / GGUF expert_feed_forward_length;
+  // a shared expert's own size or n_shared × the routed one's); the tensors' rows override.
+  g.I_exp = s.moe_intermediate_size > 0 ? uint64_t(s.moe_intermediate_size) : g.I;
+  g.I_shared = s.shared_expert_intermediate_size > 0 ? uint64_t(s.shared_expert_intermediate_size)
+                                                      : uint64_t(std::max<int64_t>(s.num_shared_experts, 0)) * g.I_exp;
   uint64_t gate_rows = 0, up_rows = 0, fused_rows = 0;  // the first dense FFN's
   for (const auto& t : ck.tensors) {
     const std::string_view n = t.name;
@@ -262,7 +266,7 @@ uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck) {
   e.runtime_model = {
       fmt::format("llama.cpp: flash attention {}, n_ubatch {} (--ubatch), n_batch {} (--prefill-chunk), n_ctx padded to {}",
                   flash ? "on" : "off", n_ubatch, n_batch, kCtxPad),
-      fmt::format("KV: {} cells at {} preallocated{}; compute buffer planned once by ggml-alloc (no allocator slack)", n_ctx,
+      fmt::format("KV: {} cells at {} preallocated{}; compute buffer planned once by ggml-alloc (holes it leaves under its peak can add up to ~16 %: docs/measured_llamacpp.md)", n_ctx,
                   dtype_name(e.kv_dtype), windows ? (w.swa_full ? ", sliding-window layers full size (--swa-full)" : ", sliding-window layers window + n_ubatch") : "")};
   return 0;
 }
