@@ -4,6 +4,7 @@
 // unless --swa-full), the output buffer and the compute buffer ggml-alloc plans for the graph
 // it reserves (one micro-batch of min(n_ubatch, n_batch, n_ctx) tokens over the whole cache).
 #include <algorithm>
+#include <string>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -147,6 +148,56 @@ Weights weights_of(const Checkpoint& ck, CpuIsa isa) {
   return w;
 }
 
+// What the reserved graph's size depends on besides the model: its tokens, the cache cells
+// attention spans (full and sliding-window) and whether flash attention is on.
+struct Reserved {
+  uint64_t u = 0, n_kv = 0, n_kv_swa = 0;
+  bool flash = true;
+};
+
+// The compute buffer: the largest set of tensors ggml-alloc keeps alive at once in the
+// reserved graph (f32), with the holes the llama block leaves in its FFN; not the holes other
+// graphs leave under their peak (docs/measured_llamacpp.md, "What the compute buffer is made
+// of"). Graph inputs: the KQ masks (f16 with flash attention, f32 without), one per cache
+// kind, alive through every layer.
+Component compute_buffer(const Graph& g, const Reserved& r, const Workload& w) {
+  const uint64_t u = r.u, n_kv = r.n_kv, n_kv_swa = r.n_kv_swa;
+  const bool flash = r.flash, windows = n_kv_swa > 0;
+  const uint64_t mask = mul({u, add(n_kv, n_kv_swa), flash ? 2u : 4u});
+  const uint64_t kq = flash ? 0 : mul({g.a, u, std::max(n_kv, n_kv_swa), 4});
+  uint64_t attn = 0;
+  if (g.mla) {
+    // Absorbed MLA, per head: the query as projected (nope + rope), in the compressed space
+    // (kv_lora + rope), the attention output there (kv_lora) and its projection to v_head;
+    // with 4·h of residual and norms (DeepSeek-V3's log: 408 MiB at u = 512 besides the mask).
+    attn = mul({add(mul({g.a, add(add(add(g.nope, g.rope), add(g.kv_lora, g.rope)), add(g.kv_lora, g.v_head))}), mul({4, g.h})), u, 4});
+  } else {
+    attn = mul({add(add(mul({3, g.h}), mul({2, g.q_dim})), mul({2, g.kv_dim})), u, 4});
+  }
+  attn = add(attn, kq);
+  const uint64_t ffn_dense = g.dense_layers ? mul({add(mul({3, g.I}), mul({4, g.h})), u, 4}) : 0;
+  // MoE: the routed experts' gate, up and their product [I_exp, k, u] alive together, with
+  // the residual, the embeddings input and the FFN norm's output (alive, or its hole when no
+  // shared expert reads it later); a shared expert runs after them, as a dense FFN.
+  const uint64_t ffn_moe = g.experts > 0 ? mul({add(mul({3, g.used, g.I_exp}), mul({3, g.h})), u, 4}) : 0;
+  const uint64_t ffn_shared = g.experts > 0 && g.I_shared > 0 ? mul({add(mul({3, g.I_shared}), mul({4, g.h})), u, 4}) : 0;
+  const uint64_t layer = std::max({attn, ffn_dense, ffn_moe, ffn_shared});
+  // After the last layer: the logits u·V beside the final norm's input and output (u·h each).
+  const uint64_t out = mul({u, add(g.V, mul({2, g.h})), 4});
+  std::string ffn = g.dense_layers ? "dense (3·I + 4·h)" : "";
+  if (g.experts > 0) {
+    ffn += fmt::format("{}routed (3·k·I_exp + 3·h)", ffn.empty() ? "" : ", ");
+    if (g.I_shared > 0) ffn += ", shared (3·I_shared + 4·h)";
+  }
+  return {"activations", std::max(add(layer, mask), out),
+          fmt::format("compute buffer for one micro-batch u = min(n_ubatch {}, n_batch {}, n_ctx) = {} (f32): max(layer + KQ mask{} "
+                      "u·n_kv({}{})·{} B, output u·(V+2·h)·4 B); layer = max(attention {}{}, ffn {})·u·4 B",
+                      w.ubatch > 0 ? w.ubatch : kLlamaCppUbatch, w.prefill_chunk, u, windows ? "s" : "", n_kv,
+                      windows ? fmt::format(" + {}", n_kv_swa) : "", flash ? "2 (f16, flash)" : "4 (f32)",
+                      g.mla ? "(a·(nope + 2·rope + 2·kv_lora + v_head) + 4·h) (MLA)" : "(3·h + 2·q_dim + 2·kv_dim)",
+                      flash ? "" : " + KQ a·n_kv", ffn)};
+}
+
 }  // namespace
 
 uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck) {
@@ -196,44 +247,10 @@ uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck) {
                                split_note(e))});
 
   const Graph g = graph_of(e, ck);
-  const uint64_t n_kv = n_seq_ctx, n_kv_swa = windows ? swa_cells : 0;
-  // The compute buffer: the largest set of tensors ggml-alloc keeps alive at once in the
-  // reserved graph (f32), docs/estimate.md. Graph inputs: the KQ masks (f16 with flash
-  // attention, f32 without), one per cache kind, alive through every layer.
-  const uint64_t mask = mul({u, add(n_kv, n_kv_swa), flash ? 2u : 4u});
-  const uint64_t kq = flash ? 0 : mul({g.a, u, std::max(n_kv, n_kv_swa), 4});
-  uint64_t attn = 0;
-  if (g.mla) {
-    // Absorbed MLA, per head: the query as projected (nope + rope), in the compressed space
-    // (kv_lora + rope), the attention output there (kv_lora) and its projection to v_head;
-    // with 4·h of residual and norms (DeepSeek-V3's log: 408 MiB at u = 512 besides the mask).
-    attn = mul({add(mul({g.a, add(add(add(g.nope, g.rope), add(g.kv_lora, g.rope)), add(g.kv_lora, g.v_head))}), mul({4, g.h})), u, 4});
-  } else {
-    attn = mul({add(add(mul({3, g.h}), mul({2, g.q_dim})), mul({2, g.kv_dim})), u, 4});
-  }
-  attn = add(attn, kq);
-  const uint64_t ffn_dense = g.dense_layers ? mul({add(mul({3, g.I}), mul({4, g.h})), u, 4}) : 0;
-  // MoE: the routed experts' gate, up and their product [I_exp, k, u] alive together, with
-  // the residual, the embeddings input and the FFN norm's output (alive, or its hole when no
-  // shared expert reads it later); a shared expert runs after them, as a dense FFN.
-  const uint64_t ffn_moe = g.experts > 0 ? mul({add(mul({3, g.used, g.I_exp}), mul({3, g.h})), u, 4}) : 0;
-  const uint64_t ffn_shared = g.experts > 0 && g.I_shared > 0 ? mul({add(mul({3, g.I_shared}), mul({4, g.h})), u, 4}) : 0;
-  const uint64_t layer = std::max({attn, ffn_dense, ffn_moe, ffn_shared});
-  // After the last layer: the logits u·V beside the final norm's input and output (u·h each).
-  const uint64_t out = mul({u, add(g.V, mul({2, g.h})), 4});
-  const uint64_t compute = std::max(add(layer, mask), out);
-  e.activation_bytes = compute;
-  e.gpu.push_back(
-      {"activations", compute,
-       fmt::format("compute buffer for one micro-batch u = min(n_ubatch {}, n_batch {}, n_ctx) = {} (f32): max(layer + KQ mask{} "
-                   "u·n_kv({}{})·{} B, output u·(V+2·h)·4 B); layer = max(attention {}{}, ffn {})",
-                   w.ubatch > 0 ? w.ubatch : kLlamaCppUbatch, w.prefill_chunk, u, windows ? "s" : "", n_kv,
-                   windows ? fmt::format(" + {}", n_kv_swa) : "", flash ? "2 (f16, flash)" : "4 (f32)",
-                   g.mla ? "(a·(nope + 2·rope + 2·kv_lora + v_head) + 4·h)·u·4 B (MLA)" : "(3·h + 2·q_dim + 2·kv_dim)·u·4 B",
-                   flash ? "" : " + KQ a·u·n_kv·4 B",
-                   g.experts > 0 ? (g.I_shared > 0 ? "max(routed (3·k·I_exp + 3·h), shared (3·I_shared + 4·h))·u·4 B"
-                                                   : "routed (3·k·I_exp + 3·h)·u·4 B")
-                                 : "(3·I + 4·h)·u·4 B")});
+  const Component compute =
+      compute_buffer(g, {.u = u, .n_kv = n_seq_ctx, .n_kv_swa = windows ? swa_cells : 0, .flash = flash}, w);
+  e.activation_bytes = compute.bytes;
+  e.gpu.push_back(compute);
   e.logits_bytes = mul({b, g.V, 4});
   e.gpu.push_back({"logits", e.logits_bytes, fmt::format("output buffer n_seq_max({}) × vocab({}) × 4 B", w.batch, g.V)});
 
