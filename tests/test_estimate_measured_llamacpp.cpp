@@ -148,6 +148,7 @@ TEST_CASE("estimate --runtime llama.cpp: every buffer against llama.cpp's own lo
       INFO(comp << ": predicted " << pred << " MiB, llama.cpp " << got << " MiB");
       measured_total += got;
       if (std::string(log) == "compute") {
+        INFO("no replay of this case: scripts/llamacpp_compute_peak.py check --out testdata/golden/llamacpp_compute_phases.json");
         REQUIRE(phases.count(c.at("name").get<std::string>()) == 1);
         check_compute(c, e, pred, got, phases.at(c.at("name").get<std::string>()));
         compute_exact += std::abs(pred - got) <= 0.02;
