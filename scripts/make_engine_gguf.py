@@ -2,15 +2,18 @@
 """GGUF twins of the engine's fixtures, written by llama.cpp's convert_hf_to_gguf.py, and
 llama.cpp's own greedy ids for them (llama-cpp-python):
 
-    LLAMA_CPP=/path/to/llama.cpp /work/venv/bin/python scripts/make_engine_gguf.py [moe] [dense]
+    LLAMA_CPP=/path/to/llama.cpp /work/venv/bin/python scripts/make_engine_gguf.py [moe] [dense] [gpt_oss]
 
 LLAMA_CPP is a llama.cpp tree with convert_hf_to_gguf.py and gguf-py (the llama-cpp-python
-0.3.36 sdist's vendor/llama.cpp; default /tmp/engine-llamacpp). Both sets by default.
+0.3.36 sdist's vendor/llama.cpp; default /tmp/engine-llamacpp). Every set by default.
 
 moe -> testdata/engine/moe-gguf/ (+ moe-gguf.json): stacked ffn_*_exps experts,
 ffn_gate_inp, the qwen2moe shared expert. llama.cpp's qwen2moe and qwen3moe graphs put
 experts on every layer, so those two are written from all-sparse variants of the configs in
 scripts/make_engine_moe.py (same seeds); mixtral and olmoe are the committed HF fixtures.
+
+gpt_oss -> testdata/engine/gpt_oss-gguf/ (+ gpt_oss-gguf.json): a gpt-oss with MXFP4 experts
+as llama.cpp runs it (make_gpt_oss below), transformers' exact answers beside llama.cpp's.
 
 dense -> testdata/engine/dense-gguf/ (+ dense-gguf.json): the recipe families of
 scripts/make_engine_families.py (gemma, gemma2, gemma3, phi3, phi4-mini: longrope as the
@@ -235,13 +238,87 @@ def make_dense():
     write_json(ENGINE / "dense-gguf.json", refs)
 
 
+def clamp_hits(model, prompt_ids):
+    """How many gate values of the prompt's routed experts reach the clamp (gate_up before the activation)."""
+    import torch
+    hits = [0]
+
+    def hook(mod, args, _out):
+        lim = model.config.swiglu_limit
+        x = args[0]
+        gu = torch.einsum("th,ehk->etk", x.reshape(-1, x.shape[-1]), mod.gate_up_proj) + mod.gate_up_proj_bias[:, None, :]
+        hits[0] += int((gu[..., ::2] > lim).sum())
+
+    hooks = [m.register_forward_hook(hook) for n, m in model.named_modules() if n.endswith("mlp.experts")]
+    with torch.no_grad():
+        model(torch.tensor([prompt_ids]))
+    for h in hooks:
+        h.remove()
+    return hits[0]
+
+
+def make_gpt_oss():
+    """gpt-oss as llama.cpp runs it: the clamped SwiGLU at its fixed alpha 1.702 and limit 7
+    (LLM_FFN_SWIGLU_OAI_MOE), yarn with the correction range floored/ceiled (ggml has no
+    truncate=false); experts as MXFP4 (the published checkpoints' store), repacked by the
+    converter into ggml's MXFP4 blocks (scale byte, then 16 bytes: value j low nibble, j + 16
+    high). transformers runs the same model (its dequantized experts) for the exact golden."""
+    import make_engine_gpt_oss as oss
+    import torch
+    cfg = dict(oss.CONFIG, swiglu_alpha=1.702, swiglu_limit=7.0,
+               rope_parameters=dict(oss.CONFIG["rope_parameters"], truncate=True))
+    for attempt in range(80):
+        tensors, qmodel = oss.mxfp4_model(oss.make_model(attempt, cfg, expert_scale=3.0))
+        ref = fam.reference("gpt_oss", qmodel, qmodel.config.vocab_size)
+        seq = ref["prompt"] + ref["ids"]
+        gap = oss.routing_gap(qmodel, seq)
+        hits = clamp_hits(qmodel, seq)
+        if len(set(ref["ids"])) >= 6 and ref["min_greedy_margin"] > 5e-3 and gap > 1e-3 and hits > 0:
+            break
+    else:
+        raise SystemExit("gpt_oss GGUF: no seed gives a varied greedy path with clear routing and a hit clamp")
+    # The exact greedy path: each id the argmax of a fresh forward over everything before it.
+    # transformers 5.25's cached generate departs from its own forward on this model (at the
+    # 27th id: its forward gives 2 over 49 by 0.26, generate picks 49), so generate's ids are
+    # kept beside, not used as the expectation.
+    seq = list(ref["prompt"])
+    with torch.no_grad():
+        for _ in range(fam.NEW_TOKENS):
+            seq.append(int(qmodel(torch.tensor([seq])).logits[0, -1].argmax()))
+    forward_ids = seq[len(ref["prompt"]):]
+    with torch.no_grad():  # the last position before the 32nd id, on that path
+        forward_final = [float(v) for v in qmodel(torch.tensor([seq[:-1]])).logits[0, -1].float()]
+    out = fresh_dir(ENGINE / "gpt_oss-gguf")
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "gpt_oss_mxfp4"
+        qmodel.config.architectures = ["GptOssForCausalLM"]  # what save_pretrained would set
+        oss.write_mxfp4(src, tensors, qmodel.config)
+        dst = out / "gpt_oss.gguf"
+        convert(src, dst, model_name="tiny random fixture")
+    ids, last, final, ctx = llama_cpp_greedy(dst, ref["prompt"], fam.NEW_TOKENS)
+    same = sum(x == y for x, y in zip(ids, forward_ids))
+    print(f"gpt_oss: seed attempt {attempt}, clamp hits {hits}, routing gap {gap:.3g}; generate vs forward "
+          f"{sum(x == y for x, y in zip(ref['ids'], forward_ids))}/32 ids; llama.cpp vs transformers' forward "
+          f"{same}/32 ids, last prompt logits {relative(last, ref['prompt_logits'][-1]):.2e}, final {relative(final, forward_final):.2e}")
+    refs = {"gpt_oss": {"file": "gpt_oss.gguf", "arch": "gpt-oss", "n_ctx": ctx, "prompt": ref["prompt"], "ids": ids,
+                        "last_prompt_logits": last, "final_logits": final,
+                        "transformers": {"ids": forward_ids, "generate_ids": ref["ids"], "prompt_logits": ref["prompt_logits"],
+                                         "final_logits": forward_final, "min_greedy_margin": ref["min_greedy_margin"],
+                                         "min_routing_gap": gap, "clamp_hits": hits, "seed_attempt": attempt,
+                                         "config": {k: cfg[k] for k in ("swiglu_alpha", "swiglu_limit", "rope_parameters")}}}}
+    write_json(ENGINE / "gpt_oss-gguf.json", refs)
+
+
+SETS = {"moe": make_moe, "dense": make_dense, "gpt_oss": make_gpt_oss}
+
+
 def main():
-    sets = sys.argv[1:] or ["moe", "dense"]
+    sets = sys.argv[1:] or list(SETS)
     for s in sets:
-        if s not in ("moe", "dense"):
-            raise SystemExit(f"unknown set {s!r} (moe, dense)")
+        if s not in SETS:
+            raise SystemExit(f"unknown set {s!r} ({', '.join(SETS)})")
     for s in sets:
-        make_moe() if s == "moe" else make_dense()
+        SETS[s]()
 
 
 if __name__ == "__main__":

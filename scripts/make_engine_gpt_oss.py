@@ -54,8 +54,10 @@ CONFIG = dict(model_type="gpt_oss", num_hidden_layers=4, num_local_experts=8, nu
                                "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 32})
 
 
-def make_model(attempt):
-    model = fam.make_model("gpt_oss", CONFIG, attempt)
+def make_model(attempt, config=None, expert_scale=1.0):
+    """`expert_scale` multiplies the experts' weights (and biases): the GGUF twin's clamp sits
+    at llama.cpp's fixed limit 7, which unscaled random experts never reach."""
+    model = fam.make_model("gpt_oss", config or CONFIG, attempt)
     model.set_experts_implementation("eager")  # the loop over experts of modeling_gpt_oss.py
     g = torch.Generator().manual_seed(fam.SEED + 31 + attempt)
     with torch.no_grad():
@@ -64,6 +66,8 @@ def make_model(attempt):
                 p.copy_(torch.randn(p.shape, generator=g))
             elif name.endswith("bias") or name.endswith("_bias"):
                 p.copy_(0.3 * torch.randn(p.shape, generator=g))
+            if expert_scale != 1.0 and ".experts." in name:
+                p.mul_(expert_scale)
     return model.eval()
 
 

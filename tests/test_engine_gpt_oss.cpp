@@ -58,6 +58,68 @@ TEST_CASE("engine gpt-oss: fp32 and MXFP4 checkpoints match transformers (32 gre
   }
 }
 
+// The GGUF twin (scripts/make_engine_gguf.py gpt_oss, testdata/engine/gpt_oss-gguf.json): a
+// gpt-oss with llama.cpp's fixed clamp (alpha 1.702, limit 7) and truncated yarn, MXFP4
+// experts repacked by convert_hf_to_gguf into ggml's blocks, gate and up apart with their
+// biases. Exact: transformers' forward on the same model (dequantized experts; the greedy
+// path of fresh forwards, as transformers 5.25's cached generate departs from its own forward
+// at the 27th id here). llama.cpp's logits differ by its 8-bit activations against MXFP4
+// (vec_dot_mxfp4_q8_0, ~1e-2 of their scale); its 32 greedy ids are the same.
+TEST_CASE("engine gpt-oss: the GGUF twin (ggml MXFP4 experts) matches transformers and llama.cpp's greedy ids",
+          "[engine][moe][gpt_oss][gguf]") {
+  const json g = json::parse(std::ifstream(test::testdata("engine/gpt_oss-gguf.json"))).at("gpt_oss");
+  const std::string path = test::testdata("engine/gpt_oss-gguf/" + g.at("file").get<std::string>());
+  auto m = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+  INFO(m.tf->describe());
+  const json& t = g.at("transformers");
+  test::check_against_golden(*m.tf, {{"prompt", g.at("prompt")}, {"ids", t.at("ids")},
+                                     {"prompt_logits", t.at("prompt_logits")}, {"final_logits", t.at("final_logits")}});
+  const auto ours = test::greedy(*m.tf, g.at("prompt").get<std::vector<int32_t>>(), 32);
+  CHECK(ours == g.at("ids").get<std::vector<int32_t>>());  // llama.cpp's
+  // The last prompt position: llama.cpp's logits within its 8-bit activations' error.
+  const auto prompt = g.at("prompt").get<std::vector<int32_t>>();
+  auto fresh = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+  SeqChunk ch{0, 0, prompt, true};
+  const auto out = fresh.tf->forward({&ch, 1});
+  CHECK(test::rel_error(out.data() + (prompt.size() - 1) * size_t(fresh.tf->vocab()), g.at("last_prompt_logits")) < 2e-2);
+  // The clamp and the biases are in play: the generator kept a seed where gate values pass 7.
+  CHECK(t.at("clamp_hits").get<int>() > 0);
+}
+
+TEST_CASE("engine gpt-oss: the GGUF twin's run state is estimate's, streamed experts equal resident",
+          "[engine][moe][gpt_oss][gguf][stream]") {
+  const std::string path = test::testdata("engine/gpt_oss-gguf/gpt_oss.gguf");
+  const auto prompt = json::parse(std::ifstream(test::testdata("engine/gpt_oss-gguf.json")))["gpt_oss"]["prompt"].get<std::vector<int32_t>>();
+  EngineOptions eo;
+  eo.max_batch = 2;
+  eo.max_context = 100;
+  auto m = test::load_engine_model(path, eo, Device{Device::Kind::Cpu, 0}, std::nullopt, 2);
+  Workload w;
+  w.batch = 2;
+  w.context = 100;
+  w.threads = 2;
+  w.target = Target::Cpu;
+  w.runtime = Runtime::Nunchaku;
+  w.kv_dtype = DType::F32;  // the engine's KV for an F32 model's attention (EngineOptions' default)
+  const Estimate e = estimate(m.ck, m.layout, w);
+  CHECK(e.component("kv_cache") + e.component("activations") + e.component("logits") + e.component("scratch") ==
+        m.tf->state_bytes());
+  auto r = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+  SeqChunk ch{0, 0, prompt, true};
+  const auto a = r.tf->forward({&ch, 1});
+  const std::vector<float> resident(a.begin(), a.end());
+  const std::vector<int32_t> ids = test::greedy(*r.tf, prompt, 8);
+  for (bool pieces : {false, true}) {
+    INFO("expert pieces " << pieces);
+    StreamOptions so;
+    so.expert_pieces = pieces;
+    auto s = test::load_engine_model(path, options(), Device{Device::Kind::Disk, 0}, so, 2);
+    const auto b = s.tf->forward({&ch, 1});
+    CHECK(std::equal(resident.begin(), resident.end(), b.begin(), b.end()));
+    CHECK(test::greedy(*s.tf, prompt, 8) == ids);
+  }
+}
+
 TEST_CASE("engine gpt-oss: the recipe its config gives", "[engine][moe][gpt_oss]") {
   const ModelLayout layout = describe_model(open_checkpoint(test::testdata("engine/gpt_oss")));
   const ModelSpec& s = *layout.spec;

@@ -104,6 +104,7 @@ struct MoeExpert {
   const WeightMatrix* down = nullptr;
   VecRef gate_up_bias;  // [2 x inter] (gate_up_mixed)
   VecRef down_bias;     // [hidden]
+  VecRef gate_bias, up_bias;  // [inter] each (clamped SwiGLU with gate and up apart: GGUF gpt-oss)
 };
 struct MoeFfn {
   const WeightMatrix* router = nullptr;  // [experts, hidden]
@@ -113,7 +114,8 @@ struct MoeFfn {
   Routing routing = Routing::SoftmaxTopk;
   VecRef router_bias;  // [experts], added to the router's logits
   Activation act = Activation::Silu;
-  bool gate_up_mixed = false;  // gpt-oss experts (MoeExpert)
+  bool gate_up_mixed = false;  // gpt-oss experts as HF stores them: gate|up rows interleaved in `gate`
+  bool clamped_swiglu = false;  // gpt-oss's activation (gate_up_mixed or not), its biases, down's bias
   float swiglu_alpha = 0, swiglu_limit = 0;
   const WeightMatrix* shared_gate = nullptr;  // the shared expert (all three, or none)
   const WeightMatrix* shared_up = nullptr;

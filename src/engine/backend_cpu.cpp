@@ -64,6 +64,19 @@ void clamped_swiglu_row(float* gu, int64_t n, const VecRef& bias, float alpha, f
   }
 }
 
+// The same over gate and up apart (GGUF's ffn_gate_exps / ffn_up_exps), each with its bias;
+// the result in `g`.
+void clamped_swiglu_split(float* g, const float* u, int64_t n, const VecRef& gb, const VecRef& ub, float alpha, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    float gi = g[i], ui = u[i];
+    if (gb) gi += vec_at(gb, i);
+    if (ub) ui += vec_at(ub, i);
+    gi = std::min(gi, limit);
+    ui = std::max(std::min(ui, limit), -limit);
+    g[i] = (ui + 1.0f) * (gi * (1.0f / (1.0f + std::exp(-(gi * alpha)))));
+  }
+}
+
 // A float buffer whose bytes are counted.
 struct Buffer {
   Array<float> p;
@@ -632,13 +645,16 @@ void CpuBackend::moe(const MoeFfn& f) {
     moe_experts(f, true, e0, e1);
     each(moe_.first[e1] - moe_.first[e0], [&](int64_t i, int) {
       const int64_t r = moe_.first[e0] + i;
+      const MoeExpert& x = f.experts[expert_of(r)];
       if (f.gate_up_mixed)
-        clamped_swiglu_row(moe_.gate + r * 2 * I, I, f.experts[expert_of(r)].gate_up_bias, f.swiglu_alpha, f.swiglu_limit);
+        clamped_swiglu_row(moe_.gate + r * 2 * I, I, x.gate_up_bias, f.swiglu_alpha, f.swiglu_limit);
+      else if (f.clamped_swiglu)
+        clamped_swiglu_split(moe_.gate + r * I, moe_.up + r * I, I, x.gate_bias, x.up_bias, f.swiglu_alpha, f.swiglu_limit);
       else
         act_mul_row(f.act, moe_.gate + r * I, moe_.up + r * I, I);
     });
     moe_experts(f, false, e0, e1);
-    if (f.gate_up_mixed)
+    if (f.clamped_swiglu)
       each(moe_.first[e1] - moe_.first[e0], [&](int64_t i, int) {
         const int64_t r = moe_.first[e0] + i;
         if (const VecRef& b = f.experts[expert_of(r)].down_bias)

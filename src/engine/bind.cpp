@@ -102,7 +102,10 @@ ModelBinding bind_modules(const ModelLayout& layout) {
     const bool sparse = at[size_t(Role::Router)] >= 0;  // a MoE layer (others of the family are dense)
     std::vector<Role> need = {Role::AttnNorm, Role::O, Role::FfnNorm};
     for (Role r : recipe.fused_qkv ? std::vector{Role::QKV} : std::vector{Role::Q, Role::K, Role::V}) need.push_back(r);
-    if (sparse && recipe.clamped_swiglu) need.insert(need.end(), {Role::ExpGateUpMixed, Role::ExpDown, Role::ExpGateUpBias, Role::ExpDownBias});
+    if (sparse && recipe.clamped_swiglu && at[size_t(Role::ExpGate)] >= 0)  // GGUF: gate and up apart
+      need.insert(need.end(), {Role::ExpGate, Role::ExpUp, Role::ExpDown, Role::ExpGateBias, Role::ExpUpBias, Role::ExpDownBias});
+    else if (sparse && recipe.clamped_swiglu)
+      need.insert(need.end(), {Role::ExpGateUpMixed, Role::ExpDown, Role::ExpGateUpBias, Role::ExpDownBias});
     else if (sparse && at[size_t(Role::ExpGateUp)] >= 0) need.push_back(Role::ExpDown);
     else if (sparse) need.insert(need.end(), {Role::ExpGate, Role::ExpUp, Role::ExpDown});
     else if (recipe.fused_gate_up) need.insert(need.end(), {Role::GateUp, Role::Down});
@@ -132,6 +135,22 @@ WeightMatrix matrix(const TensorView& t, int64_t rows, int64_t cols, const Backe
                        fmt::format("dtype {} is not supported by the {} kernels", dtype_name(t.dtype),
                                    backend ? backend->device().str() : "cpu"),
                        t.name, "supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K");
+  auto rb = dtype_nbytes(t.dtype, uint64_t(cols));
+  if (!rb || *rb * uint64_t(rows) != t.nbytes)
+    throw engine_error("engine.bad_shape", "row length is not a whole number of blocks", t.name);
+  return WeightMatrix{static_cast<const uint8_t*>(t.data), t.dtype, rows, cols, size_t(*rb), t.name};
+}
+
+WeightMatrix expert_rows(const TensorView& t, int64_t rows, int64_t cols, const Backend& backend) {
+  if (t.dtype != DType::MXFP4) return matrix(t, rows, cols, &backend);
+  check_place(t, &backend);
+  if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols)
+    throw engine_error("engine.bad_shape",
+                       fmt::format("shape [{}] where the model needs [{}, {}]", fmt::join(t.shape, ", "), rows, cols),
+                       t.name);
+  if (!backend.supports(Op::Moe, t.dtype) || !expert_matrix_supports(t.dtype, false, false))
+    throw engine_error("engine.unsupported_dtype",
+                       fmt::format("MXFP4 experts are not supported by the {} kernels", backend.device().str()), t.name);
   auto rb = dtype_nbytes(t.dtype, uint64_t(cols));
   if (!rb || *rb * uint64_t(rows) != t.nbytes)
     throw engine_error("engine.bad_shape", "row length is not a whole number of blocks", t.name);

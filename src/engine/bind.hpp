@@ -39,6 +39,10 @@ size_t find_role(const ModelLayout& layout, Role r);
 // engine.unsupported_dtype / engine.not_contiguous / engine.not_readable (by `backend`, or,
 // when null, on the host).
 WeightMatrix matrix(const TensorView& t, int64_t rows, int64_t cols, const Backend* backend);
+// An expert weight as `rows` x `cols` (a stacked tensor already seen as its E x rows rows):
+// matrix() for the types it reads, and ggml's MXFP4 blocks (GGUF gpt-oss), which only the
+// expert kernels read (matmul_expert_rows).
+WeightMatrix expert_rows(const TensorView& t, int64_t rows, int64_t cols, const Backend& backend);
 // gpt-oss's stacked experts as one matrix of experts x rows output rows of `cols` inputs:
 // `t` input-major [experts, cols, rows] of F32/F16/BF16 (WeightMatrix::input_major, `rows`
 // x `cols` with experts x cols stored rows), or, when `t` is U8, MXFP4 blocks [experts, rows,

@@ -29,8 +29,8 @@ struct WeightMatrix {
   // gpt-oss's experts (Backend::moe only, through matmul_expert_rows): `input_major`: stored
   // [cols][rows] (x @ W, bf16/fp32 files), row_bytes apart per input; dtype MXFP4: as the HF
   // files hold it, 16 code bytes per 32 values at `data` (row_bytes = cols / 2) and one E8M0
-  // scale byte per 32 values at `scales` (cols / 32 per row; GGUF's interleaved MXFP4 blocks
-  // are not read).
+  // scale byte per 32 values at `scales` (cols / 32 per row); or, `scales` null, ggml's
+  // blocks as GGUF holds them (17 bytes per 32 values: the scale, then 16 code bytes).
   bool input_major = false;
   const uint8_t* scales = nullptr;
   int64_t stored_rows() const { return input_major ? cols : rows; }  // rows of storage (row_bytes each)

@@ -1,6 +1,7 @@
 // The expert matmuls of gpt-oss checkpoints that matmul_rows does not read: experts stored
-// input-major (x @ W, as transformers holds and saves GptOssExperts in bf16/fp32) and MXFP4
-// with its E8M0 scales in a tensor of their own (the HF *_blocks / *_scales pair).
+// input-major (x @ W, as transformers holds and saves GptOssExperts in bf16/fp32) and MXFP4,
+// with its E8M0 scales in a tensor of their own (the HF *_blocks / *_scales pair) or in
+// ggml's blocks (GGUF).
 #include <cmath>
 #include <cstring>
 
@@ -50,6 +51,21 @@ void input_major_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_
   }
 }
 
+// One 32-value MXFP4 block into v[0..32): HF's split form (codes: value 2j in the low nibble
+// of byte j, 2j + 1 in the high one; the E8M0 scale apart) or ggml's (`scale` null: the
+// scale byte first, then value j in the low nibble of byte j and j + 16 in the high one).
+void mxfp4_block(const uint8_t* q, const uint8_t* scale, float* v) {
+  const bool ggml = scale == nullptr;
+  const float d = e8m0_value(ggml ? q[0] : *scale);
+  if (ggml) ++q;
+  float tab[16];  // the block's 16 possible values (each one exact product)
+  for (int c = 0; c < 16; ++c) tab[c] = fp4_e2m1_value(uint8_t(c)) * d;
+  for (int j = 0; j < 16; ++j) {
+    v[ggml ? j : 2 * j] = tab[q[j] & 15];
+    v[ggml ? j + 16 : 2 * j + 1] = tab[q[j] >> 4];
+  }
+}
+
 // MXFP4 rows, dequantized kRun values (whole 32-value blocks) at a time into a stack buffer,
 // then dotted with every x row over 8 partial sums (vectorizable; summed in a fixed order).
 constexpr int64_t kRun = 256;
@@ -59,19 +75,14 @@ void mxfp4_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, f
   alignas(64) float v[kRun];
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* codes = w.data + size_t(r) * w.row_bytes;
-    const uint8_t* sc = w.scales + size_t(r) * size_t(nb);
+    const uint8_t* sc = w.scales ? w.scales + size_t(r) * size_t(nb) : nullptr;
+    const size_t block_bytes = sc ? 16 : 17;
     for (int64_t b = 0; b < B; ++b) y[b * ldy + r] = 0.0f;
     for (int64_t c0 = 0; c0 < w.cols; c0 += kRun) {
       const int64_t n = std::min(kRun, w.cols - c0);
       for (int64_t k = 0; k < n / 32; ++k) {
-        const float d = e8m0_value(sc[c0 / 32 + k]);
-        float tab[16];  // the block's 16 possible values (each one exact product)
-        for (int c = 0; c < 16; ++c) tab[c] = fp4_e2m1_value(uint8_t(c)) * d;
-        const uint8_t* q = codes + (c0 / 32 + k) * 16;
-        for (int j = 0; j < 16; ++j) {
-          v[k * 32 + 2 * j] = tab[q[j] & 15];
-          v[k * 32 + 2 * j + 1] = tab[q[j] >> 4];
-        }
+        const int64_t blk = c0 / 32 + k;
+        mxfp4_block(codes + size_t(blk) * block_bytes, sc ? sc + blk : nullptr, v + k * 32);
       }
       for (int64_t b = 0; b < B; ++b) {
         const float* xb = x + b * ldx + c0;
@@ -95,7 +106,7 @@ float fp4_e2m1_value(uint8_t code) {
 float e8m0_value(uint8_t s) { return s == 255 ? std::nanf("") : std::ldexp(1.0f, int(s) - 127); }
 
 bool expert_matrix_supports(DType t, bool input_major, bool split_scales) {
-  if (split_scales) return t == DType::MXFP4 && !input_major;
+  if (split_scales || t == DType::MXFP4) return t == DType::MXFP4 && !input_major;
   if (input_major) return t == DType::F32 || t == DType::F16 || t == DType::BF16;
   return matmul_supports(t);
 }

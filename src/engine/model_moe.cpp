@@ -80,7 +80,7 @@ void Transformer::bind_moe(Layer& L, std::span<const TensorView> info, std::span
                            const std::string& module) {
   const int64_t E = dims_.experts, H = dims_.hidden, I = dims_.expert_inter;
   Moe m;
-  if (recipe_.clamped_swiglu) {
+  if (recipe_.clamped_swiglu && L.at[size_t(Role::ExpGateUpMixed)] >= 0) {  // HF gpt-oss: gate|up interleaved
     m.experts.resize(size_t(E) * 3);
     bind_mixed_experts(m, L, info, module);
     m.router.at = L.at[size_t(Role::Router)];
@@ -102,7 +102,7 @@ void Transformer::bind_moe(Layer& L, std::span<const TensorView> info, std::span
     Part& p = m.experts[size_t(e) * 3 + size_t(which)];
     p.at = int16_t(i);
     p.row0 = row0;
-    p.w = matrix(as_rows(info[i], total, cols), total, cols, &backend_);
+    p.w = expert_rows(as_rows(info[i], total, cols), total, cols, backend_);
     p.w.rows = rows;
     seen[size_t(e) * 3 + size_t(which)] = true;
   };
@@ -136,6 +136,12 @@ void Transformer::bind_moe(Layer& L, std::span<const TensorView> info, std::span
     p.w = matrix(info[size_t(p.at)], rows, cols, &backend_);
   };
   single(m.router, Role::Router, E, H);
+  if (recipe_.clamped_swiglu) {  // GGUF gpt-oss: gate and up apart, each with its bias
+    check_vector(info[size_t(L.at[size_t(Role::ExpGateBias)])], E * I, backend_);
+    check_vector(info[size_t(L.at[size_t(Role::ExpUpBias)])], E * I, backend_);
+    check_vector(info[size_t(L.at[size_t(Role::ExpDownBias)])], E * H, backend_);
+    if (L.at[size_t(Role::RouterBias)] >= 0) check_vector(info[size_t(L.at[size_t(Role::RouterBias)])], E, backend_);
+  }
   m.shared = L.at[size_t(Role::ShGate)] >= 0;
   if (m.shared) {
     const int64_t S = dim(info[size_t(L.at[size_t(Role::ShGate)])], 0);
@@ -164,18 +170,22 @@ void Transformer::run_moe(Layer& L, std::span<const TensorView> w) {
       p.w.scales = static_cast<const uint8_t*>(w[size_t(p.scales_at)].data) + size_t(p.row0) * size_t(p.w.cols / 32);
   rebind(m.router);
   if (m.shared) rebind(m.sh_gate), rebind(m.sh_up), rebind(m.sh_down);
-  const bool mixed = recipe_.clamped_swiglu;
+  const bool clamped = recipe_.clamped_swiglu;
+  const bool mixed = clamped && L.at[size_t(Role::ExpGateUpMixed)] >= 0;  // else GGUF's gate and up apart
   const VecRef gu_bias = mixed ? vector_ref(w, L.at[size_t(Role::ExpGateUpBias)]) : VecRef{};
-  const VecRef down_bias = mixed ? vector_ref(w, L.at[size_t(Role::ExpDownBias)]) : VecRef{};
+  const VecRef g_bias = clamped && !mixed ? vector_ref(w, L.at[size_t(Role::ExpGateBias)]) : VecRef{};
+  const VecRef u_bias = clamped && !mixed ? vector_ref(w, L.at[size_t(Role::ExpUpBias)]) : VecRef{};
+  const VecRef down_bias = clamped ? vector_ref(w, L.at[size_t(Role::ExpDownBias)]) : VecRef{};
   auto slice = [](VecRef v, size_t e, int64_t n) {  // expert e's row of a stacked bias
     if (!v) return v;
     v.data = static_cast<const uint8_t*>(v.data) + e * size_t(n) * dtype_info(v.dtype).block_bytes;
     v.n = n;
     return v;
   };
+  const int64_t I = dims_.expert_inter;
   for (size_t e = 0; e < m.bound.size(); ++e)
     m.bound[e] = {&m.experts[e * 3].w, mixed ? nullptr : &m.experts[e * 3 + 1].w, &m.experts[e * 3 + 2].w,
-                  slice(gu_bias, e, 2 * dims_.expert_inter), slice(down_bias, e, dims_.hidden)};
+                  slice(gu_bias, e, 2 * I), slice(down_bias, e, dims_.hidden), slice(g_bias, e, I), slice(u_bias, e, I)};
   MoeFfn f;
   f.router = &m.router.w;
   f.router_bias = vector_ref(w, L.at[size_t(Role::RouterBias)]);
@@ -185,6 +195,7 @@ void Transformer::run_moe(Layer& L, std::span<const TensorView> w) {
   f.routing = recipe_.routing;
   f.act = recipe_.act;
   f.gate_up_mixed = mixed;
+  f.clamped_swiglu = clamped;
   f.swiglu_alpha = recipe_.swiglu_alpha;
   f.swiglu_limit = recipe_.swiglu_limit;
   if (pieces) {  // the routed experts' rows come from the provider, round by round

@@ -135,7 +135,9 @@ uint64_t engine_host_tables(const EngineConfig& c);
 
 // Whether the CPU's blocked GEMM dequantizes a weight of this type through the f32 panel:
 // block-quantized types do; F32, F16 and BF16 are read in place.
-inline bool cpu_gemm_uses_panel(DType t) { return t != DType::F32 && t != DType::F16 && t != DType::BF16; }
+inline bool cpu_gemm_uses_panel(DType t) {
+  return t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::MXFP4;  // MXFP4: experts' own kernel
+}
 
 // EngineConfig::panel_cols of a checkpoint's weights as stored: the widest input (columns) of
 // a block-quantized matmul weight (cpu_gemm_uses_panel), by role (Q, K, V, gate, up and the head read hidden, O

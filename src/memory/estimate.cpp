@@ -303,7 +303,7 @@ namespace {
 bool is_routed(const Module& m, size_t k, std::string_view name) {
   const Role r = k < m.roles.size() ? m.roles[k] : Role::None;
   const bool expert_data = r == Role::ExpGateUpBias || r == Role::ExpDownBias || r == Role::ExpGateUpScales ||
-                           r == Role::ExpDownScales;
+                           r == Role::ExpDownScales || r == Role::ExpGateBias || r == Role::ExpUpBias;
   return is_expert_role(r) || expert_data || (r == Role::None && is_routed_expert(name));
 }
 

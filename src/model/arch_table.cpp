@@ -36,7 +36,8 @@ std::string_view role_name(Role r) {
       "router", "expert_gate", "expert_up", "expert_down", "expert_gate_up",
       "shared_gate", "shared_up", "shared_down", "shared_expert_gate",
       "sinks", "router_bias", "expert_gate_up_mixed", "expert_gate_up_bias", "expert_down_bias",
-      "expert_gate_up_scales", "expert_down_scales", "rope_factors_long", "rope_factors_short"};
+      "expert_gate_up_scales", "expert_down_scales", "rope_factors_long", "rope_factors_short",
+      "expert_gate_bias", "expert_up_bias"};
   return kNames[size_t(r)];
 }
 

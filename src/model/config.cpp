@@ -243,6 +243,10 @@ std::optional<ModelSpec> spec_from_gguf(const json& md) {
     json rs = {{"type", *type}};
     if (auto fac = f.number({key("rope.scaling.factor")})) rs["factor"] = *fac;
     if (auto orig = integer("rope.scaling.original_context_length")) rs["original_max_position_embeddings"] = *orig;
+    // yarn's correction range (convert_hf_to_gguf writes the config's beta_fast / beta_slow);
+    // no truncate key: ggml floors and ceils the range, as truncate true.
+    if (auto b = f.number({key("rope.scaling.yarn_beta_fast")})) rs["beta_fast"] = *b;
+    if (auto b = f.number({key("rope.scaling.yarn_beta_slow")})) rs["beta_slow"] = *b;
     s.rope_scaling = rs;
   }
 

@@ -120,8 +120,11 @@ enum class Role : uint8_t {
   // Phi-3 longrope in GGUF: the long and short per-frequency factors [rotary dims / 2]
   // (convert_hf_to_gguf writes config.json's long_factor / short_factor as tensors).
   RopeFactorsLong, RopeFactorsShort,
+  // gpt-oss in GGUF: gate and up of the experts apart (ffn_gate_exps / ffn_up_exps, ggml's
+  // MXFP4 blocks or floats), each with its own bias [E, I].
+  ExpGateBias, ExpUpBias,
 };
-constexpr size_t kRoleCount = size_t(Role::RopeFactorsShort) + 1;
+constexpr size_t kRoleCount = size_t(Role::ExpUpBias) + 1;
 // A routed expert's gate, up, down or fused gate|up (what a token reads only when routed there).
 constexpr bool is_expert_role(Role r) {
   return r == Role::ExpGate || r == Role::ExpUp || r == Role::ExpDown || r == Role::ExpGateUp || r == Role::ExpGateUpMixed;

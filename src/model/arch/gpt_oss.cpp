@@ -34,6 +34,7 @@ void recipe(const ModelSpec& s, BlockRecipe& r) {
 }
 constexpr ArchEntry kTensors[] = {
     {"gpt_oss", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kGptOssHF},
+    {"gpt_oss", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kGptOssGGUF},
 };
 }  // namespace
 extern const ArchRecord kGptOss{.family = "gpt_oss", .names = kNames, .hf_class = "GptOssForCausalLM",

@@ -249,6 +249,31 @@ inline constexpr R kQkNormFullGGUF[] = {  // olmoe
     {"attn_q_norm.weight", "Q", kReq, Role::QNorm},
     {"attn_k_norm.weight", "KV", kReq, Role::KNorm},
 };
+// gpt-oss (llama.cpp's openai-moe): the post-attention norm is the MLP's input norm; gate and
+// up apart, each with its bias; experts as ggml's MXFP4 blocks in the published GGUFs.
+inline constexpr R kGptOssAttnGGUF[] = {
+    {"attn_norm.weight", "H", kReq, Role::AttnNorm},
+    {"attn_q.weight", "Q H", kReq, Role::Q},
+    {"attn_k.weight", "KV H", kReq, Role::K},
+    {"attn_v.weight", "KV H", kReq, Role::V},
+    {"attn_output.weight", "H Q", kReq, Role::O},
+    {"attn_q.bias", "Q", kOpt, Role::QBias},
+    {"attn_k.bias", "KV", kOpt, Role::KBias},
+    {"attn_v.bias", "KV", kOpt, Role::VBias},
+    {"attn_output.bias", "H", kOpt, Role::OBias},
+    {"attn_sinks.weight", "*", kReq, Role::Sinks},
+    {"post_attention_norm.weight", "H", kReq, Role::FfnNorm},
+};
+inline constexpr R kGptOssMoeGGUF[] = {
+    {"ffn_gate_inp.weight", "E H", kReq, Role::Router},
+    {"ffn_gate_inp.bias", "E", kReq, Role::RouterBias},
+    {"ffn_gate_exps.weight", "E EI H", kReq, Role::ExpGate},
+    {"ffn_up_exps.weight", "E EI H", kReq, Role::ExpUp},
+    {"ffn_down_exps.weight", "E H EI", kReq, Role::ExpDown},
+    {"ffn_gate_exps.bias", "E EI", kReq, Role::ExpGateBias},
+    {"ffn_up_exps.bias", "E EI", kReq, Role::ExpUpBias},
+    {"ffn_down_exps.bias", "E H", kReq, Role::ExpDownBias},
+};
 inline constexpr R kPhi3LayerGGUF[] = {
     {"attn_norm.weight", "H", kReq, Role::AttnNorm},
     {"attn_qkv.weight", "QKV H", kReq, Role::QKV},
@@ -319,6 +344,8 @@ inline constexpr Rules kMoeOrDenseGGUFAlt[] = {kMoeGGUF, kMlpGGUF};
 inline constexpr Rules kMoeSharedGGUFAlt[] = {kMoeSharedGGUF, kMlpGGUF};
 inline constexpr Rules kQkNormFullGGUFAlt[] = {kQkNormFullGGUF};
 inline constexpr Rules kPhi3GGUFAlt[] = {kPhi3LayerGGUF};
+inline constexpr Rules kGptOssAttnGGUFAlt[] = {kGptOssAttnGGUF};
+inline constexpr Rules kGptOssMoeGGUFAlt[] = {kGptOssMoeGGUF};
 inline constexpr Rules kGpt2GGUFAlt[] = {kGpt2LayerGGUF};
 
 inline constexpr LayerSlot kLlamaHF[] = {{kAttnHFAlt}, {kMlpHFAlt}};
@@ -343,6 +370,7 @@ inline constexpr LayerSlot kQwen2MoeGGUF[] = {{kAttnGGUFAlt}, {kAttnBiasGGUFAlt}
 inline constexpr LayerSlot kQwen3MoeGGUF[] = {{kAttnGGUFAlt}, {kQkNormGGUFAlt}, {kMoeOrDenseGGUFAlt}};
 inline constexpr LayerSlot kOlmoeGGUF[] = {{kAttnGGUFAlt}, {kQkNormFullGGUFAlt}, {kMoeOrDenseGGUFAlt}};
 inline constexpr LayerSlot kPhi3GGUF[] = {{kPhi3GGUFAlt}};
+inline constexpr LayerSlot kGptOssGGUF[] = {{kGptOssAttnGGUFAlt}, {kGptOssMoeGGUFAlt}};
 inline constexpr LayerSlot kGpt2GGUF[] = {{kGpt2GGUFAlt}};
 
 inline constexpr std::string_view kModelRoots[] = {"model.", ""};
