@@ -267,19 +267,16 @@ TEST_CASE("estimate --runtime llama.cpp: KV and recurrent-state bytes are llama.
 }
 
 // A what-if on the Hugging Face checkpoint (testdata/arch/<case>: transformers' tensor names,
-// a fused gate_up_proj, experts one by one or fused) sizes llama.cpp's compute buffer as the
-// GGUF twin llama.cpp loaded, whose figure the test above checks against llama.cpp's log: the
+// a fused gate_up_proj, experts one by one or fused) sizes llama.cpp's compute buffer and KV
+// cache as the GGUF twin llama.cpp loaded, whose figure the test above checks against llama.cpp's log: the
 // graph's dimensions come from either naming alike.
-TEST_CASE("estimate --runtime llama.cpp: a Hugging Face checkpoint's compute buffer is its GGUF twin's", "[estimate][estimate-measured]") {
+TEST_CASE("estimate --runtime llama.cpp: a Hugging Face checkpoint's compute buffer and KV cache are its GGUF twin's", "[estimate][estimate-measured]") {
   const json g = test::read_json(test::testdata("golden/measured_llamacpp.json"));
   std::set<std::string> families;
   for (const auto& c : g.at("cases")) {
     const std::string model = c.at("model").get<std::string>();
     const fs::path src = fs::path(test::testdata("arch")) / model;
     if (c.at("mode") != "no_alloc" || !fs::exists(src / "tensors.json") || families.count(model)) continue;
-    // Windows llama.cpp drops (its llama arch has none, its phi3 turns phi-3's off): the
-    // transformers record has a sliding-window cache and its mask, the GGUF twin not.
-    if (model == "mistral-7b" || model == "phi3-mini") continue;
     INFO(c.at("name").get<std::string>());
     const std::string file = c.at("file").get<std::string>();
     const Checkpoint gguf = checkpoint_of(file, g.at("files").at(file));
@@ -291,6 +288,9 @@ TEST_CASE("estimate --runtime llama.cpp: a Hugging Face checkpoint's compute buf
     const Estimate from_gguf = estimate(gguf, describe_model(gguf), w);
     const Estimate from_hf = estimate(hf, describe_model(hf), w);
     CHECK(from_hf.component("activations") == from_gguf.component("activations"));
+    // The KV cache too: the windows llama.cpp drops (its llama arch has none, its phi3 turns
+    // phi-3's off) are dropped from the Hugging Face what-if as well.
+    CHECK(from_hf.component("kv_cache") == from_gguf.component("kv_cache"));
     families.insert(model);
   }
   // phi4 (a fused gate|up), transformers 5's fused experts (mixtral, qwen2-moe, olmoe,

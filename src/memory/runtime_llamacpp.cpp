@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "memory/estimate_detail.hpp"
+#include "model/arch/record.hpp"
 #include "core/units.hpp"
 
 namespace nunchaku::estimate_detail {
@@ -198,9 +199,27 @@ Component compute_buffer(const Graph& g, const Reserved& r, const Workload& w) {
                       flash ? "" : " + KQ a·n_kv", ffn)};
 }
 
+// A Hugging Face checkpoint as llama.cpp runs its GGUF: without the sliding window the
+// record says llama.cpp drops (every layer's cache and mask span the whole stream).
+void drop_windows_llamacpp_drops(Estimate& e, const Checkpoint& ck) {
+  ModelSpec& s = e.spec;
+  const ArchRecord* r = find_record(s.architecture);
+  const bool windowed = s.sliding_window > 0 || !s.layer_windows.empty() ||
+                        std::find(s.layer_attn.begin(), s.layer_attn.end(), AttnKind::Sliding) != s.layer_attn.end();
+  if (ck.format == Format::GGUF || !r || !r->llamacpp_drops_windows || !windowed) return;
+  e.notes.push_back(fmt::format("llama.cpp runs {} without its sliding window of {} ({}): every layer's KV cache holds the "
+                                "whole context, as its GGUF would", s.architecture, s.sliding_window,
+                                r->gguf_arch == "llama" ? "convert_hf_to_gguf writes it as arch llama, which has none"
+                                                        : "llama.cpp turns it off"));
+  s.sliding_window = 0;
+  s.layer_attn.clear();
+  s.layer_windows.clear();
+}
+
 }  // namespace
 
 uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck) {
+  drop_windows_llamacpp_drops(e, ck);
   const Workload& w = e.workload;
   const ModelSpec& s = e.spec;
   const uint64_t b = uint64_t(std::max<int64_t>(w.batch, 1)), asked = mul({b, uint64_t(w.context)});

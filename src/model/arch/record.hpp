@@ -83,6 +83,10 @@ struct ArchRecord {
   std::string_view gguf_arch;
   // A GGUF of `gguf_arch` that holds experts is this family instead (llama -> mixtral).
   std::string_view gguf_with_experts;
+  // llama.cpp runs the family without the sliding window its config names: the converter
+  // writes none (mistral, mixtral: arch llama) or llama.cpp turns it off (phi3). A what-if
+  // with --runtime llama.cpp on the Hugging Face checkpoint drops it too.
+  bool llamacpp_drops_windows = false;
   // MoE routers: whether the chosen top-k weights are renormalized when the config (HF:
   // norm_topk_prob, the class default) or the GGUF (expert_weights_norm, llama.cpp's graph
   // for the architecture) does not say. Mixtral always renormalizes.
