@@ -28,6 +28,7 @@ struct Graph {
   bool dense_layers = true;  // any layer with a dense FFN
   bool mla = false;
   uint64_t kv_lora = 0, rope = 0, nope = 0, v_head = 0;
+  bool keeps_residual = false;  // the record's llamacpp_keeps_residual
 };
 
 uint64_t dim(const TensorInfo& t, size_t from_end) {
@@ -40,6 +41,8 @@ Graph graph_of(const Estimate& e, const Checkpoint& ck) {
   g.h = uint64_t(s.hidden_size);
   g.a = uint64_t(s.num_heads);
   g.V = uint64_t(s.vocab_size);
+  const ArchRecord* rec = find_record(s.architecture);
+  g.keeps_residual = rec && rec->llamacpp_keeps_residual;
   g.q_dim = g.a * uint64_t(s.head_dim);
   g.kv_dim = uint64_t(s.num_kv_heads) * uint64_t(s.head_dim);
   g.I = uint64_t(std::max<int64_t>(s.intermediate_size, 0));
@@ -183,8 +186,9 @@ Component compute_buffer(const Graph& g, const Reserved& r, const Workload& w) {
   const uint64_t ffn_moe = g.experts > 0 ? mul({add(mul({3, g.used, g.I_exp}), mul({3, g.h})), u, 4}) : 0;
   const uint64_t ffn_shared = g.experts > 0 && g.I_shared > 0 ? mul({add(mul({3, g.I_shared}), mul({4, g.h})), u, 4}) : 0;
   const uint64_t layer = std::max({attn, ffn_dense, ffn_moe, ffn_shared});
-  // After the last layer: the logits u·V beside the final norm's input and output (u·h each).
-  const uint64_t out = mul({u, add(g.V, mul({2, g.h})), 4});
+  // After the last layer: the logits u·V beside the final norm's input and output (u·h each),
+  // and the last residual where the graph keeps it as an output (gpt-oss).
+  const uint64_t out = mul({u, add(g.V, mul({g.keeps_residual ? 3u : 2u, g.h})), 4});
   std::string ffn = g.dense_layers ? "dense (3·I + 4·h)" : "";
   if (g.experts > 0) {
     ffn += fmt::format("{}routed (3·k·I_exp + 3·h)", ffn.empty() ? "" : ", ");
@@ -192,10 +196,10 @@ Component compute_buffer(const Graph& g, const Reserved& r, const Workload& w) {
   }
   return {"activations", std::max(add(layer, mask), out),
           fmt::format("compute buffer for one micro-batch u = min(n_ubatch {}, n_batch {}, n_ctx) = {} (f32): max(layer + KQ mask{} "
-                      "u·n_kv({}{})·{} B, output u·(V+2·h)·4 B); layer = max(attention {}{}, ffn {})·u·4 B",
+                      "u·n_kv({}{})·{} B, output u·(V+{}·h)·4 B); layer = max(attention {}{}, ffn {})·u·4 B",
                       w.ubatch > 0 ? w.ubatch : kLlamaCppUbatch, w.prefill_chunk, u, windows ? "s" : "", n_kv,
                       windows ? fmt::format(" + {}", n_kv_swa) : "", flash ? "2 (f16, flash)" : "4 (f32)",
-                      g.mla ? "(a·(nope + 2·rope + 2·kv_lora + v_head) + 4·h) (MLA)" : "(3·h + 2·q_dim + 2·kv_dim)",
+                      g.keeps_residual ? 3 : 2, g.mla ? "(a·(nope + 2·rope + 2·kv_lora + v_head) + 4·h) (MLA)" : "(3·h + 2·q_dim + 2·kv_dim)",
                       flash ? "" : " + KQ a·n_kv", ffn)};
 }
 

@@ -38,5 +38,5 @@ constexpr ArchEntry kTensors[] = {
 };
 }  // namespace
 extern const ArchRecord kGptOss{.family = "gpt_oss", .names = kNames, .hf_class = "GptOssForCausalLM",
-                         .hf_rotary_module = true, .hf_config = hf, .gguf = gguf, .recipe = recipe, .tensors = kTensors, .gguf_arch = "gpt-oss"};
+                         .hf_rotary_module = true, .hf_config = hf, .gguf = gguf, .recipe = recipe, .tensors = kTensors, .gguf_arch = "gpt-oss", .llamacpp_keeps_residual = true};
 }  // namespace nunchaku::arch

@@ -87,6 +87,9 @@ struct ArchRecord {
   // writes none (mistral, mixtral: arch llama) or llama.cpp turns it off (phi3). A what-if
   // with --runtime llama.cpp on the Hugging Face checkpoint drops it too.
   bool llamacpp_drops_windows = false;
+  // llama.cpp's graph keeps the last layer's residual as an output of its own (gpt-oss:
+  // res->t_h_nextn before the output norm, src/models/openai-moe.cpp): alive beside the logits.
+  bool llamacpp_keeps_residual = false;
   // MoE routers: whether the chosen top-k weights are renormalized when the config (HF:
   // norm_topk_prob, the class default) or the GGUF (expert_weights_norm, llama.cpp's graph
   // for the architecture) does not say. Mixtral always renormalizes.
