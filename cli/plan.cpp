@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/model_source.hpp"
 #include "cli/plan_multinode.hpp"
@@ -26,6 +27,7 @@
 #include "io/atomic_output.hpp"
 #include "io/weight_store.hpp"
 #include "memory/memory_pictures.hpp"
+#include "memory/decode_bound.hpp"
 #include "memory/plan.hpp"
 #include "memory/plan_accelerate.hpp"
 #include "memory/plan_export.hpp"
@@ -38,6 +40,7 @@ namespace {
 
 struct PlanCliOptions {
   std::string path, file, vram, cpu_ram, strategy = "balanced", compat, format = "table", output, offload_exec = "cpu";
+  std::string bandwidth;  // --bandwidth gpu=...,pcie=...,host=...,disk=... (decode_bound.hpp's defaults otherwise)
   std::string svg;  // --svg FILE
   bool disk = false, min_vram = false, json = false;
   WorkloadOptions w;
@@ -70,7 +73,40 @@ std::string dev_layers(const DeviceCharge& d) {
   return fmt::format("{}-{} ({})", d.first_layer, d.last_layer, d.layers);
 }
 
-std::string render_table(const DevicePlan& p, const Estimate& e, const std::vector<PlanFix>& fixes) {
+// --bandwidth "gpu=1TB,pcie=25GB,host=60GB,disk=3GB" (each optional, bytes per second, the
+// size parser's units; "b"/"bit" suffixes are bits): the places a decode step reads from.
+Bandwidths parse_bandwidths(const std::string& text) {
+  Bandwidths bw;
+  for (const std::string& item : split(text, ',')) {
+    const auto eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    double* to = key == "gpu" ? &bw.gpu : key == "pcie" ? &bw.pcie : key == "host" ? &bw.host : key == "disk" ? &bw.disk : nullptr;
+    if (eq == std::string::npos || !to)
+      throw Error("usage.bandwidth", fmt::format("--bandwidth: '{}' is not PLACE=RATE with PLACE gpu, pcie, host or disk", item),
+                  {.hint = "--bandwidth gpu=1TB,pcie=25GB,host=60GB,disk=3GB"});
+    const uint64_t v = parse_bandwidth(item.substr(eq + 1), "--bandwidth");
+    if (v == 0) throw Error("usage.bandwidth", fmt::format("--bandwidth {}: a rate of 0 reads nothing", item));
+    *to = double(v);
+  }
+  return bw;
+}
+
+std::string rate(double bytes_per_s) { return fmt::format("{:.0f} GB/s", bytes_per_s / 1e9); }
+
+// "decode at batch B: at most X tok/s (...)": the plan's bytes per step by place over the rates.
+std::string decode_line(const DecodeBound& d, const Bandwidths& bw) {
+  std::vector<std::string> parts;
+  if (d.gpu_bytes) parts.push_back(fmt::format("{} from GPU memory at {}", format_bytes(d.gpu_bytes), rate(bw.gpu)));
+  if (d.host_bytes)
+    parts.push_back(d.host_over_pcie ? fmt::format("{} from host memory over PCIe at {}", format_bytes(d.host_bytes), rate(std::min(bw.pcie, bw.host)))
+                                     : fmt::format("{} from host memory at {}", format_bytes(d.host_bytes), rate(bw.host)));
+  if (d.disk_bytes) parts.push_back(fmt::format("{} from disk at {}", format_bytes(d.disk_bytes), rate(d.host_over_pcie ? std::min(bw.disk, bw.pcie) : bw.disk)));
+  return fmt::format("decode at batch {}: at most {:.1f} tok/s, reading {} per step (weights, routed experts as a batch "
+                     "reaches them, KV at full context); rates assumed, --bandwidth gives yours",
+                     d.batch, d.tokens_per_s, fmt::join(parts, " + "));
+}
+
+std::string render_table(const DevicePlan& p, const Estimate& e, const std::vector<PlanFix>& fixes, const Bandwidths& bw) {
   const auto& s = e.spec;
   std::string out;
   auto put = [&out](fmt::string_view f, auto&&... args) { fmt::format_to(std::back_inserter(out), fmt::runtime(f), args...); };
@@ -106,6 +142,8 @@ std::string render_table(const DevicePlan& p, const Estimate& e, const std::vect
                       width, 10));
   for (const auto& n : p.notes) put("note: {}\n", wrap(n, width, 6));
   put("{}\n", wrap(plan_verdict(p, static_cast<size_t>(s.num_layers), &e), width, 2));
+  if (p.fits && e.workload.mode == Mode::Infer && e.spec.num_layers > 0)
+    put("{}\n", wrap(decode_line(decode_bound(e, p, e.workload.batch, bw), bw), width, 2));
   put("{}", render_fixes(p, fixes));
   return out;
 }
@@ -190,6 +228,7 @@ int run_plan(const PlanCliOptions& o) {
   if (o.offload_exec != "cpu" && o.offload_exec != "gpu")
     throw Error("usage.offload_exec", fmt::format("--offload-exec must be cpu or gpu, not '{}'", o.offload_exec));
 
+  const Bandwidths bw = parse_bandwidths(o.bandwidth);
   PlanRequest r;
   std::vector<std::string> notes;
   r.vram = parse_vram_for_plan(o.vram, notes);
@@ -282,13 +321,21 @@ int run_plan(const PlanCliOptions& o) {
   bool fits = p.fits;
   std::string verdict_line;  // the export's own verdict when the device map's says nothing about it
   if (format == "table") {
-    text = render_table(p, e, fixes);
+    text = render_table(p, e, fixes, bw);
   } else if (format == "json") {
     auto j = to_json(p, e);
     j["path"] = ck.path;
     j["verdict"] = verdict_json(p, static_cast<size_t>(e.spec.num_layers), &e);
     j["fixes"] = to_json(fixes);
     j["min_vram_bytes"] = minv ? nlohmann::json(*minv) : nlohmann::json(nullptr);
+    j["decode_bound"] = nlohmann::json(nullptr);
+    if (p.fits && e.workload.mode == Mode::Infer && e.spec.num_layers > 0) {
+      const DecodeBound d = decode_bound(e, p, e.workload.batch, bw);
+      j["decode_bound"] = {{"batch", d.batch}, {"tokens_per_s", d.tokens_per_s}, {"seconds_per_step", d.seconds},
+                           {"bytes_per_step", {{"gpu", d.gpu_bytes}, {"host", d.host_bytes}, {"disk", d.disk_bytes}}},
+                           {"host_over_pcie", d.host_over_pcie},
+                           {"bandwidth_bytes_per_s", {{"gpu", bw.gpu}, {"pcie", bw.pcie}, {"host", bw.host}, {"disk", bw.disk}}}};
+    }
     text = dump_json(stamp(j, "plan"), 2) + "\n";
   } else if (format == "accelerate") {
     auto j = r.strategy == Strategy::Accelerate ? accelerate_device_map(amap) : accelerate_device_map(p, e, layout);
@@ -339,7 +386,7 @@ int run_plan(const PlanCliOptions& o) {
   } else if (!o.output.empty() && o.output != "-") {  // "-o -" is stdout, as no -o
     // The file gets the chosen format; stdout the table (or, for the table itself, where it went).
     write_file_atomically(o.output, text);
-    if (format != "table") fmt::print("{}", render_table(p, e, fixes));
+    if (format != "table") fmt::print("{}", render_table(p, e, fixes, bw));
     else fmt::print("{}\n", plan_verdict(p, static_cast<size_t>(e.spec.num_layers), &e));
     fmt::print("wrote {} ({})\n", o.output, format);
   } else if (format == "table" || format == "json") {
@@ -393,6 +440,8 @@ void add_plan(CLI::App& app, Action& action) {
       ->group(kOutput);
   cmd->add_option("--svg", o->svg, "Also draw the plan as an SVG picture (a stacked bar per device: which layers, KV, reserves, budget) to FILE")
       ->group(kOutput);
+  cmd->add_option("--bandwidth", o->bandwidth, "Read rates for the decode bound: gpu=,pcie=,host=,disk= (bytes/s, 25GB = 25e9; "
+                  "default gpu=1TB,pcie=25GB,host=60GB,disk=3GB)")->group(kPlanning);
   cmd->add_flag("--min-vram", o->min_vram, "Also find the smallest memory per GPU that holds everything on the GPUs")->group(kPlanning);
   add_workload_options(cmd, o->w);
   finish_help(cmd);

@@ -79,17 +79,17 @@ std::vector<uint64_t> parse_vram_for_plan(const std::string& s, std::vector<std:
   return {};
 }
 
-uint64_t parse_bandwidth(const std::string& s) {
+uint64_t parse_bandwidth(const std::string& s, const char* flag) {
   std::string t = s;
   if (t.size() > 2 && t.compare(t.size() - 2, 2, "/s") == 0) t.resize(t.size() - 2);
   for (const char* bits : {"bps", "bit", "b"}) {
     const std::string b = bits;
     if (t.size() > b.size() && t.compare(t.size() - b.size(), b.size(), b) == 0 && std::isalpha(static_cast<unsigned char>(t[t.size() - b.size() - 1]))) {
       // "400Gb": the size parser reads "400GB" (10^9 bytes); a bit is an eighth of that.
-      return parse_size_or_throw(t.substr(0, t.size() - b.size()) + "B", "--interconnect") / 8;
+      return parse_size_or_throw(t.substr(0, t.size() - b.size()) + "B", flag) / 8;
     }
   }
-  return parse_size_or_throw(t, "--interconnect");
+  return parse_size_or_throw(t, flag);
 }
 
 Workload to_workload(const WorkloadOptions& o, size_t n_vram) {

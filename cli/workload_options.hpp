@@ -28,7 +28,7 @@ void add_workload_options(CLI::App* cmd, WorkloadOptions& o);
 Workload to_workload(const WorkloadOptions& o, size_t n_vram);
 // --interconnect: "400Gb" / "400Gbps" / "400Gbit" (bits per second, 10^9), or a size per
 // second ("50GB", "50GB/s", "46.6G"), read by the one size parser. Bytes per second.
-uint64_t parse_bandwidth(const std::string& s);
+uint64_t parse_bandwidth(const std::string& s, const char* flag = "--interconnect");
 bool is_all_runtimes(const WorkloadOptions& o);
 // --gpus against --vram: one size and --gpus N means N GPUs of that size; several sizes
 // must number N. Throws Error usage.gpus (exit 2) otherwise.

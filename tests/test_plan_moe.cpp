@@ -52,6 +52,8 @@ TEST_CASE("MoE plan: every layer on the GPU, experts of the first layers on the 
   REQUIRE(n > 0);
   REQUIRE(n < 48);
   CHECK(cpu["weight_bytes"].get<uint64_t>() == n * kExpertBytesPerLayer);  // only routed experts
+  // Its decode bound at batch 1 reads 8 of each CPU layer's 128 experts from host memory.
+  CHECK(p["decode_bound"]["bytes_per_step"]["host"].get<uint64_t>() == n * kExpertBytesPerLayer / 16);
   // As llama.cpp's --n-cpu-moe N: the experts of layers 0..N-1.
   std::set<std::string> apart;
   for (auto it = p["expert_map"].begin(); it != p["expert_map"].end(); ++it) {
