@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -43,6 +44,44 @@ EngineOptions options() {
   o.max_tokens = 16;
   o.max_batch = 2;
   return o;
+}
+
+// The run state equals estimate --runtime nunchaku's (batch 2, context 100; `kv` when the
+// engine's KV dtype is not estimate's default for the file), and every layer on disk,
+// streamed whole or with its experts read per expert, gives the resident logits bit for bit.
+void check_state_and_stream(const std::string& path, const std::vector<int32_t>& prompt, std::optional<DType> kv) {
+  EngineOptions eo;
+  eo.max_batch = 2;
+  eo.max_context = 100;
+  auto m = test::load_engine_model(path, eo, Device{Device::Kind::Cpu, 0}, std::nullopt, 2);
+  Workload w;
+  w.batch = 2;
+  w.context = 100;
+  w.threads = 2;
+  w.target = Target::Cpu;
+  w.runtime = Runtime::Nunchaku;
+  w.kv_dtype = kv;
+  const Estimate e = estimate(m.ck, m.layout, w);
+  CHECK(e.component("kv_cache") + e.component("activations") + e.component("logits") + e.component("scratch") ==
+        m.tf->state_bytes());
+  auto r = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+  SeqChunk ch{0, 0, prompt, true};
+  const auto a = r.tf->forward({&ch, 1});
+  const std::vector<float> resident(a.begin(), a.end());
+  const std::vector<int32_t> ids = test::greedy(*r.tf, prompt, 8);
+  for (bool pieces : {false, true}) {
+    INFO("expert pieces " << pieces);
+    StreamOptions so;
+    so.expert_pieces = pieces;
+    auto s = test::load_engine_model(path, options(), Device{Device::Kind::Disk, 0}, so, 2);
+    size_t layer0 = 0;
+    while (layer0 < s.layout.modules.size() && s.layout.modules[layer0].kind != ModuleKind::Layer) ++layer0;
+    CHECK(s.tf->weights().pieces_streamed(layer0) == pieces);
+    const auto b = s.tf->forward({&ch, 1});
+    CHECK(std::equal(resident.begin(), resident.end(), b.begin(), b.end()));
+    CHECK(test::greedy(*s.tf, prompt, 8) == ids);
+    if (pieces) CHECK(test::all_on_disk_plan(s).devices.at(0).staging == s.tf->weights().pool_bytes());
+  }
 }
 
 
@@ -88,36 +127,11 @@ TEST_CASE("engine gpt-oss: the GGUF twin (ggml MXFP4 experts) matches transforme
 
 TEST_CASE("engine gpt-oss: the GGUF twin's run state is estimate's, streamed experts equal resident",
           "[engine][moe][gpt_oss][gguf][stream]") {
-  const std::string path = test::testdata("engine/gpt_oss-gguf/gpt_oss.gguf");
-  const auto prompt = json::parse(std::ifstream(test::testdata("engine/gpt_oss-gguf.json")))["gpt_oss"]["prompt"].get<std::vector<int32_t>>();
-  EngineOptions eo;
-  eo.max_batch = 2;
-  eo.max_context = 100;
-  auto m = test::load_engine_model(path, eo, Device{Device::Kind::Cpu, 0}, std::nullopt, 2);
-  Workload w;
-  w.batch = 2;
-  w.context = 100;
-  w.threads = 2;
-  w.target = Target::Cpu;
-  w.runtime = Runtime::Nunchaku;
-  w.kv_dtype = DType::F32;  // the engine's KV for an F32 model's attention (EngineOptions' default)
-  const Estimate e = estimate(m.ck, m.layout, w);
-  CHECK(e.component("kv_cache") + e.component("activations") + e.component("logits") + e.component("scratch") ==
-        m.tf->state_bytes());
-  auto r = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
-  SeqChunk ch{0, 0, prompt, true};
-  const auto a = r.tf->forward({&ch, 1});
-  const std::vector<float> resident(a.begin(), a.end());
-  const std::vector<int32_t> ids = test::greedy(*r.tf, prompt, 8);
-  for (bool pieces : {false, true}) {
-    INFO("expert pieces " << pieces);
-    StreamOptions so;
-    so.expert_pieces = pieces;
-    auto s = test::load_engine_model(path, options(), Device{Device::Kind::Disk, 0}, so, 2);
-    const auto b = s.tf->forward({&ch, 1});
-    CHECK(std::equal(resident.begin(), resident.end(), b.begin(), b.end()));
-    CHECK(test::greedy(*s.tf, prompt, 8) == ids);
-  }
+  const json g = json::parse(std::ifstream(test::testdata("engine/gpt_oss-gguf.json")));
+  // The engine's KV for an F32 model's attention (EngineOptions' default), where estimate's
+  // default for a quantized file is f16.
+  check_state_and_stream(test::testdata("engine/gpt_oss-gguf/gpt_oss.gguf"), g["gpt_oss"]["prompt"].get<std::vector<int32_t>>(),
+                         DType::F32);
 }
 
 TEST_CASE("engine gpt-oss: the recipe its config gives", "[engine][moe][gpt_oss]") {
@@ -197,41 +211,8 @@ TEST_CASE("engine gpt-oss: estimate --runtime nunchaku predicts the run state, a
           "[engine][moe][gpt_oss][stream]") {
   for (const char* name : {"gpt_oss", "gpt_oss_mxfp4"}) {
     INFO(name);
-    const std::string path = test::testdata(std::string("engine/") + name);
-    EngineOptions eo;
-    eo.max_batch = 2;
-    eo.max_context = 100;
-    auto m = test::load_engine_model(path, eo, Device{Device::Kind::Cpu, 0}, std::nullopt, 2);
-    Workload w;
-    w.batch = 2;
-    w.context = 100;
-    w.threads = 2;
-    w.target = Target::Cpu;
-    w.runtime = Runtime::Nunchaku;
-    const Estimate e = estimate(m.ck, m.layout, w);
-    CHECK(e.component("kv_cache") + e.component("activations") + e.component("logits") + e.component("scratch") ==
-          m.tf->state_bytes());
-    // Every layer on disk, streamed whole or with its experts read per expert: the same
-    // logits bit for bit.
-    auto r = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
-    const auto prompt = goldens().at(name).at("prompt").get<std::vector<int32_t>>();
-    SeqChunk ch{0, 0, prompt, true};
-    const auto a = r.tf->forward({&ch, 1});
-    const std::vector<float> resident(a.begin(), a.end());
-    const std::vector<int32_t> ids = test::greedy(*r.tf, prompt, 8);
-    for (bool pieces : {false, true}) {
-      INFO("expert pieces " << pieces);
-      StreamOptions so;
-      so.expert_pieces = pieces;
-      auto s = test::load_engine_model(path, options(), Device{Device::Kind::Disk, 0}, so, 2);
-      size_t layer0 = 0;
-      while (layer0 < s.layout.modules.size() && s.layout.modules[layer0].kind != ModuleKind::Layer) ++layer0;
-      CHECK(s.tf->weights().pieces_streamed(layer0) == pieces);
-      const auto b = s.tf->forward({&ch, 1});
-      CHECK(std::equal(resident.begin(), resident.end(), b.begin(), b.end()));
-      CHECK(test::greedy(*s.tf, prompt, 8) == ids);
-      if (pieces) CHECK(test::all_on_disk_plan(s).devices.at(0).staging == s.tf->weights().pool_bytes());
-    }
+    check_state_and_stream(test::testdata(std::string("engine/") + name),
+                           goldens().at(name).at("prompt").get<std::vector<int32_t>>(), std::nullopt);
   }
 }
 
