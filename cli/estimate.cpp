@@ -14,6 +14,7 @@
 #include "cli/commands.hpp"
 #include "cli/estimate_pipeline.hpp"
 #include "cli/help.hpp"
+#include "cli/bandwidth.hpp"
 #include "cli/json_doc.hpp"
 #include "cli/run_placement.hpp"
 #include "cli/workload_options.hpp"
@@ -26,6 +27,7 @@
 #include "memory/estimate.hpp"
 #include "memory/fsdp.hpp"
 #include "memory/multinode.hpp"
+#include "memory/plan.hpp"
 #include "memory/plan_verdict.hpp"
 #include "memory/quant.hpp"
 #include "core/units.hpp"
@@ -42,7 +44,20 @@ struct EstimateOptions {
   double margin = 0.05;
   bool json = false, explain = false;
   bool batch_given = false;  // --batch typed: run's default (auto) is not what is asked
+  std::string bandwidth;     // --bandwidth: the decode bound's read rates
 };
+
+// The decode bound of everything on the estimate's device (the CPU, or one GPU when it fits
+// there), for inference: nullopt otherwise (plan gives it for an offloaded placement).
+std::optional<DecodeBound> device_decode_bound(const Estimate& e, const std::optional<Verdict>& v, const Bandwidths& bw) {
+  if (e.workload.mode != Mode::Infer || e.spec.num_layers <= 0 || e.workload.gpus > 1 || e.workload.nodes > 1) return std::nullopt;
+  const bool cpu = e.target == Target::Cpu;
+  if (!cpu && v && !v->fits) return std::nullopt;
+  DevicePlan p;
+  p.module_device.assign(e.modules.size(), cpu ? Device{Device::Kind::Cpu, 0} : Device{Device::Kind::Cuda, 0});
+  p.fits = true;
+  return decode_bound(e, p, e.workload.batch, bw);
+}
 
 // What `nunchaku run` takes without --batch-size (auto): the same search run does, over this
 // estimate's budget (--vram on a GPU; --cpu-ram, else the host's available memory, on the CPU).
@@ -303,6 +318,8 @@ int run(const EstimateOptions& o) {
   }
   warn(es.front());
   const std::optional<RunBatch> run_batch = es.size() == 1 ? run_default_batch(o, es[0], ck, layout) : std::nullopt;
+  const Bandwidths bw = parse_bandwidths(o.bandwidth);
+  const std::optional<DecodeBound> decode = es.size() == 1 ? device_decode_bound(es[0], vs[0], bw) : std::nullopt;
   if (!o.svg.empty()) {
     write_file_atomically(o.svg, bar_chart_svg(estimate_chart(es, vs)));
     fmt::print(stderr, "wrote {} (svg)\n", o.svg);
@@ -322,6 +339,7 @@ int run(const EstimateOptions& o) {
     if (es.size() == 1) {
       j = one(0);
       if (run_batch) j["run_default_batch"] = {{"batch_size", run_batch->sequences}, {"why", run_batch->why}};
+      j["decode_bound"] = decode ? decode_json(*decode, bw) : nlohmann::json(nullptr);
     } else {
       j["runtimes"] = nlohmann::json::object();
       for (size_t i = 0; i < es.size(); ++i) j["runtimes"][std::string(runtime_name(es[i].runtime))] = one(i);
@@ -331,6 +349,7 @@ int run(const EstimateOptions& o) {
   } else if (es.size() == 1) {
     print_table(es[0], o.explain);
     if (vs[0]) print_suggestions(*vs[0], suggs[0], o.margin, offs[0], o.path);
+    if (decode) fmt::print("\n{}\n", wrap(decode_line(*decode, bw), output_width(), 2));
     if (run_batch) fmt::print("\n{}\n", wrap(run_batch_line(*run_batch), output_width(), 2));
     if (o.w.runtime.empty() && layout.spec) print_other_runtimes(ck, layout, w, basis, vram, es[0].runtime);
   } else {
@@ -371,6 +390,7 @@ void add_estimate(CLI::App& app, Action& action) {
   cmd->add_option("--vram", o->vram, "Memory per GPU: 16G, 16G,24G, or auto (free memory of the CUDA devices)")->group(kHardware);
   cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory for the partial-offload answer when the GPUs are short, as plan "
                   "takes it (default: the host's available memory)")->group(kHardware);
+  add_bandwidth_option(cmd, o->bandwidth);
   cmd->add_option("--margin", o->margin, "Suggestions keep this fraction of the budget free")->capture_default_str()->group(kOutput);
   cmd->add_flag("--json", o->json, "Print JSON (formulas included)")->group(kOutput);
   cmd->add_option("--svg", o->svg, "Also draw the estimate as an SVG picture (a stacked bar per device against the budget) to FILE")

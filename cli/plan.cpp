@@ -16,6 +16,7 @@
 #include "memory/plan_multinode.hpp"
 #include "memory/fsdp.hpp"
 #include "memory/plan_fsdp.hpp"
+#include "cli/bandwidth.hpp"
 #include "cli/commands.hpp"
 #include "cli/help.hpp"
 #include "cli/json_doc.hpp"
@@ -71,39 +72,6 @@ std::string dev_layers(const DeviceCharge& d) {
   if (d.layers == 0 && d.expert_layers > 0) return fmt::format("{} exps", d.expert_layers);
   if (d.layers == 0) return d.modules.empty() ? "-" : fmt::format("{} module{}", d.modules.size(), d.modules.size() == 1 ? "" : "s");
   return fmt::format("{}-{} ({})", d.first_layer, d.last_layer, d.layers);
-}
-
-// --bandwidth "gpu=1TB,pcie=25GB,host=60GB,disk=3GB" (each optional, bytes per second, the
-// size parser's units; "b"/"bit" suffixes are bits): the places a decode step reads from.
-Bandwidths parse_bandwidths(const std::string& text) {
-  Bandwidths bw;
-  for (const std::string& item : split(text, ',')) {
-    const auto eq = item.find('=');
-    const std::string key = item.substr(0, eq);
-    double* to = key == "gpu" ? &bw.gpu : key == "pcie" ? &bw.pcie : key == "host" ? &bw.host : key == "disk" ? &bw.disk : nullptr;
-    if (eq == std::string::npos || !to)
-      throw Error("usage.bandwidth", fmt::format("--bandwidth: '{}' is not PLACE=RATE with PLACE gpu, pcie, host or disk", item),
-                  {.hint = "--bandwidth gpu=1TB,pcie=25GB,host=60GB,disk=3GB"});
-    const uint64_t v = parse_bandwidth(item.substr(eq + 1), "--bandwidth");
-    if (v == 0) throw Error("usage.bandwidth", fmt::format("--bandwidth {}: a rate of 0 reads nothing", item));
-    *to = double(v);
-  }
-  return bw;
-}
-
-std::string rate(double bytes_per_s) { return fmt::format("{:.0f} GB/s", bytes_per_s / 1e9); }
-
-// "decode at batch B: at most X tok/s (...)": the plan's bytes per step by place over the rates.
-std::string decode_line(const DecodeBound& d, const Bandwidths& bw) {
-  std::vector<std::string> parts;
-  if (d.gpu_bytes) parts.push_back(fmt::format("{} from GPU memory at {}", format_bytes(d.gpu_bytes), rate(bw.gpu)));
-  if (d.host_bytes)
-    parts.push_back(d.host_over_pcie ? fmt::format("{} from host memory over PCIe at {}", format_bytes(d.host_bytes), rate(std::min(bw.pcie, bw.host)))
-                                     : fmt::format("{} from host memory at {}", format_bytes(d.host_bytes), rate(bw.host)));
-  if (d.disk_bytes) parts.push_back(fmt::format("{} from disk at {}", format_bytes(d.disk_bytes), rate(d.host_over_pcie ? std::min(bw.disk, bw.pcie) : bw.disk)));
-  return fmt::format("decode at batch {}: at most {:.1f} tok/s, reading {} per step (weights, routed experts as a batch "
-                     "reaches them, KV at full context); rates assumed, --bandwidth gives yours",
-                     d.batch, d.tokens_per_s, fmt::join(parts, " + "));
 }
 
 std::string render_table(const DevicePlan& p, const Estimate& e, const std::vector<PlanFix>& fixes, const Bandwidths& bw) {
@@ -329,13 +297,8 @@ int run_plan(const PlanCliOptions& o) {
     j["fixes"] = to_json(fixes);
     j["min_vram_bytes"] = minv ? nlohmann::json(*minv) : nlohmann::json(nullptr);
     j["decode_bound"] = nlohmann::json(nullptr);
-    if (p.fits && e.workload.mode == Mode::Infer && e.spec.num_layers > 0) {
-      const DecodeBound d = decode_bound(e, p, e.workload.batch, bw);
-      j["decode_bound"] = {{"batch", d.batch}, {"tokens_per_s", d.tokens_per_s}, {"seconds_per_step", d.seconds},
-                           {"bytes_per_step", {{"gpu", d.gpu_bytes}, {"host", d.host_bytes}, {"disk", d.disk_bytes}}},
-                           {"host_over_pcie", d.host_over_pcie},
-                           {"bandwidth_bytes_per_s", {{"gpu", bw.gpu}, {"pcie", bw.pcie}, {"host", bw.host}, {"disk", bw.disk}}}};
-    }
+    if (p.fits && e.workload.mode == Mode::Infer && e.spec.num_layers > 0)
+      j["decode_bound"] = decode_json(decode_bound(e, p, e.workload.batch, bw), bw);
     text = dump_json(stamp(j, "plan"), 2) + "\n";
   } else if (format == "accelerate") {
     auto j = r.strategy == Strategy::Accelerate ? accelerate_device_map(amap) : accelerate_device_map(p, e, layout);
@@ -440,8 +403,7 @@ void add_plan(CLI::App& app, Action& action) {
       ->group(kOutput);
   cmd->add_option("--svg", o->svg, "Also draw the plan as an SVG picture (a stacked bar per device: which layers, KV, reserves, budget) to FILE")
       ->group(kOutput);
-  cmd->add_option("--bandwidth", o->bandwidth, "Read rates for the decode bound: gpu=,pcie=,host=,disk= (bytes/s, 25GB = 25e9; "
-                  "default gpu=1TB,pcie=25GB,host=60GB,disk=3GB)")->group(kPlanning);
+  add_bandwidth_option(cmd, o->bandwidth);
   cmd->add_flag("--min-vram", o->min_vram, "Also find the smallest memory per GPU that holds everything on the GPUs")->group(kPlanning);
   add_workload_options(cmd, o->w);
   finish_help(cmd);

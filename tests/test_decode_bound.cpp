@@ -89,3 +89,21 @@ TEST_CASE("plan: the decode bound in text and JSON, --bandwidth read or refused"
     CHECK_THAT(r.err, Catch::Contains("--bandwidth"));
   }
 }
+
+TEST_CASE("estimate: the decode bound on its own device, by hand on the llama fixture", "[estimate][decode-bound][cli]") {
+  // testdata/models/llama (fp32, vocab 256, context 128 by default): one embedding row of
+  // 65536/256 = 256 B, two layers of 147968 B with 65536 B of KV each, the norm 256 B and the
+  // head 65536 B: 493056 B per step.
+  const auto cpu = test::run_cli({"estimate", test::testdata("models/llama"), "--device", "cpu", "--json", "--bandwidth", "host=10GB"});
+  REQUIRE(cpu.exit_code == 0);
+  const auto d = nlohmann::json::parse(cpu.out).at("decode_bound");
+  CHECK(d.at("bytes_per_step").at("host").get<uint64_t>() == 493056);
+  CHECK(d.at("bytes_per_step").at("gpu").get<uint64_t>() == 0);
+  CHECK(d.at("tokens_per_s").get<double>() == Approx(1e10 / 493056));
+  // On a GPU that holds it, the same bytes from GPU memory; none when it does not fit.
+  const auto gpu = test::run_cli({"estimate", test::testdata("models/llama"), "--vram", "1G", "--json"});
+  CHECK(nlohmann::json::parse(gpu.out).at("decode_bound").at("bytes_per_step").at("gpu").get<uint64_t>() == 493056);
+  const auto oom = test::run_cli({"estimate", test::testdata("models/llama"), "--vram", "100K", "--json"});
+  CHECK(oom.exit_code == 3);
+  CHECK(nlohmann::json::parse(oom.out).at("decode_bound").is_null());
+}
