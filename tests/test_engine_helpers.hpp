@@ -114,20 +114,6 @@ void for_each_isa(F&& f) {
   }
 }
 
-// Reports the running test case as skipped (it cannot run on this host): a WARN naming why,
-// and, under ctest (which sets NUNCHAKU_SKIP_EXIT for the cases it registers and runs each in
-// its own process), the process ends with that code, which ctest's SKIP_RETURN_CODE reports
-// as "Skipped" instead of "Passed". Run directly, the case returns after the WARN.
-inline void skip_case(const std::string& why) {
-  WARN("skipped: " << why);
-  if (const char* code = std::getenv("NUNCHAKU_SKIP_EXIT"); code && *code) {
-    std::fprintf(stderr, "skipped: %s\n", why.c_str());
-    std::fflush(stdout);
-    std::fflush(stderr);
-    std::_Exit(std::atoi(code));
-  }
-}
-
 // |a - b| for comparing an output with its reference, infinite when exactly one of them is
 // NaN (both NaN: 0). A running std::max(err, |a - b|) would skip a NaN output, since
 // std::max(err, NaN) keeps err, and the check after it would pass.

@@ -33,7 +33,6 @@
 #include "io/chunk_readers.hpp"
 #include "io/weight_store.hpp"
 #include "tests/helpers.hpp"
-#include "tests/test_engine_helpers.hpp"  // test::skip_case
 #include "tests/pty.hpp"
 #include "tests/unix_child.hpp"
 
