@@ -278,7 +278,12 @@ void set_batch(Rig& r, const std::vector<int32_t>& slot, const std::vector<int64
 
 }  // namespace
 
-TEST_CASE("cuda ops: the op table (op x dtype x shape against the CPU backend, NMSE bound)", "[cuda][ops]") {
+// The op table is several cases (gathers, norms, element-wise ops and the head; then the
+// matmuls, a few weight types per case; then rope, KV and attention, one cache type per case),
+// so each stays under 30 s on the emulator in the sanitizer build (the first two parts were
+// one case of 42 s there). Every row of the one table is in one of them.
+TEST_CASE("cuda ops: the op table, gathers, norms, element-wise ops and the head (against the CPU backend, NMSE bound)",
+          "[cuda][ops]") {
   if (!have_gpu()) return;
   std::mt19937 rng(21);
   std::vector<Row> table;
@@ -328,7 +333,18 @@ TEST_CASE("cuda ops: the op table (op x dtype x shape against the CPU backend, N
       b.softcap(Buf::Logits, 30.0f);
     });
   }
-  for (DType t : kWeightTypes)
+  print(table);
+}
+
+namespace {
+
+// The op table's matmul rows for weight types `types`: GEMV batches of 1 and 3 tokens and a
+// cuBLAS batch of 20, plain and fused with each activation.
+void op_table_matmuls(std::initializer_list<DType> types, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<Row> table;
+  Rig r;
+  for (DType t : types)
     for (int64_t B : {1, 3, 20}) {
       std::vector<int32_t> slot(size_t(B), 0);
       std::vector<int64_t> pos(static_cast<size_t>(B));
@@ -349,70 +365,121 @@ TEST_CASE("cuda ops: the op table (op x dtype x shape against the CPU backend, N
   print(table);
 }
 
-TEST_CASE("cuda ops: rope (tables, partial rotary), KV ring and attention (window, softcap, sinks) against the CPU",
-          "[cuda][ops]") {
+}  // namespace
+
+// The op table's matmul rows in four cases by weight type (two cases of five and six types
+// were 28 s and 30+ s under the sanitizers).
+TEST_CASE("cuda ops: the op table, matmul and matmul_act for f32, f16 and bf16 weights (NMSE bound)", "[cuda][ops]") {
   if (!have_gpu()) return;
-  std::mt19937 rng(22);
+  op_table_matmuls({DType::F32, DType::F16, DType::BF16}, 23);
+}
+
+TEST_CASE("cuda ops: the op table, matmul and matmul_act for q8_0, q4_0 and q4_1 weights (NMSE bound)", "[cuda][ops]") {
+  if (!have_gpu()) return;
+  op_table_matmuls({DType::Q8_0, DType::Q4_0, DType::Q4_1}, 24);
+}
+
+TEST_CASE("cuda ops: the op table, matmul and matmul_act for q5_0 and q5_1 weights (NMSE bound)", "[cuda][ops]") {
+  if (!have_gpu()) return;
+  op_table_matmuls({DType::Q5_0, DType::Q5_1}, 26);
+}
+
+TEST_CASE("cuda ops: the op table, matmul and matmul_act for q4_k, q5_k and q6_k weights (NMSE bound)", "[cuda][ops]") {
+  if (!have_gpu()) return;
+  op_table_matmuls({DType::Q4_K, DType::Q5_K, DType::Q6_K}, 27);
+}
+
+namespace {
+
+// The rope / KV ring / attention rows of the op table for a `kv` cache and rotary `style`:
+// full and partial rotary, each over three steps (a prefill, one past the ring, a mixed batch).
+void op_table_attention(DType kv, RopeStyle style, uint32_t seed) {
+  std::mt19937 rng(seed);
   std::vector<Row> table;
-  for (DType kv : {DType::F32, DType::F16})
-    for (RopeStyle style : {RopeStyle::NeoX, RopeStyle::Interleaved})
-      for (int64_t rot : {int64_t(0), int64_t(32)}) {
-        // Layer 1 slides over 4 positions: its cache is a ring of 4 + 32 - 1 = 35 of the 64.
-        Rig r(kv, style, 0, 8, {0, 4}, rot);
-        REQUIRE(r.mem.kv_positions == std::vector<int64_t>{64, 35});
-        const std::string ty = fmt::format("kv {} {} rot {}", dtype_name(kv), style == RopeStyle::NeoX ? "neox" : "inter",
-                                           rot ? rot : r.d.head_dim);
-        TwinVec qn(DType::BF16, r.d.head_dim, rng), kn(DType::F32, r.d.head_dim, rng), sinks(DType::F32, r.d.heads, rng);
-        // Slot 1: positions 0..29, then 30..45 (past the ring: indices wrap), then 46 beside
-        // slot 0's first token.
-        struct Step {
-          std::vector<int32_t> slot;
-          std::vector<int64_t> pos;
-        };
-        std::vector<Step> steps(3);
-        for (int64_t p = 0; p < 30; ++p) steps[0].slot.push_back(1), steps[0].pos.push_back(p);
-        for (int64_t p = 30; p < 46; ++p) steps[1].slot.push_back(1), steps[1].pos.push_back(p);
-        steps[2] = {{1, 0}, {46, 0}};
-        for (size_t s = 0; s < steps.size(); ++s) {
-          const int64_t T = int64_t(steps[s].slot.size());
-          set_batch(r, steps[s].slot, steps[s].pos);
-          for (int table_ix : {0, 1}) {
-            r.write(Buf::Q, randn(size_t(T * r.d.q_dim()), rng));
-            row(table, r, fmt::format("rope table {} step {}", table_ix, s), ty, Buf::Q, T, kElementwise,
-                [&](Backend& b, bool) { b.rope(Buf::Q, table_ix); });
-          }
-          for (int64_t layer : {0, 1}) {
-            r.write(Buf::Q, randn(size_t(T * r.d.q_dim()), rng));
-            r.write(Buf::K, randn(size_t(T * r.d.kv_dim()), rng));
-            r.write(Buf::V, randn(size_t(T * r.d.kv_dim()), rng));
-            const NormKind k = layer ? NormKind::RmsOnePlus : NormKind::Rms;
-            row(table, r, fmt::format("rope_and_cache L{} step {}", layer, s), ty + " qk " + norm_name(k), Buf::K, T,
-                kElementwise, [&](Backend& b, bool g) {
-                  b.rope_and_cache(layer, {g ? qn.gpu : qn.cpu, k}, {g ? kn.gpu : kn.cpu, k}, int(layer));
-                });
-            CHECK(nmse(r, Buf::Q, T) <= kElementwise);
-            const int64_t window = layer ? 4 : 0;
-            for (float cap : {0.0f, 1.5f})
-              for (bool sink : {false, true})
-                row(table, r, fmt::format("attention L{} step {}", layer, s),
-                    fmt::format("{} w{} cap {} sink {}", ty, window, cap, sink), Buf::Att, T, kSums,
-                    [&](Backend& b, bool g) {
-                      b.attention(layer, {window, 0.3f, cap, sink ? (g ? sinks.gpu : sinks.cpu) : VecRef{}});
-                    });
-          }
-          // The primitives the fused op stands for: store_kv after rope, into the ring.
-          r.write(Buf::K, randn(size_t(T * r.d.kv_dim()), rng));
-          r.write(Buf::V, randn(size_t(T * r.d.kv_dim()), rng));
-          row(table, r, fmt::format("store_kv + attention L1 step {}", s), ty, Buf::Att, T, kSums, [&](Backend& b, bool) {
-            b.rope(Buf::K, 1);
-            b.store_kv(1);
-            b.attention(1, {4, 0, 0, {}});
-          });
-        }
+  for (int64_t rot : {int64_t(0), int64_t(32)}) {
+    // Layer 1 slides over 4 positions: its cache is a ring of 4 + 32 - 1 = 35 of the 64.
+    Rig r(kv, style, 0, 8, {0, 4}, rot);
+    REQUIRE(r.mem.kv_positions == std::vector<int64_t>{64, 35});
+    const std::string ty = fmt::format("kv {} {} rot {}", dtype_name(kv), style == RopeStyle::NeoX ? "neox" : "inter",
+                                       rot ? rot : r.d.head_dim);
+    TwinVec qn(DType::BF16, r.d.head_dim, rng), kn(DType::F32, r.d.head_dim, rng), sinks(DType::F32, r.d.heads, rng);
+    // Slot 1: positions 0..29, then 30..45 (past the ring: indices wrap), then 46 beside
+    // slot 0's first token.
+    struct Step {
+      std::vector<int32_t> slot;
+      std::vector<int64_t> pos;
+    };
+    std::vector<Step> steps(3);
+    for (int64_t p = 0; p < 30; ++p) steps[0].slot.push_back(1), steps[0].pos.push_back(p);
+    for (int64_t p = 30; p < 46; ++p) steps[1].slot.push_back(1), steps[1].pos.push_back(p);
+    steps[2] = {{1, 0}, {46, 0}};
+    for (size_t s = 0; s < steps.size(); ++s) {
+      const int64_t T = int64_t(steps[s].slot.size());
+      set_batch(r, steps[s].slot, steps[s].pos);
+      for (int table_ix : {0, 1}) {
+        r.write(Buf::Q, randn(size_t(T * r.d.q_dim()), rng));
+        row(table, r, fmt::format("rope table {} step {}", table_ix, s), ty, Buf::Q, T, kElementwise,
+            [&](Backend& b, bool) { b.rope(Buf::Q, table_ix); });
       }
+      for (int64_t layer : {0, 1}) {
+        r.write(Buf::Q, randn(size_t(T * r.d.q_dim()), rng));
+        r.write(Buf::K, randn(size_t(T * r.d.kv_dim()), rng));
+        r.write(Buf::V, randn(size_t(T * r.d.kv_dim()), rng));
+        const NormKind k = layer ? NormKind::RmsOnePlus : NormKind::Rms;
+        row(table, r, fmt::format("rope_and_cache L{} step {}", layer, s), ty + " qk " + norm_name(k), Buf::K, T,
+            kElementwise, [&](Backend& b, bool g) {
+              b.rope_and_cache(layer, {g ? qn.gpu : qn.cpu, k}, {g ? kn.gpu : kn.cpu, k}, int(layer));
+            });
+        CHECK(nmse(r, Buf::Q, T) <= kElementwise);
+        const int64_t window = layer ? 4 : 0;
+        for (float cap : {0.0f, 1.5f})
+          for (bool sink : {false, true})
+            row(table, r, fmt::format("attention L{} step {}", layer, s),
+                fmt::format("{} w{} cap {} sink {}", ty, window, cap, sink), Buf::Att, T, kSums,
+                [&](Backend& b, bool g) {
+                  b.attention(layer, {window, 0.3f, cap, sink ? (g ? sinks.gpu : sinks.cpu) : VecRef{}});
+                });
+      }
+      // The primitives the fused op stands for: store_kv after rope, into the ring.
+      r.write(Buf::K, randn(size_t(T * r.d.kv_dim()), rng));
+      r.write(Buf::V, randn(size_t(T * r.d.kv_dim()), rng));
+      row(table, r, fmt::format("store_kv + attention L1 step {}", s), ty, Buf::Att, T, kSums, [&](Backend& b, bool) {
+        b.rope(Buf::K, 1);
+        b.store_kv(1);
+        b.attention(1, {4, 0, 0, {}});
+      });
+    }
+  }
   print(table);
 }
 
+}  // namespace
+
+// One case per cache type and rotary style, so each stays under 30 s on the emulator in the
+// sanitizer build (the four were one case of 42 s there, two of 42 s each at a higher load).
+TEST_CASE("cuda ops: NeoX rope (tables, partial rotary), f32 KV ring and attention (window, softcap, sinks) against the CPU",
+          "[cuda][ops]") {
+  if (!have_gpu()) return;
+  op_table_attention(DType::F32, RopeStyle::NeoX, 22);
+}
+
+TEST_CASE("cuda ops: interleaved rope (tables, partial rotary), f32 KV ring and attention (window, softcap, sinks) against the CPU",
+          "[cuda][ops]") {
+  if (!have_gpu()) return;
+  op_table_attention(DType::F32, RopeStyle::Interleaved, 28);
+}
+
+TEST_CASE("cuda ops: NeoX rope (tables, partial rotary), f16 KV ring and attention (window, softcap, sinks) against the CPU",
+          "[cuda][ops]") {
+  if (!have_gpu()) return;
+  op_table_attention(DType::F16, RopeStyle::NeoX, 25);
+}
+
+TEST_CASE("cuda ops: interleaved rope (tables, partial rotary), f16 KV ring and attention (window, softcap, sinks) against the CPU",
+          "[cuda][ops]") {
+  if (!have_gpu()) return;
+  op_table_attention(DType::F16, RopeStyle::Interleaved, 29);
+}
 
 TEST_CASE("cuda backend: without a device (or without CUDA) it refuses with engine.no_cuda", "[cuda]") {
   std::string why;
@@ -590,19 +657,24 @@ TEST_CASE("cuda backend: RoPE, KV cache writes and attention (GQA, window, f16 c
 
 namespace {
 
-// Each model on cuda:0 against its transformers golden and the CPU engine's greedy tokens.
-void check_cuda_models(std::initializer_list<const char*> keys) {
+// The goldens' prompts per model (engine/goldens.json): one case each below.
+constexpr size_t kGoldenPrompts = 3;
+
+// A model on cuda:0 against its transformers golden and the CPU engine's greedy tokens, for
+// prompt `p`: for prompt 0 also the logits of every position against the golden's.
+void check_cuda_model(const char* key, size_t p) {
   const auto goldens = nlohmann::json::parse(std::ifstream(test::testdata("engine/goldens.json")));
   EngineOptions o;
   o.max_context = 64;
   o.logit_rows = 64;
-  for (const char* key : keys) {
-    INFO(key);
-    const auto& g = goldens.at(key);
-    auto gpu = test::load_engine_model(test::testdata(key), o, Device{Device::Kind::Cuda, 0});
-    auto cpu = test::load_engine_model(test::testdata(key), o);
-    CHECK(gpu.tf->describe().find("cuda:0") != std::string::npos);
-    CHECK(gpu.tf->state_bytes() == gpu.tf->predicted().allocated());
+  INFO(key << ", prompt " << p);
+  const auto& g = goldens.at(key);
+  REQUIRE(g.at("prompts").size() == kGoldenPrompts);
+  auto gpu = test::load_engine_model(test::testdata(key), o, Device{Device::Kind::Cuda, 0});
+  auto cpu = test::load_engine_model(test::testdata(key), o);
+  CHECK(gpu.tf->describe().find("cuda:0") != std::string::npos);
+  CHECK(gpu.tf->state_bytes() == gpu.tf->predicted().allocated());
+  if (p == 0) {
     auto p0 = g.at("prompts")[0].get<std::vector<int32_t>>();
     SeqChunk ch{0, 0, p0, true};
     auto out = gpu.tf->forward({&ch, 1});
@@ -620,123 +692,168 @@ void check_cuda_models(std::initializer_list<const char*> keys) {
     }
     INFO("largest logit error relative to the row's scale: " << worst);
     CHECK(worst < 1e-4);
-    for (size_t i = 0; i < g.at("prompts").size(); ++i) {
-      auto prompt = g.at("prompts")[i].get<std::vector<int32_t>>();
-      auto got = test::greedy(*gpu.tf, prompt, 16);
-      INFO("prompt " << i);
-      CHECK(got == g.at("continuations")[i].get<std::vector<int32_t>>());
-      CHECK(got == test::greedy(*cpu.tf, prompt, 16));
-    }
   }
+  auto prompt = g.at("prompts")[p].get<std::vector<int32_t>>();
+  auto got = test::greedy(*gpu.tf, prompt, 16);
+  CHECK(got == g.at("continuations")[p].get<std::vector<int32_t>>());
+  CHECK(got == test::greedy(*cpu.tf, prompt, 16));
 }
 
 }  // namespace
 
-// Two cases, so each stays under 30 s on the CUDA emulator in the sanitizer build (one was 36 s).
-TEST_CASE("cuda engine: HF models on cuda:0 match the transformers goldens and the CPU engine's greedy tokens",
-          "[cuda]") {
-  if (!have_gpu()) return;
-  check_cuda_models({"models/llama", "models/qwen2", "models/mistral", "engine/qwen3", "engine/llama3-rope"});
-}
+// One case per model and prompt, so each stays under 30 s on the CUDA emulator in the
+// sanitizer build (two cases of five models and three prompts each were 158 s and 115 s).
+#define NUNCHAKU_CUDA_MODEL_CASE(KEY, P, WHAT)                                                   \
+  TEST_CASE("cuda engine: " KEY " on cuda:0, prompt " #P ": " WHAT, "[cuda]") {                 \
+    if (!have_gpu()) return;                                                                     \
+    check_cuda_model(KEY, P);                                                                    \
+  }
+#define NUNCHAKU_CUDA_MODEL_CASES(KEY)                                                                           \
+  NUNCHAKU_CUDA_MODEL_CASE(KEY, 0, "the logits and greedy tokens match the transformers golden and the CPU engine") \
+  NUNCHAKU_CUDA_MODEL_CASE(KEY, 1, "greedy tokens match the transformers golden and the CPU engine")              \
+  NUNCHAKU_CUDA_MODEL_CASE(KEY, 2, "greedy tokens match the transformers golden and the CPU engine")
+// HF checkpoints of several families.
+NUNCHAKU_CUDA_MODEL_CASES("models/llama")
+NUNCHAKU_CUDA_MODEL_CASES("models/qwen2")
+NUNCHAKU_CUDA_MODEL_CASES("models/mistral")
+NUNCHAKU_CUDA_MODEL_CASES("engine/qwen3")
+NUNCHAKU_CUDA_MODEL_CASES("engine/llama3-rope")
+// Tied embeddings, 16-bit weights, GGUF quantized weights.
+NUNCHAKU_CUDA_MODEL_CASES("engine/llama-tied")
+NUNCHAKU_CUDA_MODEL_CASES("engine/llama-small-bf16")
+NUNCHAKU_CUDA_MODEL_CASES("engine/llama-small-f16")
+NUNCHAKU_CUDA_MODEL_CASES("engine/llama-small-gguf/llama-small-q8_0.gguf")
+NUNCHAKU_CUDA_MODEL_CASES("engine/llama-small-gguf/llama-small-q4_0.gguf")
 
-TEST_CASE("cuda engine: tied, bf16, f16 and GGUF models on cuda:0 match the goldens and the CPU engine's greedy tokens",
-          "[cuda]") {
-  if (!have_gpu()) return;
-  check_cuda_models({"engine/llama-tied", "engine/llama-small-bf16", "engine/llama-small-f16",
-                     "engine/llama-small-gguf/llama-small-q8_0.gguf", "engine/llama-small-gguf/llama-small-q4_0.gguf"});
-}
+namespace {
 
-TEST_CASE("cuda split: layers over two cuda:0 parts, or the CPU and cuda:0, give the one-device logits", "[cuda]") {
-  if (!have_gpu()) return;
+// `key` split in two at layer 1 (variant 0: two cuda:0 parts; 1: the CPU runs layer 0 from
+// host memory, cuda:0 the rest) against the same model on cuda:0 alone: prompt 0's logits
+// (in prompt 0's case), then prompt `p`'s greedy tokens against the golden.
+void check_split(const char* key, int variant, size_t p) {
   const auto goldens = nlohmann::json::parse(std::ifstream(test::testdata("engine/goldens.json")));
   EngineOptions o;
   o.max_context = 64;
   o.logit_rows = 64;
-  for (const char* key : {"engine/llama-small", "engine/qwen3"}) {
-    INFO(key);
-    const auto& g = goldens.at(key);
-    auto one = test::load_engine_model(test::testdata(key), o, Device{Device::Kind::Cuda, 0});
-    const auto p0 = g.at("prompts")[0].get<std::vector<int32_t>>();
-    SeqChunk ch{0, 0, p0, true};
-    const auto want_span = one.tf->forward({&ch, 1});
-    const std::vector<float> want(want_span.begin(), want_span.end());
-    // Layer 0 in host memory, the rest on cuda:0 (for the CPU + GPU split).
+  INFO(key);
+  const auto& g = goldens.at(key);
+  auto one = test::load_engine_model(test::testdata(key), o, Device{Device::Kind::Cuda, 0});
+  const auto p0 = g.at("prompts")[0].get<std::vector<int32_t>>();
+  SeqChunk ch{0, 0, p0, true};
+  const auto want_span = one.tf->forward({&ch, 1});
+  const std::vector<float> want(want_span.begin(), want_span.end());
+  // Layer 0 in host memory, the rest on cuda:0 (for the CPU + GPU split).
+  std::optional<LoadResult> mixed;
+  std::unique_ptr<ResidentProvider> mixed_weights;
+  if (variant == 1) {
     LoadOptions lo;
     lo.placement = place_all(one.layout, Device{Device::Kind::Cuda, 0});
     for (const Module& m : one.layout.modules)
       if (m.kind == ModuleKind::Layer && m.layer == 0) lo.placement.modules[m.name] = Device{Device::Kind::Cpu, 0};
-    LoadResult mixed = load_checkpoint(one.ck, one.layout, lo);
-    ResidentProvider mixed_weights(one.layout, mixed.store);
-    for (int variant = 0; variant < 2; ++variant) {
-      INFO((variant == 0 ? "two cuda:0 parts, layers 0 | 1" : "cpu runs layer 0, cuda:0 the rest"));
-      std::vector<std::unique_ptr<Backend>> parts;
-      parts.push_back(variant == 0 ? make_cuda_backend(0) : make_cpu_backend(2));
-      parts.push_back(make_cuda_backend(0));
-      auto split = make_split_backend(std::move(parts), {{0, 1}, variant == 0 ? 0 : 1, 1, -1});
-      WeightProvider& w = variant == 0 ? *one.engine.weights : mixed_weights;
-      Transformer tf(one.layout, w, *split, o);
-      CHECK(tf.state_bytes() == tf.predicted().allocated());
-      auto got = tf.forward({&ch, 1});
-      REQUIRE(got.size() == want.size());
-      double worst = 0, scale = 0;
-      for (size_t i = 0; i < got.size(); ++i) {
-        worst = std::max(worst, test::abs_diff(got[i], want[i]));
-        scale = std::max(scale, std::abs(double(want[i])));
-      }
-      INFO("largest logit difference from one device: " << worst << " (row scale " << scale << ")");
-      CHECK(worst <= (variant == 0 ? 0.0 : 1e-4 * scale));  // same device, same kernels: identical
-      for (size_t i = 0; i < g.at("prompts").size(); ++i) {
-        INFO("prompt " << i);
-        CHECK(test::greedy(tf, g.at("prompts")[i].get<std::vector<int32_t>>(), 16) ==
-              g.at("continuations")[i].get<std::vector<int32_t>>());
-      }
-    }
+    mixed = load_checkpoint(one.ck, one.layout, lo);
+    mixed_weights = std::make_unique<ResidentProvider>(one.layout, mixed->store);
   }
+  INFO((variant == 0 ? "two cuda:0 parts, layers 0 | 1" : "cpu runs layer 0, cuda:0 the rest"));
+  std::vector<std::unique_ptr<Backend>> parts;
+  parts.push_back(variant == 0 ? make_cuda_backend(0) : make_cpu_backend(2));
+  parts.push_back(make_cuda_backend(0));
+  auto split = make_split_backend(std::move(parts), {{0, 1}, variant == 0 ? 0 : 1, 1, -1});
+  WeightProvider& w = variant == 0 ? *one.engine.weights : *mixed_weights;
+  Transformer tf(one.layout, w, *split, o);
+  CHECK(tf.state_bytes() == tf.predicted().allocated());
+  auto got = tf.forward({&ch, 1});
+  REQUIRE(got.size() == want.size());
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, test::abs_diff(got[i], want[i]));
+    scale = std::max(scale, std::abs(double(want[i])));
+  }
+  INFO("largest logit difference from one device: " << worst << " (row scale " << scale << ")");
+  if (p == 0) CHECK(worst <= (variant == 0 ? 0.0 : 1e-4 * scale));  // same device, same kernels: identical
+  INFO("prompt " << p);
+  REQUIRE(g.at("prompts").size() == kGoldenPrompts);
+  CHECK(test::greedy(tf, g.at("prompts")[p].get<std::vector<int32_t>>(), 16) ==
+        g.at("continuations")[p].get<std::vector<int32_t>>());
 }
 
-TEST_CASE("cuda streamed layers: weights copied through the device slots give the resident logits, step after step",
-          "[cuda]") {
-  if (!have_gpu()) return;
-  // Every module but the embedding off the GPU: 2 layers + final norm + head through
-  // kStreamSlots (2) device slots, so slots are reused within each forward pass and across
-  // passes (the copy ring's events are what orders a slot's refill after its last use). From
-  // host memory (pinned by the loader), and from disk through the host stream pool (whose
-  // bytes are reused once a copy is done; the embedding is then gathered on the host).
-  // Same kernels on the same bytes: the logits must equal the resident model's exactly.
+}  // namespace
+
+// One case per model, split and prompt, so each stays under 30 s on the CUDA emulator in the
+// sanitizer build (the twelve in one case were 65 s there).
+#define NUNCHAKU_SPLIT_CASE(KEY, NAME, VARIANT, HOW, P)                                                     \
+  TEST_CASE("cuda split: " NAME " over " HOW ", prompt " #P ": the one-device logits and the golden tokens", \
+            "[cuda]") {                                                                                     \
+    if (!have_gpu()) return;                                                                                \
+    check_split(KEY, VARIANT, P);                                                                           \
+  }
+#define NUNCHAKU_SPLIT_CASES(KEY, NAME, VARIANT, HOW) \
+  NUNCHAKU_SPLIT_CASE(KEY, NAME, VARIANT, HOW, 0)     \
+  NUNCHAKU_SPLIT_CASE(KEY, NAME, VARIANT, HOW, 1)     \
+  NUNCHAKU_SPLIT_CASE(KEY, NAME, VARIANT, HOW, 2)
+NUNCHAKU_SPLIT_CASES("engine/llama-small", "llama-small", 0, "two cuda:0 parts")
+NUNCHAKU_SPLIT_CASES("engine/llama-small", "llama-small", 1, "the CPU and cuda:0")
+NUNCHAKU_SPLIT_CASES("engine/qwen3", "qwen3", 0, "two cuda:0 parts")
+NUNCHAKU_SPLIT_CASES("engine/qwen3", "qwen3", 1, "the CPU and cuda:0")
+
+namespace {
+
+// Every module but the embedding off the GPU: 2 layers + final norm + head through
+// kStreamSlots (2) device slots, so slots are reused within each forward pass and across
+// passes (the copy ring's events are what orders a slot's refill after its last use). From
+// host memory (pinned by the loader), or from disk through the host stream pool (whose bytes
+// are reused once a copy is done; the embedding is then gathered on the host). Same kernels
+// on the same bytes: prompt `p`'s logits must equal the resident model's exactly, and its
+// greedy tokens the golden's.
+void check_streamed(const char* key, Device::Kind from, size_t p) {
   EngineOptions o;
   o.max_context = 64;
   o.logit_rows = 64;
   const auto goldens = nlohmann::json::parse(std::ifstream(test::testdata("engine/goldens.json")));
   const Device gpu{Device::Kind::Cuda, 0};
-  for (const char* key : {"engine/llama-small", "engine/llama-small-gguf/llama-small-q4_0.gguf"}) {
-    const auto& g = goldens.at(key);
-    auto one = test::load_engine_model(test::testdata(key), o, gpu);
-    for (const Device off : {Device{Device::Kind::Cpu, 0}, Device{Device::Kind::Disk, 0}}) {
-      INFO(key << ", streamed from " << off.str());
-      LoadOptions lo;
-      lo.placement = place_all(one.layout, off);
-      for (const Module& m : one.layout.modules)
-        if (m.kind == ModuleKind::Embedding && off.kind == Device::Kind::Cpu) lo.placement.modules[m.name] = gpu;
-      LoadResult load = load_checkpoint(one.ck, one.layout, lo);
-      std::optional<StreamOptions> so;
-      if (off.kind == Device::Kind::Disk) so = StreamOptions{};
-      Engine e = make_engine(one.ck, one.layout, load.store, {o, 2, so, gpu});
-      INFO(e.model->describe());
-      CHECK(e.model->describe().find("streamed to cuda:0") != std::string::npos);
-      for (size_t i = 0; i < g.at("prompts").size(); ++i) {
-        INFO("prompt " << i);
-        const auto prompt = g.at("prompts")[i].get<std::vector<int32_t>>();
-        SeqChunk ch{0, 0, prompt, true};
-        const auto want_span = one.tf->forward({&ch, 1});
-        const std::vector<float> want(want_span.begin(), want_span.end());
-        const auto got = e.model->forward({&ch, 1});
-        REQUIRE(got.size() == want.size());
-        double worst = 0;
-        for (size_t k = 0; k < got.size(); ++k) worst = std::max(worst, test::abs_diff(got[k], want[k]));
-        INFO("largest logit difference from the resident model: " << worst);
-        CHECK(worst == 0.0);
-        CHECK(test::greedy(*e.model, prompt, 16) == g.at("continuations")[i].get<std::vector<int32_t>>());
-      }
-    }
-  }
+  const auto& g = goldens.at(key);
+  auto one = test::load_engine_model(test::testdata(key), o, gpu);
+  const Device off{from, 0};
+  INFO(key << ", streamed from " << off.str());
+  LoadOptions lo;
+  lo.placement = place_all(one.layout, off);
+  for (const Module& m : one.layout.modules)
+    if (m.kind == ModuleKind::Embedding && off.kind == Device::Kind::Cpu) lo.placement.modules[m.name] = gpu;
+  LoadResult load = load_checkpoint(one.ck, one.layout, lo);
+  std::optional<StreamOptions> so;
+  if (off.kind == Device::Kind::Disk) so = StreamOptions{};
+  Engine e = make_engine(one.ck, one.layout, load.store, {o, 2, so, gpu});
+  INFO(e.model->describe());
+  CHECK(e.model->describe().find("streamed to cuda:0") != std::string::npos);
+  INFO("prompt " << p);
+  REQUIRE(g.at("prompts").size() == kGoldenPrompts);
+  const auto prompt = g.at("prompts")[p].get<std::vector<int32_t>>();
+  SeqChunk ch{0, 0, prompt, true};
+  const auto want_span = one.tf->forward({&ch, 1});
+  const std::vector<float> want(want_span.begin(), want_span.end());
+  const auto got = e.model->forward({&ch, 1});
+  REQUIRE(got.size() == want.size());
+  double worst = 0;
+  for (size_t k = 0; k < got.size(); ++k) worst = std::max(worst, test::abs_diff(got[k], want[k]));
+  INFO("largest logit difference from the resident model: " << worst);
+  CHECK(worst == 0.0);
+  CHECK(test::greedy(*e.model, prompt, 16) == g.at("continuations")[p].get<std::vector<int32_t>>());
 }
+
+}  // namespace
+
+// One case per model, source and prompt, so each stays under 30 s on the CUDA emulator in the
+// sanitizer build (the twelve in one case were 177 s there).
+#define NUNCHAKU_STREAMED_CASE(KEY, NAME, FROM, KIND, P)                                                     \
+  TEST_CASE("cuda streamed layers: " NAME " from " FROM ", prompt " #P ": the resident logits, step after step", \
+            "[cuda]") {                                                                                      \
+    if (!have_gpu()) return;                                                                                 \
+    check_streamed(KEY, Device::Kind::KIND, P);                                                              \
+  }
+#define NUNCHAKU_STREAMED_CASES(KEY, NAME, FROM, KIND) \
+  NUNCHAKU_STREAMED_CASE(KEY, NAME, FROM, KIND, 0)     \
+  NUNCHAKU_STREAMED_CASE(KEY, NAME, FROM, KIND, 1)     \
+  NUNCHAKU_STREAMED_CASE(KEY, NAME, FROM, KIND, 2)
+NUNCHAKU_STREAMED_CASES("engine/llama-small", "llama-small", "host memory", Cpu)
+NUNCHAKU_STREAMED_CASES("engine/llama-small", "llama-small", "disk", Disk)
+NUNCHAKU_STREAMED_CASES("engine/llama-small-gguf/llama-small-q4_0.gguf", "q4_0 GGUF", "host memory", Cpu)
+NUNCHAKU_STREAMED_CASES("engine/llama-small-gguf/llama-small-q4_0.gguf", "q4_0 GGUF", "disk", Disk)
