@@ -188,7 +188,7 @@ struct Rig {
       if (e > err) err = e, worst = i;
     }
     const int64_t w = buf_width(d, b);
-    static constexpr const char* kNames[] = {"X", "XN", "Tmp", "Q", "Att", "K", "V", "Gate", "Up", "Sel", "Logits"};
+    static constexpr const char* kNames[] = {"X", "XN", "Tmp", "Q", "Att", "K", "V", "Gate", "Up", "QH", "Lat", "Sel", "Logits"};
     static_assert(std::size(kNames) == size_t(Buf::Logits) + 1, "one name per Buf");
     UNSCOPED_INFO("buffer " << kNames[int(b)] << " [" << rows << " x " << w << "]: max error " << err << " at row "
                             << int64_t(worst) / w << " col " << int64_t(worst) % w << " (cpu "

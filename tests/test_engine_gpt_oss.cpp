@@ -218,35 +218,10 @@ TEST_CASE("engine gpt-oss: estimate --runtime nunchaku predicts the run state, a
 
 namespace {
 
-// A copy of testdata/engine/<name> in `dir` whose safetensors header went through `edit`
-// (the data region as it was: renames and same-size reshapes keep the offsets valid).
-void copy_with_header(const std::string& name, const std::string& dir, const std::function<void(json&)>& edit) {
-  const std::string src = test::testdata("engine/" + name);
-  test::write_file(dir + "/config.json", test::read_text(src + "/config.json"));
-  const std::string bytes = test::read_text(src + "/model.safetensors");
-  REQUIRE(bytes.size() > 8);
-  uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
-  json header = json::parse(bytes.substr(8, size_t(n)));
-  edit(header);
-  std::string h = header.dump();
-  h.append((8 - h.size() % 8) % 8, ' ');
-  std::string out(8, '\0');
-  const uint64_t len = h.size();
-  std::memcpy(out.data(), &len, 8);
-  test::write_file(dir + "/model.safetensors", out + h + bytes.substr(8 + size_t(n)));
-}
-
-// Renames tensor `from` of the header to `to`.
-void rename(json& h, const std::string& from, const std::string& to) {
-  h[to] = h.at(from);
-  h.erase(from);
-}
-
 // The engine's error for the edited checkpoint ("" if it builds).
 std::string engine_error(const std::string& name, const std::function<void(json&)>& edit, std::string* tensor) {
   test::TempDir tmp;
-  copy_with_header(name, tmp.path.string(), edit);
+  test::copy_with_header(test::testdata("engine/" + name), tmp.path.string(), edit);
   try {
     test::load_engine_model(tmp.path.string(), options(), Device{Device::Kind::Cpu, 0}, {}, 1);
   } catch (const Error& e) {
@@ -263,7 +238,7 @@ TEST_CASE("engine gpt-oss: malformed experts are refused naming the tensor (exit
   const std::string L0 = "model.layers.0.mlp.experts.";
   std::string tensor;
   // MXFP4 blocks without their scales
-  CHECK(engine_error("gpt_oss_mxfp4", [&](json& h) { rename(h, L0 + "down_proj_scales", L0 + "down_proj_scalez"); },
+  CHECK(engine_error("gpt_oss_mxfp4", [&](json& h) { test::rename_tensor(h, L0 + "down_proj_scales", L0 + "down_proj_scalez"); },
                      &tensor) == "engine.missing_tensor");
   CHECK(tensor == L0 + "down_proj_blocks");
   // scales of another shape (the same bytes as [8, 32, 2])
@@ -274,7 +249,7 @@ TEST_CASE("engine gpt-oss: malformed experts are refused naming the tensor (exit
   CHECK(engine_error("gpt_oss", [&](json& h) { h[L0 + "gate_up_proj"]["shape"] = {8, 64, 32}; }, &tensor) == "engine.bad_shape");
   CHECK(tensor == L0 + "gate_up_proj");
   // no sinks: the recipe needs them
-  CHECK(engine_error("gpt_oss", [&](json& h) { rename(h, "model.layers.1.self_attn.sinks", "model.layers.1.self_attn.sinkz"); },
+  CHECK(engine_error("gpt_oss", [&](json& h) { test::rename_tensor(h, "model.layers.1.self_attn.sinks", "model.layers.1.self_attn.sinkz"); },
                      &tensor) == "engine.missing_tensor");
   // the untouched copy builds
   CHECK(engine_error("gpt_oss", [](json&) {}, &tensor).empty());

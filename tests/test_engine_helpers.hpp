@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -66,6 +67,13 @@ inline EngineModel load_engine_model(const std::string& path, engine::EngineOpti
 // plan's charge for a nunchaku CPU run of `m` with every module on disk (streamed): what
 // it charges the CPU for the stream pool is devices[0].staging (test_engine_helpers.cpp).
 DevicePlan all_on_disk_plan(const EngineModel& m);
+
+// A copy of the one-file safetensors checkpoint in directory `src` (config.json and
+// model.safetensors) in `dir`, its header through `edit` (the data region as it was: renames
+// and same-size reshapes keep the offsets valid): malformed-checkpoint tests.
+void copy_with_header(const std::string& src, const std::string& dir, const std::function<void(nlohmann::json&)>& edit);
+// Renames tensor `from` of a safetensors header to `to`.
+void rename_tensor(nlohmann::json& header, const std::string& from, const std::string& to);
 
 // A ModelSpec of dimensions `d` (engine_dims() gives `d` back) and `max_context` positions:
 // for tests that size backends with engine_memory() without a checkpoint.

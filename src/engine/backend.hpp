@@ -27,8 +27,10 @@ namespace nunchaku::engine {
 
 // Activation buffers, per token: X residual stream, XN normed input of a sub-block, Tmp a
 // sub-block's output (hidden each); Q and Att (heads*head_dim); K, V (kv_heads*head_dim);
-// Gate, Up (intermediate). Per logit row: Sel (hidden), Logits (vocab).
-enum class Buf { X, XN, Tmp, Q, Att, K, V, Gate, Up, Sel, Logits };
+// Gate, Up (intermediate); MLA's QH (q as projected, heads x (nope + rope)) and Lat (q's low
+// rank, then the attention output expanded, heads x v; EngineDims::mla_*_dim, 0 without MLA).
+// Per logit row: Sel (hidden), Logits (vocab).
+enum class Buf { X, XN, Tmp, Q, Att, K, V, Gate, Up, QH, Lat, Sel, Logits };
 
 // A weight vector (norm scale or bias) as stored: F32, F16 or BF16, n elements.
 struct VecRef {
@@ -61,6 +63,7 @@ struct BackendSetup {
   std::span<const float> inv_freq;  // rotary table 0: [rot_dims / 2]
   std::span<const float> inv_freq_local;  // table 1 (gemma3's sliding layers), empty if none
   int64_t rot_dims = 0;     // rotated values at the start of each head; 0 = head_dim
+                            // (MLA: the last rot_dims of each head, after mla_rank)
   float rope_mscale = 1.0f; // table 0's cos and sin times this (longrope's attention factor)
 };
 
@@ -77,9 +80,13 @@ struct Norm {
   VecRef w;
   NormKind kind = NormKind::Rms;
   VecRef bias;
+  int64_t span = 0;  // normalize only the first `span` values of each row (one run); 0 = the whole row
 };
 
-// One layer's attention: causal GQA of Q against the layer's cache.
+// One layer's attention: causal GQA of Q against the layer's cache. MLA (EngineDims::mla_rank
+// > 0): one kv head whose key rows are the latent rows [mla_rank | mla_rope] and whose values
+// are the first mla_rank of the same rows (one cache per layer, no V cache); each head's
+// output is mla_rank values at the start of its head_dim-wide slot of Att.
 struct Attention {
   int64_t window = 0;   // positions attended (0 = all); a sliding layer's cache is a ring
   float scale = 0;      // scores = scale * q.k (the recipe's, 1/sqrt(head_dim) for llama)
@@ -113,6 +120,13 @@ struct MoeFfn {
   bool norm_topk = false;
   Routing routing = Routing::SoftmaxTopk;
   VecRef router_bias;  // [experts], added to the router's logits
+  // DeepSeek (Routing::SigmoidTopk; route_token): the choice among the best `groups_used` of
+  // `groups` equal groups, by scores plus `choice_bias` [experts] (sigmoid only), the weights
+  // times `routed_scale`.
+  int64_t groups = 0, groups_used = 0;
+  bool group_top2 = false;
+  VecRef choice_bias;
+  float routed_scale = 1;
   Activation act = Activation::Silu;
   bool gate_up_mixed = false;  // gpt-oss experts as HF stores them: gate|up rows interleaved in `gate`
   bool clamped_swiglu = false;  // gpt-oss's activation (gate_up_mixed or not), its biases, down's bias
@@ -130,7 +144,7 @@ struct MoeFfn {
 
 // The primitives (Backend::supports). Fused ops are compositions of them; Moe is its own
 // (a backend without it refuses MoE models before they run).
-enum class Op : uint8_t { Embed, Matmul, Norm, ActMul, Scale, Softcap, Add, Rope, Attention, Moe };
+enum class Op : uint8_t { Embed, Matmul, Norm, ActMul, Scale, Softcap, Add, Rope, Attention, Moe, Mla };
 std::string_view op_name(Op op);
 
 class Backend {
@@ -178,6 +192,14 @@ class Backend {
   virtual void attention(int64_t layer, const Attention& a) = 0;
   // Tmp = the mixture of experts of XN (MoeFfn). Only backends that support(Op::Moe).
   virtual void moe(const MoeFfn& f) = 0;
+  // Per head h, one dispatch for all: out[t][h * out_stride, + w[h].rows) = w[h] .
+  // in[t][h * in_stride, + w[h].cols) (MLA: q's unrotated part absorbed into the latent, the
+  // attention output expanded). Only backends that support(Op::Mla).
+  virtual void matmul_heads(std::span<const WeightMatrix> w, Buf in, int64_t in_stride, Buf out, int64_t out_stride);
+  // MLA, per token: each head's rotated part of q (QH's last mla_rope values) into Q after its
+  // mla_rank absorbed values, rotated (table 0) there; the latent row's last mla_rope values
+  // (K) rotated; the latent row into layer `layer`'s cache at (slot, pos).
+  virtual void mla_rope_cache(int64_t layer);
   // A hint: the next matmul reads `jobs`' weights (the views stay valid until it has run).
   // A backend may start fetching them during the ops in between: the CPU backend's threads
   // warm the first part of their shares of the rows into L2 while decode's attention runs.

@@ -111,12 +111,14 @@ class CpuBackend final : public Backend {
       case Op::Embed: case Op::Matmul: return matmul_supports(t);
       case Op::Norm: return t == DType::F32 || t == DType::F16 || t == DType::BF16;
       case Op::Attention: return t == DType::F32 || t == DType::F16;  // the KV cache
-      case Op::Moe: return true;
+      case Op::Moe: case Op::Mla: return true;
       default: return t == DType::F32;
     }
   }
 
   void moe(const MoeFfn& f) override;
+  void matmul_heads(std::span<const WeightMatrix> w, Buf in, int64_t in_stride, Buf out, int64_t out_stride) override;
+  void mla_rope_cache(int64_t layer) override;
 
   void embed(const WeightMatrix& table, float scale) override {
     Buffer& x = buf(Buf::X);
@@ -131,7 +133,8 @@ class CpuBackend final : public Backend {
     const float* wf = norm_weight(n, 0);
     const float* bf = n.kind == NormKind::Layer ? widen(n.bias, 1) : nullptr;
     Buffer &a = buf(in), &b = buf(out);
-    pool_.run(rows_of(in), [&](int64_t t, int) { norm_row(a.row(t), wf, bf, n, a.width, b.row(t)); });
+    const int64_t width = n.span > 0 ? n.span : a.width;
+    pool_.run(rows_of(in), [&](int64_t t, int) { norm_row(a.row(t), wf, bf, n, width, b.row(t)); });
   }
 
   void add_norm(Buf x, Buf delta, Buf out, const Norm& n) override {
@@ -251,8 +254,8 @@ class CpuBackend final : public Backend {
   // `w` as fp32: the stored floats when F32, else widened into vector slot `slot`.
   const float* widen(const VecRef& w, int slot);
   void rope_row(float* v, int64_t heads, int64_t pos, int table) const;
-  uint8_t* cache(int64_t layer, int kv) const {
-    return kv_.get() + kv_layer_off_[size_t(layer)] + kv_layer_bytes_[size_t(layer)] * size_t(kv);
+  uint8_t* cache(int64_t layer, int kv) const {  // MLA: one cache, the values are the keys' first mla_rank
+    return kv_.get() + kv_layer_off_[size_t(layer)] + (dims_.mla_rank > 0 ? 0 : kv_layer_bytes_[size_t(layer)] * size_t(kv));
   }
   // Byte offset within layer `layer`'s k (or v) of (slot, kv head, ring index)'s head_dim values.
   size_t kv_row_offset(int64_t layer, int64_t slot, int64_t kv_head, int64_t idx) const {
@@ -288,7 +291,7 @@ class CpuBackend final : public Backend {
     Array<float> weight;
     Array<int64_t> first;
     std::vector<RawJob> jobs;
-    std::vector<RawTask> tasks;
+    std::vector<RawTask> tasks;  // (also matmul_heads')
     std::vector<int32_t> used;  // experts the pass routes to (streamed experts' rounds)
   } moe_;
 
@@ -299,6 +302,8 @@ class CpuBackend final : public Backend {
   RopeStyle rope_ = RopeStyle::NeoX;
   std::vector<float> inv_freq_[2];  // rotary tables: 0, and 1 (gemma3's sliding layers)
   int64_t rot_ = 0;                 // rotated values per head
+  int64_t rot_off_ = 0;             // where they start in a head (MLA: after the latent's mla_rank)
+  std::vector<RawJob> head_jobs_;   // matmul_heads' per-head jobs
   float mscale_ = 1.0f;             // table 0's cos/sin factor
   Buffer bufs_[size_t(Buf::Logits) + 1];
   Array<int32_t> id_, slot_;
@@ -344,6 +349,8 @@ void CpuBackend::allocate(const BackendSetup& s) {
   inv_freq_[1].assign(s.inv_freq_local.begin(), s.inv_freq_local.end());
   if (inv_freq_[1].empty()) inv_freq_[1] = inv_freq_[0];
   rot_ = s.rot_dims > 0 ? s.rot_dims : dims_.head_dim;
+  rot_off_ = dims_.mla_rank;
+  head_jobs_.reserve(size_t(dims_.heads));
   mscale_ = s.rope_mscale;
   const size_t esize = cfg_.kv_dtype == DType::F16 ? 2 : 4;
   kv_pos_ = s.memory.kv_positions;
@@ -354,7 +361,7 @@ void CpuBackend::allocate(const BackendSetup& s) {
   for (int64_t p : kv_pos_) {
     kv_layer_bytes_.push_back(size_t(cfg_.max_batch) * size_t(p) * size_t(dims_.kv_dim()) * esize);
     kv_layer_off_.push_back(kv_total);
-    kv_total += 2 * kv_layer_bytes_.back();
+    kv_total += (dims_.mla_rank > 0 ? 1 : 2) * kv_layer_bytes_.back();  // MLA: the latent only
   }
   auto oom = [&](const std::string& why) {
     return Error("engine.out_of_memory",
@@ -620,6 +627,7 @@ void CpuBackend::moe(const MoeFfn& f) {
     if (A <= 64) for (int64_t i = 0; i < n; ++i) fn(i, 0);
     else pool_.run(n, fn);
   };
+  const RouteLimits limits{f.groups, f.groups_used, widen(f.choice_bias, 1), f.routed_scale, f.group_top2};
   const RawJob router{f.router, xn.p.get(), xn.width, T, moe_.router.get(), E};
   run_raw({&router, 1});
   each(T, [&](int64_t t, int) {
@@ -627,7 +635,7 @@ void CpuBackend::moe(const MoeFfn& f) {
     if (f.router_bias)
       for (int64_t e = 0; e < E; ++e) logits[e] += vec_at(f.router_bias, e);
     route_token({logits, size_t(E)}, f.norm_topk, {moe_.choice.get() + t * k, size_t(k)},
-                {moe_.weight.get() + t * k, size_t(k)}, f.routing);
+                {moe_.weight.get() + t * k, size_t(k)}, f.routing, limits);
   });
   group_by_expert({moe_.choice.get(), size_t(A)}, E, {moe_.first.get(), size_t(E + 1)}, {moe_.order.get(), size_t(A)});
   each(A, [&](int64_t r, int) {
@@ -709,6 +717,27 @@ void CpuBackend::moe(const MoeFfn& f) {
   });
 }
 
+void CpuBackend::matmul_heads(std::span<const WeightMatrix> w, Buf in, int64_t in_stride, Buf out, int64_t out_stride) {
+  const Buffer &x = buf(in), &y = buf(out);
+  head_jobs_.clear();
+  for (size_t h = 0; h < w.size(); ++h)
+    head_jobs_.push_back({&w[h], x.p.get() + int64_t(h) * in_stride, x.width, T_, y.p.get() + int64_t(h) * out_stride, y.width});
+  run_raw(head_jobs_);
+}
+
+void CpuBackend::mla_rope_cache(int64_t layer) {
+  const int64_t heads = dims_.heads, hd = dims_.head_dim, r = dims_.mla_rank, rope = dims_.mla_rope;
+  const int64_t qk = dims_.mla_nope + rope;
+  Buffer &QH = buf(Buf::QH), &Q = buf(Buf::Q), &K = buf(Buf::K);
+  pool_.run(T_, [&](int64_t t, int) {
+    for (int64_t h = 0; h < heads; ++h)
+      std::memcpy(Q.row(t) + h * hd + r, QH.row(t) + h * qk + dims_.mla_nope, size_t(rope) * 4);
+    rope_row(Q.row(t), heads, pos_[t], 0);
+    rope_row(K.row(t), 1, pos_[t], 0);
+    store_row(layer, t, K.row(t), nullptr);
+  });
+}
+
 void CpuBackend::rope_row(float* v, int64_t heads, int64_t pos, int table) const {
   const int64_t hd = dims_.head_dim, half = rot_ / 2;
   const bool neox = rope_ == RopeStyle::NeoX;
@@ -718,7 +747,7 @@ void CpuBackend::rope_row(float* v, int64_t heads, int64_t pos, int table) const
     float c = float(std::cos(double(angle))), s = float(std::sin(double(angle)));
     if (table == 0 && mscale_ != 1.0f) c *= mscale_, s *= mscale_;
     for (int64_t h = 0; h < heads; ++h) {
-      float* x = v + h * hd;
+      float* x = v + h * hd + rot_off_;
       int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
       float x0 = x[a], x1 = x[b];
       x[a] = x0 * c - x1 * s;
@@ -733,12 +762,13 @@ void CpuBackend::store_row(int64_t layer, int64_t t, const float* k, const float
   uint8_t* vcache = cache(layer, 1);
   for (int64_t h = 0; h < dims_.kv_heads; ++h) {
     const size_t off = kv_row_offset(layer, slot_[t], h, idx);
+    const bool values = dims_.mla_rank == 0;  // MLA: the latent row is both
     if (cfg_.kv_dtype == DType::F16) {
       store_f16(k + h * hd, reinterpret_cast<uint16_t*>(kcache + off), hd);
-      store_f16(v + h * hd, reinterpret_cast<uint16_t*>(vcache + off), hd);
+      if (values) store_f16(v + h * hd, reinterpret_cast<uint16_t*>(vcache + off), hd);
     } else {
       std::memcpy(kcache + off, k + h * hd, size_t(hd) * 4);
-      std::memcpy(vcache + off, v + h * hd, size_t(hd) * 4);
+      if (values) std::memcpy(vcache + off, v + h * hd, size_t(hd) * 4);
     }
   }
 }
@@ -765,6 +795,7 @@ void CpuBackend::attention(int64_t layer, const Attention& a) {
   const int64_t group = heads / dims_.kv_heads;
   const bool f16 = cfg_.kv_dtype == DType::F16;
   const float scale = a.scale > 0 ? a.scale : 1.0f / std::sqrt(float(hd));
+  const int64_t vd = dims_.mla_rank > 0 ? dims_.mla_rank : hd;  // values per row (MLA: the latent)
   const float* sinks = widen(a.sinks, 2);
   const uint8_t* kc = cache(layer, 0);
   const uint8_t* vc = cache(layer, 1);
@@ -788,11 +819,11 @@ void CpuBackend::attention(int64_t layer, const Attention& a) {
     if (a.softcap > 0) softcap_inplace(sc, n, a.softcap);
     if (sinks) softmax_with_sink(sc, n, sinks[h]);
     else softmax_inplace(sc, n);
-    attn_mix(sc, vc + at, f16, hd, n1, hd, o);
+    attn_mix(sc, vc + at, f16, hd, n1, vd, o);
     if (n2) {
       alignas(64) float rest[kMaxWrapHeadDim];
-      attn_mix(sc + n1, vc + wrap, f16, hd, n2, hd, rest);
-      for (int64_t e = 0; e < hd; ++e) o[e] += rest[e];
+      attn_mix(sc + n1, vc + wrap, f16, hd, n2, vd, rest);
+      for (int64_t e = 0; e < vd; ++e) o[e] += rest[e];
     }
     warm_step(thread, warm_per_task);
   });

@@ -129,6 +129,10 @@ class SplitBackend final : public Backend {
   void store_kv(int64_t layer) override { part().store_kv(local(layer)); }
   void attention(int64_t layer, const Attention& a) override { part().attention(local(layer), a); }
   void moe(const MoeFfn& f) override { part().moe(f); }
+  void matmul_heads(std::span<const WeightMatrix> w, Buf in, int64_t is, Buf out, int64_t os) override {
+    part().matmul_heads(w, in, is, out, os);
+  }
+  void mla_rope_cache(int64_t layer) override { part().mla_rope_cache(local(layer)); }
   void prefetch(std::span<const MatmulJob> jobs) override { part().prefetch(jobs); }
   void rope_and_cache(int64_t layer, const Norm& qn, const Norm& kn, int table) override {
     part().rope_and_cache(local(layer), qn, kn, table);

@@ -101,7 +101,14 @@ ModelBinding bind_modules(const ModelLayout& layout) {
     const auto& at = b.layers[l].at;
     const bool sparse = at[size_t(Role::Router)] >= 0;  // a MoE layer (others of the family are dense)
     std::vector<Role> need = {Role::AttnNorm, Role::O, Role::FfnNorm};
-    for (Role r : recipe.fused_qkv ? std::vector{Role::QKV} : std::vector{Role::Q, Role::K, Role::V}) need.push_back(r);
+    if (recipe.mla) {  // q directly or through its low rank; kv_b whole or split as llama.cpp's converter does
+      need.insert(need.end(), {Role::KVA, Role::KVANorm});
+      if (at[size_t(Role::Q)] < 0) need.insert(need.end(), {Role::QA, Role::QANorm, Role::QB});
+      if (at[size_t(Role::KVB)] < 0) need.insert(need.end(), {Role::KB, Role::VB});
+      if (sparse && recipe.exp_probs_bias) need.push_back(Role::ExpProbsBias);
+    } else {
+      for (Role r : recipe.fused_qkv ? std::vector{Role::QKV} : std::vector{Role::Q, Role::K, Role::V}) need.push_back(r);
+    }
     if (sparse && recipe.clamped_swiglu && at[size_t(Role::ExpGate)] >= 0)  // GGUF: gate and up apart
       need.insert(need.end(), {Role::ExpGate, Role::ExpUp, Role::ExpDown, Role::ExpGateBias, Role::ExpUpBias, Role::ExpDownBias});
     else if (sparse && recipe.clamped_swiglu)
@@ -122,6 +129,14 @@ ModelBinding bind_modules(const ModelLayout& layout) {
                            layout.modules[b.layers[l].module].name);
   }
   return b;
+}
+
+TensorView as_rows(const TensorView& t, int64_t rows, int64_t cols) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  TensorView v = t;
+  if (n == rows * cols && !t.shape.empty() && t.shape.back() == cols) v.shape = {rows, cols};
+  return v;
 }
 
 WeightMatrix matrix(const TensorView& t, int64_t rows, int64_t cols, const Backend* backend) {

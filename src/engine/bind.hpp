@@ -50,6 +50,9 @@ WeightMatrix expert_rows(const TensorView& t, int64_t rows, int64_t cols, const 
 // engine.bad_shape / engine.unsupported_dtype / engine.missing_tensor / engine.not_readable.
 WeightMatrix expert_matrix(const TensorView& t, const TensorView* scales, int64_t experts, int64_t rows, int64_t cols,
                            const Backend& backend);
+// `t` (a stacked [n, r, c] tensor, or already 2-D) viewed as `rows` x `cols` when its elements
+// and last dimension allow; else unchanged (matrix() then reports its shape).
+TensorView as_rows(const TensorView& t, int64_t rows, int64_t cols);
 // Checks a norm/bias vector: n elements of F32/F16/BF16, readable by the backend.
 void check_vector(const TensorView& t, int64_t n, const Backend& backend);
 // The vector at index `at` of acquired views (empty VecRef when at < 0).

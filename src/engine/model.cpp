@@ -132,7 +132,9 @@ void Transformer::bind_layer(Layer& L, std::span<const TensorView> info, const s
     p.w = matrix(info[size_t(p.at)], total ? total : rows, cols, &backend_);
     p.w.rows = rows;  // a row range of the tensor
   };
-  if (recipe_.fused_qkv) {
+  if (recipe_.mla) {
+    bind_mla(L, info, module);
+  } else if (recipe_.fused_qkv) {
     const int64_t all = q_dim + 2 * kv_dim;
     part(L.q, Role::QKV, q_dim, H, 0, all);
     part(L.k, Role::QKV, kv_dim, H, q_dim, all);
@@ -142,7 +144,7 @@ void Transformer::bind_layer(Layer& L, std::span<const TensorView> info, const s
     part(L.k, Role::K, kv_dim, H);
     part(L.v, Role::V, kv_dim, H);
   }
-  part(L.o, Role::O, H, q_dim);
+  part(L.o, Role::O, H, recipe_.mla ? dims_.heads * dims_.mla_v : q_dim);
   const bool sparse = L.at[size_t(Role::Router)] >= 0;  // bind_moe binds its MLP
   if (sparse) {
   } else if (recipe_.fused_gate_up) {
@@ -177,6 +179,13 @@ int64_t Transformer::panel_cols() const {
   for (const Layer& L : layers_) {
     for (const Part* p : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down})
       if (p->at >= 0) widen(p->w);
+    if (L.mla) {
+      for (const Part* p : {&L.mla->qa, &L.mla->qb, &L.mla->kva})
+        if (p->at >= 0) widen(p->w);
+      for (const auto* ws : {&L.mla->k_up, &L.mla->v_up})
+        for (const WeightMatrix& m : *ws)
+          if (!m.input_major) widen(m);
+    }
     if (L.moe) {
       for (const Part& p : L.moe->experts)
         if (p.at >= 0 && !p.w.input_major && p.w.dtype != DType::MXFP4) widen(p.w);  // gpt-oss's never take the GEMM
@@ -299,6 +308,11 @@ void Transformer::run_attention(Layer& L, int64_t l, std::span<const TensorView>
   auto vec = [&](Role r) { return vector_ref(w, L.at[size_t(r)]); };
   Backend& be = backend_;
   be.norm(Buf::X, Buf::XN, norm_of(w, L, Role::AttnNorm));
+  if (L.mla) {
+    run_mla(L, l, w);
+    be.add_norm(Buf::X, Buf::Tmp, Buf::XN, norm_of(w, L, Role::FfnNorm));
+    return;
+  }
   const MatmulJob qkv[3] = {{&L.q.w, Buf::Q, vec(Role::QBias)}, {&L.k.w, Buf::K, vec(Role::KBias)}, {&L.v.w, Buf::V, vec(Role::VBias)}};
   be.matmul(qkv, Buf::XN);
   be.rope_and_cache(l, norm_of(w, L, Role::QNorm), norm_of(w, L, Role::KNorm), L.rope);

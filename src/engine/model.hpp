@@ -106,6 +106,16 @@ class Transformer {
     std::vector<Piece> want;             // streamed experts: the pieces of a round (bind)
     std::vector<const uint8_t*> where;   // and where the provider put them
   };
+  // MLA's matrices (recipe mla, model_mla.cpp): q is Layer::q, or qa -> its norm -> qb; kva
+  // the latent row; per head, q's unrotated part absorbed into the latent (k_up[h]: nope ->
+  // rank) and the latent attention output expanded (v_up[h]: rank -> v), views into kv_b (HF,
+  // k_up input-major) or k_b / v_b (llama.cpp's converter), at byte offsets of their tensors.
+  struct Mla {
+    Part qa, qb, kva;
+    int16_t kb_at = -1, vb_at = -1;
+    std::vector<WeightMatrix> k_up, v_up;
+    std::vector<size_t> k_off, v_off;
+  };
   struct Layer {
     size_t module = 0;
     Slots at{};
@@ -113,6 +123,7 @@ class Transformer {
     int64_t window = 0;
     int rope = 0;  // rotary table
     std::optional<Moe> moe;  // the MLP is a mixture of experts
+    std::optional<Mla> mla;  // multi-head latent attention
   };
   struct Bound {  // a module outside the stack with the one matrix or vector it holds
     size_t module = SIZE_MAX;
@@ -133,6 +144,9 @@ class Transformer {
   void run_moe(Layer& L, std::span<const TensorView> w);   // XN -> Tmp
   void run_layer(Layer& L, int64_t l);
   void run_attention(Layer& L, int64_t l, std::span<const TensorView> w);
+  // model_mla.cpp: a layer's MLA matrices (bind) and its attention, XN -> Tmp (o projected).
+  void bind_mla(Layer& L, std::span<const TensorView> info, const std::string& module);
+  void run_mla(Layer& L, int64_t l, std::span<const TensorView> w);
   Norm norm_of(std::span<const TensorView> w, const Layer& L, Role r) const;
   std::span<const TensorView> acquire(size_t step);
   void embed_here(int64_t T);

@@ -29,15 +29,6 @@ int64_t expert_number(std::string_view name) {
   return found;
 }
 
-// The tensor as a matrix of `rows` x `cols` (a stacked [E, r, c] tensor as [E * r, c]).
-TensorView as_rows(const TensorView& t, int64_t rows, int64_t cols) {
-  int64_t n = 1;
-  for (int64_t d : t.shape) n *= d;
-  TensorView v = t;
-  if (n == rows * cols && !t.shape.empty() && t.shape.back() == cols) v.shape = {rows, cols};
-  return v;
-}
-
 int64_t dim(const TensorView& t, size_t i) { return i < t.shape.size() ? t.shape[i] : 0; }
 
 }  // namespace
@@ -142,6 +133,7 @@ void Transformer::bind_moe(Layer& L, std::span<const TensorView> info, std::span
     check_vector(info[size_t(L.at[size_t(Role::ExpDownBias)])], E * H, backend_);
     if (L.at[size_t(Role::RouterBias)] >= 0) check_vector(info[size_t(L.at[size_t(Role::RouterBias)])], E, backend_);
   }
+  if (int16_t b = L.at[size_t(Role::ExpProbsBias)]; b >= 0) check_vector(info[size_t(b)], E, backend_);
   m.shared = L.at[size_t(Role::ShGate)] >= 0;
   if (m.shared) {
     const int64_t S = dim(info[size_t(L.at[size_t(Role::ShGate)])], 0);
@@ -198,6 +190,11 @@ void Transformer::run_moe(Layer& L, std::span<const TensorView> w) {
   f.clamped_swiglu = clamped;
   f.swiglu_alpha = recipe_.swiglu_alpha;
   f.swiglu_limit = recipe_.swiglu_limit;
+  f.groups = recipe_.route_groups;
+  f.groups_used = recipe_.route_groups_used;
+  f.group_top2 = recipe_.route_group_top2;
+  f.routed_scale = recipe_.routed_scale;
+  if (recipe_.exp_probs_bias) f.choice_bias = vector_ref(w, L.at[size_t(Role::ExpProbsBias)]);
   if (pieces) {  // the routed experts' rows come from the provider, round by round
     f.bind_max = std::max(1, weights_.piece_slots() / 3);
     f.bind = [this, &L](std::span<const int32_t> experts) {  // two pointers: no allocation

@@ -25,24 +25,62 @@ void softmax_chosen(std::span<const float> logits, std::span<const int32_t> chos
   for (size_t j = 0; j < k; ++j) w[j] /= sum;  // sum >= 1: the first term is 1
 }
 
+// The groups a token's experts may come from (RouteLimits): allowed[g] for the best `used`.
+template <class Key>
+void choose_groups(size_t E, const RouteLimits& lim, const Key& key, bool* allowed) {
+  const size_t G = size_t(lim.groups), per = E / G;
+  float score[64];
+  for (size_t g = 0; g < G; ++g) {
+    float best = -std::numeric_limits<float>::infinity(), second = best;
+    for (size_t e = g * per; e < (g + 1) * per; ++e) {
+      const float v = key(e);
+      if (v > best) second = best, best = v;
+      else if (v > second) second = v;
+    }
+    score[g] = lim.top2 && per > 1 ? best + second : best;
+    allowed[g] = false;
+  }
+  for (int64_t u = 0; u < lim.used; ++u) {
+    size_t pick = G;
+    for (size_t g = 0; g < G; ++g)
+      if (!allowed[g] && (pick == G || score[g] > score[pick])) pick = g;
+    if (pick < G) allowed[pick] = true;
+  }
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
 }  // namespace
 
 void route_token(std::span<const float> logits, bool norm_topk, std::span<int32_t> experts_out,
-                 std::span<float> weights_out, Routing routing) {
+                 std::span<float> weights_out, Routing routing, const RouteLimits& limits) {
   const size_t E = logits.size(), k = experts_out.size();
   float max = -std::numeric_limits<float>::infinity();
   for (float v : logits)
     if (v > max) max = v;  // NaN compares false: never the max
   const bool any = std::isfinite(max) || max == std::numeric_limits<float>::infinity();
+  const bool sig = routing == Routing::SigmoidTopk;
+  const bool grouped = limits.groups > 0 && limits.groups <= 64 && E % size_t(limits.groups) == 0;
+  // What the choice ranks: the logit (softmax is monotone), or with groups exp(logit - max)
+  // (the probabilities up to their sum: groups add scores), or (sigmoid) the score plus the
+  // correction bias.
+  const bool probs = grouped && !sig && std::isfinite(max);
+  const auto key = [&](size_t e) {
+    return sig ? sigmoid(logits[e]) + (limits.bias ? limits.bias[e] : 0.0f) : probs ? std::exp(logits[e] - max) : logits[e];
+  };
+  bool allowed[64];
+  if (grouped) choose_groups(E, limits, key, allowed);
+  const size_t per = grouped ? E / size_t(limits.groups) : E;
   // Selection by insertion into the k best (k is small: 1..8 in published models). `better`:
   // a larger number first; NaN below everything; equal values keep the lower index (earlier).
   auto better = [&](size_t a, size_t b) {
-    const float x = logits[a], y = logits[b];
+    const float x = key(a), y = key(b);
     if (std::isnan(y)) return !std::isnan(x);
     return !std::isnan(x) && x > y;
   };
   size_t n = 0;
   for (size_t e = 0; e < E; ++e) {
+    if (grouped && !allowed[e / per]) continue;
     size_t at = n;
     while (at > 0 && better(e, size_t(experts_out[at - 1]))) --at;
     if (at >= k) continue;
@@ -56,6 +94,15 @@ void route_token(std::span<const float> logits, bool norm_topk, std::span<int32_
   }
   if (routing == Routing::TopkSoftmax) {
     if (k > 0) softmax_chosen(logits, experts_out.first(k), weights_out);
+    return;
+  }
+  if (sig) {
+    float sum = 0;
+    for (size_t j = 0; j < k; ++j) sum += weights_out[j] = sigmoid(logits[size_t(experts_out[j])]);
+    for (size_t j = 0; j < k; ++j) {
+      if (norm_topk) weights_out[j] /= sum + 1e-20f;
+      weights_out[j] *= limits.scale;
+    }
     return;
   }
   double denom = 0;  // softmax over all experts, then the chosen ones' probabilities
@@ -77,6 +124,8 @@ void route_token(std::span<const float> logits, bool norm_topk, std::span<int32_
     if (s > 0)
       for (size_t j = 0; j < k; ++j) weights_out[j] /= s;
   }
+  if (limits.scale != 1.0f)
+    for (size_t j = 0; j < k; ++j) weights_out[j] *= limits.scale;
 }
 
 void group_by_expert(std::span<const int32_t> choice, int64_t experts, std::span<int64_t> first,

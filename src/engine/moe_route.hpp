@@ -17,8 +17,22 @@ namespace nunchaku::engine {
 // Never allocates; experts_out.size() == weights_out.size() <= logits.size().
 // Routing::TopkSoftmax (gpt-oss): the same choice, weights a softmax over the chosen experts'
 // logits alone (max subtracted: the first); NaN logits chosen get 0, +inf ones share 1.
+// Routing::SigmoidTopk (DeepSeek-V3): scores sigmoid(logit); the choice by score + bias[e]
+// (RouteLimits::bias), the weights the chosen scores, divided by their sum (+ 1e-20) when
+// `norm_topk`.
+// RouteLimits (DeepSeek): the experts form `groups` equal groups in order and only the best
+// `used` groups are chosen from, a group ranked by its best score (transformers' DeepSeek-V2)
+// or by the sum of its two best (`top2`: V3, and llama.cpp for every gating), ties to the
+// lower group; scores are the softmax probabilities (SoftmaxTopk) or sigmoid + bias; the
+// weights end times `scale`.
+struct RouteLimits {
+  int64_t groups = 0, used = 0;  // 0 groups: no limit (at most 64 groups)
+  const float* bias = nullptr;   // [experts] (SigmoidTopk)
+  float scale = 1;
+  bool top2 = false;
+};
 void route_token(std::span<const float> logits, bool norm_topk, std::span<int32_t> experts_out,
-                 std::span<float> weights_out, Routing routing = Routing::SoftmaxTopk);
+                 std::span<float> weights_out, Routing routing = Routing::SoftmaxTopk, const RouteLimits& limits = {});
 
 // The assignments of a pass grouped by expert: `choice` [tokens x k] expert ids (each in
 // [0, experts)) -> `first` [experts + 1] (expert e's assignments are rows first[e] ..

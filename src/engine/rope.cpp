@@ -97,7 +97,7 @@ RopeStyle default_rope_style(const ModelSpec& spec, Naming naming) {
   // llama.cpp's converter permutes q/k rows of the families whose record says so (LlamaModel.permute).
   const ArchRecord* r = find_record(spec.architecture);
   const bool permuted = naming == Naming::GGUF && r && r->permutes_qk;
-  return permuted ? RopeStyle::Interleaved : RopeStyle::NeoX;
+  return permuted || spec.rope_interleaved ? RopeStyle::Interleaved : RopeStyle::NeoX;
 }
 
 std::vector<float> rope_inv_freq(const RopeRecipe& rope, int64_t head_dim, std::span<const float> divisors,

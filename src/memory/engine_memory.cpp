@@ -37,6 +37,15 @@ EngineDims engine_dims(const ModelSpec& spec) {
     d.expert_inter = spec.moe_intermediate_size > 0 ? spec.moe_intermediate_size : spec.intermediate_size;
     d.inter = std::max(d.inter, spec.shared_expert_intermediate_size);
   }
+  if (spec.kv_lora_rank > 0 && spec.qk_rope_head_dim > 0) {  // MLA: attention over the latent
+    d.mla_rank = spec.kv_lora_rank;
+    d.mla_rope = spec.qk_rope_head_dim;
+    d.mla_nope = spec.qk_nope_head_dim;
+    d.mla_v = spec.v_head_dim;
+    d.q_rank = spec.q_lora_rank;
+    d.kv_heads = 1;
+    d.head_dim = d.mla_rank + d.mla_rope;
+  }
   return d;
 }
 
@@ -160,7 +169,8 @@ EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
   // gate, up (intermediate): fp32 each. Token tables (slot int32, position int64, id int32)
   // on the host and in the backend, the logit rows' token indices (int64) and the positions
   // each slot holds (int64).
-  const uint64_t per_token = uint64_t(3 * d.hidden + 2 * d.q_dim() + 2 * d.kv_dim() + 2 * d.inter) * 4;
+  // MLA: q as projected and the low-rank / expanded-output buffer (EngineDims::mla_*_dim).
+  const uint64_t per_token = uint64_t(3 * d.hidden + 2 * d.q_dim() + 2 * d.kv_dim() + 2 * d.inter + d.mla_q_dim() + d.mla_lat_dim()) * 4;
   m.activations = sat_add(sat_add(sat_prod(T, per_token), sat_prod(T, 4 + 8 + 4)), engine_host_tables(c));
   if (!c.cuda) m.activations = sat_add(m.activations, cpu_moe_bytes(d, c.max_tokens));
   const uint64_t esize = c.kv_dtype == DType::F16 ? 2 : 4;
@@ -168,7 +178,8 @@ EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
   m.kv_positions.clear();
   for (const LayerRecipe& l : recipe.layers) {
     m.kv_positions.push_back(kv_positions(l, c.max_context, c.max_tokens));
-    m.kv_cache = sat_add(m.kv_cache, sat_prod(2, uint64_t(c.max_batch), uint64_t(m.kv_positions.back()), uint64_t(d.kv_dim()), esize));
+    m.kv_cache = sat_add(m.kv_cache, sat_prod(d.mla_rank > 0 ? 1 : 2, uint64_t(c.max_batch), uint64_t(m.kv_positions.back()),
+                                              uint64_t(d.kv_dim()), esize));
   }
   m.logits = sat_prod(R, uint64_t(d.hidden + d.vocab), 4);
   const int64_t widest = d.widest_vector();

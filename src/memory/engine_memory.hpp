@@ -48,12 +48,22 @@ struct EngineDims {
   // Mixture of experts: routed experts, experts per token, a routed expert's intermediate
   // size (0 = dense). `inter` also covers the shared expert's (qwen2_moe).
   int64_t experts = 0, top_k = 0, expert_inter = 0;
+  // Multi-head latent attention (mla_rank > 0; DeepSeek): the engine attends over one latent
+  // row per position, so kv_heads = 1 and head_dim = mla_rank + mla_rope (q's heads are
+  // absorbed into that width); the per-head widths of the projections: q's unrotated part
+  // (mla_nope), v (mla_v), and q's low rank (q_rank, 0 = q_proj).
+  int64_t mla_rank = 0, mla_rope = 0, mla_nope = 0, mla_v = 0, q_rank = 0;
   int64_t q_dim() const { return heads * head_dim; }
   int64_t kv_dim() const { return kv_heads * head_dim; }
+  // MLA's own per-token buffers: q as projected (heads x (nope + rope)), and one for q's low
+  // rank, later the expanded attention output (heads x v). 0 without MLA.
+  int64_t mla_q_dim() const { return heads * (mla_nope + mla_rope) * (mla_rank > 0); }
+  int64_t mla_lat_dim() const { return mla_rank > 0 ? std::max(q_rank, heads * mla_v) : 0; }
   // The widest matmul input: the columns of the widest layer or head matrix.
-  int64_t widest_matmul_input() const { return std::max({hidden, q_dim(), inter, expert_inter}); }
-  // The widest per-layer vector (a norm weight or bias widened to f32): a matmul input or k/v.
-  int64_t widest_vector() const { return std::max(widest_matmul_input(), kv_dim()); }
+  int64_t widest_matmul_input() const { return std::max({hidden, q_dim(), inter, expert_inter, mla_lat_dim()}); }
+  // The widest per-layer vector (a norm weight or bias widened to f32): a matmul input or k/v,
+  // or a router's bias.
+  int64_t widest_vector() const { return std::max({widest_matmul_input(), kv_dim(), experts}); }
 };
 EngineDims engine_dims(const ModelSpec& spec);
 
@@ -62,6 +72,7 @@ struct EngineMemory {
   EngineConfig config;        // with the defaults resolved
   uint64_t activations = 0;   // per-token work buffers for max_tokens tokens (fp32) + token tables
   uint64_t kv_cache = 0;      // sum over layers of 2 x max_batch x kv_positions[l] x kv_dim x sizeof(kv_dtype)
+                              // (MLA: 1 x, the latent row is keys and values)
   // Positions per slot each layer's cache holds (model/recipe.hpp kv_positions): max_context,
   // or a ring for a sliding-window layer.
   std::vector<int64_t> kv_positions;

@@ -37,7 +37,8 @@ std::string_view role_name(Role r) {
       "shared_gate", "shared_up", "shared_down", "shared_expert_gate",
       "sinks", "router_bias", "expert_gate_up_mixed", "expert_gate_up_bias", "expert_down_bias",
       "expert_gate_up_scales", "expert_down_scales", "rope_factors_long", "rope_factors_short",
-      "expert_gate_bias", "expert_up_bias"};
+      "expert_gate_bias", "expert_up_bias",
+      "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "k_b", "v_b", "exp_probs_bias"};
   return kNames[size_t(r)];
 }
 
@@ -150,6 +151,15 @@ std::optional<std::vector<int64_t>> eval_shape(std::string_view shape, const Mod
     else if (sym == "EI") v = s.moe_intermediate_size;
     else if (sym == "2EI") v = 2 * s.moe_intermediate_size;
     else if (sym == "SI") v = s.shared_expert_intermediate_size;
+    // MLA (0 where the spec does not know the width: unchecked)
+    else if (sym == "NH") v = s.num_heads;
+    else if (sym == "QL") v = s.q_lora_rank;
+    else if (sym == "KVL") v = s.kv_lora_rank;
+    else if (sym == "KVR") v = s.kv_lora_rank && s.qk_rope_head_dim ? s.kv_lora_rank + s.qk_rope_head_dim : 0;
+    else if (sym == "NOPE") v = s.qk_nope_head_dim;
+    else if (sym == "VHD") v = s.v_head_dim;
+    else if (sym == "KVB") v = s.qk_nope_head_dim && s.v_head_dim ? s.num_heads * (s.qk_nope_head_dim + s.v_head_dim) : 0;
+    else if (sym == "OV") v = s.num_heads * s.v_head_dim;
     out.push_back(v);
   }
   return out;

@@ -23,6 +23,8 @@ namespace nunchaku {
 // dimension symbols, outermost first (PyTorch order; GGUF dims are already reversed):
 //   H hidden, I intermediate, 2I, V vocab, CTX max context, HD head_dim,
 //   Q heads*head_dim, KV kv_heads*head_dim, QKV (heads+2*kv_heads)*head_dim, 3H, E experts;
+//   MLA: NH heads, QL q_lora_rank, KVL kv_lora_rank, KVR kv_lora_rank + qk_rope_head_dim,
+//   NOPE qk_nope_head_dim, VHD v_head_dim, KVB heads*(nope+v), OV heads*v;
 // "*" accepts any shape (buffers whose shape the spec does not fix).
 std::string_view role_name(Role r);  // "q", "attn_norm", ...
 

@@ -135,8 +135,9 @@ ModelSpec spec_from_hf_config(const json& config) {
   if (rec && rec->hf_config) rec->hf_config(f, s);  // class defaults, layer pattern
   if (wrap && wrap->hf_config) wrap->hf_config(top, s);
   if (s.num_experts > 0) {
-    s.moe_intermediate_size = f.integer({"moe_intermediate_size"}).value_or(s.intermediate_size);
-    s.shared_expert_intermediate_size = f.integer({"shared_expert_intermediate_size"}).value_or(0);
+    // (the record's values where it set them: deepseek's class defaults and shared experts)
+    s.moe_intermediate_size = f.integer({"moe_intermediate_size"}).value_or(s.moe_intermediate_size > 0 ? s.moe_intermediate_size : s.intermediate_size);
+    s.shared_expert_intermediate_size = f.integer({"shared_expert_intermediate_size"}).value_or(s.shared_expert_intermediate_size);
     // The config's norm_topk_prob, else the class's (mixtral has no key: it always renormalizes).
     s.moe_norm_topk = f.boolean({"norm_topk_prob"}).value_or(rec && rec->norm_topk_hf);
   }
@@ -285,7 +286,7 @@ std::optional<ModelSpec> spec_from_gguf(const json& md) {
   if (sized && s.kv_lora_rank > 0 && s.layer_attn.empty()) pattern_all(s, AttnKind::Mla, 0);
   if (s.num_experts > 0) {
     s.moe_intermediate_size = integer("expert_feed_forward_length").value_or(s.intermediate_size);
-    s.shared_expert_intermediate_size = integer("expert_shared_feed_forward_length").value_or(0);
+    s.shared_expert_intermediate_size = integer("expert_shared_feed_forward_length").value_or(s.shared_expert_intermediate_size);
     // expert_weights_norm, else llama.cpp's graph for the architecture (the record's
     // norm_topk_gguf: mixtral and qwen3moe renormalize, qwen2moe and olmoe do not).
     s.moe_norm_topk = f.boolean({key("expert_weights_norm")}).value_or(rec && rec->norm_topk_gguf);

@@ -59,6 +59,16 @@ struct ModelSpec {
   // MLA (DeepSeek-V2/3, MiniCPM3): cache holds kv_lora_rank + qk_rope_head_dim per token per layer.
   int64_t kv_lora_rank = 0;
   int64_t qk_rope_head_dim = 0;
+  // The rest of MLA (what the engine reads): the query's low rank (0 = q_proj directly) and
+  // the per-head widths of the unrotated q/k part and of v.
+  int64_t q_lora_rank = 0, qk_nope_head_dim = 0, v_head_dim = 0;
+  bool rope_interleaved = false;  // rotary pairs (2i, 2i+1) as the weights hold them (DeepSeek)
+  // DeepSeek routing: scores by softmax or sigmoid ("sigmoid": V3, with a score-correction
+  // bias for the choice), the choice limited to the best moe_groups_used of moe_groups equal
+  // groups of experts (0 = no limit), the chosen weights times routed_scaling (0 = 1).
+  bool moe_sigmoid = false;
+  int64_t moe_groups = 0, moe_groups_used = 0;
+  double routed_scaling = 0;
   // What the engine's block recipe (model/recipe.hpp) reads beyond the dimensions; 0 / ""
   // = absent. hidden_act: "silu", "gelu_pytorch_tanh", ... (hidden_activation for gemma).
   std::string hidden_act;
@@ -123,8 +133,16 @@ enum class Role : uint8_t {
   // gpt-oss in GGUF: gate and up of the experts apart (ffn_gate_exps / ffn_up_exps, ggml's
   // MXFP4 blocks or floats), each with its own bias [E, I].
   ExpGateBias, ExpUpBias,
+  // MLA (DeepSeek-V2/V3): q's low-rank path (q_a_proj [QL, H], q_a_layernorm [QL], q_b_proj
+  // [heads * (nope + rope), QL]; without it Role::Q), kv_a_proj_with_mqa [rank + rope, H] and
+  // kv_a_layernorm [rank]; kv_b_proj [heads * (nope + v), rank] (HF), or as llama.cpp's
+  // converter splits it: k_b [heads, rank, nope] (transposed) and v_b [heads, v, rank].
+  QA, QANorm, QB, KVA, KVANorm, KVB, KB, VB,
+  // DeepSeek-V3's router score-correction bias [E] (e_score_correction_bias, GGUF exp_probs_b):
+  // added to the scores for the choice of experts only, never to their weights.
+  ExpProbsBias,
 };
-constexpr size_t kRoleCount = size_t(Role::ExpUpBias) + 1;
+constexpr size_t kRoleCount = size_t(Role::ExpProbsBias) + 1;
 // A routed expert's gate, up, down or fused gate|up (what a token reads only when routed there).
 constexpr bool is_expert_role(Role r) {
   return r == Role::ExpGate || r == Role::ExpUp || r == Role::ExpDown || r == Role::ExpGateUp || r == Role::ExpGateUpMixed;

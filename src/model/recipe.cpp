@@ -34,8 +34,6 @@ double longrope_attention_factor(const ModelSpec& s) {
   return factor > 1.0 && orig > 1 ? std::sqrt(1 + std::log(factor) / std::log(orig)) : 1.0;
 }
 
-double yarn_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
-
 // hidden_act as the engine runs it; `error` says why not.
 Activation activation_of(const ModelSpec& s, std::string& error) {
   const std::string& a = s.hidden_act;
@@ -46,6 +44,8 @@ Activation activation_of(const ModelSpec& s, std::string& error) {
 }
 
 }  // namespace
+
+double yarn_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
 
 std::string_view norm_kind_name(NormKind k) {
   switch (k) {
@@ -126,6 +126,7 @@ BlockRecipe recipe_for(const ModelSpec& s) {
     r.unsupported = "mixture-of-experts layers of '" + fam + "' are not supported by the engine";
 
   int64_t dims = s.partial_rotary_factor > 0 && s.partial_rotary_factor < 1 ? int64_t(double(hd) * s.partial_rotary_factor) : hd;
+  if (r.rope_dims > 0) dims = r.rope_dims;
   dims -= dims % 2;
   const bool longrope = rope_type(s.rope_scaling) == "longrope" || rope_type(s.rope_scaling) == "su";
   nlohmann::json scaling = s.rope_scaling.is_object() ? s.rope_scaling : r.rope_scaling_default;

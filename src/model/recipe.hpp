@@ -25,9 +25,12 @@ enum class NormKind : uint8_t { Rms, RmsOnePlus, Layer };
 // gate = act(gate) * up: SiLU (llama, phi3) or GELU with the tanh approximation (gemma).
 enum class Activation : uint8_t { Silu, GeluTanh };
 // How a router's logits become the experts' weights: softmax over all experts, then the
-// top k (renormalized when norm_topk: mixtral, qwen*_moe, olmoe), or the top k logits first
-// and a softmax over those k (gpt-oss).
-enum class Routing : uint8_t { SoftmaxTopk, TopkSoftmax };
+// top k (renormalized when norm_topk: mixtral, qwen*_moe, olmoe, DeepSeek-V2), or the top k
+// logits first and a softmax over those k (gpt-oss), or sigmoid scores, the top k of the
+// scores plus a correction bias, weights the chosen scores (DeepSeek-V3; renormalized when
+// norm_topk). DeepSeek limits the choice to groups of experts and scales the weights
+// (BlockRecipe::route_groups, routed_scale).
+enum class Routing : uint8_t { SoftmaxTopk, TopkSoftmax, SigmoidTopk };
 
 // One rotary table (engine/rope.cpp makes its inverse frequencies).
 struct RopeRecipe {
@@ -70,6 +73,18 @@ struct BlockRecipe {
   bool attn_sinks = false;
   bool clamped_swiglu = false;
   float swiglu_alpha = 0, swiglu_limit = 0;
+  // DeepSeek: the experts chosen among the best `route_groups_used` of `route_groups` equal
+  // groups (0 = no groups), the weights times `routed_scale`; `exp_probs_bias`: the
+  // score-correction bias SigmoidTopk ranks by (required: e_score_correction_bias).
+  int64_t route_groups = 0, route_groups_used = 0;
+  bool route_group_top2 = false;          // a group ranked by its two best scores summed (else its best)
+  float routed_scale = 1;
+  bool exp_probs_bias = false;
+  // Multi-head latent attention (DeepSeek-V2/V3): q directly or through its low rank, one
+  // latent row per position [kv_lora_rank normed | qk_rope_head_dim rotated] is the cache, q's
+  // unrotated part is absorbed into it per head (k_b) and the attention output expanded (v_b).
+  bool mla = false;
+  int64_t rope_dims = 0;                  // rotated values per head when the family fixes them (MLA)
   bool act_fixed = false;                 // the family's activation whatever hidden_act says (gemma)
   bool sliding_rope = false;              // sliding layers rotate with rope_local_theta (gemma3)
   nlohmann::json rope_scaling_default;    // the config class's rope scaling when the config has none (gpt-oss)
@@ -106,5 +121,7 @@ std::string_view expert_activation_name(const BlockRecipe& r);
 // yarn's attention factor (transformers' _compute_yarn_parameters): attention_factor when
 // given, else 0.1 * ln(factor) + 1 (the mscale / mscale_all_dim ratio when both are set).
 double yarn_attention_factor(const nlohmann::json& scaling, int64_t max_context);
+// yarn's mscale: 0.1 * m * ln(factor) + 1 (1 when factor <= 1), transformers' yarn_get_mscale.
+double yarn_mscale(double factor, double m);
 
 }  // namespace nunchaku

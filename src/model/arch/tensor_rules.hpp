@@ -140,6 +140,65 @@ inline constexpr R kGptOssMoeMxfp4HF[] = {
     {"mlp.experts.down_proj_scales", "E H *", kReq, Role::ExpDownScales},
     {"mlp.experts.down_proj_bias", "E H", kReq, Role::ExpDownBias},
 };
+// DeepSeek-V2/V3 (transformers' modeling_deepseek_v3.py): multi-head latent attention; q through
+// q_proj or the low-rank q_a/q_b path; routed experts (router with V3's score-correction
+// bias) plus shared experts after first_k_dense_replace dense layers. FP8 checkpoints carry a
+// weight_scale_inv beside each matrix (not run: the engine refuses them by dtype).
+inline constexpr R kDeepseekAttnHF[] = {
+    {"input_layernorm.weight", "H", kReq, Role::AttnNorm},
+    {"self_attn.kv_a_proj_with_mqa.weight", "KVR H", kReq, Role::KVA},
+    {"self_attn.kv_a_layernorm.weight", "KVL", kReq, Role::KVANorm},
+    {"self_attn.kv_b_proj.weight", "KVB KVL", kReq, Role::KVB},
+    {"self_attn.o_proj.weight", "H OV", kReq, Role::O},
+    {"post_attention_layernorm.weight", "H", kReq, Role::FfnNorm},
+    {"self_attn.kv_a_proj_with_mqa.weight_scale_inv", "*", kOpt},
+    {"self_attn.kv_b_proj.weight_scale_inv", "*", kOpt},
+    {"self_attn.o_proj.weight_scale_inv", "*", kOpt},
+};
+inline constexpr R kDeepseekQLoraHF[] = {
+    {"self_attn.q_a_proj.weight", "QL H", kReq, Role::QA},
+    {"self_attn.q_a_layernorm.weight", "QL", kReq, Role::QANorm},
+    {"self_attn.q_b_proj.weight", "Q QL", kReq, Role::QB},
+    {"self_attn.q_a_proj.weight_scale_inv", "*", kOpt},
+    {"self_attn.q_b_proj.weight_scale_inv", "*", kOpt},
+};
+inline constexpr R kDeepseekQHF[] = {
+    {"self_attn.q_proj.weight", "Q H", kReq, Role::Q},
+    {"self_attn.q_proj.weight_scale_inv", "*", kOpt},
+};
+inline constexpr R kDeepseekMoeHF[] = {  // as saved: one tensor per expert
+    {"mlp.gate.weight", "E H", kReq, Role::Router},
+    {"mlp.gate.e_score_correction_bias", "E", kOpt, Role::ExpProbsBias},
+    {"mlp.experts.#.gate_proj.weight", "EI H", kReq, Role::ExpGate},
+    {"mlp.experts.#.up_proj.weight", "EI H", kReq, Role::ExpUp},
+    {"mlp.experts.#.down_proj.weight", "H EI", kReq, Role::ExpDown},
+    {"mlp.shared_experts.gate_proj.weight", "SI H", kReq, Role::ShGate},
+    {"mlp.shared_experts.up_proj.weight", "SI H", kReq, Role::ShUp},
+    {"mlp.shared_experts.down_proj.weight", "H SI", kReq, Role::ShDown},
+    {"mlp.experts.#.gate_proj.weight_scale_inv", "*", kOpt},
+    {"mlp.experts.#.up_proj.weight_scale_inv", "*", kOpt},
+    {"mlp.experts.#.down_proj.weight_scale_inv", "*", kOpt},
+    {"mlp.shared_experts.gate_proj.weight_scale_inv", "*", kOpt},
+    {"mlp.shared_experts.up_proj.weight_scale_inv", "*", kOpt},
+    {"mlp.shared_experts.down_proj.weight_scale_inv", "*", kOpt},
+};
+inline constexpr R kDeepseekMoeFusedHF[] = {  // transformers 5 in memory
+    {"mlp.gate.weight", "E H", kReq, Role::Router},
+    {"mlp.gate.e_score_correction_bias", "E", kOpt, Role::ExpProbsBias},
+    {"mlp.experts.gate_up_proj", "E 2EI H", kReq, Role::ExpGateUp},
+    {"mlp.experts.down_proj", "E H EI", kReq, Role::ExpDown},
+    {"mlp.shared_experts.gate_proj.weight", "SI H", kReq, Role::ShGate},
+    {"mlp.shared_experts.up_proj.weight", "SI H", kReq, Role::ShUp},
+    {"mlp.shared_experts.down_proj.weight", "H SI", kReq, Role::ShDown},
+};
+inline constexpr R kDeepseekMlpHF[] = {  // the first_k_dense_replace layers
+    {"mlp.gate_proj.weight", "I H", kReq, Role::Gate},
+    {"mlp.up_proj.weight", "I H", kReq, Role::Up},
+    {"mlp.down_proj.weight", "H I", kReq, Role::Down},
+    {"mlp.gate_proj.weight_scale_inv", "*", kOpt},
+    {"mlp.up_proj.weight_scale_inv", "*", kOpt},
+    {"mlp.down_proj.weight_scale_inv", "*", kOpt},
+};
 inline constexpr R kPhi3LayerHF[] = {
     {"input_layernorm.weight", "H", kReq, Role::AttnNorm},
     {"self_attn.qkv_proj.weight", "QKV H", kReq, Role::QKV},
@@ -274,6 +333,36 @@ inline constexpr R kGptOssMoeGGUF[] = {
     {"ffn_up_exps.bias", "E EI", kReq, Role::ExpUpBias},
     {"ffn_down_exps.bias", "E H", kReq, Role::ExpDownBias},
 };
+// deepseek2 as convert_hf_to_gguf writes it (llama.cpp llama-arch.cpp names): kv_b split into
+// k_b (transposed, [heads, rank, nope]) and v_b ([heads, v, rank]); older files hold attn_kv_b.
+inline constexpr R kDeepseekAttnGGUF[] = {
+    {"attn_norm.weight", "H", kReq, Role::AttnNorm},
+    {"attn_kv_a_mqa.weight", "KVR H", kReq, Role::KVA},
+    {"attn_kv_a_norm.weight", "KVL", kReq, Role::KVANorm},
+    {"attn_output.weight", "H OV", kReq, Role::O},
+    {"ffn_norm.weight", "H", kReq, Role::FfnNorm},
+};
+inline constexpr R kDeepseekKvbSplitGGUF[] = {
+    {"attn_k_b.weight", "NH KVL NOPE", kReq, Role::KB},
+    {"attn_v_b.weight", "NH VHD KVL", kReq, Role::VB},
+};
+inline constexpr R kDeepseekKvbGGUF[] = {{"attn_kv_b.weight", "KVB KVL", kReq, Role::KVB}};
+inline constexpr R kDeepseekQLoraGGUF[] = {
+    {"attn_q_a.weight", "QL H", kReq, Role::QA},
+    {"attn_q_a_norm.weight", "QL", kReq, Role::QANorm},
+    {"attn_q_b.weight", "Q QL", kReq, Role::QB},
+};
+inline constexpr R kDeepseekQGGUF[] = {{"attn_q.weight", "Q H", kReq, Role::Q}};
+inline constexpr R kDeepseekMoeGGUF[] = {
+    {"ffn_gate_inp.weight", "E H", kReq, Role::Router},
+    {"exp_probs_b.bias", "E", kOpt, Role::ExpProbsBias},
+    {"ffn_gate_exps.weight", "E EI H", kReq, Role::ExpGate},
+    {"ffn_up_exps.weight", "E EI H", kReq, Role::ExpUp},
+    {"ffn_down_exps.weight", "E H EI", kReq, Role::ExpDown},
+    {"ffn_gate_shexp.weight", "SI H", kReq, Role::ShGate},
+    {"ffn_up_shexp.weight", "SI H", kReq, Role::ShUp},
+    {"ffn_down_shexp.weight", "H SI", kReq, Role::ShDown},
+};
 inline constexpr R kPhi3LayerGGUF[] = {
     {"attn_norm.weight", "H", kReq, Role::AttnNorm},
     {"attn_qkv.weight", "QKV H", kReq, Role::QKV},
@@ -331,6 +420,13 @@ inline constexpr Rules kMoeExpertsHFAlt[] = {kMoeExpertsHF, kMoeFusedHF, kMlpHF}
 inline constexpr Rules kMoeSharedHFAlt[] = {kMoeSharedHF, kMoeSharedFusedHF, kMlpHF};  // qwen2_moe: off decoder_sparse_step
 inline constexpr Rules kQkNormFullHFAlt[] = {kQkNormFullHF};
 inline constexpr Rules kPhi3HFAlt[] = {kPhi3LayerHF};
+inline constexpr Rules kDeepseekAttnHFAlt[] = {kDeepseekAttnHF};
+inline constexpr Rules kDeepseekQHFAlt[] = {kDeepseekQLoraHF, kDeepseekQHF};
+inline constexpr Rules kDeepseekMoeHFAlt[] = {kDeepseekMoeHF, kDeepseekMoeFusedHF, kDeepseekMlpHF};
+inline constexpr Rules kDeepseekAttnGGUFAlt[] = {kDeepseekAttnGGUF};
+inline constexpr Rules kDeepseekKvbGGUFAlt[] = {kDeepseekKvbSplitGGUF, kDeepseekKvbGGUF};
+inline constexpr Rules kDeepseekQGGUFAlt[] = {kDeepseekQLoraGGUF, kDeepseekQGGUF};
+inline constexpr Rules kDeepseekMoeGGUFAlt[] = {kDeepseekMoeGGUF, kMlpGGUF};
 inline constexpr Rules kGptOssAttnHFAlt[] = {kGptOssAttnHF};
 inline constexpr Rules kGptOssMoeHFAlt[] = {kGptOssMoeHF, kGptOssMoeMxfp4HF};
 inline constexpr Rules kGpt2HFAlt[] = {kGpt2LayerHF};
@@ -360,6 +456,9 @@ inline constexpr LayerSlot kOlmoeHF[] = {{kAttnHFAlt}, {kQkNormFullHFAlt}, {kMoe
 inline constexpr LayerSlot kPhi3HF[] = {{kPhi3HFAlt}};
 inline constexpr LayerSlot kGptOssHF[] = {{kGptOssAttnHFAlt}, {kGptOssMoeHFAlt}};
 inline constexpr LayerSlot kGpt2HF[] = {{kGpt2HFAlt}};
+inline constexpr LayerSlot kDeepseekHF[] = {{kDeepseekAttnHFAlt}, {kDeepseekQHFAlt}, {kDeepseekMoeHFAlt}};
+inline constexpr LayerSlot kDeepseekGGUF[] = {{kDeepseekAttnGGUFAlt}, {kDeepseekKvbGGUFAlt}, {kDeepseekQGGUFAlt},
+                                              {kDeepseekMoeGGUFAlt}};
 inline constexpr LayerSlot kLlamaGGUF[] = {{kAttnGGUFAlt}, {kMlpGGUFAlt}};
 inline constexpr LayerSlot kQwen2GGUF[] = {{kAttnGGUFAlt}, {kAttnBiasGGUFAlt}, {kMlpGGUFAlt}};
 inline constexpr LayerSlot kQwen3GGUF[] = {{kAttnGGUFAlt}, {kQkNormGGUFAlt}, {kMlpGGUFAlt}};
