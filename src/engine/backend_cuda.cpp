@@ -100,7 +100,7 @@ class CudaBackend final : public Backend {
       case Op::Embed: case Op::Matmul: return has_wtype(t);
       case Op::Norm: return t == DType::F32 || t == DType::F16 || t == DType::BF16;
       case Op::Attention: return t == DType::F32 || t == DType::F16;  // the KV cache
-      case Op::Moe: return false;  // not yet: the Transformer refuses MoE models on CUDA
+      case Op::Moe: case Op::Mla: return false;  // not yet: the Transformer refuses MoE and MLA models on CUDA
       default: return t == DType::F32;
     }
   }

@@ -56,6 +56,10 @@ Transformer::Transformer(const ModelLayout& layout, WeightProvider& weights, Bac
     throw Error("engine.unsupported_architecture",
                 fmt::format("the {} backend does not run mixture-of-experts layers yet", backend_.device().str()),
                 {.hint = "run it on the CPU (--device cpu)"});
+  if (recipe_.mla && !backend_.supports(Op::Mla, DType::F32))
+    throw Error("engine.unsupported_architecture",
+                fmt::format("the {} backend does not run multi-head latent attention yet", backend_.device().str()),
+                {.hint = "run it on the CPU (--device cpu)"});
   EngineConfig config = engine_config(opts_, backend_, weights_);
   config.panel_cols = panel_cols();
   memory_ = backend_.plan_state(sized, config);

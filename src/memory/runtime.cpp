@@ -117,11 +117,15 @@ uint64_t add_nunchaku(Estimate& e) {
     if (mod.kind == ModuleKind::Layer && d.layers > 0) mod.kv_bytes = m.kv_cache / uint64_t(d.layers);
   const uint64_t n = gpus(e);
   e.gpu.push_back({"kv_cache", m.kv_cache / n,
-                   fmt::format("layers({}) × 2 × max_batch({}) × max_context({}) × kv_dim({}) × {} B ({}){} (allocated once, no windows)",
-                               d.layers, c.max_batch, w.context, d.kv_dim(), elem_bytes(e.kv_dtype), dtype_name(e.kv_dtype), split_note(e))});
+                   fmt::format("layers({}) × {} × max_batch({}) × max_context({}) × {}({}) × {} B ({}){} (allocated once, no windows)",
+                               d.layers, d.mla_rank > 0 ? 1 : 2, c.max_batch, w.context,
+                               d.mla_rank > 0 ? "kv_lora_rank + qk_rope_head_dim" : "kv_dim", d.kv_dim(),
+                               elem_bytes(e.kv_dtype), dtype_name(e.kv_dtype), split_note(e))});
   e.gpu.push_back({"activations", m.activations,
-                   fmt::format("max_tokens({}) × (3·h + 2·q_dim + 2·kv_dim + 2·I) × 4 B + token tables 16 B/token + 8 B/slot{}{}",
-                               m.config.max_tokens, c.cuda ? " + logit rows' indices 8 B/row" : "",
+                   fmt::format("max_tokens({}) × (3·h + 2·q_dim + 2·kv_dim + 2·I{}) × 4 B + token tables 16 B/token + 8 B/slot{}{}",
+                               m.config.max_tokens,
+                               d.mla_rank > 0 ? fmt::format(" + MLA q {} + latent {}", d.mla_q_dim(), d.mla_lat_dim()) : "",
+                               c.cuda ? " + logit rows' indices 8 B/row" : "",
                                d.experts > 0 && !c.cuda
                                    ? fmt::format(" + experts {} (router logits × E({}), per token × top_k({}): 16 B + "
                                                  "(2·h + 2·I_expert({})) × 4 B)",
