@@ -2,7 +2,7 @@
 """GGUF twins of the engine's fixtures, written by llama.cpp's convert_hf_to_gguf.py, and
 llama.cpp's own greedy ids for them (llama-cpp-python):
 
-    LLAMA_CPP=/path/to/llama.cpp /work/venv/bin/python scripts/make_engine_gguf.py [moe] [dense] [gpt_oss]
+    LLAMA_CPP=/path/to/llama.cpp /work/venv/bin/python scripts/make_engine_gguf.py [moe] [dense] [gpt_oss] [deepseek]
 
 LLAMA_CPP is a llama.cpp tree with convert_hf_to_gguf.py and gguf-py (the llama-cpp-python
 0.3.36 sdist's vendor/llama.cpp; default /tmp/engine-llamacpp). Every set by default.
@@ -14,6 +14,15 @@ scripts/make_engine_moe.py (same seeds); mixtral and olmoe are the committed HF 
 
 gpt_oss -> testdata/engine/gpt_oss-gguf/ (+ gpt_oss-gguf.json): a gpt-oss with MXFP4 experts
 as llama.cpp runs it (make_gpt_oss below), transformers' exact answers beside llama.cpp's.
+
+deepseek -> testdata/engine/deepseek-gguf/ (+ deepseek-gguf.json): variants of
+scripts/make_engine_deepseek.py's deepseek_v3 and deepseek_v2_lite with the default rope
+(llama.cpp's deepseek2 graph rescales yarn its own way: not checked here), both with
+q_lora_rank (llama.cpp requires it unless the layer count is a "lite" one), the V3 variant's
+config given the Hub's "scoring_func": "sigmoid" (transformers 5 does not save it; without it
+convert_hf_to_gguf writes no gating function and llama.cpp falls back to softmax). kv_b is
+split into attn_k_b / attn_v_b by the converter; e_score_correction_bias becomes exp_probs_b.
+Besides llama.cpp's ids and logits, transformers' for the variant.
 
 dense -> testdata/engine/dense-gguf/ (+ dense-gguf.json): the recipe families of
 scripts/make_engine_families.py (gemma, gemma2, gemma3, phi3, phi4-mini: longrope as the
@@ -44,6 +53,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_engine_families as fam  # noqa: E402
+import make_engine_deepseek as ds  # noqa: E402
 import make_engine_moe as moe  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -183,6 +193,45 @@ def make_moe():
     write_json(ENGINE / "moe-gguf.json", refs)
 
 
+DEEPSEEK_GGUF = {  # name -> the make_engine_deepseek.py model it varies, and the changes
+    "deepseek_v3": ("deepseek_v3", dict(rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    "deepseek_v2_lite": ("deepseek_v2_lite", dict(rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+}
+
+
+def make_deepseek():
+    """A seed is kept when, besides make_engine_deepseek.py's conditions, llama.cpp's 32 ids
+    equal transformers' (its exp/SiLU approximations can flip a close step of the path)."""
+    out = fresh_dir(ENGINE / "deepseek-gguf")
+    refs = {}
+    for name, (base, changes) in DEEPSEEK_GGUF.items():
+        kw = dict(ds.FAMILIES[base], **changes)
+        dst = out / f"{name}.gguf"
+        for attempt in range(80):
+            model = ds.make(name, kw, attempt)
+            ref = fam.reference(name, model, model.config.vocab_size)
+            gap = ds.routing_gap(model, ref["prompt"] + ref["ids"])
+            if len(set(ref["ids"])) < 6 or ref["min_greedy_margin"] <= 1e-3 or gap <= 1e-3:
+                continue
+            if model.config.model_type == "deepseek_v3":
+                model.config.scoring_func = "sigmoid"  # as the Hub's config.json says
+            with tempfile.TemporaryDirectory() as tmp:
+                src = Path(tmp) / name
+                model.save_pretrained(src, safe_serialization=True)
+                convert(src, dst)
+            ids, logits, _, _ = llama_cpp_greedy(dst, ref["prompt"], fam.NEW_TOKENS)
+            if ids == ref["ids"]:
+                break
+            print(name, "attempt", attempt, ": llama.cpp's path departs from transformers'")
+        else:
+            raise SystemExit(f"{name}: no seed gives a varied greedy path, clear routing and llama.cpp's ids")
+        refs[name] = {"arch": "deepseek2", "prompt": ref["prompt"], "ids": ids, "last_prompt_logits": logits,
+                      "transformers_ids": ref["ids"], "transformers_last_prompt_logits": ref["prompt_logits"][-1],
+                      "seed_attempt": attempt, "min_routing_gap": gap}
+        print(name, ids[:8], "attempt", attempt)
+    write_json(ENGINE / "deepseek-gguf.json", refs)
+
+
 def as_llama_cpp_reads(cfg, n_ctx):
     """Config changes that make transformers compute what llama.cpp computes from the
     converted file at context n_ctx, where the two read the model differently."""
@@ -309,7 +358,7 @@ def make_gpt_oss():
     write_json(ENGINE / "gpt_oss-gguf.json", refs)
 
 
-SETS = {"moe": make_moe, "dense": make_dense, "gpt_oss": make_gpt_oss}
+SETS = {"moe": make_moe, "dense": make_dense, "gpt_oss": make_gpt_oss, "deepseek": make_deepseek}
 
 
 def main():

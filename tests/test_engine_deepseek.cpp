@@ -209,3 +209,41 @@ TEST_CASE("engine deepseek: malformed MLA and router tensors are refused naming 
   // the untouched copy builds
   CHECK(engine_error("deepseek_v3", [](json&) {}, &tensor).empty());
 }
+
+TEST_CASE("engine deepseek: GGUF twins (deepseek2, attn_k_b / attn_v_b, exp_probs_b) give llama.cpp's greedy ids",
+          "[engine][moe][deepseek][gguf]") {
+  // scripts/make_engine_gguf.py deepseek: default-rope variants of deepseek_v3 (sigmoid,
+  // groups, correction bias) and deepseek_v2_lite (softmax, greedy) converted by llama.cpp's
+  // convert_hf_to_gguf, llama-cpp-python's ids (seeds where they equal transformers').
+  const json g = json::parse(std::ifstream(test::testdata("engine/deepseek-gguf.json")));
+  for (const char* name : {"deepseek_v3", "deepseek_v2_lite"}) {
+    const json& ref = g.at(name);
+    const std::string path = test::testdata(std::string("engine/deepseek-gguf/") + name + ".gguf");
+    auto m = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+    INFO(name << ": " << m.tf->describe());
+    CHECK(m.layout.warnings.empty());
+    const BlockRecipe r = recipe_for(*m.layout.spec);
+    CHECK(r.routing == (std::string(name) == "deepseek_v3" ? Routing::SigmoidTopk : Routing::SoftmaxTopk));
+    const auto prompt = ref.at("prompt").get<std::vector<int32_t>>();
+    SeqChunk ch{0, 0, prompt, false};
+    auto out = m.tf->forward({&ch, 1});
+    CHECK(test::rel_error(out.data(), ref.at("transformers_last_prompt_logits")) < 1e-4);
+    CHECK(test::rel_error(out.data(), ref.at("last_prompt_logits")) < 3e-3);  // llama.cpp's exp/SiLU approximations
+    CHECK(test::greedy(*m.tf, prompt, int(ref.at("ids").size())) == ref.at("ids").get<std::vector<int32_t>>());
+    CHECK(m.tf->state_bytes() == m.tf->predicted().allocated());
+    // estimate --runtime nunchaku on the file: the run state as allocated
+    EngineOptions eo;
+    eo.max_batch = 2;
+    eo.max_context = 100;
+    auto e = test::load_engine_model(path, eo, Device{Device::Kind::Cpu, 0}, std::nullopt, 2);
+    Workload w;
+    w.batch = 2;
+    w.context = 100;
+    w.threads = 2;
+    w.target = Target::Cpu;
+    w.runtime = Runtime::Nunchaku;
+    const Estimate est = estimate(e.ck, e.layout, w);
+    CHECK(est.component("kv_cache") + est.component("activations") + est.component("logits") + est.component("scratch") ==
+          e.tf->state_bytes());
+  }
+}

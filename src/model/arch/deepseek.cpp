@@ -63,8 +63,16 @@ void gguf(const ConfigFields& f, const std::string& arch, ModelSpec& s) {
   s.qk_nope_head_dim = s.head_dim > s.qk_rope_head_dim ? s.head_dim - s.qk_rope_head_dim : 0;
   s.v_head_dim = integer("attention.value_length_mla").value_or(integer("attention.value_length").value_or(0));
   s.moe_intermediate_size = integer("expert_feed_forward_length").value_or(0);
+  // The leading dense layers' MLP is feed_forward_length wide (the generic reader takes the experts').
+  if (integer("leading_dense_block_count").value_or(0) > 0)
+    s.intermediate_size = integer("feed_forward_length").value_or(s.intermediate_size);
   s.shared_expert_intermediate_size = s.moe_intermediate_size * s.num_shared_experts;
   s.rope_interleaved = true;  // llama.cpp rotates deepseek2 with LLAMA_ROPE_TYPE_NORM
+  // yarn: convert_hf_to_gguf writes 0.1 x mscale_all_dim as yarn_log_multiplier; llama.cpp
+  // (llama-context.cpp, src/models/deepseek2.cpp) takes mscale = mscale_all_dim for it, so the
+  // rope's attention factor is 1 and the softmax scale carries mscale(factor, mscale_all_dim)^2.
+  if (auto mul = f.number({arch + ".rope.scaling.yarn_log_multiplier"}); mul && s.rope_scaling.is_object())
+    s.rope_scaling["mscale"] = s.rope_scaling["mscale_all_dim"] = *mul / 0.1;
   s.moe_sigmoid = integer("expert_gating_func").value_or(1) == 2;  // LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID
   s.routed_scaling = f.number({arch + ".expert_weights_scale"}).value_or(1.0);
   // llama.cpp limits the choice to groups when the file has more than one (llama-graph.cpp build_moe_ffn)
