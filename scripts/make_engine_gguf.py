@@ -16,8 +16,9 @@ gpt_oss -> testdata/engine/gpt_oss-gguf/ (+ gpt_oss-gguf.json): a gpt-oss with M
 as llama.cpp runs it (make_gpt_oss below), transformers' exact answers beside llama.cpp's.
 
 deepseek -> testdata/engine/deepseek-gguf/ (+ deepseek-gguf.json): variants of
-scripts/make_engine_deepseek.py's deepseek_v3 and deepseek_v2_lite with the default rope
-(llama.cpp's deepseek2 graph rescales yarn its own way: not checked here), both with
+scripts/make_engine_deepseek.py's deepseek_v3 and deepseek_v2_lite with the default rope,
+and deepseek_v2_lite as it is (yarn, mscale = mscale_all_dim 0.707: llama.cpp reads only
+mscale_all_dim, from yarn_log_multiplier, and takes mscale equal to it), all with
 q_lora_rank (llama.cpp requires it unless the layer count is a "lite" one), the V3 variant's
 config given the Hub's "scoring_func": "sigmoid" (transformers 5 does not save it; without it
 convert_hf_to_gguf writes no gating function and llama.cpp falls back to softmax). kv_b is
@@ -196,6 +197,8 @@ def make_moe():
 DEEPSEEK_GGUF = {  # name -> the make_engine_deepseek.py model it varies, and the changes
     "deepseek_v3": ("deepseek_v3", dict(rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
     "deepseek_v2_lite": ("deepseek_v2_lite", dict(rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    # yarn as DeepSeek-V2-Lite's config has it (mscale = mscale_all_dim: llama.cpp's assumption)
+    "deepseek_v2_lite_yarn": ("deepseek_v2_lite", {}),
 }
 
 

@@ -213,10 +213,11 @@ TEST_CASE("engine deepseek: malformed MLA and router tensors are refused naming 
 TEST_CASE("engine deepseek: GGUF twins (deepseek2, attn_k_b / attn_v_b, exp_probs_b) give llama.cpp's greedy ids",
           "[engine][moe][deepseek][gguf]") {
   // scripts/make_engine_gguf.py deepseek: default-rope variants of deepseek_v3 (sigmoid,
-  // groups, correction bias) and deepseek_v2_lite (softmax, greedy) converted by llama.cpp's
-  // convert_hf_to_gguf, llama-cpp-python's ids (seeds where they equal transformers').
+  // groups, correction bias) and deepseek_v2_lite (softmax, greedy), and deepseek_v2_lite with
+  // its yarn (rope.scaling.yarn_log_multiplier), converted by llama.cpp's convert_hf_to_gguf,
+  // llama-cpp-python's ids (seeds where they equal transformers').
   const json g = json::parse(std::ifstream(test::testdata("engine/deepseek-gguf.json")));
-  for (const char* name : {"deepseek_v3", "deepseek_v2_lite"}) {
+  for (const char* name : {"deepseek_v3", "deepseek_v2_lite", "deepseek_v2_lite_yarn"}) {
     const json& ref = g.at(name);
     const std::string path = test::testdata(std::string("engine/deepseek-gguf/") + name + ".gguf");
     auto m = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
@@ -224,6 +225,12 @@ TEST_CASE("engine deepseek: GGUF twins (deepseek2, attn_k_b / attn_v_b, exp_prob
     CHECK(m.layout.warnings.empty());
     const BlockRecipe r = recipe_for(*m.layout.spec);
     CHECK(r.routing == (std::string(name) == "deepseek_v3" ? Routing::SigmoidTopk : Routing::SoftmaxTopk));
+    // yarn from the file: mscale = mscale_all_dim = 0.707, so cos/sin unscaled and the softmax
+    // scale 1/sqrt(16) x (0.1 x 0.707 x ln 4 + 1)^2
+    if (std::string(name) == "deepseek_v2_lite_yarn") {
+      CHECK(r.ropes[0].mscale == Approx(1.0).epsilon(1e-6));
+      CHECK(r.attn_scale == Approx(0.30140704525112816).epsilon(1e-5));
+    }
     const auto prompt = ref.at("prompt").get<std::vector<int32_t>>();
     SeqChunk ch{0, 0, prompt, false};
     auto out = m.tf->forward({&ch, 1});
