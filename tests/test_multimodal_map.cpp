@@ -47,3 +47,22 @@ TEST_CASE("plan --format accelerate: multimodal maps name transformers 5's modul
     }
   }
 }
+
+// nunchaku's engine runs a wrapper's language model alone: its plan's device map leaves the
+// vision tower and projector out (run --plan never loads them), where a transformers plan of
+// the same checkpoint places them; the JSON's modules are the ones the runtime holds.
+TEST_CASE("plan --runtime nunchaku: a multimodal device map holds the language model only", "[plan][arch]") {
+  const std::string llava = nunchaku::test::testdata("engine/multimodal/llava");
+  auto map_of = [&](const char* runtime) {
+    const auto r = nunchaku::test::run_cli({"plan", llava, "--vram", "1G", "--runtime", runtime, "--json"});
+    REQUIRE(r.exit_code == 0);
+    return json::parse(r.out).at("device_map");
+  };
+  const json ours = map_of("nunchaku"), torch = map_of("transformers");
+  CHECK(torch.contains("vision_tower"));
+  CHECK(torch.contains("multi_modal_projector"));
+  CHECK_FALSE(ours.contains("vision_tower"));
+  CHECK_FALSE(ours.contains("multi_modal_projector"));
+  CHECK(ours.contains("language_model.model.layers.0"));
+  CHECK(ours.size() + 2 == torch.size());
+}

@@ -473,6 +473,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
     ModuleCost mc{m.name, m.kind, m.layer, 0, 0, 0, 0, 0};
     mc.parameters = part.parameters;
     if (!m.component.empty() && !loads_component(*w.runtime, w.images)) {  // in memory of no device
+      mc.loaded = false;
       e.parameters += mc.parameters;
       e.modules.push_back(std::move(mc));
       continue;

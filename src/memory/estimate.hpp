@@ -56,6 +56,9 @@ struct ModuleCost {
   // ("model.layers.3.self_attn", "model.layers.3.mlp.gate", ...): accelerate cannot place a
   // module on one device and one of its submodules on another.
   std::vector<std::string> sibling_modules;
+  // False for a component the runtime does not hold in memory (a vision tower under nunchaku's
+  // engine, which runs the language model alone): charged nothing, and left out of device maps.
+  bool loaded = true;
 };
 
 struct Estimate {

@@ -93,7 +93,8 @@ Strategy parse_strategy(std::string_view s) {
 Placement DevicePlan::placement(const Estimate& e) const {
   Placement p;
   p.source = fmt::format("nunchaku plan ({})", strategy_name(strategy));
-  for (size_t i = 0; i < e.modules.size() && i < module_device.size(); ++i) p.modules[e.modules[i].name] = module_device[i];
+  for (size_t i = 0; i < e.modules.size() && i < module_device.size(); ++i)
+    if (e.modules[i].loaded) p.modules[e.modules[i].name] = module_device[i];
   return p;
 }
 
@@ -485,7 +486,8 @@ std::optional<uint64_t> min_vram_without_experts(const Estimate& e, int gpus) {
 nlohmann::json to_json(const DevicePlan& p, const Estimate& e) {
   using nlohmann::json;
   json map = json::object(), devs = json::array();
-  for (size_t i = 0; i < e.modules.size() && i < p.module_device.size(); ++i) map[e.modules[i].name] = p.module_device[i].str();
+  for (size_t i = 0; i < e.modules.size() && i < p.module_device.size(); ++i)
+    if (e.modules[i].loaded) map[e.modules[i].name] = p.module_device[i].str();  // not what the runtime leaves out
   json experts = json::object();
   for (size_t i = 0; i < e.modules.size() && i < p.expert_device.size(); ++i)
     if (e.modules[i].expert_bytes > 0 && p.expert_device[i] != p.module_device[i]) experts[e.modules[i].name] = p.expert_device[i].str();
