@@ -252,5 +252,16 @@ TEST_CASE("engine deepseek: GGUF twins (deepseek2, attn_k_b / attn_v_b, exp_prob
     const Estimate est = estimate(e.ck, e.layout, w);
     CHECK(est.component("kv_cache") + est.component("activations") + est.component("logits") + est.component("scratch") ==
           e.tf->state_bytes());
+    // stacked experts (ffn_*_exps) streamed as row-range pieces: the resident logits bit for bit
+    SeqChunk all{0, 0, prompt, true};
+    auto res = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+    const auto a = res.tf->forward({&all, 1});
+    const std::vector<float> resident(a.begin(), a.end());
+    StreamOptions so;
+    so.expert_pieces = true;
+    auto st = test::load_engine_model(path, options(), Device{Device::Kind::Disk, 0}, so, 2);
+    const auto b = st.tf->forward({&all, 1});
+    CHECK(std::equal(resident.begin(), resident.end(), b.begin(), b.end()));
+    CHECK(test::greedy(*st.tf, prompt, int(ref.at("ids").size())) == ref.at("ids").get<std::vector<int32_t>>());
   }
 }
