@@ -132,18 +132,10 @@ TEST_CASE("engine deepseek: estimate --runtime nunchaku predicts the run state (
     eo.max_batch = 2;
     eo.max_context = 100;
     auto m = test::load_engine_model(path, eo, Device{Device::Kind::Cpu, 0}, std::nullopt, 2);
-    Workload w;
-    w.batch = 2;
-    w.context = 100;
-    w.threads = 2;
-    w.target = Target::Cpu;
-    w.runtime = Runtime::Nunchaku;
-    const Estimate e = estimate(m.ck, m.layout, w);
-    CHECK(e.component("kv_cache") + e.component("activations") + e.component("logits") + e.component("scratch") ==
-          m.tf->state_bytes());
+    const uint64_t kv = test::check_state_is_estimate(m, 2, 100, 2);
     // The cache is the latent: 3 layers x 2 slots x 100 positions x (16 + 8) x 4 B, no V.
     CHECK(m.tf->predicted().kv_cache == 3ull * 2 * 100 * 24 * 4);
-    CHECK(e.component("kv_cache") == 3ull * 2 * 100 * 24 * 4);
+    CHECK(kv == 3ull * 2 * 100 * 24 * 4);
     auto r = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
     const auto prompt = goldens().at(name).at("prompt").get<std::vector<int32_t>>();
     SeqChunk ch{0, 0, prompt, true};
@@ -169,16 +161,7 @@ namespace {
 // The engine's error for a copy of testdata/engine/<name> whose safetensors header went
 // through `edit` ("" if it builds); *tensor: the tensor the error names.
 std::string engine_error(const std::string& name, const std::function<void(json&)>& edit, std::string* tensor) {
-  test::TempDir tmp;
-  test::copy_with_header(test::testdata("engine/" + name), tmp.path.string(), edit);
-  try {
-    test::load_engine_model(tmp.path.string(), options(), Device{Device::Kind::Cpu, 0}, {}, 1);
-  } catch (const Error& e) {
-    *tensor = e.context().tensor;
-    CHECK(e.exit_code() == 2);
-    return e.code();
-  }
-  return "";
+  return test::engine_error_of(test::testdata("engine/" + name), edit, options(), tensor);
 }
 
 }  // namespace
@@ -243,15 +226,7 @@ TEST_CASE("engine deepseek: GGUF twins (deepseek2, attn_k_b / attn_v_b, exp_prob
     eo.max_batch = 2;
     eo.max_context = 100;
     auto e = test::load_engine_model(path, eo, Device{Device::Kind::Cpu, 0}, std::nullopt, 2);
-    Workload w;
-    w.batch = 2;
-    w.context = 100;
-    w.threads = 2;
-    w.target = Target::Cpu;
-    w.runtime = Runtime::Nunchaku;
-    const Estimate est = estimate(e.ck, e.layout, w);
-    CHECK(est.component("kv_cache") + est.component("activations") + est.component("logits") + est.component("scratch") ==
-          e.tf->state_bytes());
+    test::check_state_is_estimate(e, 2, 100, 2);
     // stacked experts (ffn_*_exps) streamed as row-range pieces: the resident logits bit for bit
     SeqChunk all{0, 0, prompt, true};
     auto res = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);

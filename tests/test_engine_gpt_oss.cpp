@@ -53,17 +53,7 @@ void check_state_and_stream(const std::string& path, const std::vector<int32_t>&
   EngineOptions eo;
   eo.max_batch = 2;
   eo.max_context = 100;
-  auto m = test::load_engine_model(path, eo, Device{Device::Kind::Cpu, 0}, std::nullopt, 2);
-  Workload w;
-  w.batch = 2;
-  w.context = 100;
-  w.threads = 2;
-  w.target = Target::Cpu;
-  w.runtime = Runtime::Nunchaku;
-  w.kv_dtype = kv;
-  const Estimate e = estimate(m.ck, m.layout, w);
-  CHECK(e.component("kv_cache") + e.component("activations") + e.component("logits") + e.component("scratch") ==
-        m.tf->state_bytes());
+  test::check_state_is_estimate(test::load_engine_model(path, eo, Device{Device::Kind::Cpu, 0}, std::nullopt, 2), 2, 100, 2, kv);
   auto r = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
   SeqChunk ch{0, 0, prompt, true};
   const auto a = r.tf->forward({&ch, 1});
@@ -218,18 +208,9 @@ TEST_CASE("engine gpt-oss: estimate --runtime nunchaku predicts the run state, a
 
 namespace {
 
-// The engine's error for the edited checkpoint ("" if it builds).
+// The engine's error for testdata/engine/<name> with its header edited ("" if it builds).
 std::string engine_error(const std::string& name, const std::function<void(json&)>& edit, std::string* tensor) {
-  test::TempDir tmp;
-  test::copy_with_header(test::testdata("engine/" + name), tmp.path.string(), edit);
-  try {
-    test::load_engine_model(tmp.path.string(), options(), Device{Device::Kind::Cpu, 0}, {}, 1);
-  } catch (const Error& e) {
-    *tensor = e.context().tensor;
-    CHECK(e.exit_code() == 2);
-    return e.code();
-  }
-  return "";
+  return test::engine_error_of(test::testdata("engine/" + name), edit, options(), tensor);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "core/error.hpp"
 #include "memory/estimate.hpp"
 #include "memory/plan.hpp"
 #include "tests/helpers.hpp"
@@ -40,6 +41,34 @@ DevicePlan all_on_disk_plan(const EngineModel& m) {
   r.cpu_ram = 1ull << 40;
   r.allow_disk = true;
   return charge_plan(e, r, std::vector<Device>(e.modules.size(), Device{Device::Kind::Disk, 0}));
+}
+
+std::string engine_error_of(const std::string& src, const std::function<void(nlohmann::json&)>& edit,
+                            const engine::EngineOptions& opts, std::string* tensor) {
+  TempDir tmp;
+  copy_with_header(src, tmp.path.string(), edit);
+  try {
+    load_engine_model(tmp.path.string(), opts, Device{Device::Kind::Cpu, 0}, {}, 1);
+  } catch (const Error& e) {
+    *tensor = e.context().tensor;
+    CHECK(e.exit_code() == 2);
+    return e.code();
+  }
+  return "";
+}
+
+uint64_t check_state_is_estimate(const EngineModel& m, int64_t batch, int64_t context, int threads, std::optional<DType> kv) {
+  Workload w;
+  w.batch = batch;
+  w.context = context;
+  w.threads = threads;
+  w.target = Target::Cpu;
+  w.runtime = Runtime::Nunchaku;
+  w.kv_dtype = kv;
+  const Estimate e = estimate(m.ck, m.layout, w);
+  CHECK(e.component("kv_cache") + e.component("activations") + e.component("logits") + e.component("scratch") ==
+        m.tf->state_bytes());
+  return e.component("kv_cache");
 }
 
 }  // namespace nunchaku::test

@@ -74,6 +74,15 @@ DevicePlan all_on_disk_plan(const EngineModel& m);
 void copy_with_header(const std::string& src, const std::string& dir, const std::function<void(nlohmann::json&)>& edit);
 // Renames tensor `from` of a safetensors header to `to`.
 void rename_tensor(nlohmann::json& header, const std::string& from, const std::string& to);
+// The engine's error code for a copy of the checkpoint in `src` whose header went through
+// `edit` ("" if it builds); *tensor: the tensor the error names. A failure unless exit 2.
+std::string engine_error_of(const std::string& src, const std::function<void(nlohmann::json&)>& edit,
+                            const engine::EngineOptions& opts, std::string* tensor);
+// The run state of `m` (built for `batch` sequences of `context` on `threads` CPU threads)
+// equals estimate --runtime nunchaku's for the same workload (`kv` where the engine's KV
+// dtype is not estimate's default for the file). Returns the estimate's kv_cache bytes.
+uint64_t check_state_is_estimate(const EngineModel& m, int64_t batch, int64_t context, int threads,
+                             std::optional<DType> kv = std::nullopt);
 
 // A ModelSpec of dimensions `d` (engine_dims() gives `d` back) and `max_context` positions:
 // for tests that size backends with engine_memory() without a checkpoint.
