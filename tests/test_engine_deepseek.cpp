@@ -136,23 +136,7 @@ TEST_CASE("engine deepseek: estimate --runtime nunchaku predicts the run state (
     // The cache is the latent: 3 layers x 2 slots x 100 positions x (16 + 8) x 4 B, no V.
     CHECK(m.tf->predicted().kv_cache == 3ull * 2 * 100 * 24 * 4);
     CHECK(kv == 3ull * 2 * 100 * 24 * 4);
-    auto r = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
-    const auto prompt = goldens().at(name).at("prompt").get<std::vector<int32_t>>();
-    SeqChunk ch{0, 0, prompt, true};
-    const auto a = r.tf->forward({&ch, 1});
-    const std::vector<float> resident(a.begin(), a.end());
-    const std::vector<int32_t> ids = test::greedy(*r.tf, prompt, 8);
-    for (bool pieces : {false, true}) {
-      INFO("expert pieces " << pieces);
-      StreamOptions so;
-      so.expert_pieces = pieces;
-      auto s = test::load_engine_model(path, options(), Device{Device::Kind::Disk, 0}, so, 2);
-      const auto b = s.tf->forward({&ch, 1});
-      CHECK(std::equal(resident.begin(), resident.end(), b.begin(), b.end()));
-      CHECK(test::greedy(*s.tf, prompt, 8) == ids);
-      CHECK(s.tf->state_bytes() + s.tf->weights().pool_bytes() == s.tf->predicted().allocated());
-      if (pieces) CHECK(test::all_on_disk_plan(s).devices.at(0).staging == s.tf->weights().pool_bytes());
-    }
+    test::check_streamed_equals_resident(path, goldens().at(name).at("prompt").get<std::vector<int32_t>>(), options());
   }
 }
 

@@ -47,31 +47,13 @@ EngineOptions options() {
 }
 
 // The run state equals estimate --runtime nunchaku's (batch 2, context 100; `kv` when the
-// engine's KV dtype is not estimate's default for the file), and every layer on disk,
-// streamed whole or with its experts read per expert, gives the resident logits bit for bit.
+// engine's KV dtype is not estimate's default for the file), and streamed equals resident.
 void check_state_and_stream(const std::string& path, const std::vector<int32_t>& prompt, std::optional<DType> kv) {
   EngineOptions eo;
   eo.max_batch = 2;
   eo.max_context = 100;
   test::check_state_is_estimate(test::load_engine_model(path, eo, Device{Device::Kind::Cpu, 0}, std::nullopt, 2), 2, 100, 2, kv);
-  auto r = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
-  SeqChunk ch{0, 0, prompt, true};
-  const auto a = r.tf->forward({&ch, 1});
-  const std::vector<float> resident(a.begin(), a.end());
-  const std::vector<int32_t> ids = test::greedy(*r.tf, prompt, 8);
-  for (bool pieces : {false, true}) {
-    INFO("expert pieces " << pieces);
-    StreamOptions so;
-    so.expert_pieces = pieces;
-    auto s = test::load_engine_model(path, options(), Device{Device::Kind::Disk, 0}, so, 2);
-    size_t layer0 = 0;
-    while (layer0 < s.layout.modules.size() && s.layout.modules[layer0].kind != ModuleKind::Layer) ++layer0;
-    CHECK(s.tf->weights().pieces_streamed(layer0) == pieces);
-    const auto b = s.tf->forward({&ch, 1});
-    CHECK(std::equal(resident.begin(), resident.end(), b.begin(), b.end()));
-    CHECK(test::greedy(*s.tf, prompt, 8) == ids);
-    if (pieces) CHECK(test::all_on_disk_plan(s).devices.at(0).staging == s.tf->weights().pool_bytes());
-  }
+  test::check_streamed_equals_resident(path, prompt, options());
 }
 
 

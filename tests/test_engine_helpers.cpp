@@ -57,6 +57,31 @@ std::string engine_error_of(const std::string& src, const std::function<void(nlo
   return "";
 }
 
+void check_streamed_equals_resident(const std::string& path, const std::vector<int32_t>& prompt,
+                                    const engine::EngineOptions& opts) {
+  auto r = load_engine_model(path, opts, Device{Device::Kind::Cpu, 0}, {}, 2);
+  engine::SeqChunk ch{0, 0, prompt, true};
+  const auto a = r.tf->forward({&ch, 1});
+  const std::vector<float> resident(a.begin(), a.end());
+  const std::vector<int32_t> ids = greedy(*r.tf, prompt, 8);
+  for (bool pieces : {false, true}) {
+    INFO("expert pieces " << pieces);
+    engine::StreamOptions so;
+    so.expert_pieces = pieces;
+    auto s = load_engine_model(path, opts, Device{Device::Kind::Disk, 0}, so, 2);
+    size_t moe = 0;  // the first layer with routed experts (DeepSeek's first layers are dense)
+    auto routed = [](const Module& m) { return std::any_of(m.roles.begin(), m.roles.end(), is_expert_role); };
+    while (moe < s.layout.modules.size() && !routed(s.layout.modules[moe])) ++moe;
+    REQUIRE(moe < s.layout.modules.size());
+    CHECK(s.tf->weights().pieces_streamed(moe) == pieces);
+    const auto b = s.tf->forward({&ch, 1});
+    CHECK(std::equal(resident.begin(), resident.end(), b.begin(), b.end()));
+    CHECK(greedy(*s.tf, prompt, 8) == ids);
+    CHECK(s.tf->state_bytes() + s.tf->weights().pool_bytes() == s.tf->predicted().allocated());
+    if (pieces) CHECK(all_on_disk_plan(s).devices.at(0).staging == s.tf->weights().pool_bytes());
+  }
+}
+
 uint64_t check_state_is_estimate(const EngineModel& m, int64_t batch, int64_t context, int threads, std::optional<DType> kv) {
   Workload w;
   w.batch = batch;

@@ -78,6 +78,12 @@ void rename_tensor(nlohmann::json& header, const std::string& from, const std::s
 // `edit` ("" if it builds); *tensor: the tensor the error names. A failure unless exit 2.
 std::string engine_error_of(const std::string& src, const std::function<void(nlohmann::json&)>& edit,
                             const engine::EngineOptions& opts, std::string* tensor);
+// Every layer of the checkpoint at `path` on disk, streamed whole or with its experts read
+// per expert (`opts` sizing the engine, 2 threads): `prompt`'s logits equal the resident
+// engine's bit for bit, and so do 8 greedy ids; the run state plus the stream pool is what
+// the engine predicted, and plan's staging for an all-on-disk run is the pool.
+void check_streamed_equals_resident(const std::string& path, const std::vector<int32_t>& prompt,
+                                    const engine::EngineOptions& opts);
 // The run state of `m` (built for `batch` sequences of `context` on `threads` CPU threads)
 // equals estimate --runtime nunchaku's for the same workload (`kv` where the engine's KV
 // dtype is not estimate's default for the file). Returns the estimate's kv_cache bytes.

@@ -210,11 +210,9 @@ void drop_windows_llamacpp_drops(Estimate& e, const Checkpoint& ck) {
   const ArchRecord* r = find_record(s.architecture);
   const bool windowed = s.sliding_window > 0 || !s.layer_windows.empty() ||
                         std::find(s.layer_attn.begin(), s.layer_attn.end(), AttnKind::Sliding) != s.layer_attn.end();
-  if (ck.format == Format::GGUF || !r || !r->llamacpp_drops_windows || !windowed) return;
+  if (ck.format == Format::GGUF || !r || r->llamacpp_drops_window.empty() || !windowed) return;
   e.notes.push_back(fmt::format("llama.cpp runs {} without its sliding window of {} ({}): every layer's KV cache holds the "
-                                "whole context, as its GGUF would", s.architecture, s.sliding_window,
-                                r->gguf_arch == "llama" ? "convert_hf_to_gguf writes it as arch llama, which has none"
-                                                        : "llama.cpp turns it off"));
+                                "whole context, as its GGUF would", s.architecture, s.sliding_window, r->llamacpp_drops_window));
   s.sliding_window = 0;
   s.layer_attn.clear();
   s.layer_windows.clear();

@@ -22,5 +22,5 @@ constexpr ArchEntry kTensors[] = {
 };
 }  // namespace
 extern const ArchRecord kMistral{.family = "mistral", .names = kNames, .hf_class = "MistralForCausalLM",
-                          .engine_runs = true, .permutes_qk = true, .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_llama, .tensors = kTensors, .gguf_arch = "llama", .llamacpp_drops_windows = true};
+                          .engine_runs = true, .permutes_qk = true, .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_llama, .tensors = kTensors, .gguf_arch = "llama", .llamacpp_drops_window = kNoWindowInLlama};
 }  // namespace nunchaku::arch

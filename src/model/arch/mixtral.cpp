@@ -20,5 +20,5 @@ constexpr ArchEntry kTensors[] = {
 constexpr NameMark kMarks[] = {{"block_sparse_moe."}, {"mlp.experts."}, {"ffn_gate_exps."}, {"ffn_gate_inp."}};
 }  // namespace
 extern const ArchRecord kMixtral{.family = "mixtral", .names = kNames, .hf_class = "MixtralForCausalLM", .permutes_qk = true,
-                          .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_moe, .tensors = kTensors, .gguf_arch = "llama", .llamacpp_drops_windows = true, .norm_topk_hf = true, .norm_topk_gguf = true, .hf_head_dim_key = false, .marks = kMarks, .guess_rank = 2};
+                          .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_moe, .tensors = kTensors, .gguf_arch = "llama", .llamacpp_drops_window = kNoWindowInLlama, .norm_topk_hf = true, .norm_topk_gguf = true, .hf_head_dim_key = false, .marks = kMarks, .guess_rank = 2};
 }  // namespace nunchaku::arch

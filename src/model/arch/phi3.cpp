@@ -37,6 +37,6 @@ constexpr ArchEntry kTensors[] = {
 constexpr NameMark kMarks[] = {{"qkv_proj."}, {"attn_qkv.", true}};
 }  // namespace
 extern const ArchRecord kPhi3{.family = "phi3", .names = kNames, .hf_class = "Phi3ForCausalLM", .hf_rotary_module = true,
-                       .hf_config = hf, .gguf = gguf, .recipe = recipe, .tensors = kTensors, .gguf_arch = "phi3", .llamacpp_drops_windows = true, .hf_head_dim_key = false,
+                       .hf_config = hf, .gguf = gguf, .recipe = recipe, .tensors = kTensors, .gguf_arch = "phi3", .llamacpp_drops_window = "llama.cpp turns it off", .hf_head_dim_key = false,
                        .marks = kMarks, .guess_rank = 5};
 }  // namespace nunchaku::arch

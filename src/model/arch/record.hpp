@@ -43,6 +43,9 @@ struct NameMark {
   bool gguf_only = false;   // counts only in a GGUF-named checkpoint
 };
 
+// ArchRecord::llamacpp_drops_window for the families convert_hf_to_gguf writes as arch llama.
+inline constexpr std::string_view kNoWindowInLlama = "convert_hf_to_gguf writes it as arch llama, which has none";
+
 struct ArchRecord {
   std::string_view family;                  // canonical name, also the tensor table's key
   bool wrapper = false;                     // a multimodal wrapper (see above)
@@ -83,10 +86,10 @@ struct ArchRecord {
   std::string_view gguf_arch;
   // A GGUF of `gguf_arch` that holds experts is this family instead (llama -> mixtral).
   std::string_view gguf_with_experts;
-  // llama.cpp runs the family without the sliding window its config names: the converter
-  // writes none (mistral, mixtral: arch llama) or llama.cpp turns it off (phi3). A what-if
-  // with --runtime llama.cpp on the Hugging Face checkpoint drops it too.
-  bool llamacpp_drops_windows = false;
+  // Why llama.cpp runs the family without the sliding window its config names ("" = it keeps
+  // it): the converter writes none (mistral, mixtral: arch llama) or llama.cpp turns it off
+  // (phi3). A what-if with --runtime llama.cpp on the Hugging Face checkpoint drops it too.
+  std::string_view llamacpp_drops_window;
   // llama.cpp's graph keeps the last layer's residual as an output of its own (gpt-oss:
   // res->t_h_nextn before the output norm, src/models/openai-moe.cpp): alive beside the logits.
   bool llamacpp_keeps_residual = false;
