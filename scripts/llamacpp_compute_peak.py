@@ -301,6 +301,8 @@ def reserved_graph(path, case):
     ggml.ggml_nbytes.argtypes = [ctypes.POINTER(Tensor)]
     ggml.ggml_op_desc.restype = ctypes.c_char_p
     ggml.ggml_op_desc.argtypes = [ctypes.POINTER(Tensor)]
+    ggml.ggml_is_contiguous.restype = ctypes.c_bool
+    ggml.ggml_is_contiguous.argtypes = [ctypes.POINTER(Tensor)]
     ggml.ggml_op_can_inplace.restype = ctypes.c_bool
     ggml.ggml_op_can_inplace.argtypes = [ctypes.c_int]
     logged = [l for l in "".join(logs).splitlines() if "compute buffer size" in l]
@@ -332,10 +334,17 @@ def replay(case, d, watch=(), nodes_too=False):
                                  "live": [[round(o / MiB, 3), round(z / MiB, 3), nm] for o, z, nm in live_i]}
                         for i, (blocks, live_i) in p.watch.items()}
     if nodes_too:
+        def flags(t):
+            f = t.contents.flags
+            return ("in " if f & FLAG_INPUT else "") + ("out " if f & FLAG_OUTPUT else "") + \
+                ("ext " if t.contents.buffer or t.contents.data else "") + \
+                (f"view:{t.contents.view_src.contents.name.decode()} " if t.contents.view_src else "") + \
+                ("" if ggml.ggml_is_contiguous(t) else "strided ")
         out["nodes"] = [f"#{i} {ggml.ggml_op_desc(n).decode()} {n.contents.name.decode()} {list(n.contents.ne)} "
-                        f"{ggml.ggml_nbytes(n) / MiB:.3f} <- "
+                        f"t{n.contents.type} {ggml.ggml_nbytes(n) / MiB:.3f} {flags(n)}<- "
                         f"{[n.contents.src[j].contents.name.decode() for j in range(MAX_SRC) if n.contents.src[j]]}"
                         for i, n in enumerate(nodes)]
+        out["leafs"] = [f"{lf.contents.name.decode()} {list(lf.contents.ne)} t{lf.contents.type} {flags(lf)}" for lf in leafs]
     return out
 
 
@@ -397,6 +406,8 @@ def show(args):
         print(f"after node {i} ({w['node']}): free blocks {w['free']}")
         for o, z, nm in w["live"]:
             print(f"  {o:10.3f} .. {o + z:10.3f}  {z:9.3f}  {nm}")
+    for line in r.get("leafs", []):
+        print("leaf", line)
     for line in r.get("nodes", []):
         print(line)
 

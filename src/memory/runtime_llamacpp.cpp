@@ -4,12 +4,15 @@
 // unless --swa-full), the output buffer and the compute buffer ggml-alloc plans for the graph
 // it reserves (one micro-batch of min(n_ubatch, n_batch, n_ctx) tokens over the whole cache).
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include <fmt/format.h>
 
 #include "memory/estimate_detail.hpp"
+#include "memory/ggml_graph.hpp"
+#include "memory/llamacpp_graph.hpp"
 #include "model/arch/record.hpp"
 #include "core/units.hpp"
 
@@ -29,10 +32,40 @@ struct Graph {
   bool mla = false;
   uint64_t kv_lora = 0, rope = 0, nope = 0, v_head = 0;
   bool keeps_residual = false;  // the record's llamacpp_keeps_residual
+  // For the rebuilt graph (memory/llamacpp_graph.hpp): llama.cpp's architecture, the layers,
+  // the KV heads and their width, biases on q/k/v.
+  std::string gguf_arch;
+  uint64_t layers = 0, a_kv = 0, head_dim = 0, q_lora = 0;
+  bool qkv_bias = false, o_bias = false, router_bias = false, expert_bias = false;
+  std::vector<bool> swa_layer;  // per layer: a sliding-window (or chunked) layer of the second cache
+  // Routing as DeepSeek's files state it (llama.cpp reads expert_weights_norm / _scale for
+  // deepseek2); sigmoid scores or expert groups are not rebuilt.
+  bool norm_topk = false, sigmoid_or_groups = false;
+  double w_scale = 0;
+  std::vector<bool> dense_ffn;  // per layer: a dense FFN's tensors are there
 };
+
+// The layer a tensor belongs to ("blk.N." in GGUF, "layers.N." in Hugging Face names), or -1.
+int64_t layer_of(std::string_view n) {
+  for (std::string_view key : {std::string_view("blk."), std::string_view("layers.")}) {
+    const size_t at = n.find(key);
+    if (at == std::string_view::npos) continue;
+    int64_t v = 0;
+    size_t i = at + key.size();
+    if (i >= n.size() || n[i] < '0' || n[i] > '9') continue;
+    for (; i < n.size() && n[i] >= '0' && n[i] <= '9' && v < (int64_t(1) << 40); ++i) v = v * 10 + (n[i] - '0');
+    return v;
+  }
+  return -1;
+}
 
 uint64_t dim(const TensorInfo& t, size_t from_end) {
   return t.shape.size() > from_end ? uint64_t(std::max<int64_t>(t.shape[t.shape.size() - 1 - from_end], 0)) : 0;
+}
+
+void dense_at(Graph& g, std::string_view name) {
+  const int64_t l = layer_of(name);
+  if (l >= 0 && uint64_t(l) < g.dense_ffn.size()) g.dense_ffn[size_t(l)] = true;
 }
 
 Graph graph_of(const Estimate& e, const Checkpoint& ck) {
@@ -43,6 +76,24 @@ Graph graph_of(const Estimate& e, const Checkpoint& ck) {
   g.V = uint64_t(s.vocab_size);
   const ArchRecord* rec = find_record(s.architecture);
   g.keeps_residual = rec && rec->llamacpp_keeps_residual;
+  if (rec) g.gguf_arch = std::string(rec->gguf_arch);
+  g.layers = uint64_t(std::max<int64_t>(s.num_layers, 0));
+  g.a_kv = uint64_t(std::max<int64_t>(s.num_kv_heads, 0));
+  g.head_dim = uint64_t(std::max<int64_t>(s.head_dim, 0));
+  g.q_lora = uint64_t(std::max<int64_t>(s.q_lora_rank, 0));
+  // A Hugging Face DeepSeek with softmax routing, as convert_hf_to_gguf writes it: the norm only
+  // where its config says norm_topk_prob true (V2 and V2-Lite say false; a config without
+  // the key gets the class default here, which the converter does not write).
+  g.norm_topk = s.moe_norm_topk && (s.moe_sigmoid || s.source == "gguf" || s.kv_lora_rank == 0);
+  g.w_scale = s.routed_scaling;
+  g.sigmoid_or_groups = s.moe_sigmoid || s.moe_groups > 1;
+  g.dense_ffn.assign(size_t(std::min<uint64_t>(g.layers, uint64_t(1) << 20)), false);
+  g.swa_layer.assign(g.dense_ffn.size(), false);
+  for (size_t l = 0; l < g.swa_layer.size(); ++l) {
+    const AttnKind k = s.attn_kind(int64_t(l));
+    const int64_t win = l < s.layer_windows.size() ? s.layer_windows[l] : s.layer_windows.empty() ? s.sliding_window : 0;
+    g.swa_layer[l] = (k == AttnKind::Sliding || k == AttnKind::Chunked || s.layer_attn.empty()) && win > 0;
+  }
   g.q_dim = g.a * uint64_t(s.head_dim);
   g.kv_dim = uint64_t(s.num_kv_heads) * uint64_t(s.head_dim);
   g.I = uint64_t(std::max<int64_t>(s.intermediate_size, 0));
@@ -59,11 +110,15 @@ Graph graph_of(const Estimate& e, const Checkpoint& ck) {
     if (has(n, "ffn_gate_exps") || has(n, "ffn_up_exps")) g.I_exp = dim(t, 1);            // [E, I_exp, h]
     else if (has(n, ".experts.0.gate_proj.") || has(n, ".experts.0.up_proj.")) g.I_exp = dim(t, 1);  // [I_exp, h]
     else if (has(n, "ffn_gate_shexp") || has(n, "shared_experts.gate_proj")) g.I_shared = dim(t, 1);
-    else if (has(n, "ffn_gate.weight") || has(n, "mlp.gate_proj.weight")) gate_rows = gate_rows ? gate_rows : dim(t, 1);
-    else if (has(n, "ffn_up.weight") || has(n, "mlp.up_proj.weight")) up_rows = up_rows ? up_rows : dim(t, 1);
-    else if (has(n, "mlp.gate_up_proj.weight")) fused_rows = fused_rows ? fused_rows : dim(t, 1);
+    else if (has(n, "ffn_gate.weight") || has(n, "mlp.gate_proj.weight")) gate_rows = gate_rows ? gate_rows : dim(t, 1), dense_at(g, n);
+    else if (has(n, "ffn_up.weight") || has(n, "mlp.up_proj.weight")) up_rows = up_rows ? up_rows : dim(t, 1), dense_at(g, n);
+    else if (has(n, "mlp.gate_up_proj.weight")) fused_rows = fused_rows ? fused_rows : dim(t, 1), dense_at(g, n);
     else if (has(n, "attn_k_b.weight")) g.nope = dim(t, 0);   // [a, kv_lora, nope]
     else if (has(n, "attn_v_b.weight")) g.v_head = dim(t, 1);   // [a, v_head, kv_lora]
+    else if (has(n, "attn_q.bias") || has(n, "self_attn.q_proj.bias")) g.qkv_bias = true;
+    else if (has(n, "attn_output.bias") || has(n, "self_attn.o_proj.bias")) g.o_bias = true;
+    else if (has(n, "ffn_gate_inp.bias") || has(n, "mlp.router.bias")) g.router_bias = true;
+    else if (has(n, "ffn_gate_exps.bias") || has(n, "experts.gate_up_proj_bias")) g.expert_bias = true;
   }
   // Gate and up fused in one matrix (phi3: GGUF ffn_up of 2·I rows and no ffn_gate; HF
   // gate_up_proj): the graph splits its output, so the FFN is I wide.
@@ -76,8 +131,8 @@ Graph graph_of(const Estimate& e, const Checkpoint& ck) {
     g.mla = true;
     g.kv_lora = uint64_t(s.kv_lora_rank);
     g.rope = uint64_t(s.qk_rope_head_dim);
-    if (g.nope == 0) g.nope = 128;    // DeepSeek-V2/V3's qk_nope_head_dim
-    if (g.v_head == 0) g.v_head = 128;
+    if (g.nope == 0) g.nope = s.qk_nope_head_dim > 0 ? uint64_t(s.qk_nope_head_dim) : 128;  // DeepSeek-V2/V3's: 128
+    if (g.v_head == 0) g.v_head = s.v_head_dim > 0 ? uint64_t(s.v_head_dim) : 128;
   }
   return g;
 }
@@ -155,9 +210,48 @@ Weights weights_of(const Checkpoint& ck, CpuIsa isa) {
 // What the reserved graph's size depends on besides the model: its tokens, the cache cells
 // attention spans (full and sliding-window) and whether flash attention is on.
 struct Reserved {
-  uint64_t u = 0, n_kv = 0, n_kv_swa = 0;
-  bool flash = true;
+  uint64_t u = 0, n_kv = 0, n_kv_swa = 0, n_stream = 1;
+  bool flash = true, kv_quantized = false;
 };
+
+// ggml-alloc's plan of llama.cpp's graph for this micro-batch, where the architecture's graph
+// is rebuilt (memory/llamacpp_graph.hpp); nullopt otherwise (and with sliding windows, which
+// the rebuilt graphs do not hold).
+std::optional<Component> planned_compute(const Graph& g, const Reserved& r) {
+  if (g.sigmoid_or_groups || !llamacpp_graph::has_graph(g.gguf_arch)) return std::nullopt;
+  llamacpp_graph::Dims d;
+  d.n_stream = int64_t(std::max<uint64_t>(r.n_stream, 1));
+  d.outputs = int64_t(r.u);
+  d.u = (int64_t(r.u) + d.n_stream - 1) / d.n_stream * d.n_stream;  // graph_reserve: a multiple of the sequences
+  d.n_kv = int64_t(r.n_kv);
+  d.n_kv_swa = int64_t(r.n_kv_swa);
+  if (r.n_kv_swa > 0) d.swa_layer = g.swa_layer;
+  d.flash = r.flash;
+  d.kv_quantized = r.kv_quantized;
+  d.h = int64_t(g.h), d.V = int64_t(g.V), d.layers = int64_t(g.layers);
+  d.a = int64_t(g.a), d.a_kv = int64_t(g.a_kv), d.d_k = d.d_v = int64_t(g.head_dim);
+  d.I = int64_t(g.I), d.qkv_bias = g.qkv_bias, d.o_bias = g.o_bias, d.router_bias = g.router_bias, d.expert_bias = g.expert_bias;
+  if (g.experts > 0) {
+    d.E = int64_t(g.experts), d.k = int64_t(g.used), d.I_exp = int64_t(g.I_exp), d.I_shexp = int64_t(g.I_shared);
+    // Routed experts where a layer has no dense FFN (DeepSeek's first layers are dense).
+    d.moe_layer.resize(g.dense_ffn.size());
+    for (size_t l = 0; l < g.dense_ffn.size(); ++l) d.moe_layer[l] = !g.dense_ffn[l];
+  }
+  if (g.mla) {
+    d.kv_lora = int64_t(g.kv_lora), d.rope = int64_t(g.rope), d.nope = int64_t(g.nope), d.v_head = int64_t(g.v_head);
+    d.q_lora = int64_t(g.q_lora), d.norm_topk = g.norm_topk ? 1 : 0, d.w_scale = g.w_scale;
+  }
+  const std::optional<ggml_sim::Graph> graph = llamacpp_graph::build(g.gguf_arch, d);
+  if (!graph) return std::nullopt;
+  const ggml_sim::Plan p = ggml_sim::plan(*graph);
+  uint64_t alive = 0;
+  for (const auto& x : p.at_peak) alive += x.bytes;
+  return Component{"activations", p.size,
+                   fmt::format("compute buffer: ggml-alloc's plan of llama.cpp's {} graph for one micro-batch of u = {} tokens "
+                               "({} sequences, {} cache cells each{}): {} tensors alive at its peak ({} B), {} B of holes under it",
+                               g.gguf_arch, d.u, d.n_stream, d.n_kv, d.flash ? ", flash attention" : "", p.at_peak.size(), alive,
+                               p.size > alive ? p.size - alive : 0)};
+}
 
 // The compute buffer: the largest set of tensors ggml-alloc keeps alive at once in the
 // reserved graph (f32), with the holes the llama block leaves in its FFN; not the holes other
@@ -268,8 +362,14 @@ uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck) {
                                split_note(e))});
 
   const Graph g = graph_of(e, ck);
-  const Component compute =
-      compute_buffer(g, {.u = u, .n_kv = n_seq_ctx, .n_kv_swa = windows ? swa_cells : 0, .flash = flash}, w);
+  const Reserved reserved{.u = u, .n_kv = n_seq_ctx, .n_kv_swa = windows ? swa_cells : 0, .n_stream = b, .flash = flash,
+                          .kv_quantized = dtype_info(e.kv_dtype).block_elems > 1};
+  // The rebuilt graph, where there is one, replaces the formula; the formula first bounds what
+  // is planned (a hostile header's dimensions never reach the planner).
+  const Component formula = compute_buffer(g, reserved, w);
+  const std::optional<Component> planned =
+      formula.bytes < (uint64_t(1) << 40) && g.layers <= 4096 ? planned_compute(g, reserved) : std::nullopt;
+  const Component compute = planned ? *planned : formula;
   e.activation_bytes = compute.bytes;
   e.gpu.push_back(compute);
   e.logits_bytes = mul({b, g.V, 4});
@@ -304,8 +404,12 @@ uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck) {
   e.runtime_model = {
       fmt::format("llama.cpp: flash attention {}, n_ubatch {} (--ubatch), n_batch {} (--prefill-chunk), n_ctx padded to {}",
                   flash ? "on" : "off", n_ubatch, n_batch, kCtxPad),
-      fmt::format("KV: {} cells at {} preallocated{}; compute buffer planned once by ggml-alloc (holes it leaves under its peak can add up to ~16 %: docs/measured_llamacpp.md)", n_ctx,
-                  dtype_name(e.kv_dtype), windows ? (w.swa_full ? ", sliding-window layers full size (--swa-full)" : ", sliding-window layers window + n_ubatch") : "")};
+      fmt::format("KV: {} cells at {} preallocated{}; compute buffer planned once by ggml-alloc{}", n_ctx,
+                  dtype_name(e.kv_dtype), windows ? (w.swa_full ? ", sliding-window layers full size (--swa-full)" : ", sliding-window layers window + n_ubatch") : "",
+                  planned ? fmt::format(" for {}'s graph as rebuilt here, holes included", g.gguf_arch)
+                          : fmt::format(" (llama.cpp's {} graph is not rebuilt here: the tensors alive at its peak are charged, not the holes "
+                                        "the plan leaves under it, up to 13 % measured: docs/measured_llamacpp.md)",
+                                        g.gguf_arch.empty() ? "unknown" : g.gguf_arch))};
   return 0;
 }
 
