@@ -87,7 +87,7 @@ TEST_CASE("ggml plan: a view keeps its source alive until the view's last user",
   CHECK(plan(h).size == 352);
 }
 
-TEST_CASE("ggml plan: sizes are 32-byte aligned; externals and outputs", "[estimate][ggml-plan]") {
+TEST_CASE("ggml plan: sizes are 32-byte aligned, externals and outputs are never freed", "[estimate][ggml-plan]") {
   Graph g;
   const int w = g.external({1000, 1000, 1, 1});                       // a weight: no memory here
   const int x = g.input(Type::I32, f32s(3), "ids");                   // 12 B -> 0..32
