@@ -58,8 +58,9 @@ class Ops {
   int concat0(int a, int b) { return compute({ne(a)[0] + ne(b)[0], ne(a)[1], ne(a)[2], ne(a)[3]}, {a, b}); }
 };
 
-// The graph of a llama-like decoder (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, qwen3moe.cpp,
-// olmoe.cpp, phi3.cpp, qwen2moe.cpp: the same blocks in the same order).
+// The graph of a decoder built from llama.cpp's blocks (src/models/llama.cpp, qwen2.cpp,
+// qwen3.cpp, qwen3moe.cpp, olmoe.cpp, phi3.cpp, qwen2moe.cpp, deepseek2.cpp, openai-moe.cpp,
+// llama4.cpp, gemma*.cpp, olmo2.cpp): the same blocks in the same order, what differs in Traits.
 class Decoder : Ops {
  public:
   Decoder(const Dims& d, const Traits& t) : d_(d), t_(t) {}
@@ -97,7 +98,7 @@ class Decoder : Ops {
     const int embd = g.input(Type::F32, {d_.h, d_.u, 1, 1}, "inp_embd");
     g.expand(rows);
     g.expand(embd);
-    inpL_ = rows;
+    inpL_ = t_.embd_scale ? unary(rows) : rows;
     pos_ = g.input(Type::I32, {d_.u, 1, 1, 1}, "inp_pos");
     attn_scale_ = g.input(Type::F32, {1, 1, d_.u, 1}, "inp_attn_scale");
     const int64_t ns = d_.n_stream, u = d_.u;
@@ -124,15 +125,17 @@ class Decoder : Ops {
 
   void layer(int64_t il) {
     int inpSA = inpL_;
-    int cur = norm_w(inpL_);
+    int cur = t_.no_pre_norms ? inpL_ : norm_w(inpL_);
     cur = d_.kv_lora > 0 ? mla_attention(cur) : attention(cur, il);
     if (il == d_.layers - 1 && !t_.nextn_output) {
       cur = get_rows(cur, out_ids_);
       inpSA = get_rows(inpSA, out_ids_);
     }
+    if (t_.post_norms) cur = norm_w(cur);
     const int ffn_inp = add(cur, inpSA);
-    cur = norm_w(ffn_inp);
+    cur = t_.no_pre_norms ? ffn_inp : norm_w(ffn_inp);
     cur = moe(il) ? moe_ffn(cur) : ffn(cur, d_.I);
+    if (t_.post_norms) cur = norm_w(cur);
     inpL_ = t_.residual_first ? add(ffn_inp, cur) : add(cur, ffn_inp);
   }
 
@@ -152,6 +155,7 @@ class Decoder : Ops {
       if (d_.qkv_bias) K = add_w(K);
       V = mm(d_.a_kv * d_.d_v, cur);
       if (d_.qkv_bias) V = add_w(V);
+      if (t_.qk_norm_flat) Q = norm_w(Q), K = norm_w(K);
       Q = reshape(Q, {d_.d_k, d_.a, u, 1});
       K = reshape(K, {d_.d_k, d_.a_kv, u, 1});
       V = reshape(V, {d_.d_v, d_.a_kv, u, 1});
@@ -321,6 +325,11 @@ std::optional<Traits> traits_of(const std::string& arch) {
   if (arch == "phi3") return Traits{.fused_qkv = true, .fused_gate_up = true, .q_scale = true, .residual_first = true};
   if (arch == "deepseek2") return Traits{};
   if (arch == "gpt-oss") return Traits{.norm_topk = false, .softmax_weight = true, .nextn_output = true};
+  // gemma: Q scaled after the rope (query_pre_attn_scalar); gemma3 RMS-norms q and k first.
+  if (arch == "gemma") return Traits{.q_scale = true, .embd_scale = true};
+  if (arch == "gemma2") return Traits{.q_scale = true, .embd_scale = true, .post_norms = true};
+  if (arch == "gemma3") return Traits{.q_scale = true, .qk_norm = true, .embd_scale = true, .post_norms = true};
+  if (arch == "olmo2") return Traits{.post_norms = true, .no_pre_norms = true, .qk_norm_flat = true};
   if (arch == "llama4")
     return Traits{.norm_topk = false, .nope_on_full = true, .kq_norm_after_rope = true, .sigmoid_select_logits = true, .weight_before_ffn = true};  // softmax routing; V3's sigmoid and expert groups are not rebuilt
   return std::nullopt;

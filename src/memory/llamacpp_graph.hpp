@@ -54,6 +54,10 @@ struct Traits {
   // layers' q and k are RMS-normed after the rope; sigmoid scores, experts chosen by the logits;
   // the routed weight multiplies the expert's input.
   bool nope_on_full = false, kq_norm_after_rope = false, sigmoid_select_logits = false, weight_before_ffn = false;
+  // gemma's: the embeddings scaled; gemma2/3's: RMS norms after attention and after the FFN.
+  bool embd_scale = false, post_norms = false;
+  // olmo2: no norm before attention or the FFN (only after), q and k normed before their reshape.
+  bool no_pre_norms = false, qk_norm_flat = false;
 };
 
 // The llama.cpp architectures whose graph is rebuilt here (GGUF general.architecture names).
