@@ -56,18 +56,6 @@ std::string render_fixes(const DevicePlan& p, const std::vector<PlanFix>& fixes)
   return out;
 }
 
-// Ascending layer indices as runs: "0-17, 20".
-std::string format_ranges(const std::vector<int64_t>& v) {
-  std::string out;
-  for (size_t i = 0; i < v.size();) {
-    size_t j = i;
-    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
-    out += (out.empty() ? "" : ", ") + (j > i ? fmt::format("{}-{}", v[i], v[j]) : fmt::format("{}", v[i]));
-    i = j + 1;
-  }
-  return out;
-}
-
 std::string dev_layers(const DeviceCharge& d) {
   if (d.layers == 0 && d.expert_layers > 0) return fmt::format("{} exps", d.expert_layers);
   if (d.layers == 0) return d.modules.empty() ? "-" : fmt::format("{} module{}", d.modules.size(), d.modules.size() == 1 ? "" : "s");
@@ -254,6 +242,10 @@ int run_plan(const PlanCliOptions& o) {
   if (r.vram.empty() && o.vram.empty() && !training_export)
     notes.push_back("no --vram: planning for the CPU alone (give --vram 16G[,24G] or --vram auto)");
 
+  if (e.usable_fraction < 1.0 && !r.vram.empty())  // make_plan plans within that share
+    notes.push_back(fmt::format("{} uses {:.0f}% of each GPU plus the CUDA context it makes first: planned within {} of the {}",
+                                runtime_name(e.runtime), e.usable_fraction * 100, format_bytes(verdict(e, r.vram.front()).budget),
+                                format_bytes(r.vram.front())));
   AccelerateMap amap;
   DevicePlan p = r.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e, r, &amap) : make_plan(e, r);
   p.notes.insert(p.notes.begin(), notes.begin(), notes.end());
@@ -313,10 +305,10 @@ int run_plan(const PlanCliOptions& o) {
     for (const auto& d : cuda::list_devices(&why)) totals.push_back(d.total_bytes);
     auto v = vllm_args(e, r.vram, totals);
     // vLLM keeps --cpu-offload-gb per GPU in host memory (pinned): more than the host has cannot start.
-    const uint64_t offload = uint64_t(v.cpu_offload_gb * double(1ull << 30)) * uint64_t(v.tensor_parallel * v.pipeline_parallel);
+    const uint64_t offload = v.cpu_offload_bytes * uint64_t(v.tensor_parallel * v.pipeline_parallel);
     if (offload > r.cpu_ram)
       throw Error("plan.vllm_offload",
-                  fmt::format("--format vllm: vLLM would need --cpu-offload-gb {:.1f} on each of {}, {} of host memory in all, "
+                  fmt::format("--format vllm: vLLM would need --cpu-offload-gb {} on each of {}, {} of host memory in all, "
                               "more than {} {} (vLLM has no disk tier)",
                               v.cpu_offload_gb, plural(uint64_t(v.tensor_parallel * v.pipeline_parallel), "GPU"), format_bytes(offload),
                               o.cpu_ram.empty() ? "the host's available" : "--cpu-ram", format_bytes(r.cpu_ram)),
@@ -327,6 +319,11 @@ int run_plan(const PlanCliOptions& o) {
     p.notes.insert(p.notes.end(), v.notes.begin(), v.notes.end());
   } else if (format == "deepspeed" || format == "fsdp") {
     TrainingExport x = shard_export(format, ck, layout, w, r, o.output, p);
+    if (format == "deepspeed" && std::any_of(e.modules.begin(), e.modules.end(), [](const ModuleCost& m) { return m.expert_bytes > 0; }))
+      p.notes.push_back("DeepSpeed cannot keep the routed experts apart: ZeRO partitions every parameter over the ranks, and "
+                        "offload_param (ZeRO-3) moves all of them, with no selection by name (deepspeed/runtime/zero/"
+                        "offload_config.py); the expert split of an inference plan is exported by --format llama.cpp, vllm "
+                        "or accelerate");
     text = std::move(x.text);
     files = std::move(x.files);
     verdict_line = std::move(x.verdict_line);
@@ -374,7 +371,9 @@ void add_plan(CLI::App& app, Action& action) {
   cmd->footer(
       "Each GPU is charged its weights, its layers' KV cache, activations, logits where the head is,\n"
       "the CUDA context/cuBLAS/allocator overheads, and staging for streamed layers (docs/plan.md).\n"
-      "Layers are never split. --vram 0 plans without GPUs.\n"
+      "Layers are never split, except a MoE layer's routed experts, which leave the GPUs (and, on the CPU\n"
+      "engine, go to disk) before attention does: --format vllm offloads them with --cpu-offload-params\n"
+      "experts, llama.cpp with --n-cpu-moe or -ot. --vram 0 plans without GPUs.\n"
       "Exit codes: 0 fits, 2 bad input or usage, 3 nothing fits even with the CPU (and disk with --disk);\n"
       "then the fixes that do fit are listed, each re-planned.\n"
       "Examples:\n"

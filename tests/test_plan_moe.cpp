@@ -2,12 +2,14 @@
 // experts on the CPU, exported in llama.cpp's own terms (--n-cpu-moe, --cpu-moe, -ot).
 // Expectations are hand-computed from the published Qwen3-30B-A3B config (testdata/arch):
 // each layer's routed experts are 128 × (gate, up, down) of 768 × 2048 in bf16.
+#include <cmath>
 #include <fstream>
 #include <regex>
 #include <set>
 #include <string>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "tests/arch_fixture.hpp"
 #include "tests/helpers.hpp"
@@ -173,4 +175,128 @@ TEST_CASE("MoE plan: --min-vram names the budget for attention on the GPU and ev
   CHECK(fit.out == "-ngl 49 -c 4096 --cpu-moe -fit off\n");
   const auto below = at(b - 1);  // one byte less: some layer's attention leaves the GPU
   CHECK(below.out.find("-ngl 49") == std::string::npos);
+}
+
+namespace {
+
+// vLLM's UVA offloader (vllm/model_executor/offloader/uva.py at 00593fa7a4832bdabac6fcd06c1710d13c462fbf)
+// walks each decoder layer's parameters in order and moves every one whose name has a
+// --cpu-offload-params segment while fewer than int(cpu_offload_gb * 2^30) bytes are moved.
+// A Qwen3-MoE layer's FusedMoE holds w13_weight (gate and up: 2/3 of its experts) then
+// w2_weight (1/3). Returns the parameters moved, counted in thirds of a layer's experts.
+int uva_walk(double cpu_offload_gb, uint64_t layer_experts, int layers) {
+  const uint64_t max = static_cast<uint64_t>(cpu_offload_gb * double(1ull << 30));
+  uint64_t moved = 0;
+  int thirds = 0;
+  for (int l = 0; l < layers; ++l)
+    for (uint64_t part : {layer_experts / 3 * 2, layer_experts / 3}) {
+      if (moved >= max) return thirds;
+      moved += part;
+      thirds += part == layer_experts / 3 ? 1 : 2;
+    }
+  return thirds;
+}
+
+// What the vLLM estimate is short of the budget per GPU (estimate --runtime vllm, hand-checked
+// there): its total less its budget.
+uint64_t vllm_short(const std::string& dir, const std::string& vram) {
+  auto r = test::run_cli({"estimate", dir, "--runtime", "vllm", "--vram", vram, "--context", "4096", "--json"});
+  const json e = json::parse(r.out);
+  return e["total_bytes"].get<uint64_t>() - e["verdict"]["budget_bytes"].get<uint64_t>();
+}
+
+}  // namespace
+
+TEST_CASE("MoE plan --format vllm: the first layers' routed experts, named by --cpu-offload-params experts", "[plan][moe][vllm]") {
+  test::TempDir tmp;
+  const std::string dir = qwen3_moe(tmp);
+  const uint64_t short_by = vllm_short(dir, "40G");
+  REQUIRE(short_by > 0);
+  const uint64_t k = (short_by + kExpertBytesPerLayer - 1) / kExpertBytesPerLayer;  // whole layers' experts
+  REQUIRE(k < 48);
+  auto r = test::run_cli({"plan", dir, "--vram", "40G", "--context", "4096", "--cpu-ram", "200G", "--format", "vllm"});
+  REQUIRE(r.exit_code == 0);
+  // Each layer's experts are 1.125 GiB in bf16: k of them, exactly.
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, std::regex("--cpu-offload-gb ([0-9.]+) --cpu-offload-params experts\n$")));
+  CHECK(std::stod(m[1]) == 1.125 * double(k));
+  // vLLM's walk with that number moves layers 0..k-1's experts whole and nothing of layer k.
+  CHECK(uva_walk(std::stod(m[1]), kExpertBytesPerLayer, 48) == int(3 * k));
+  CHECK_THAT(r.err, Catch::Contains(fmt::format("the experts of layers 0-{} ", k - 1)) && Catch::Contains("over PCIe") &&
+                        Catch::Contains("PR #34535"));
+  // The plan's own expert map for vLLM's runtime moves the same layers.
+  auto p = test::run_cli({"plan", dir, "--vram", "40G", "--context", "4096", "--cpu-ram", "200G", "--runtime", "vllm", "--json"});
+  REQUIRE(p.exit_code == 0);
+  CHECK(json::parse(p.out)["expert_map"].size() == k);
+}
+
+TEST_CASE("MoE plan --format vllm: tensor parallel offloads each GPU's share of the experts", "[plan][moe][vllm]") {
+  test::TempDir tmp;
+  const std::string dir = qwen3_moe(tmp);
+  // Two GPUs: every layer on both (TP 2), each holding half of every expert.
+  const uint64_t short_by = vllm_short(dir, "20G,20G");
+  REQUIRE(short_by > 0);
+  const uint64_t half = kExpertBytesPerLayer / 2, k = (short_by + half - 1) / half;
+  auto r = test::run_cli({"plan", dir, "--vram", "20G,20G", "--context", "4096", "--cpu-ram", "200G", "--format", "vllm"});
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("--tensor-parallel-size 2 "));
+  CHECK_THAT(r.out, Catch::EndsWith(fmt::format("--cpu-offload-gb {} --cpu-offload-params experts\n", 0.5625 * double(k))));
+}
+
+TEST_CASE("MoE plan --format vllm: when the experts are not enough, plain --cpu-offload-gb says so", "[plan][moe][vllm]") {
+  test::TempDir tmp;
+  const std::string dir = qwen3_moe(tmp);
+  const uint64_t short_by = vllm_short(dir, "4G");
+  REQUIRE(short_by > 48 * kExpertBytesPerLayer);  // more than every expert of the model
+  auto r = test::run_cli({"plan", dir, "--vram", "4G", "--context", "4096", "--cpu-ram", "200G", "--format", "vllm"});
+  REQUIRE(r.exit_code == 0);
+  const double gb = std::ceil(double(short_by) / double(kGiB) * 10) / 10;  // vLLM's GiB, rounded up to 0.1
+  CHECK_THAT(r.out, Catch::EndsWith(fmt::format("--cpu-offload-gb {:.1f}\n", gb)));
+  CHECK_THAT(r.err, Catch::Contains("the routed experts of every layer are less than") && Catch::Contains("attention included"));
+}
+
+TEST_CASE("MoE plan --format deepspeed: says that ZeRO cannot keep the experts apart", "[plan][moe]") {
+  test::TempDir tmp;
+  const std::string dir = qwen3_moe(tmp);
+  auto r = test::run_cli({"plan", dir, "--vram", "80G", "--mode", "lora", "--format", "deepspeed", "--cpu-ram", "400G"});
+  CHECK(json::parse(r.out).contains("zero_optimization"));
+  CHECK_THAT(r.err, Catch::Contains("DeepSpeed cannot keep the routed experts apart") && Catch::Contains("offload_param"));
+}
+
+TEST_CASE("MoE plan: Mixtral's accelerate map names the modules transformers 5 builds (mlp.experts, mlp.gate)", "[plan][moe]") {
+  test::TempDir tmp;
+  test::write_arch_fixture(std::filesystem::path(test::testdata("arch")) / "mixtral-8x7b", tmp.path.string());
+  const std::string dir = tmp.path.string();
+  auto r = test::run_cli({"plan", dir, "--vram", "40G", "--context", "4096", "--cpu-ram", "200G", "--format", "accelerate"});
+  REQUIRE(r.exit_code == 0);
+  const json map = json::parse(r.out);
+  // transformers 5's conversion_mapping.py ("mixtral", huggingface/transformers at 000c33fd):
+  // block_sparse_moe.gate loads as mlp.gate, block_sparse_moe.experts.*.w1/w2/w3 as the fused
+  // mlp.experts.gate_up_proj and mlp.experts.down_proj.
+  auto loaded_as = [](std::string n) {
+    const std::regex experts("\\.block_sparse_moe\\.experts\\.\\d+\\.(w1|w2|w3)\\.weight$");
+    std::smatch m;
+    if (std::regex_search(n, m, experts))
+      return n.substr(0, size_t(m.position(0))) + (m[1] == "w2" ? ".mlp.experts.down_proj" : ".mlp.experts.gate_up_proj");
+    return std::regex_replace(n, std::regex("\\.block_sparse_moe\\.gate\\."), ".mlp.gate.");
+  };
+  std::ifstream f(dir + "/model.safetensors", std::ios::binary);
+  uint64_t n = 0;
+  f.read(reinterpret_cast<char*>(&n), 8);
+  std::string hdr(n, '\0');
+  f.read(hdr.data(), static_cast<std::streamsize>(n));
+  const json header = json::parse(hdr);
+  size_t experts_apart = 0;
+  for (const auto& [stored, _] : header.items()) {
+    if (stored == "__metadata__") continue;
+    const std::string name = loaded_as(stored);
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : map.items())
+      if (name == k || name.rfind(k + ".", 0) == 0) keys.push_back(k);
+    INFO(stored << " loaded as " << name);
+    REQUIRE(keys.size() == 1);  // as transformers' expand_device_map: one key per parameter
+    if (keys[0].ends_with(".mlp.experts") && map[keys[0]] == "cpu") experts_apart += 1;
+  }
+  CHECK(experts_apart > 0);
+  for (const auto& [k, v] : map.items()) CHECK(k.find("block_sparse_moe") == std::string::npos);
 }

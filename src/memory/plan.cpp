@@ -412,7 +412,12 @@ std::vector<int64_t> cpu_expert_layers(const DevicePlan& p, const Estimate& e) {
   return out;
 }
 
-DevicePlan make_plan(const Estimate& e, const PlanRequest& r) {
+DevicePlan make_plan(const Estimate& e, const PlanRequest& request) {
+  // A runtime that takes a share of each GPU (vLLM: --gpu-memory-utilization) is planned within
+  // it, as estimate's verdict holds it: the experts a vLLM plan moves are its export's.
+  PlanRequest r = request;
+  if (e.usable_fraction < 1.0)
+    for (uint64_t& v : r.vram) v = verdict(e, v).budget;
   if (r.strategy == Strategy::Accelerate)
     throw Error("plan.internal", "the accelerate strategy needs the checkpoint: call plan_accelerate()", {}, Exit::Internal);
   DevicePlan p = Planner(e, r).plan();

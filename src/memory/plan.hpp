@@ -86,7 +86,9 @@ Estimate weights_only_estimate(const ModelLayout& layout, const std::map<std::st
 // model on disk. Throws Error("plan.does_not_fit", exit 3) with the shortfall.
 Placement plan_placement(const Estimate& e, std::vector<uint64_t> vram, uint64_t cpu_ram);
 
-// Plans with the request's strategy. Never throws for "does not fit": check DevicePlan::fits.
+// Plans with the request's strategy, each GPU's budget the share of it the runtime uses
+// (estimate's verdict budget: vLLM's --gpu-memory-utilization). Never throws for "does not
+// fit": check DevicePlan::fits.
 // Strategy::Accelerate needs the layout and checkpoint; use plan_accelerate() for it.
 DevicePlan make_plan(const Estimate& e, const PlanRequest& r);
 

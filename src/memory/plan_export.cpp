@@ -143,6 +143,89 @@ LlamaCppArgs llama_cpp_args(const DevicePlan& p, const Estimate& e) {
   return a;
 }
 
+std::string format_ranges(const std::vector<int64_t>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + (j > i ? fmt::format("{}-{}", v[i], v[j]) : fmt::format("{}", v[i]));
+    i = j + 1;
+  }
+  return out;
+}
+
+std::optional<ExpertOffload> vllm_expert_offload(const Estimate& e, int tp, int pp, uint64_t short_by) {
+  std::vector<uint64_t> per_layer(static_cast<size_t>(std::max<int64_t>(e.spec.num_layers, 0)), 0);
+  for (const auto& m : e.modules)
+    if (m.kind == ModuleKind::Layer && m.layer >= 0 && static_cast<size_t>(m.layer) < per_layer.size())
+      per_layer[static_cast<size_t>(m.layer)] += m.expert_bytes / static_cast<uint64_t>(std::max(tp, 1));
+  ExpertOffload x;
+  size_t first = 0;
+  for (int64_t count : vllm_pp_partition(e.spec.num_layers, pp)) {  // each stage walks its own layers
+    uint64_t moved = 0;
+    for (size_t l = first; l < first + static_cast<size_t>(count) && moved < short_by; ++l) {
+      if (per_layer[l] == 0) continue;  // a dense layer: no parameter matches
+      moved += per_layer[l];
+      if (first == 0) x.layers.push_back(static_cast<int64_t>(l));
+    }
+    if (moved < short_by) return std::nullopt;
+    x.bytes = std::max(x.bytes, moved);
+    first += static_cast<size_t>(count);
+  }
+  return x;
+}
+
+namespace {
+
+// GiB with six decimals, rounded down, trailing zeros dropped ("21.375"): vLLM takes
+// int(GiB * 2^30) bytes, which is then at most 1074 bytes short of `bytes` (less than the last
+// parameter of a layer's experts, so the walk still takes that layer whole and no more).
+std::string gib_floor(uint64_t bytes) {
+  const uint64_t micro = static_cast<uint64_t>((static_cast<unsigned __int128>(bytes) * 1000000) >> 30);
+  std::string s = fmt::format("{}.{:06d}", micro / 1000000, micro % 1000000);
+  while (s.back() == '0') s.pop_back();
+  if (s.back() == '.') s.pop_back();
+  return s;
+}
+
+// --cpu-offload-gb (and, for routed experts, --cpu-offload-params experts) for `short_by`
+// bytes per GPU, with the notes that say what vLLM moves.
+void vllm_offload(const Estimate& e, uint64_t short_by, VllmArgs& v) {
+  if (short_by == 0) return;
+  const bool moe = std::any_of(e.modules.begin(), e.modules.end(), [](const ModuleCost& m) { return m.expert_bytes > 0; });
+  const std::optional<ExpertOffload> x = moe ? vllm_expert_offload(e, v.tensor_parallel, v.pipeline_parallel, short_by) : std::nullopt;
+  if (!x) {
+    v.cpu_offload_gb = std::ceil(static_cast<double>(short_by) / double(1ull << 30) * 10) / 10;
+    v.cpu_offload_bytes = static_cast<uint64_t>(v.cpu_offload_gb * double(1ull << 30));
+    v.command += fmt::format(" --cpu-offload-gb {:.1f}", v.cpu_offload_gb);
+    if (moe)
+      v.notes.push_back(fmt::format("the routed experts of every layer are less than the {} per GPU to offload: no "
+                                    "--cpu-offload-params experts; vLLM then moves parameters in declaration order from "
+                                    "the first layer, attention included",
+                                    format_bytes(short_by)));
+    return;
+  }
+  v.experts_only = true;
+  v.expert_layers = x->layers;
+  v.cpu_offload_bytes = x->bytes;
+  const std::string gb = gib_floor(x->bytes);
+  v.cpu_offload_gb = std::stod(gb);
+  v.command += fmt::format(" --cpu-offload-gb {} --cpu-offload-params experts", gb);
+  v.notes.push_back(fmt::format(
+      "--cpu-offload-params experts: vLLM moves only parameters with an `experts` name segment (the routed experts; "
+      "shared experts and the router stay), layer by layer from the first, until --cpu-offload-gb is reached: the experts "
+      "of layers {}{} ({} per GPU) stay in pinned host memory and the GPU reads the routed ones over PCIe at every step "
+      "(llama.cpp's --n-cpu-moe computes them on the CPU instead)",
+      format_ranges(x->layers), v.pipeline_parallel > 1 ? " on the first stage (each stage its own first layers')" : "",
+      format_bytes(x->bytes)));
+  v.notes.push_back(fmt::format("--cpu-offload-params is in vLLM since PR #34535 (February 2026); an older vLLM refuses it: "
+                                "without it, --cpu-offload-gb {} moves the first layers' parameters in declaration order, "
+                                "attention first, which every token reads over PCIe",
+                                gb));
+}
+
+}  // namespace
+
 VllmArgs vllm_args(const Estimate& e, const std::vector<uint64_t>& vram, const std::vector<uint64_t>& device_total) {
   VllmArgs v;
   const int n = std::max<int>(1, static_cast<int>(vram.size()));
@@ -162,7 +245,6 @@ VllmArgs vllm_args(const Estimate& e, const std::vector<uint64_t>& vram, const s
   const uint64_t budget = vram.empty() ? 0 : verdict(e, vram_min).budget;  // as estimate's verdict
   const uint64_t need = weights / n + kv / n + e.activation_bytes + e.logits_bytes + over;
   const uint64_t short_by = need > budget ? need - budget : 0;
-  v.cpu_offload_gb = std::ceil(static_cast<double>(short_by) / double(1ull << 30) * 10) / 10;
   if (!device_total.empty() && device_total.front() > 0) {
     // vLLM's share excludes what its worker made before measuring (CUDA context, cuBLAS).
     const uint64_t share = vram_min > e.outside_budget ? vram_min - e.outside_budget : 0;
@@ -178,7 +260,7 @@ VllmArgs vllm_args(const Estimate& e, const std::vector<uint64_t>& vram, const s
                           "--max-num-batched-tokens {} --max-num-seqs {}",
                           v.tensor_parallel, v.pipeline_parallel, v.max_model_len, v.gpu_memory_utilization, kVllmMaxNumBatchedTokens,
                           kVllmMaxNumSeqs);
-  if (v.cpu_offload_gb > 0) v.command += fmt::format(" --cpu-offload-gb {:.1f}", v.cpu_offload_gb);
+  vllm_offload(e, short_by, v);
   v.notes.push_back(fmt::format("vLLM must hold KV for at least one {}-token sequence: planned {} of KV per GPU for batch {}",
                                 v.max_model_len, format_bytes(kv / n), e.workload.batch));
   return v;

@@ -17,8 +17,11 @@ constexpr ArchEntry kTensors[] = {
     {"mixtral", Naming::HF, tensor_rules::kModelRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kMixtralHF},
     {"mixtral", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kMixtralGGUF},
 };
+// transformers 5 loads block_sparse_moe.gate as mlp.gate and the experts fused as mlp.experts
+// (conversion_mapping.py, "mixtral").
+constexpr Rename kParts[] = {{".block_sparse_moe.", ".mlp."}};
 constexpr NameMark kMarks[] = {{"block_sparse_moe."}, {"mlp.experts."}, {"ffn_gate_exps."}, {"ffn_gate_inp."}};
 }  // namespace
-extern const ArchRecord kMixtral{.family = "mixtral", .names = kNames, .hf_class = "MixtralForCausalLM", .permutes_qk = true,
+extern const ArchRecord kMixtral{.family = "mixtral", .names = kNames, .hf_class = "MixtralForCausalLM", .transformers_parts = kParts, .permutes_qk = true,
                           .hf_rotary_module = true, .hf_config = hf, .recipe = recipe_moe, .tensors = kTensors, .gguf_arch = "llama", .llamacpp_drops_window = kNoWindowInLlama, .norm_topk_hf = true, .norm_topk_gguf = true, .hf_head_dim_key = false, .marks = kMarks, .guess_rank = 2};
 }  // namespace nunchaku::arch

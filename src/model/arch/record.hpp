@@ -56,6 +56,10 @@ struct ArchRecord {
   std::string_view text_family;
   std::span<const ArchComponent> components;
   std::span<const Rename> to_transformers;  // wrappers: older Hub names -> transformers 5 modules
+  // Name parts transformers 5 loads under another module, anywhere in a name (its
+  // conversion_mapping.py: mixtral's ".block_sparse_moe." becomes ".mlp.", the experts fused
+  // into mlp.experts); applied after the wrapper's prefix renames.
+  std::span<const Rename> transformers_parts;
 
   // Engine and converter facts.
   bool engine_runs = false;     // `run` supports the family
@@ -116,7 +120,7 @@ const ArchRecord* wrapper_record_for(std::string_view model_type_or_class);
 std::span<const ArchRecord* const> all_records();
 
 // The transformers 5 module path of checkpoint tensor `name` (what accelerate's device_map
-// keys must use): the wrapper's renames, else the name itself.
+// keys must use): the wrapper's renames, then the text family's part renames.
 std::string transformers_name(const ModelSpec& spec, std::string_view name);
 
 // Layer patterns shared by several records. n = s.num_layers; windows from s.sliding_window.

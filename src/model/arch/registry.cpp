@@ -68,10 +68,17 @@ std::span<const ArchRecord* const> all_records() { return kRecords; }
 
 std::string transformers_name(const ModelSpec& spec, std::string_view name) {
   const ArchRecord* w = spec.wrapper.empty() ? nullptr : wrapper_record_for(spec.wrapper);
+  std::string out(name);
   if (w)
     for (const Rename& r : w->to_transformers)
-      if (name.starts_with(r.from)) return std::string(r.to) + std::string(name.substr(r.from.size()));
-  return std::string(name);
+      if (name.starts_with(r.from)) {
+        out = std::string(r.to) + std::string(name.substr(r.from.size()));
+        break;
+      }
+  if (const ArchRecord* t = find_record(spec.architecture))
+    for (const Rename& r : t->transformers_parts)
+      if (size_t at = out.find(r.from); at != std::string::npos) out.replace(at, r.from.size(), r.to);
+  return out;
 }
 
 void pattern_every_nth_full(ModelSpec& s, int64_t n) {
