@@ -683,7 +683,8 @@ void add_run(CLI::App& app, Action& action) {
                   "GPU memory budget, one size per GPU from cuda:0 (each runs the layers it holds): layers past "
                   "it stay in host memory or on disk and are streamed to the last GPU each step, overlapped with "
                   "compute")->group(kPlacement);
-  cmd->add_option("--plan", o->plan, "Placement plan JSON (`nunchaku plan --format json`; cuda devices, cpu, disk)")->group(kPlacement);
+  cmd->add_option("--plan", o->plan, "Placement plan JSON (`nunchaku plan --format json`; cuda devices, cpu, disk; a MoE plan's expert_map "
+                  "keeps routed experts apart, read from disk expert by expert)")->group(kPlacement);
   cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory budget: layers past it stay on disk and are streamed")->group(kPlacement);
   cmd->add_option("--offload", o->offload,
                   "How layers left on disk are read: stream (into a bounded pool of 2 layers, O_DIRECT, read ahead "

@@ -135,6 +135,7 @@ int auto_batch_impl(const RunPlacementOptions& o, const Checkpoint& ck, const Mo
       PlanRequest req;
       req.cpu_ram = uint64_t(double(parse_size_or_throw(o.cpu_ram, "--cpu-ram")) * (1.0 - kAutoSpare));
       req.allow_disk = true;
+      req.split_experts = true;  // as plan_placement
       return make_plan(estimate(ck, layout, run_workload(with(b), Target::Cpu)), req);
     };
     const DevicePlan one = plan_at(1);

@@ -14,6 +14,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Module `mod` is not on disk itself but its routed-expert tensors are (the loader's split
+// of an expert_map entry; `views` are its tensors as loaded).
+bool experts_apart_on_disk(const Module& mod, const std::vector<TensorView>& views) {
+  bool experts_on_disk = false, rest_resident = false;
+  for (size_t k = 0; k < mod.tensors.size() && k < views.size(); ++k) {
+    const bool on_disk = views[k].device.kind == Device::Kind::Disk;
+    if (k < mod.roles.size() && is_expert_role(mod.roles[k])) experts_on_disk |= on_disk;
+    else rest_resident |= !on_disk;
+  }
+  return experts_on_disk && rest_resident;
+}
+
 }  // namespace
 
 StreamedProvider::StreamedProvider(const Checkpoint& ck, const ModelLayout& layout, const WeightStore& store,
@@ -30,6 +42,18 @@ StreamedProvider::StreamedProvider(const Checkpoint& ck, const ModelLayout& layo
   };
   for (size_t m = 0; m < info_.size(); ++m) {
     const Module& mod = layout.modules[m];
+    if (opts.expert_pieces && experts_apart_on_disk(mod, info_[m])) {
+      // A layer kept in memory whose routed experts a plan left on disk (expert_map): the
+      // layer is served as loaded, its experts read expert by expert into the piece slots.
+      pieced_[m] = true;
+      piece_bytes_ = std::max(piece_bytes_, stream_piece_bytes(ck, mod));
+      for (size_t k = 0; k < mod.tensors.size(); ++k)
+        if (k < mod.roles.size() && is_expert_role(mod.roles[k])) {
+          info_[m][k].data = nullptr;  // never read through the file mapping
+          open_file(ck.tensors[mod.tensors[k]].file);
+        }
+      continue;
+    }
     if (store.modules()[m].device.kind != Device::Kind::Disk || mod.tensors.empty()) continue;
     streamed_[m] = true;
     // The slot's tensors: all, or all but the routed experts' (read as pieces).
@@ -59,7 +83,7 @@ StreamedProvider::StreamedProvider(const Checkpoint& ck, const ModelLayout& layo
     return Error(e.code(), e.message(),
                  {.file = ck.path, .hint = "give --cpu-ram more room, or lower the streaming slots"}, Exit::OutOfMemory);
   };
-  slots_.resize(size_t(std::max(1, opts.slots)));
+  slots_.resize(slot_bytes_ > 0 ? size_t(std::max(1, opts.slots)) : 0);  // none when only experts stream
   for (size_t i = 0; i < slots_.size(); ++i) {
     try {
       slots_[i].mem = allocate(Device{Device::Kind::Cpu, 0}, slot_bytes_, false, fmt::format("streaming slot {}", i));

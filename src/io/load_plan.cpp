@@ -103,6 +103,31 @@ uint64_t module_units(const Checkpoint& ck, const Module& m, size_t mi, std::opt
   return cursor;
 }
 
+// An expert_map entry apart from its layer's device: the layer's routed-expert tensors
+// become a module of their own, "<layer> (routed experts)", placed there and appended after
+// every module of the layout, so the layout's module indices (the engine's) are unchanged.
+void split_experts(const Checkpoint& ck, Placed& r) {
+  const size_t n = r.layout.modules.size();
+  for (size_t mi = 0; mi < n; ++mi) {
+    const auto at = r.placement.experts.find(r.layout.modules[mi].name);
+    if (at == r.placement.experts.end() || at->second == r.placement.device_of(at->first)) continue;
+    Module experts{.name = at->first + " (routed experts)", .kind = ModuleKind::Other, .layer = r.layout.modules[mi].layer};
+    Module& m = r.layout.modules[mi];
+    Module rest = m;
+    rest.tensors.clear(), rest.roles.clear(), rest.bytes = 0;
+    for (size_t k = 0; k < m.tensors.size(); ++k) {
+      const bool routed = k < m.roles.size() && is_expert_role(m.roles[k]);
+      Module& to = routed ? experts : rest;
+      to.tensors.push_back(m.tensors[k]);
+      to.bytes += tensor_of(ck, m.tensors[k]).nbytes;
+      if (k < m.roles.size()) to.roles.push_back(m.roles[k]);
+    }
+    m = std::move(rest);
+    r.placement.modules[experts.name] = at->second;
+    r.layout.modules.push_back(std::move(experts));
+  }
+}
+
 }  // namespace
 
 Placed complete_placement(const Checkpoint& ck, const ModelLayout& layout, const Placement& placement) {
@@ -123,6 +148,7 @@ Placed complete_placement(const Checkpoint& ck, const ModelLayout& layout, const
     r.notes.push_back(std::to_string(extra.tensors.size()) + " tensors in no module were loaded to cpu as '(ungrouped)'");
   }
   check_placement(r.placement, r.layout);
+  split_experts(ck, r);
   return r;
 }
 

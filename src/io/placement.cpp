@@ -1,7 +1,10 @@
 #include "io/placement.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "core/error.hpp"
 #include "core/text.hpp"
@@ -55,14 +58,24 @@ Placement parse_plan(const std::string& text, const std::string& file) {
   Placement p;
   p.source = file.empty() ? "plan" : "plan file " + file;
   p.file = file;
-  for (const auto& [name, v] : j[key].items()) {
-    if (!v.is_string())
-      throw Error("plan.schema", "device of module '" + printable(name) + "' is not a string", {.file = file});
-    auto d = parse_device(v.get<std::string>());
-    if (!d)
-      throw Error("plan.device", "unknown device '" + printable(v.get<std::string>()) + "' for module '" + printable(name) + "'",
-                  {.file = file, .hint = "devices are \"cuda:N\", \"cpu\" or \"disk\""});
-    p.modules[name] = *d;
+  auto read_map = [&](const nlohmann::json& map, const char* what, std::map<std::string, Device>& out) {
+    for (const auto& [name, v] : map.items()) {
+      if (!v.is_string())
+        throw Error("plan.schema", fmt::format("{} of module '{}' is not a string", what, printable(name)), {.file = file});
+      auto d = parse_device(v.get<std::string>());
+      if (!d)
+        throw Error("plan.device", fmt::format("unknown device '{}' for {} '{}'", printable(v.get<std::string>()),
+                                               std::string_view(what) == "device" ? "module" : "the experts of", printable(name)),
+                    {.file = file, .hint = "devices are \"cuda:N\", \"cpu\" or \"disk\""});
+      out[name] = *d;
+    }
+  };
+  read_map(j[key], "device", p.modules);
+  if (j.contains("expert_map")) {
+    if (!j["expert_map"].is_object())
+      throw Error("plan.schema", "\"expert_map\" is not an object", {.file = file,
+                  .hint = "expected {\"expert_map\": {\"model.layers.3\": \"disk\", ...}}"});
+    read_map(j["expert_map"], "experts' device", p.experts);
   }
   return p;
 }
@@ -88,6 +101,15 @@ void check_placement(const Placement& p, const ModelLayout& layout) {
     if (!p.modules.count(m.name))
       throw Error("plan.missing_module", "the plan does not place module '" + m.name + "'",
                   {.file = p.file, .hint = "was the plan made for this checkpoint?"});
+  for (const auto& [name, _] : p.experts) {
+    auto m = std::find_if(layout.modules.begin(), layout.modules.end(), [&](const Module& x) { return x.name == name; });
+    if (m == layout.modules.end())
+      throw Error("plan.unknown_module", "the plan's expert_map names module '" + printable(name) + "' that the checkpoint does not have",
+                  {.file = p.file, .hint = "was the plan made for this checkpoint?"});
+    if (std::none_of(m->roles.begin(), m->roles.end(), is_expert_role))
+      throw Error("plan.no_experts", "the plan's expert_map names module '" + printable(name) + "', which holds no routed experts",
+                  {.file = p.file, .hint = "only MoE layers' routed experts can be placed apart"});
+  }
 }
 
 Placement place_all(const ModelLayout& layout, Device d) {

@@ -6,6 +6,9 @@
 // (plans from format_version 1 name the same object "modules"; both are read).
 // Every module of the checkpoint (describe_model's names) must be listed; other
 // top-level keys are ignored. Devices: "cuda:N" (or "cuda" = "cuda:0"), "cpu", "disk".
+// An optional "expert_map" {"model.layers.3": "disk", ...} places a MoE layer's routed
+// experts apart from the rest of the layer (plan's tensor-granular MoE plans): the loader
+// puts those tensors there, and the engine reads experts on disk expert by expert.
 //
 // Budgets (--vram/--cpu-ram) become a placement through the planner (memory/plan.hpp),
 // which reserves KV cache, activations and the CUDA context on each device.
@@ -34,6 +37,7 @@ std::optional<Device> parse_device(std::string_view text);
 
 struct Placement {
   std::map<std::string, Device> modules;  // module name -> device
+  std::map<std::string, Device> experts;  // MoE layer -> device of its routed experts, where apart
   std::string source;                     // "plan file X", "--device cpu", "nunchaku plan (balanced)"
   std::string file;                       // the plan file, "" when not from a file
 
@@ -47,7 +51,8 @@ Placement parse_plan(const std::string& text, const std::string& file = "");
 Placement read_plan_file(const std::string& path);
 
 // Checks a placement against a layout: every module placed (plan.missing_module), no
-// names the checkpoint lacks (plan.unknown_module).
+// names the checkpoint lacks (plan.unknown_module); an expert_map entry names a layer with
+// routed-expert tensors (plan.no_experts).
 void check_placement(const Placement& p, const ModelLayout& layout);
 
 // Everything on one device.

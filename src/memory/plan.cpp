@@ -95,6 +95,9 @@ Placement DevicePlan::placement(const Estimate& e) const {
   p.source = fmt::format("nunchaku plan ({})", strategy_name(strategy));
   for (size_t i = 0; i < e.modules.size() && i < module_device.size(); ++i)
     if (e.modules[i].loaded) p.modules[e.modules[i].name] = module_device[i];
+  for (size_t i = 0; i < e.modules.size() && i < expert_device.size() && i < module_device.size(); ++i)
+    if (e.modules[i].loaded && e.modules[i].expert_bytes > 0 && expert_device[i] != module_device[i])
+      p.experts[e.modules[i].name] = expert_device[i];
   return p;
 }
 
@@ -179,14 +182,18 @@ DevicePlan charge_plan(const Estimate& e, const PlanRequest& r, const std::vecto
   }
   if (!stream && disk_used && e.runtime == Runtime::Nunchaku && e.workload.mode == Mode::Infer) {
     // nunchaku's engine runs disk modules on the CPU through a ring of stream slots.
-    // A MoE layer's slot holds all but its routed experts, read expert by expert into piece slots.
+    // A MoE layer's slot holds all but its routed experts, read expert by expert into piece
+    // slots; a layer in memory whose experts are on disk needs the piece slots alone.
     uint64_t largest_disk = 0, largest_piece = 0;
-    for (size_t i = 0; i < e.modules.size() && i < where.size(); ++i)
+    for (size_t i = 0; i < e.modules.size() && i < where.size(); ++i) {
+      const ModuleCost& m = e.modules[i];
       if (where[i].kind == Device::Kind::Disk) {  // the slot as the engine lays it out (stream_slot_bytes)
-        const ModuleCost& m = e.modules[i];
         largest_disk = std::max(largest_disk, m.stream_bytes || m.stream_piece_bytes ? m.stream_bytes : m.weight_bytes);
         largest_piece = std::max(largest_piece, m.stream_piece_bytes);
+      } else if (apart(i) && experts[i].kind == Device::Kind::Disk) {
+        largest_piece = std::max(largest_piece, m.stream_piece_bytes);
       }
+    }
     p.devices[cpu].staging = uint64_t(kStreamSlots) * largest_disk +  // the engine's pool (engine_memory.hpp)
                              (largest_piece ? uint64_t(stream_piece_slots(e.spec.num_experts_per_tok)) * largest_piece : 0);
   }
@@ -401,6 +408,23 @@ DevicePlan split_expert_plan(const Estimate& e, const PlanRequest& r) {
   return p;
 }
 
+// nunchaku's CPU engine short of RAM: every module in memory and the routed experts of the
+// first layers on disk, read expert by expert each step (a step reads top_k of a layer's
+// experts where a whole layer on disk costs its slot too). nullopt when even every layer's
+// experts on disk leave the CPU short.
+std::optional<DevicePlan> cpu_expert_disk_plan(const Estimate& e, const PlanRequest& r) {
+  const std::vector<Device> where(e.modules.size(), Device{Device::Kind::Cpu, 0});
+  std::vector<Device> experts = where;
+  const size_t cpu = r.vram.size();
+  for (size_t i = 0;; ++i) {
+    DevicePlan p = charge_plan(e, r, where, experts);
+    if (p.devices[cpu].fits()) return p;
+    while (i < e.modules.size() && (e.modules[i].expert_bytes == 0 || !is_layer(e.modules[i]))) ++i;
+    if (i == e.modules.size()) return std::nullopt;
+    experts[i] = Device{Device::Kind::Disk, 0};
+  }
+}
+
 }  // namespace
 
 std::vector<int64_t> cpu_expert_layers(const DevicePlan& p, const Estimate& e) {
@@ -428,6 +452,9 @@ DevicePlan make_plan(const Estimate& e, const PlanRequest& request) {
     DevicePlan s = split_expert_plan(e, r);
     if (s.fits || !p.fits) p = std::move(s);
   }
+  if (r.split_experts && r.vram.empty() && r.allow_disk && e.runtime == Runtime::Nunchaku && e.workload.mode == Mode::Infer &&
+      has_routed_experts(e) && std::any_of(p.module_device.begin(), p.module_device.end(), [](const Device& d) { return d.kind == Device::Kind::Disk; }))
+    if (auto s = cpu_expert_disk_plan(e, r)) p = std::move(*s);
   p.strategy = r.strategy;
   log::info("plan ({}): {}{}", strategy_name(r.strategy), p.fits ? "fits" : "does not fit",
             p.fits ? std::string() : ": " + p.shortfall);
@@ -453,6 +480,7 @@ Placement plan_placement(const Estimate& e, std::vector<uint64_t> vram, uint64_t
   r.vram = std::move(vram);
   r.cpu_ram = cpu_ram;
   r.allow_disk = true;
+  r.split_experts = true;  // as `plan` does: MoE experts to disk before whole layers
   DevicePlan p = make_plan(e, r);
   if (!p.fits)
     throw Error("plan.does_not_fit", "no placement fits: " + p.shortfall,

@@ -43,7 +43,9 @@ struct PlanRequest {
   OffloadExec offload_exec = OffloadExec::Cpu;
   // MoE: a layer's routed experts may live apart from the rest of the layer (attention,
   // norms, router, shared experts stay on the GPU; experts fill what is left, last layers
-  // first, as llama.cpp's --n-cpu-moe keeps the first N layers' experts on the CPU).
+  // first, as llama.cpp's --n-cpu-moe keeps the first N layers' experts on the CPU). Without
+  // GPUs, for nunchaku's engine with --disk: the first layers' experts go to disk (read expert
+  // by expert) before any whole module does.
   bool split_experts = false;
 };
 
@@ -83,7 +85,9 @@ struct DevicePlan {
 Estimate weights_only_estimate(const ModelLayout& layout, const std::map<std::string, uint64_t>& overheads = {});
 
 // The placement `load`/`run` use for budgets: the balanced plan of `e`, the rest of the
-// model on disk. Throws Error("plan.does_not_fit", exit 3) with the shortfall.
+// model on disk; MoE routed experts leave first, as `plan` moves them (split_experts: off the
+// GPUs before attention, and on the CPU engine to disk before whole layers), given in the
+// placement's `experts`. Throws Error("plan.does_not_fit", exit 3) with the shortfall.
 Placement plan_placement(const Estimate& e, std::vector<uint64_t> vram, uint64_t cpu_ram);
 
 // Plans with the request's strategy, each GPU's budget the share of it the runtime uses

@@ -70,8 +70,13 @@ std::string plan_verdict(const DevicePlan& p, size_t num_layers, const Estimate*
   }
   const size_t total = gpu + cpu + disk;
   const std::string rest = disk ? fmt::format(", {} on disk", disk) : "";
-  if (gpus == 0)
-    return fmt::format("runs on the CPU{}: no GPU budget (--vram) given", disk ? fmt::format(" with {} on disk", plural(disk, unit)) : "");
+  if (gpus == 0) {
+    size_t experts_on_disk = 0;  // layers kept in memory whose routed experts are on disk
+    for (const auto& d : p.devices)
+      if (d.device.kind == Device::Kind::Disk) experts_on_disk += d.expert_layers;
+    return fmt::format("runs on the CPU{}{}: no GPU budget (--vram) given", disk ? fmt::format(" with {} on disk", plural(disk, unit)) : "",
+                       experts_on_disk ? fmt::format(" with the routed experts of {} on disk", plural(experts_on_disk, "layer")) : "");
+  }
   if (gpu == 0)
     return fmt::format("runs on the CPU{}: no {} fits in {} of VRAM", disk ? fmt::format(" and disk ({} on disk)", disk) : "", unit,
                        format_bytes(smallest));
