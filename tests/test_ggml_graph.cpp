@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "memory/ggml_graph.hpp"
+#include "memory/llamacpp_graph.hpp"
 
 using namespace nunchaku::ggml_sim;
 
@@ -98,4 +99,32 @@ TEST_CASE("ggml plan: sizes are 32-byte aligned, externals and outputs are never
   g.expand(g.op(Kind::Compute, Type::F16, f32s(32), {c}));            // 64 B: 64..128 (c alive while it runs)
   CHECK(plan(g).size == 128);
   CHECK(g.leafs().size() == 2);  // the weight and the ids, discovered depth first
+}
+
+TEST_CASE("llama.cpp graph: dimensions no model has are not rebuilt (the estimate keeps its formula)", "[estimate][ggml-plan]") {
+  using nunchaku::llamacpp_graph::build;
+  using nunchaku::llamacpp_graph::Dims;
+  Dims d;
+  d.u = 512, d.n_kv = 4096, d.h = 256, d.V = 1000, d.layers = 2, d.a = 4, d.a_kv = 2, d.d_k = d.d_v = 64, d.I = 512;
+  REQUIRE(build("llama", d).has_value());
+  CHECK_FALSE(build("bert", d).has_value());  // not an architecture rebuilt here
+  Dims e = d;
+  e.E = 8, e.k = 0, e.I_exp = 128;  // experts, none used per token
+  CHECK_FALSE(build("llama", e).has_value());
+  e.k = 9;  // more used than there are
+  CHECK_FALSE(build("llama", e).has_value());
+  e.k = 2;
+  CHECK(build("llama", e).has_value());
+  Dims f = d;
+  f.layers = 1 << 30;  // a header's layer count no graph is built for
+  CHECK_FALSE(build("llama", f).has_value());
+  f = d;
+  f.a_kv = 0;  // no KV heads
+  CHECK_FALSE(build("llama", f).has_value());
+  f = d;
+  f.n_stream = 3;  // 512 tokens do not split into 3 sequences (llama.cpp rounds; the estimate does before)
+  CHECK_FALSE(build("llama", f).has_value());
+  f = d;
+  f.moe_layer.assign(5, true);  // a per-layer list of the wrong length
+  CHECK_FALSE(build("llama", f).has_value());
 }

@@ -339,9 +339,23 @@ std::optional<Traits> traits_of(const std::string& arch) {
 
 bool has_graph(const std::string& arch) { return traits_of(arch).has_value(); }
 
+// Dimensions a graph can be built from, in bounded time and memory: a header's nonsense
+// (no heads, more experts used than there are, thousands of layers) is not rebuilt.
+bool buildable(const Dims& d) {
+  const auto in = [](int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; };
+  constexpr int64_t kDim = int64_t(1) << 31;
+  if (!in(d.u, 1, 1 << 24) || !in(d.n_stream, 1, d.u) || d.u % d.n_stream != 0 || !in(d.layers, 1, 4096)) return false;
+  if (!in(d.n_kv, 1, kDim) || !in(d.n_kv_swa, 0, kDim) || !in(d.h, 1, kDim) || !in(d.V, 1, kDim) || !in(d.a, 1, 1 << 16)) return false;
+  if (d.E > 0 && (!in(d.E, 1, 1 << 16) || !in(d.k, 1, std::min<int64_t>(d.E, 1024)) || !in(d.I_exp, 1, kDim))) return false;
+  if (!d.moe_layer.empty() && int64_t(d.moe_layer.size()) != d.layers) return false;
+  if (!d.swa_layer.empty() && int64_t(d.swa_layer.size()) != d.layers) return false;
+  if (d.kv_lora > 0) return in(d.rope, 1, kDim) && in(d.nope, 1, kDim) && in(d.v_head, 1, kDim) && in(d.q_lora, 0, kDim);
+  return in(d.a_kv, 1, d.a) && in(d.d_k, 1, kDim) && in(d.d_v, 1, kDim) && in(d.I, 0, kDim);
+}
+
 std::optional<ggml_sim::Graph> build(const std::string& arch, const Dims& d) {
   const std::optional<Traits> t = traits_of(arch);
-  if (!t || d.u <= 0 || d.n_stream <= 0 || d.u % d.n_stream != 0 || d.layers <= 0) return std::nullopt;
+  if (!t || !buildable(d)) return std::nullopt;
   return Decoder(d, *t).build();
 }
 
