@@ -249,10 +249,17 @@ int run_plan(const PlanCliOptions& o) {
   AccelerateMap amap;
   DevicePlan p = r.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e, r, &amap) : make_plan(e, r);
   p.notes.insert(p.notes.begin(), notes.begin(), notes.end());
-  if (const auto cpu = cpu_expert_layers(p, e); !cpu.empty())
+  if (const auto cpu = cpu_expert_layers(p, e); !cpu.empty() && !r.vram.empty())
     p.notes.push_back(fmt::format("routed experts of {} off the GPUs (attention, norms, router and shared experts of every "
                                   "GPU layer stay on it): layers {}",
                                   plural(cpu.size(), "layer"), format_ranges(cpu)));
+  std::vector<int64_t> disk_experts;  // without GPUs: layers in memory whose experts are on disk
+  for (size_t i = 0; i < p.expert_device.size() && i < e.modules.size(); ++i)
+    if (p.expert_device[i].kind == Device::Kind::Disk && p.module_device[i] != p.expert_device[i]) disk_experts.push_back(e.modules[i].layer);
+  if (r.vram.empty() && !disk_experts.empty())
+    p.notes.push_back(fmt::format("routed experts of {} on disk, read expert by expert as tokens route to them (the rest of "
+                                  "each layer stays in memory): layers {}",
+                                  plural(disk_experts.size(), "layer"), format_ranges(disk_experts)));
   if (minv) p.notes.push_back(fmt::format("min VRAM per GPU for everything on {}: {} ({} B)", plural(std::max<size_t>(1, r.vram.size()), "GPU"),
                                           format_bytes(*minv), *minv));
   else if (o.min_vram) p.notes.push_back("min VRAM: no budget holds every module on the GPUs");

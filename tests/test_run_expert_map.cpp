@@ -15,7 +15,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/units.hpp"
 #include "engine/stream_provider.hpp"
+#include "memory/plan_export.hpp"
 #include "tests/helpers.hpp"
 #include "tests/test_engine_helpers.hpp"
 
@@ -39,6 +41,7 @@ const json& device(const json& plan, const std::string& name) {
 // them through.
 struct Experts {
   std::vector<uint64_t> per_layer;
+  std::vector<int64_t> layers;  // their layer indices
   uint64_t pool = 0;
 };
 Experts experts_of(const std::string& path) {
@@ -50,7 +53,7 @@ Experts experts_of(const std::string& path) {
     uint64_t bytes = 0;
     for (size_t k = 0; k < m.tensors.size(); ++k)
       if (k < m.roles.size() && is_expert_role(m.roles[k])) bytes += ck.tensors[m.tensors[k]].nbytes;
-    if (bytes) x.per_layer.push_back(bytes);
+    if (bytes) x.per_layer.push_back(bytes), x.layers.push_back(m.layer);
     piece = std::max(piece, stream_piece_bytes(ck, m));
   }
   x.pool = uint64_t(stream_piece_slots(layout.spec->num_experts_per_tok)) * piece;
@@ -73,6 +76,10 @@ json plan_with_experts_on_disk(const std::string& path, const std::string& file)
   const uint64_t budget = in_memory - moved + x.pool;
   auto r = test::run_cli({"plan", path, "--cpu-ram", std::to_string(budget) + "B", "--disk", "--json", "-o", file});
   REQUIRE(r.exit_code == 0);
+  // The table says where the experts went, and not that they left a GPU.
+  CHECK_THAT(r.out, Catch::Contains(fmt::format("routed experts of {} on disk, read expert by expert", plural(n, "layer"))) &&
+                        Catch::Contains("layers " + format_ranges({x.layers.begin(), x.layers.begin() + long(n)}) + "\n"));
+  CHECK_THAT(r.out, !Catch::Contains("off the GPUs"));
   const json p = json::parse(test::read_text(file));
   CHECK(device(p, "cpu")["total_bytes"].get<uint64_t>() == budget);  // all of it, by construction
   CHECK(p["expert_map"].size() == n);
