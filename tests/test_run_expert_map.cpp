@@ -206,3 +206,21 @@ TEST_CASE("run --plan: an expert_map naming a dense module or an unknown one is 
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("\"expert_map\" is not an object"));
 }
+
+TEST_CASE("plan without GPUs: when every expert on disk still leaves the CPU short, whole layers go to disk", "[plan][moe]") {
+  const std::string path = test::testdata("engine/moe-gguf/qwen3_moe.gguf");
+  auto all = test::run_cli({"plan", path, "--json"});
+  REQUIRE(all.exit_code == 0);
+  const uint64_t in_memory = device(json::parse(all.out), "cpu")["total_bytes"].get<uint64_t>();
+  const Experts x = experts_of(path);
+  uint64_t experts = 0;
+  for (uint64_t b : x.per_layer) experts += b;
+  // One byte less than every layer's experts on disk needs: the expert split cannot fit.
+  const uint64_t budget = in_memory - experts + x.pool - 1;
+  auto r = test::run_cli({"plan", path, "--cpu-ram", std::to_string(budget) + "B", "--disk", "--json"});
+  const json p = json::parse(r.out);
+  CHECK(p["expert_map"].empty());
+  const json& disk = device(p, "disk");
+  CHECK(disk["num_modules"].get<int>() > 0);  // the planner's whole-module answer, whatever it is
+  CHECK(disk["num_expert_layers"] == 0);
+}
