@@ -116,6 +116,18 @@ TEST_CASE("plan: min VRAM per GPU is the best contiguous split (hand-computed)",
   CHECK(q.module_device.back() == kCpu);  // the head no longer fits
 }
 
+TEST_CASE("plan: min VRAM of a runtime that takes a share of each GPU is the GPU's size, not the share", "[plan]") {
+  // vLLM-like: half of each GPU plus 3 B made before its snapshot (--gpu-memory-utilization):
+  // 64 B on one GPU need floor(D / 2) + 3 >= 64, D = 122; two GPUs need 37 each, D = 68.
+  Estimate e = toy();
+  e.usable_fraction = 0.5;
+  e.outside_budget = 3;
+  CHECK(min_vram(e, 1) == 122u);
+  CHECK(min_vram(e, 2) == 68u);
+  CHECK(make_plan(e, req({68, 68})).gpu_layers() == 4);
+  CHECK(make_plan(e, req({67, 67})).module_device.back() == kCpu);
+}
+
 TEST_CASE("plan: streamed offload charges cuda:0 a double buffer and the offloaded KV", "[plan]") {
   const Estimate e = toy();
   PlanRequest r = req({100}, 100);

@@ -492,7 +492,9 @@ std::optional<uint64_t> min_vram(const Estimate& e, int gpus, OffloadExec exec) 
   if (gpus < 1) return std::nullopt;
   auto all_on_gpus = [&](uint64_t b) {
     PlanRequest r;
-    r.vram.assign(static_cast<size_t>(gpus), b);
+    // b is each GPU's memory; a runtime that takes a share of it (vLLM) plans within that share,
+    // as make_plan does.
+    r.vram.assign(static_cast<size_t>(gpus), e.usable_fraction < 1.0 ? verdict(e, b).budget : b);
     r.offload_exec = exec;
     Planner pl(e, r);
     return pl.greedy(pl.n, r.vram) >= pl.n;
