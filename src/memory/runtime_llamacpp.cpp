@@ -107,12 +107,16 @@ Graph graph_of(const Estimate& e, const Checkpoint& ck) {
   uint64_t gate_rows = 0, up_rows = 0, fused_rows = 0;  // the first dense FFN's
   for (const auto& t : ck.tensors) {
     const std::string_view n = t.name;
+    const auto dense = [&](uint64_t& rows) {  // a dense FFN's matrix: the first one's rows, and its layer
+      if (rows == 0) rows = dim(t, 1);
+      dense_at(g, n);
+    };
     if (has(n, "ffn_gate_exps") || has(n, "ffn_up_exps")) g.I_exp = dim(t, 1);            // [E, I_exp, h]
     else if (has(n, ".experts.0.gate_proj.") || has(n, ".experts.0.up_proj.")) g.I_exp = dim(t, 1);  // [I_exp, h]
     else if (has(n, "ffn_gate_shexp") || has(n, "shared_experts.gate_proj")) g.I_shared = dim(t, 1);
-    else if (has(n, "ffn_gate.weight") || has(n, "mlp.gate_proj.weight")) gate_rows = gate_rows ? gate_rows : dim(t, 1), dense_at(g, n);
-    else if (has(n, "ffn_up.weight") || has(n, "mlp.up_proj.weight")) up_rows = up_rows ? up_rows : dim(t, 1), dense_at(g, n);
-    else if (has(n, "mlp.gate_up_proj.weight")) fused_rows = fused_rows ? fused_rows : dim(t, 1), dense_at(g, n);
+    else if (has(n, "ffn_gate.weight") || has(n, "mlp.gate_proj.weight")) dense(gate_rows);
+    else if (has(n, "ffn_up.weight") || has(n, "mlp.up_proj.weight")) dense(up_rows);
+    else if (has(n, "mlp.gate_up_proj.weight")) dense(fused_rows);
     else if (has(n, "attn_k_b.weight")) g.nope = dim(t, 0);   // [a, kv_lora, nope]
     else if (has(n, "attn_v_b.weight")) g.v_head = dim(t, 1);   // [a, v_head, kv_lora]
     else if (has(n, "attn_q.bias") || has(n, "self_attn.q_proj.bias")) g.qkv_bias = true;
