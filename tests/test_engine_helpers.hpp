@@ -44,6 +44,15 @@ struct EngineModel {
   engine::Transformer* tf = nullptr;
 };
 
+// The options of the tiny fixtures' short runs: 64 positions, 16 logit rows, 16 new tokens.
+inline engine::EngineOptions short_run_options() {
+  engine::EngineOptions o;
+  o.max_context = 64;
+  o.logit_rows = 16;
+  o.max_tokens = 16;
+  return o;
+}
+
 // Every weight on `where` (CPU memory by default; cuda:N runs on the CUDA backend; Disk leaves them on disk: file mappings,
 // or streamed through a pool when `stream` is given).
 inline EngineModel load_engine_model(const std::string& path, engine::EngineOptions opts,

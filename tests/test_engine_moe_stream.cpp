@@ -26,13 +26,6 @@ namespace {
 
 const Device kDisk{Device::Kind::Disk, 0};
 
-EngineOptions opts() {
-  EngineOptions o;
-  o.max_context = 64;
-  o.logit_rows = 16;
-  o.max_tokens = 16;
-  return o;
-}
 
 // All-position logits of one prompt, then 12 greedy tokens.
 struct Run {
@@ -67,7 +60,7 @@ const char* const kFixtures[] = {"engine/mixtral", "engine/qwen2_moe", "engine/q
 TEST_CASE("moe stream: experts read per expert give the resident engine's logits bit for bit", "[engine][moe][stream]") {
   for (const char* rel : kFixtures) {
     INFO(rel);
-    auto resident = test::load_engine_model(test::testdata(rel), opts(), Device{Device::Kind::Cpu, 0}, {}, 2);
+    auto resident = test::load_engine_model(test::testdata(rel), test::short_run_options(), Device{Device::Kind::Cpu, 0}, {}, 2);
     const Run want = run_of(*resident.tf);
     // The default pool (top_k experts a round), one expert a round (prefill in many rounds),
     // and page-cache reads instead of O_DIRECT.
@@ -77,7 +70,7 @@ TEST_CASE("moe stream: experts read per expert give the resident engine's logits
         StreamOptions so;
         so.piece_slots = slots;
         so.direct_io = direct;
-        auto m = test::load_engine_model(test::testdata(rel), opts(), kDisk, so, 2);
+        auto m = test::load_engine_model(test::testdata(rel), test::short_run_options(), kDisk, so, 2);
         const auto& wp = m.tf->weights();
         const int64_t k = m.layout.spec->num_experts_per_tok;
         CHECK(wp.piece_slots() == (slots ? slots : 3 * k));
@@ -99,7 +92,7 @@ TEST_CASE("moe stream: a decode step reads top_k experts' gate, up and down per 
           "[engine][moe][stream]") {
   for (const char* rel : kFixtures) {
     INFO(rel);
-    auto m = test::load_engine_model(test::testdata(rel), opts(), kDisk, StreamOptions{}, 2);
+    auto m = test::load_engine_model(test::testdata(rel), test::short_run_options(), kDisk, StreamOptions{}, 2);
     const std::vector<int32_t> prompt = {1, 15, 27, 3};
     SeqChunk ch{0, 0, prompt, false};
     auto l = m.tf->forward({&ch, 1});
@@ -147,7 +140,7 @@ TEST_CASE("moe stream: the piece slot by hand, and plan charges the pool the eng
   }
   for (const char* rel : kFixtures) {
     INFO(rel);
-    auto m = test::load_engine_model(test::testdata(rel), opts(), kDisk, StreamOptions{}, 2);
+    auto m = test::load_engine_model(test::testdata(rel), test::short_run_options(), kDisk, StreamOptions{}, 2);
     CHECK(test::all_on_disk_plan(m).devices.at(0).staging == m.tf->weights().pool_bytes());
   }
 }

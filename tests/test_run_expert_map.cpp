@@ -86,13 +86,6 @@ json plan_with_experts_on_disk(const std::string& path, const std::string& file)
   return p;
 }
 
-EngineOptions opts() {
-  EngineOptions o;
-  o.max_context = 64;
-  o.logit_rows = 16;
-  o.max_tokens = 16;
-  return o;
-}
 
 }  // namespace
 
@@ -112,7 +105,7 @@ TEST_CASE("run --plan: routed experts on disk by the plan's expert_map give the 
     CHECK_THAT(p["verdict"]["text"].get<std::string>(),
                Catch::Contains(fmt::format("with the routed experts of {} layer", p["expert_map"].size())));
 
-    auto resident = test::load_engine_model(path, opts(), Device{Device::Kind::Cpu, 0}, {}, 2);
+    auto resident = test::load_engine_model(path, test::short_run_options(), Device{Device::Kind::Cpu, 0}, {}, 2);
     const std::vector<int32_t> prompt = {1, 15, 27, 3, 9, 41, 7};
     SeqChunk ch{0, 0, prompt, true};
     const auto a = resident.tf->forward({&ch, 1});
@@ -129,7 +122,7 @@ TEST_CASE("run --plan: routed experts on disk by the plan's expert_map give the 
     LoadOptions lo;
     lo.placement = read_plan_file(tmp.file("plan.json"));
     m.load = load_checkpoint(m.ck, m.layout, lo);
-    m.engine = make_engine(m.ck, m.layout, m.load.store, {opts(), 2, StreamOptions{}, Device{Device::Kind::Cpu, 0}});
+    m.engine = make_engine(m.ck, m.layout, m.load.store, {test::short_run_options(), 2, StreamOptions{}, Device{Device::Kind::Cpu, 0}});
     m.tf = m.engine.model.get();
     const WeightProvider& w = m.tf->weights();
     size_t pieced = 0;
