@@ -2,7 +2,6 @@
 // checked against llama.cpp's logged compute buffers by tests/test_llamacpp_graph.cpp.
 #include "memory/ggml_graph.hpp"
 
-#include <fmt/format.h>
 
 #include <limits>
 #include <stdexcept>
@@ -226,7 +225,7 @@ int Graph::op(Kind k, Type t, Shape ne, std::vector<int> src, std::string name) 
   return int(t_.size()) - 1;
 }
 
-int Graph::view(int of, Shape ne, bool contiguous, bool at_start, std::string name) {
+int Graph::view(int of, Shape ne, bool contiguous, std::string name) {
   Tensor x;
   const Tensor& o = t_[size_t(of)];
   x.kind = Kind::View;
@@ -235,7 +234,6 @@ int Graph::view(int of, Shape ne, bool contiguous, bool at_start, std::string na
   x.contiguous = contiguous;
   x.external = o.external;
   x.view_src = o.view_src >= 0 ? o.view_src : of;  // ggml keeps the root of a view chain
-  x.view_at_start = at_start && o.view_at_start;
   x.src = {of};
   x.name = std::move(name);
   t_.push_back(std::move(x));
@@ -290,19 +288,6 @@ Plan plan(const Graph& g) {
   for (int i : g.nodes())
     if (g[i].view_src >= 0) n = std::max(n, size_t(g[i].view_src) + 1);
   return Planner(g, n).run();
-}
-
-std::string listing(const Graph& g) {
-  std::string out;
-  int k = 0;
-  for (int n : g.nodes()) {
-    const Tensor& t = g[n];
-    std::string src;
-    for (int s : t.src) src += fmt::format("{}'{}'", src.empty() ? "" : ", ", g[s].name);
-    out += fmt::format("#{} {} [{}, {}, {}, {}] {:.3f} <- [{}]\n", k++, t.name, t.ne[0], t.ne[1], t.ne[2], t.ne[3],
-                       double(g.bytes(n)) / (1 << 20), src);
-  }
-  return out;
 }
 
 }  // namespace nunchaku::ggml_sim

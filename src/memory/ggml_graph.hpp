@@ -40,7 +40,6 @@ struct Tensor {
   bool external = false;  // in another buffer (weights, KV cache): never planned
   bool input = false, output = false;
   int view_src = -1;      // the tensor a view (or a write into a cache) aliases
-  bool view_at_start = true;  // the view starts at its source's first byte
   std::vector<int> src;
   std::string name;
 };
@@ -54,7 +53,7 @@ class Graph {
   // A node computed from its sources into new memory, or in place of one (Kind::Inplace).
   int op(Kind k, Type t, Shape ne, std::vector<int> src, std::string name = {});
   // A view of `of` with another shape (reshape and view at offset 0 keep it contiguous).
-  int view(int of, Shape ne, bool contiguous = true, bool at_start = true, std::string name = {});
+  int view(int of, Shape ne, bool contiguous = true, std::string name = {});
   // A node whose result is written into another tensor (ggml_cpy, ggml_set_rows into a cache).
   int write_into(int dst, std::vector<int> src, std::string name = {});
   void set_output(int t) { t_[size_t(t)].output = true; }
@@ -89,7 +88,5 @@ struct Plan {
 // ggml-alloc's plan of the graph in one buffer with 32-byte alignment (the CPU buffer type's).
 Plan plan(const Graph& g);
 
-// The node list as `scripts/llamacpp_compute_peak.py show --nodes` prints llama.cpp's, to diff.
-std::string listing(const Graph& g);
 
 }  // namespace nunchaku::ggml_sim

@@ -50,7 +50,7 @@ class Ops {
   }
   int get_rows_w(int ids, int64_t cols) { return g.op(Kind::Compute, Type::F32, {cols, ne(ids)[0], ne(ids)[1], ne(ids)[2]}, {weight(), ids}); }
   int reshape(int x, Shape s) { return g.view(x, s); }
-  int view(int x, Shape s, bool contiguous, bool at_start = true) { return g.view(x, s, contiguous, at_start); }
+  int view(int x, Shape s, bool contiguous) { return g.view(x, s, contiguous); }
   int permute_0213(int x) { return g.view(x, {ne(x)[0], ne(x)[2], ne(x)[1], ne(x)[3]}, false); }
   int set_rows(int dst, int src, int idx) { return g.write_into(dst, {src, idx, dst}); }
   // ggml_mul_mat(w, x) with a weight of shape wne (a per-head stack): [wne[1], x's other dims].
@@ -146,8 +146,8 @@ class Decoder : Ops {
     if (t_.fused_qkv) {
       const int qkv = mm(qd + kd + d_.a_kv * d_.d_v, cur);
       Q = view(qkv, {d_.d_k, d_.a, u, 1}, false);
-      K = view(qkv, {d_.d_k, d_.a_kv, u, 1}, false, false);
-      V = view(qkv, {d_.d_v, d_.a_kv, u, 1}, false, false);
+      K = view(qkv, {d_.d_k, d_.a_kv, u, 1}, false);
+      V = view(qkv, {d_.d_v, d_.a_kv, u, 1}, false);
     } else {
       Q = mm(qd, cur);
       if (d_.qkv_bias) Q = add_w(Q);
@@ -227,12 +227,12 @@ class Decoder : Ops {
     q = reshape(q, {qh, a, u, 1});
     const int q_nope = permute_0213(view(q, {d_.nope, a, u, 1}, false));
     const int q_abs = permute_0213(mmw({d_.nope, d_.kv_lora, a, 1}, q_nope));
-    const int q_pe = rope(view(q, {d_.rope, a, u, 1}, false, false), pos_);
+    const int q_pe = rope(view(q, {d_.rope, a, u, 1}, false), pos_);
     const int Q = concat0(q_abs, q_pe);
     const int kv_pe = mm(lat, cur);
     const int kv = norm_w(view(kv_pe, {d_.kv_lora, u, 1, 1}, false));
     const int V = reshape(kv, {d_.kv_lora, 1, u, 1});
-    const int k_pe = rope(view(kv_pe, {d_.rope, 1, u, 1}, false, false), pos_);
+    const int k_pe = rope(view(kv_pe, {d_.rope, 1, u, 1}, false), pos_);
     const int K = concat0(V, k_pe);
     g.expand(Q);
     g.expand(V);
@@ -297,7 +297,7 @@ class Decoder : Ops {
     g.expand(experts);
     std::vector<int> each;
     for (int64_t i = 0; i < k; ++i) {
-      each.push_back(view(experts, {d_.h, u, 1, 1}, false, i == 0));
+      each.push_back(view(experts, {d_.h, u, 1, 1}, false));
       g.expand(each.back());
     }
     int out = each[0];
