@@ -61,7 +61,12 @@ MODELS = {
                              E=64, k=6, Ie=1408, shared=2, dense=1, q_lora=0, kv_lora=512, rope=64, nope=128, vd=128),
     # deepseek-ai/DeepSeek-V3 (MLA)
     "deepseek-v3": dict(arch="deepseek2", h=7168, L=61, a=128, I=18432, V=129280, ctx=163840, tied=False,
-                        E=256, k=8, Ie=2048, shared=1, dense=3, q_lora=1536, kv_lora=512, rope=64, nope=128, vd=128),
+                        E=256, k=8, Ie=2048, shared=1, dense=3, q_lora=1536, kv_lora=512, rope=64, nope=128, vd=128,
+                        groups=8, groups_used=4, wscale=2.5),
+    # moonshotai/Kimi-K2-Instruct (DeepSeek-V3's layout: sigmoid scores, one expert group)
+    "kimi-k2": dict(arch="deepseek2", h=7168, L=61, a=64, I=18432, V=163840, ctx=131072, tied=False,
+                    E=384, k=8, Ie=2048, shared=1, dense=1, q_lora=1536, kv_lora=512, rope=64, nope=128, vd=128,
+                    groups=1, groups_used=1, wscale=2.827),
     # google/gemma-3-12b-pt (sliding window 1024 on 5 of every 6 layers)
     "gemma3-12b": dict(arch="gemma3", h=3840, L=48, a=16, kv=8, d=256, I=15360, V=262208, ctx=131072, tied=True,
                        swa=1024, swa_every=6),
@@ -155,6 +160,8 @@ CASES = [
     ("deepseek-v3", None, "q4_0", "no_alloc", 131072, 1, 512, True, "f16", False, False),
     ("deepseek-v3", None, "q4_0", "no_alloc", 4096, 1, 2048, True, "f16", False, False),
     ("deepseek-v3", 3, "q4_0", "alloc", 4096, 1, 512, True, "q8_0", False, False),
+    ("kimi-k2", None, "q4_0", "no_alloc", 4096, 1, 512, True, "f16", False, False),
+    ("kimi-k2", None, "q4_0", "no_alloc", 4096, 1, 512, False, "f16", False, False),
     # sliding window
     ("gemma3-12b", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", False, False),
     ("gemma3-12b", None, "q4_0", "no_alloc", 8192, 1, 512, True, "f16", True, False),
@@ -383,7 +390,10 @@ def write_gguf(path, name, s, L, wtype):
             w.add_expert_weights_norm(True)
         w.add_leading_dense_block_count(min(s["dense"], L))
         w.add_expert_shared_count(s["shared"])
-        w.add_expert_weights_scale(1.0)
+        w.add_expert_weights_scale(s.get("wscale", 1.0))
+        if "groups" in s:  # convert_hf_to_gguf: n_group, topk_group
+            w.add_expert_group_count(s["groups"])
+            w.add_expert_group_used_count(s["groups_used"])
     else:
         # Jamba: one KV head count per layer, 0 on the Mamba layers (convert's n_kv_vec)
         w.add_head_count_kv([s["kv"] if is_attention_layer(s, i) else 0 for i in range(L)] if arch == "jamba" else s["kv"])

@@ -115,6 +115,14 @@ TEST_CASE("llama.cpp graph: dimensions no model has are not rebuilt (the estimat
   CHECK_FALSE(build("llama", e).has_value());
   e.k = 2;
   CHECK(build("llama", e).has_value());
+  e.groups = 3, e.groups_used = 1;  // 8 experts do not split into 3 groups (llama.cpp asserts)
+  CHECK_FALSE(build("llama", e).has_value());
+  e.groups = 4, e.groups_used = 4;  // every group used: llama.cpp asserts fewer
+  CHECK_FALSE(build("llama", e).has_value());
+  e.groups = 8, e.groups_used = 2;  // one expert per group: no two best to sum
+  CHECK_FALSE(build("llama", e).has_value());
+  e.groups = 4, e.groups_used = 2;
+  CHECK(build("llama", e).has_value());
   Dims f = d;
   f.layers = 1 << 30;  // a header's layer count no graph is built for
   CHECK_FALSE(build("llama", f).has_value());

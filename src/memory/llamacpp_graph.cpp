@@ -268,13 +268,30 @@ class Decoder : Ops {
     return mm(d_.h, glu(gate, up));
   }
 
+  // build_moe_ffn's group limit: each group's score is the sum of its two best; the experts of
+  // all but the best groups_used groups are set to -inf (ggml_fill, then ggml_set_rows of the
+  // kept groups' rows into it).
+  int best_groups(int scores) {
+    const int64_t u = d_.u, G = d_.groups, per = d_.E / d_.groups;
+    const int grouped = reshape(scores, {per, G, u, 1});
+    int best = view(compute({per, G, u, 1}, {grouped}, Type::I32), {2, G, u, 1}, false);  // argsort_top_k
+    best = get_rows(reshape(grouped, {1, per, G, u}), best);  // [1, 2, G, u]
+    int group_scores = compute({1, G, u, 1}, {reshape(best, {2, G, u, 1})});  // sum_rows
+    group_scores = reshape(group_scores, {G, u, 1, 1});
+    const int chosen = view(compute({G, u, 1, 1}, {group_scores}, Type::I32), {d_.groups_used, u, 1, 1}, false);
+    const int kept = get_rows(grouped, chosen);  // [per, groups_used, u]
+    const int masked = set_rows(unary(grouped), kept, chosen);  // fill(-inf), then the kept rows
+    return reshape(masked, {d_.E, u, 1, 1});
+  }
+
   // build_moe_ffn: router, top-k, routed experts weighted and summed; then a shared expert.
   int moe_ffn(int cur) {
     const int64_t u = d_.u, E = d_.E, k = d_.k;
     int logits = mm(E, cur);
     if (d_.router_bias) logits = add_w(logits);
     const int probs = t_.softmax_weight ? logits : unary(logits);  // soft_max (sigmoid) over all experts
-    const int by = t_.sigmoid_select_logits ? logits : probs;
+    int by = t_.sigmoid_select_logits ? logits : d_.probs_bias ? add_w(probs) : probs;
+    if (d_.groups > 1) by = best_groups(by);
     const int selected = view(compute({E, u, 1, 1}, {by}, Type::I32), {k, u, 1, 1}, false);
     int weights = get_rows(reshape(probs, {1, E, u, 1}), selected);
     if (t_.softmax_weight) weights = reshape(unary(reshape(weights, {k, u, 1, 1})), {1, k, u, 1});
@@ -331,7 +348,7 @@ std::optional<Traits> traits_of(const std::string& arch) {
   if (arch == "gemma3") return Traits{.q_scale = true, .qk_norm = true, .embd_scale = true, .post_norms = true};
   if (arch == "olmo2") return Traits{.post_norms = true, .no_pre_norms = true, .qk_norm_flat = true};
   if (arch == "llama4")
-    return Traits{.norm_topk = false, .nope_on_full = true, .kq_norm_after_rope = true, .sigmoid_select_logits = true, .weight_before_ffn = true};  // softmax routing; V3's sigmoid and expert groups are not rebuilt
+    return Traits{.norm_topk = false, .nope_on_full = true, .kq_norm_after_rope = true, .sigmoid_select_logits = true, .weight_before_ffn = true};
   return std::nullopt;
 }
 
@@ -347,6 +364,7 @@ bool buildable(const Dims& d) {
   if (!in(d.u, 1, 1 << 24) || !in(d.n_stream, 1, d.u) || d.u % d.n_stream != 0 || !in(d.layers, 1, 4096)) return false;
   if (!in(d.n_kv, 1, kDim) || !in(d.n_kv_swa, 0, kDim) || !in(d.h, 1, kDim) || !in(d.V, 1, kDim) || !in(d.a, 1, 1 << 16)) return false;
   if (d.E > 0 && (!in(d.E, 1, 1 << 16) || !in(d.k, 1, std::min<int64_t>(d.E, 1024)) || !in(d.I_exp, 1, kDim))) return false;
+  if (d.groups > 1 && (d.E % d.groups != 0 || d.E / d.groups < 2 || !in(d.groups_used, 1, d.groups - 1))) return false;
   if (!d.moe_layer.empty() && int64_t(d.moe_layer.size()) != d.layers) return false;
   if (!d.swa_layer.empty() && int64_t(d.swa_layer.size()) != d.layers) return false;
   if (d.kv_lora > 0) return in(d.rope, 1, kDim) && in(d.nope, 1, kDim) && in(d.v_head, 1, kDim) && in(d.q_lora, 0, kDim);

@@ -31,6 +31,9 @@ struct Dims {
   int64_t E = 0, k = 0, I_exp = 0, I_shexp = 0;
   int norm_topk = -1;             // the routed weights renormalized: 1 / 0, -1: as the architecture does
   double w_scale = 0;             // the routed weights scaled (0 or 1: not)
+  bool sigmoid = false;           // sigmoid scores over all experts, not a softmax (deepseek2's gating func 2)
+  bool probs_bias = false;        // a per-expert bias added to the scores for the choice only (exp_probs_b)
+  int64_t groups = 0, groups_used = 0;  // the choice limited to the best groups_used of `groups` (> 1)
   std::vector<bool> moe_layer;    // per layer: routed experts (empty: every layer when E > 0)
   // MLA (deepseek2): the latent's width, the rotary and unrotated head parts, v's head, the
   // query's low rank (0: none). The cache holds kv_lora + rope values per cell, no V cache.

@@ -38,10 +38,11 @@ struct Graph {
   uint64_t layers = 0, a_kv = 0, head_dim = 0, q_lora = 0;
   bool qkv_bias = false, o_bias = false, router_bias = false, expert_bias = false;
   std::vector<bool> swa_layer;  // per layer: a sliding-window (or chunked) layer of the second cache
-  // Routing as DeepSeek's files state it (llama.cpp reads expert_weights_norm / _scale for
-  // deepseek2); sigmoid scores or expert groups are not rebuilt.
-  bool norm_topk = false, sigmoid_or_groups = false;
+  // Routing as DeepSeek's files state it (llama.cpp reads expert_weights_norm / _scale,
+  // expert_gating_func and expert_group_count for deepseek2), and exp_probs_b's presence.
+  bool norm_topk = false, sigmoid = false, probs_bias = false;
   double w_scale = 0;
+  uint64_t groups = 0, groups_used = 0;
   std::vector<bool> dense_ffn;  // per layer: a dense FFN's tensors are there
 };
 
@@ -86,7 +87,8 @@ Graph graph_of(const Estimate& e, const Checkpoint& ck) {
   // the key gets the class default here, which the converter does not write).
   g.norm_topk = s.moe_norm_topk && (s.moe_sigmoid || s.source == "gguf" || s.kv_lora_rank == 0);
   g.w_scale = s.routed_scaling;
-  g.sigmoid_or_groups = s.moe_sigmoid || s.moe_groups > 1;
+  g.sigmoid = s.moe_sigmoid;
+  if (s.moe_groups > 1) g.groups = uint64_t(s.moe_groups), g.groups_used = uint64_t(std::max<int64_t>(s.moe_groups_used, 0));
   g.dense_ffn.assign(size_t(std::min<uint64_t>(g.layers, uint64_t(1) << 20)), false);
   g.swa_layer.assign(g.dense_ffn.size(), false);
   for (size_t l = 0; l < g.swa_layer.size(); ++l) {
@@ -123,6 +125,7 @@ Graph graph_of(const Estimate& e, const Checkpoint& ck) {
     else if (has(n, "attn_output.bias") || has(n, "self_attn.o_proj.bias")) g.o_bias = true;
     else if (has(n, "ffn_gate_inp.bias") || has(n, "mlp.router.bias")) g.router_bias = true;
     else if (has(n, "ffn_gate_exps.bias") || has(n, "experts.gate_up_proj_bias")) g.expert_bias = true;
+    else if (has(n, "exp_probs_b") || has(n, "e_score_correction_bias")) g.probs_bias = true;
   }
   // Gate and up fused in one matrix (phi3: GGUF ffn_up of 2·I rows and no ffn_gate; HF
   // gate_up_proj): the graph splits its output, so the FFN is I wide.
@@ -222,7 +225,7 @@ struct Reserved {
 // is rebuilt (memory/llamacpp_graph.hpp); nullopt otherwise (and with sliding windows, which
 // the rebuilt graphs do not hold).
 std::optional<Component> planned_compute(const Graph& g, const Reserved& r) {
-  if (g.sigmoid_or_groups || !llamacpp_graph::has_graph(g.gguf_arch)) return std::nullopt;
+  if (!llamacpp_graph::has_graph(g.gguf_arch)) return std::nullopt;
   llamacpp_graph::Dims d;
   d.n_stream = int64_t(std::max<uint64_t>(r.n_stream, 1));
   d.outputs = int64_t(r.u);
@@ -244,6 +247,7 @@ std::optional<Component> planned_compute(const Graph& g, const Reserved& r) {
   if (g.mla) {
     d.kv_lora = int64_t(g.kv_lora), d.rope = int64_t(g.rope), d.nope = int64_t(g.nope), d.v_head = int64_t(g.v_head);
     d.q_lora = int64_t(g.q_lora), d.norm_topk = g.norm_topk ? 1 : 0, d.w_scale = g.w_scale;
+    d.sigmoid = g.sigmoid, d.probs_bias = g.probs_bias, d.groups = int64_t(g.groups), d.groups_used = int64_t(g.groups_used);
   }
   const std::optional<ggml_sim::Graph> graph = llamacpp_graph::build(g.gguf_arch, d);
   if (!graph) return std::nullopt;
