@@ -15,6 +15,7 @@
 #include "cli/estimate_pipeline.hpp"
 #include "cli/help.hpp"
 #include "cli/bandwidth.hpp"
+#include "cli/cpu_speed.hpp"
 #include "cli/json_doc.hpp"
 #include "cli/run_placement.hpp"
 #include "cli/workload_options.hpp"
@@ -45,7 +46,21 @@ struct EstimateOptions {
   bool json = false, explain = false;
   bool batch_given = false;  // --batch typed: run's default (auto) is not what is asked
   std::string bandwidth;     // --bandwidth: the decode bound's read rates
+  bool no_probe = false;     // --no-probe: no measured CPU decode speed
 };
+
+// The measured decode speed (cpu_speed.hpp) where the answer is nunchaku's engine on this
+// CPU, for inference.
+std::optional<engine::SpeedProbe> cpu_speed(const EstimateOptions& o, const Estimate& e, const Checkpoint& ck,
+                                            const ModelLayout& layout) {
+  const Workload& w = e.workload;
+  if (o.no_probe || e.target != Target::Cpu || e.runtime != Runtime::Nunchaku || w.mode != Mode::Infer || w.nodes > 1 ||
+      !layout.spec)
+    return std::nullopt;
+  const std::vector<engine::ProbeClass> classes = decode_classes(ck, layout, w.batch);
+  if (classes.empty()) return std::nullopt;
+  return engine::probe_decode(classes, w.batch, w.threads);
+}
 
 // The decode bound of everything on the estimate's device (the CPU, or one GPU when it fits
 // there), for inference: nullopt otherwise (plan gives it for an offloaded placement).
@@ -320,6 +335,7 @@ int run(const EstimateOptions& o) {
   const std::optional<RunBatch> run_batch = es.size() == 1 ? run_default_batch(o, es[0], ck, layout) : std::nullopt;
   const Bandwidths bw = parse_bandwidths(o.bandwidth);
   const std::optional<DecodeBound> decode = es.size() == 1 ? device_decode_bound(es[0], vs[0], bw) : std::nullopt;
+  const std::optional<engine::SpeedProbe> speed = es.size() == 1 ? cpu_speed(o, es[0], ck, layout) : std::nullopt;
   if (!o.svg.empty()) {
     write_file_atomically(o.svg, bar_chart_svg(estimate_chart(es, vs)));
     fmt::print(stderr, "wrote {} (svg)\n", o.svg);
@@ -340,6 +356,7 @@ int run(const EstimateOptions& o) {
       j = one(0);
       if (run_batch) j["run_default_batch"] = {{"batch_size", run_batch->sequences}, {"why", run_batch->why}};
       j["decode_bound"] = decode ? decode_json(*decode, bw) : nlohmann::json(nullptr);
+      j["cpu_decode_probe"] = speed ? probe_json(*speed) : nlohmann::json(nullptr);
     } else {
       j["runtimes"] = nlohmann::json::object();
       for (size_t i = 0; i < es.size(); ++i) j["runtimes"][std::string(runtime_name(es[i].runtime))] = one(i);
@@ -350,6 +367,7 @@ int run(const EstimateOptions& o) {
     print_table(es[0], o.explain);
     if (vs[0]) print_suggestions(*vs[0], suggs[0], o.margin, offs[0], o.path);
     if (decode) fmt::print("\n{}\n", wrap(decode_line(*decode, bw), output_width(), 2));
+    if (speed) fmt::print("\n{}\n", wrap(probe_line(*speed), output_width(), 2));
     if (run_batch) fmt::print("\n{}\n", wrap(run_batch_line(*run_batch), output_width(), 2));
     if (o.w.runtime.empty() && layout.spec) print_other_runtimes(ck, layout, w, basis, vram, es[0].runtime);
   } else {
@@ -391,6 +409,8 @@ void add_estimate(CLI::App& app, Action& action) {
   cmd->add_option("--cpu-ram", o->cpu_ram, "Host memory for the partial-offload answer when the GPUs are short, as plan "
                   "takes it (default: the host's available memory)")->group(kHardware);
   add_bandwidth_option(cmd, o->bandwidth);
+  cmd->add_flag("--no-probe", o->no_probe, "With --device cpu: skip the measured decode speed (a fraction of a second "
+                "timing the engine's matmuls on synthetic weights of the model's types)")->group(kHardware);
   cmd->add_option("--margin", o->margin, "Suggestions keep this fraction of the budget free")->capture_default_str()->group(kOutput);
   cmd->add_flag("--json", o->json, "Print JSON (formulas included)")->group(kOutput);
   cmd->add_option("--svg", o->svg, "Also draw the estimate as an SVG picture (a stacked bar per device against the budget) to FILE")
