@@ -491,7 +491,7 @@ TEST_CASE("safetensors: the one-pass header scan and the checked path agree on e
   CHECK(base.what == outcome(clean, false).what);
   CHECK(base.what.find("|a.weight F32 [2,3] ") != std::string::npos);
 
-  const std::string alphabet = std::string("\"\\{}[],: 09ae\t\n-.E_", 21) + std::string("\0\x01\x7f\xc3\xa9\xff", 6);
+  const std::string alphabet = std::string("\"\\{}[],: 09ae\t\n-.E_") + std::string("\0\x01\x7f\xc3\xa9\xff", 6);
   uint64_t seed = 12345;
   auto next = [&] { return seed = seed * 6364136223846793005ULL + 1442695040888963407ULL, seed >> 33; };
   int errors = 0;
