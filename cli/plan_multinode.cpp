@@ -52,8 +52,8 @@ std::string render(const VllmCluster& c, const Estimate& e, uint64_t vram, const
 std::string verdict_line(const VllmCluster& c) {
   if (c.fits) return fmt::format("fits on {} nodes × {} GPUs: TP {} × PP {}", c.pipeline_parallel, c.tensor_parallel, c.tensor_parallel,
                                  c.pipeline_parallel);
-  return fmt::format("does NOT fit on the GPUs: the fullest stage is over its budget; vLLM would need --cpu-offload-gb {:.1f} per GPU{}",
-                     c.cpu_offload_gb, c.fewest_nodes > 0 ? fmt::format(" (or --nodes {})", c.fewest_nodes) : "");
+  return fmt::format("does NOT fit on the GPUs: the fullest stage is over its budget; vLLM would need {} (per GPU){}",
+                     c.offload_flags, c.fewest_nodes > 0 ? fmt::format(" (or --nodes {})", c.fewest_nodes) : "");
 }
 
 std::string launch_text(const VllmCluster& c) {

@@ -3,6 +3,7 @@
 // scripts/make_multinode_golden.py), and the command line around them.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "memory/estimate.hpp"
 #include "memory/multinode.hpp"
 #include "model/model.hpp"
+#include "tests/arch_fixture.hpp"
 #include "tests/helpers.hpp"
 #include "tests/json_schema_check.hpp"
 
@@ -328,4 +330,26 @@ TEST_CASE("multinode: --interconnect times the bytes a step sends across nodes",
   // One node: nothing crosses.
   auto one = test::run_cli({"estimate", m, "--mode", "train", "--zero", "3", "--gpus", "8", "--json"});
   CHECK(json::parse(one.out)["topology"]["network"].empty());
+}
+
+TEST_CASE("multinode: a MoE short of GPU memory offloads each stage's first layers' routed experts (--cpu-offload-params experts)",
+          "[multinode][cli][moe]") {
+  test::TempDir dir;
+  test::write_arch_fixture(test::testdata("arch/qwen3-30b-a3b"), dir.path.string());
+  const auto r = test::run_cli({"plan", dir.path.string(), "--format", "vllm", "--nodes", "2", "--gpus", "2", "--vram", "12G"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 3);
+  const size_t at = r.out.find("--cpu-offload-gb ");
+  REQUIRE(at != std::string::npos);
+  const std::string experts = " --cpu-offload-params experts";
+  CHECK(r.out.compare(r.out.find(' ', at + 17), experts.size(), experts) == 0);
+  // vLLM's walk moves whole layers' experts: a layer's 128 experts x (gate, up, down) of
+  // 768 x 2048 bf16 values over TP 2 is 603979776 B = 0.5625 GiB per GPU, so the flag is a
+  // whole number of those (GiB with six decimals: exact here).
+  const double gib = std::stod(r.out.substr(at + 17));
+  const double layers = gib / 0.5625;
+  CHECK(layers >= 1);
+  CHECK(layers == std::floor(layers));
+  CHECK_THAT(r.err, Catch::Contains("vLLM would need --cpu-offload-gb ") && Catch::Contains("--cpu-offload-params experts (per GPU)"));
+  flags_known(r.out);
 }

@@ -188,8 +188,8 @@ std::string gib_floor(uint64_t bytes) {
   return s;
 }
 
-// --cpu-offload-gb (and, for routed experts, --cpu-offload-params experts) for `short_by`
-// bytes per GPU, with the notes that say what vLLM moves.
+}  // namespace
+
 void vllm_offload(const Estimate& e, uint64_t short_by, VllmArgs& v) {
   if (short_by == 0) return;
   const bool moe = std::any_of(e.modules.begin(), e.modules.end(), [](const ModuleCost& m) { return m.expert_bytes > 0; });
@@ -223,8 +223,6 @@ void vllm_offload(const Estimate& e, uint64_t short_by, VllmArgs& v) {
                                 "attention first, which every token reads over PCIe",
                                 gb));
 }
-
-}  // namespace
 
 VllmArgs vllm_args(const Estimate& e, const std::vector<uint64_t>& vram, const std::vector<uint64_t>& device_total) {
   VllmArgs v;

@@ -70,6 +70,11 @@ struct ExpertOffload {
   std::vector<int64_t> layers;
 };
 std::optional<ExpertOffload> vllm_expert_offload(const Estimate& e, int tp, int pp, uint64_t short_by);
+// The offload flags for `short_by` bytes per GPU appended to v.command (v.tensor_parallel and
+// v.pipeline_parallel set): --cpu-offload-gb, with --cpu-offload-params experts when the
+// routed experts of the first layers cover it (vllm_expert_offload), and the notes that say
+// what vLLM then moves. Nothing when short_by is 0.
+void vllm_offload(const Estimate& e, uint64_t short_by, VllmArgs& v);
 
 // The least partitioned ZeRO setting (stage 0..3, offload none/optimizer/params) whose
 // estimate fits every GPU, as a ds_config.json; "fits": false with the last one tried

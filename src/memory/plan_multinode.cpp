@@ -81,7 +81,11 @@ VllmCluster vllm_cluster(const Estimate& e, uint64_t vram, const std::vector<uin
   c.largest_max_model_len = std::max<int64_t>(0, std::min<int64_t>(c.largest_max_model_len, e.spec.max_context > 0 ? e.spec.max_context : INT64_MAX));
   c.largest_max_num_seqs = std::max<int64_t>(0, c.largest_max_num_seqs);
   c.fits = worst_short == 0;
-  c.cpu_offload_gb = std::ceil(double(worst_short) / double(1ull << 30) * 10) / 10;
+  VllmArgs offload;  // plan_export's: the routed experts of each stage's first layers when they cover it
+  offload.tensor_parallel = c.tensor_parallel, offload.pipeline_parallel = c.pipeline_parallel;
+  vllm_offload(e, worst_short, offload);
+  c.cpu_offload_gb = offload.cpu_offload_gb;
+  c.offload_flags = offload.command.empty() ? "" : offload.command.substr(1);
   if (!device_total.empty() && device_total.front() > 0) {
     const uint64_t share = vram > e.outside_budget ? vram - e.outside_budget : 0;
     c.gpu_memory_utilization = std::min(0.99, std::floor(double(share) / double(device_total.front()) * 100) / 100);
@@ -92,7 +96,8 @@ VllmCluster vllm_cluster(const Estimate& e, uint64_t vram, const std::vector<uin
                               "--max-num-batched-tokens {} --max-num-seqs {}",
                               c.tensor_parallel, c.pipeline_parallel, c.max_model_len, c.gpu_memory_utilization,
                               kVllmMaxNumBatchedTokens, kVllmMaxNumSeqs);
-  if (c.cpu_offload_gb > 0) c.engine_args += fmt::format(" --cpu-offload-gb {:.1f}", c.cpu_offload_gb);
+  c.engine_args += offload.command;
+  c.notes.insert(c.notes.end(), offload.notes.begin(), offload.notes.end());
   launch_lines(c, model, c.pipeline_parallel);
   c.notes.push_back(fmt::format("tensor parallel {} within each node, pipeline parallel {} across nodes (vLLM's advice for nodes "
                                 "of {} GPUs); layers per node {}", c.tensor_parallel, c.pipeline_parallel, c.tensor_parallel,

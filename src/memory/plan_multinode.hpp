@@ -24,6 +24,7 @@ struct VllmCluster {
   int64_t max_model_len = 0;
   double gpu_memory_utilization = kVllmGpuMemoryUtilization;
   double cpu_offload_gb = 0;          // per GPU
+  std::string offload_flags;          // "--cpu-offload-gb X" (MoE: "... --cpu-offload-params experts"), "" when it fits
   uint64_t budget = 0;                // per GPU, as estimate's verdict
   std::vector<VllmStageCharge> stages;
   int64_t largest_max_model_len = 0;  // one sequence in the smallest stage's KV room (vLLM's start-up check)
