@@ -63,6 +63,14 @@ uint64_t sum_kv(const Estimate& e);
 uint64_t gpus(const Estimate& e);          // the workload's GPU count, at least 1
 std::string split_note(const Estimate& e);  // " / N GPUs" when split, else ""
 
+// One decoder layer's residual stream (2 × tokens × hidden) and q|k|v projections
+// (tokens × (heads + 2 × kv_heads) × head_dim) in the compute dtype, as PyTorch holds them (runtime.cpp).
+uint64_t torch_residual_bytes(const Estimate& e, uint64_t tokens);
+uint64_t torch_qkv_bytes(const Estimate& e, uint64_t tokens);
+// vLLM's profile-run peak through a MoE model's layers at `tokens` tokens (runtime_vllm_moe.cpp);
+// `f` gets the formula with its numbers.
+uint64_t vllm_moe_peak(const Estimate& e, uint64_t tokens, std::string* f);
+
 // Each adds its GPU (and host) components to `e` and returns the default allocator slack.
 uint64_t add_runtime_inference(Estimate& e, const Checkpoint& ck);  // runtime.cpp
 uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck);            // runtime_llamacpp.cpp

@@ -70,6 +70,15 @@ uint64_t sum_kv(const Estimate& e) {
   return kv;
 }
 
+uint64_t torch_residual_bytes(const Estimate& e, uint64_t tokens) {
+  return mul({2, tokens, uint64_t(e.spec.hidden_size), elem_bytes(e.compute_dtype)});
+}
+
+uint64_t torch_qkv_bytes(const Estimate& e, uint64_t tokens) {
+  const ModelSpec& s = e.spec;
+  return mul({tokens, uint64_t(s.num_heads + 2 * s.num_kv_heads), uint64_t(s.head_dim), elem_bytes(e.compute_dtype)});
+}
+
 namespace {
 
 constexpr uint64_t kMiB = 1ULL << 20;
@@ -89,8 +98,8 @@ uint64_t torch_layer_peak(const Estimate& e, uint64_t tokens, uint64_t ctx, bool
   const ModelSpec& s = e.spec;
   const uint64_t h = s.hidden_size, a = s.num_heads, kvh = s.num_kv_heads, d = s.head_dim,
                  I = std::max<int64_t>(s.intermediate_size, 0), el = elem_bytes(e.compute_dtype);
-  const uint64_t residual = mul({2, tokens, h, el});
-  const uint64_t qkv = mul({tokens, a + 2 * kvh, d, el});
+  const uint64_t residual = torch_residual_bytes(e, tokens);
+  const uint64_t qkv = torch_qkv_bytes(e, tokens);
   const uint64_t sc = scores ? mul({a, tokens, ctx, 4 + el}) : 0;
   const uint64_t mlp = mul({3, tokens, I, el});
   *f = fmt::format("residual 2·t·h·{el} + max(attention t·(a+2·kv)·d·{el}{sc}, mlp 3·t·I·{el}) with t={t} h={h} a={a} kv={kv} d={d} I={I}",
@@ -227,7 +236,7 @@ uint64_t add_vllm(Estimate& e) {
                                kVllmBlock, tokens, w.batch, elem_bytes(e.kv_dtype), split_note(e))});
   const uint64_t t = kVllmBatchedTokens;
   std::string f;
-  e.activation_bytes = torch_layer_peak(e, t, t, false, &f);
+  e.activation_bytes = s.num_experts > 0 ? vllm_moe_peak(e, t, &f) : torch_layer_peak(e, t, t, false, &f);
   e.gpu.push_back({"activations", e.activation_bytes, "profile run at max_num_batched_tokens: " + f});
   e.logits_bytes = mul({kVllmMaxSeqs, uint64_t(s.vocab_size), 4});
   e.gpu.push_back({"logits", e.logits_bytes, fmt::format("sampler profile: max_num_seqs({}) × vocab({}) × 4 B", kVllmMaxSeqs, s.vocab_size)});
