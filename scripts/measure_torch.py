@@ -4,6 +4,7 @@
     python scripts/measure_torch.py measure [--dir /tmp/nunchaku-measure/torch] [--out testdata/golden/measured_torch.json]
                                             [--only NAME,...] [--reps N] [--fixtures testdata/measured_torch]
     python scripts/measure_torch.py fixtures [--dir ...] [--fixtures testdata/measured_torch]
+    python scripts/measure_torch.py moe-block [--dir ...] [--out testdata/golden/measured_torch_moe.json]
 
 Writes small models with transformers (random weights, save_pretrained: config.json +
 model.safetensors) into --dir, then runs every case of the matrix below in a fresh Python
@@ -38,6 +39,11 @@ MODELS = {
     "gemma2-50m": dict(cls="Gemma2ForCausalLM", cfg="Gemma2Config", hidden_size=640, intermediate_size=2048, num_attention_heads=8,
                        num_key_value_heads=4, head_dim=80, num_hidden_layers=8, vocab_size=8192, max_position_embeddings=4096,
                        sliding_window=512),
+    # Qwen3-MoE-shaped: 16 experts, top-4, experts of 256 (the dense intermediate_size 1024 unused)
+    "qwen3moe-30m": dict(cls="Qwen3MoeForCausalLM", cfg="Qwen3MoeConfig", hidden_size=512, intermediate_size=1024,
+                         moe_intermediate_size=256, num_experts=16, num_experts_per_tok=4, num_attention_heads=8,
+                         num_key_value_heads=2, head_dim=64, num_hidden_layers=4, vocab_size=4096, max_position_embeddings=8192,
+                         tie_word_embeddings=False),
 }
 
 # (name, model, kind, dtype, attention, batch, prompt or sequence, new tokens or steps, extra)
@@ -108,6 +114,60 @@ if kind != "import":
 out["end"] = rss()
 print(json.dumps(out))
 '''
+
+
+BLOCK_PY = r'''
+import json, sys
+from pathlib import Path
+def status(key):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+import torch, transformers
+torch.set_num_threads(int(sys.argv[4]))
+torch.manual_seed(0)
+model_dir, dtype, tokens = sys.argv[1], getattr(torch, sys.argv[2]), int(sys.argv[3])
+model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).eval()
+block = model.model.layers[0].mlp
+x = torch.randn(tokens, model.config.hidden_size, dtype=dtype).view(1, tokens, -1)
+with torch.no_grad():
+    block(x[:, :8])  # the kernels' first-call state
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS (the load's own peak forgotten)
+    before = status("VmRSS")
+    y = block(x)
+peak = status("VmHWM")
+print(json.dumps({"experts_implementation": model.config._experts_implementation, "transient": peak - before,
+                  "output": y.numel() * y.element_size()}))
+'''
+
+
+def moe_block(args):
+    """One MoE block's forward over t tokens in a fresh process with MALLOC_MMAP_THRESHOLD_=65536
+    (freed tensors go back to the kernel, so the RSS rise is the live transient): its peak RSS
+    (VmHWM, reset through /proc/self/clear_refs just before) above the RSS before the call,
+    output included."""
+    import torch
+    import transformers
+    d = Path(args.dir)
+    d.mkdir(parents=True, exist_ok=True)
+    make_models(d)
+    block_py = d / "block.py"
+    block_py.write_text(BLOCK_PY)
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
+    rows = []
+    for dtype in ("float32", "bfloat16"):
+        for tokens in (2048, 4096, 8192):
+            r = subprocess.run([sys.executable, str(block_py), str(d / "qwen3moe-30m"), dtype, str(tokens), str(THREADS)],
+                               capture_output=True, text=True, env=env)
+            if r.returncode != 0:
+                sys.exit(f"block failed:\n{r.stderr[-4000:]}")
+            got = json.loads(r.stdout.strip().splitlines()[-1])
+            print(f"== qwen3moe-30m block {dtype} t={tokens}: {got['transient']} B ({got['experts_implementation']})", file=sys.stderr)
+            rows.append({"dtype": dtype, "tokens": tokens, **got})
+    doc = {"torch": torch.__version__, "transformers": transformers.__version__, "python": sys.version.split()[0],
+           "threads": THREADS, "malloc": "MALLOC_MMAP_THRESHOLD_=65536", "model": "qwen3moe-30m", "cases": rows}
+    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {args.out}: {len(rows)} cases", file=sys.stderr)
 
 
 def make_models(d):
@@ -226,6 +286,9 @@ def main():
     a.add_argument("--reps", type=int, default=1)
     for x in (i, a):
         x.add_argument("--fixtures", default="testdata/measured_torch")
+    b = sub.add_parser("moe-block", help="one MoE block's transient at 2048, 4096 and 8192 tokens (qwen3moe-30m)")
+    b.add_argument("--dir", default=os.environ.get("MEASURE_DIR", "/tmp/nunchaku-measure/torch"))
+    b.add_argument("--out", default="testdata/golden/measured_torch_moe.json")
     t = sub.add_parser("table")
     t.add_argument("bin")
     t.add_argument("--dir", default=os.environ.get("MEASURE_DIR", "/tmp/nunchaku-measure/torch"))
@@ -233,6 +296,9 @@ def main():
     args = ap.parse_args()
     if args.cmd == "table":
         table(args)
+        return
+    if args.cmd == "moe-block":
+        moe_block(args)
         return
     if args.cmd == "measure":
         measure(args)

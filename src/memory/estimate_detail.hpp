@@ -67,9 +67,13 @@ std::string split_note(const Estimate& e);  // " / N GPUs" when split, else ""
 // (tokens × (heads + 2 × kv_heads) × head_dim) in the compute dtype, as PyTorch holds them (runtime.cpp).
 uint64_t torch_residual_bytes(const Estimate& e, uint64_t tokens);
 uint64_t torch_qkv_bytes(const Estimate& e, uint64_t tokens);
-// vLLM's profile-run peak through a MoE model's layers at `tokens` tokens (runtime_vllm_moe.cpp);
-// `f` gets the formula with its numbers.
+// Mixture of experts (runtime_moe.cpp): whether a decoder layer has no routed experts
+// (DeepSeek's first_k_dense_replace); vLLM's profile-run peak through the model's layers at
+// `tokens` tokens; transformers' routed-experts transient for `tokens` tokens. `f` gets the
+// formula with its numbers.
+bool has_dense_layer(const Estimate& e);
 uint64_t vllm_moe_peak(const Estimate& e, uint64_t tokens, std::string* f);
+uint64_t torch_moe_bytes(const Estimate& e, uint64_t tokens, std::string* f);
 
 // Each adds its GPU (and host) components to `e` and returns the default allocator slack.
 uint64_t add_runtime_inference(Estimate& e, const Checkpoint& ck);  // runtime.cpp

@@ -101,10 +101,17 @@ uint64_t torch_layer_peak(const Estimate& e, uint64_t tokens, uint64_t ctx, bool
   const uint64_t residual = torch_residual_bytes(e, tokens);
   const uint64_t qkv = torch_qkv_bytes(e, tokens);
   const uint64_t sc = scores ? mul({a, tokens, ctx, 4 + el}) : 0;
-  const uint64_t mlp = mul({3, tokens, I, el});
-  *f = fmt::format("residual 2·t·h·{el} + max(attention t·(a+2·kv)·d·{el}{sc}, mlp 3·t·I·{el}) with t={t} h={h} a={a} kv={kv} d={d} I={I}",
+  const uint64_t dense = mul({3, tokens, I, el});
+  std::string experts;
+  const uint64_t moe = s.num_experts > 0 ? torch_moe_bytes(e, tokens, &experts) : 0;
+  const bool any_dense = s.num_experts == 0 || has_dense_layer(e);
+  const uint64_t mlp = std::max(any_dense ? dense : 0, moe);
+  const std::string mlp_f = s.num_experts == 0 ? fmt::format("3·t·I·{}", el)
+                                                : any_dense ? fmt::format("max(dense layers 3·t·I·{}, {})", el, experts) : experts;
+  *f = fmt::format("residual 2·t·h·{el} + max(attention t·(a+2·kv)·d·{el}{sc}, mlp {mlp}) with t={t} h={h} a={a} kv={kv} d={d} I={I}",
                    fmt::arg("el", el), fmt::arg("t", tokens), fmt::arg("h", h), fmt::arg("a", a), fmt::arg("kv", kvh), fmt::arg("d", d),
-                   fmt::arg("I", I), fmt::arg("sc", scores ? fmt::format(" + scores a·t·{}·(4+{})", ctx, el) : " (no score matrix)"));
+                   fmt::arg("I", I), fmt::arg("mlp", mlp_f),
+                   fmt::arg("sc", scores ? fmt::format(" + scores a·t·{}·(4+{})", ctx, el) : " (no score matrix)"));
   return add(residual, std::max(add(qkv, sc), mlp));
 }
 

@@ -1,7 +1,9 @@
-// vLLM's profile run through a mixture-of-experts model (sources and commits in
-// docs/estimate.md): the unquantized CUDA path runs the routed experts through the modular
+// Mixture-of-experts layers' transients per runtime (sources and commits in docs/estimate.md).
+// vLLM's profile run: the unquantized CUDA path runs the routed experts through the modular
 // kernel with the Triton experts, whose two workspaces come from one persistent buffer that
 // outlives the layer, beside the router's logits, the top-k tables and the block alignment.
+// transformers 5: the experts' default implementation, grouped_mm, gathers each token's k
+// copies and keeps four (t·k, h) tensors alive at its end.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -42,12 +44,23 @@ uint64_t router_bytes(const MoeDims& d) {
   return add(add(mul({d.t, d.E, d.el}), mul({d.t, d.k, 12})), mul({add(add(padded, (padded + kBlockM - 1) / kBlockM), 1), 4}));
 }
 
+}  // namespace
+
 bool has_dense_layer(const Estimate& e) {
   return std::any_of(e.modules.begin(), e.modules.end(),
                      [](const ModuleCost& m) { return m.kind == ModuleKind::Layer && m.layer >= 0 && m.expert_bytes == 0; });
 }
 
-}  // namespace
+// grouped_mm_experts_forward (transformers/integrations/moe.py): at `weighted_out[inv_perm]`
+// the gathered inputs, the down projections, the weighted copy and its reordering, each
+// (t·k, h); the int64 sort order, expert ids and inverse order and the gathered weights,
+// (t·k); the router's logits (t, E) and their fp32 softmax.
+uint64_t torch_moe_bytes(const Estimate& e, uint64_t tokens, std::string* f) {
+  const MoeDims d = moe_dims(e, tokens);
+  const uint64_t S = mul({d.t, d.k});
+  *f = fmt::format("grouped_mm experts 4·t·k·h·{0} + t·k·(24+{0}) + router t·E·({0}+4) with k={1} E={2}", d.el, d.k, d.E);
+  return add(add(mul({4, S, d.h, d.el}), mul({S, 24 + d.el})), mul({d.t, d.E, d.el + 4}));
+}
 
 uint64_t vllm_moe_peak(const Estimate& e, uint64_t tokens, std::string* f) {
   const MoeDims d = moe_dims(e, tokens);
