@@ -31,7 +31,9 @@ std::vector<engine::ProbeClass> decode_classes(const Checkpoint& ck, const Model
   const double routed = s ? routed_fraction(s->num_experts, s->num_experts_per_tok, batch) : 1.0;
   bool head = false;
   for (const Module& m : layout.modules) head = head || (m.component.empty() && m.kind == ModuleKind::Head);
-  std::map<std::tuple<DType, int64_t, int64_t>, double> by_class;  // (type, rows, cols) -> matrices per step
+  // (type, rows, cols, exact only) -> matrices per step; the router and the routed experts run
+  // exactly under --fast-math too (the CPU backend's moe op).
+  std::map<std::tuple<DType, int64_t, int64_t, bool>, double> by_class;
   for (const Module& m : layout.modules) {
     if (!m.component.empty() || m.kind == ModuleKind::FinalNorm || m.kind == ModuleKind::Other) continue;
     if (m.kind == ModuleKind::Embedding && head) continue;  // a lookup of B rows
@@ -44,11 +46,11 @@ std::vector<engine::ProbeClass> decode_classes(const Checkpoint& ck, const Model
       if (!matrix || n < 2 || t.shape[n - 1] <= 0 || t.shape[n - 2] <= 0) continue;
       double count = 1;  // a stack [E, rows, cols] (experts, MLA's per-head k_b / v_b): E matrices
       for (size_t i = 0; i + 2 < n; ++i) count *= double(std::max<int64_t>(t.shape[i], 0));
-      by_class[{t.dtype, t.shape[n - 2], t.shape[n - 1]}] += is_expert_role(r) ? count * routed : count;
+      by_class[{t.dtype, t.shape[n - 2], t.shape[n - 1], is_expert_role(r) || r == Role::Router}] += is_expert_role(r) ? count * routed : count;
     }
   }
   std::vector<engine::ProbeClass> out;
-  for (const auto& [key, count] : by_class) out.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), count});
+  for (const auto& [key, count] : by_class) out.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), count, std::get<3>(key)});
   return out;
 }
 
@@ -58,7 +60,8 @@ std::string probe_line(const engine::SpeedProbe& p) {
   for (const auto& r : p.rates)
     types.push_back(r.fast_path ? fmt::format("{} {}x{}: {} exact, {} fast", dtype_name(r.of.dtype), r.of.rows, r.of.cols,
                                               rate(wps(r, r.exact)), rate(wps(r, r.fast)))
-                                : fmt::format("{} {}x{}: {}", dtype_name(r.of.dtype), r.of.rows, r.of.cols, rate(wps(r, r.exact))));
+                                : fmt::format("{} {}x{}{}: {}", dtype_name(r.of.dtype), r.of.rows, r.of.cols,
+                                              r.of.exact_only ? " (router or experts: exact)" : "", rate(wps(r, r.exact))));
   std::string speeds = p.fast_path ? fmt::format("exact {:.1f} tok/s, --fast-math {:.1f} tok/s", p.exact_tok_s, p.fast_tok_s)
                                    : fmt::format("{:.1f} tok/s (exact; no weight here has a --fast-math path on this CPU)", p.exact_tok_s);
   std::string skipped;
@@ -73,7 +76,8 @@ std::string probe_line(const engine::SpeedProbe& p) {
 nlohmann::json probe_json(const engine::SpeedProbe& p) {
   nlohmann::json types = nlohmann::json::array(), skipped = nlohmann::json::array();
   const auto shape = [](const engine::ProbeClass& c) {
-    return nlohmann::json{{"dtype", dtype_name(c.dtype)}, {"rows", c.rows}, {"cols", c.cols}, {"matrices_per_step", c.count}};
+    return nlohmann::json{{"dtype", dtype_name(c.dtype)}, {"rows", c.rows}, {"cols", c.cols}, {"matrices_per_step", c.count},
+                          {"exact_only", c.exact_only}};
   };
   for (const auto& r : p.rates) {
     nlohmann::json t = shape(r.of);

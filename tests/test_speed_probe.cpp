@@ -22,7 +22,7 @@ std::map<std::string, double> classes_of(const json& probe) {
   std::map<std::string, double> out;
   for (const auto& t : probe.at("types"))
     out[t.at("dtype").get<std::string>() + " " + std::to_string(t.at("rows").get<int64_t>()) + "x" +
-        std::to_string(t.at("cols").get<int64_t>())] = t.at("matrices_per_step").get<double>();
+        std::to_string(t.at("cols").get<int64_t>()) + (t.at("exact_only").get<bool>() ? " exact" : "")] = t.at("matrices_per_step").get<double>();
   return out;
 }
 }  // namespace
@@ -40,6 +40,7 @@ TEST_CASE("estimate --device cpu: the matrices a decode step multiplies by, by h
   // mixtral (fp32, hidden 32, 4 heads of 8, 2 KV heads, 4 experts of FFN 64, top 2, vocab 128):
   // per layer q and o 32x32, k and v 16x32, the router 4x32, and of the 4 experts' gate and up
   // (64x32) and down (32x64) the share 1 - (1 - 2/4)^B a batch of B reaches; the head 128x32.
+  // The router and the routed experts run exactly under --fast-math too (the moe op).
   for (int64_t batch : {1, 4}) {
     INFO("batch " << batch);
     const double reach = 1 - std::pow(0.5, double(batch));
@@ -49,10 +50,10 @@ TEST_CASE("estimate --device cpu: the matrices a decode step multiplies by, by h
     CHECK(c.size() == 6);
     CHECK(c.at("F32 32x32") == 4);
     CHECK(c.at("F32 16x32") == 4);
-    CHECK(c.at("F32 4x32") == 2);
+    CHECK(c.at("F32 4x32 exact") == 2);
     CHECK(c.at("F32 128x32") == 1);
-    CHECK(c.at("F32 64x32") == Approx(2 * 2 * 4 * reach));
-    CHECK(c.at("F32 32x64") == Approx(2 * 4 * reach));
+    CHECK(c.at("F32 64x32 exact") == Approx(2 * 2 * 4 * reach));
+    CHECK(c.at("F32 32x64 exact") == Approx(2 * 4 * reach));
   }
 }
 
@@ -86,9 +87,11 @@ TEST_CASE("estimate --device cpu: the measured decode speed in text and JSON, on
 
 TEST_CASE("speed probe: K-quants timed both ways, types the dense matmul cannot read listed apart", "[engine][speed-probe]") {
   using namespace nunchaku::engine;
-  const ProbeClass classes[] = {{DType::Q4_K, 512, 256, 2}, {DType::F32, 64, 64, 3.5}, {DType::MXFP4, 128, 64, 1}, {DType::Q8_0, 64, 96, 0}};
+  // Q4_K twice: as a dense matrix, and as routed experts (exact under --fast-math too).
+  const ProbeClass classes[] = {{DType::Q4_K, 512, 256, 2},    {DType::F32, 64, 64, 3.5},        {DType::MXFP4, 128, 64, 1},
+                                {DType::Q8_0, 64, 96, 0},      {DType::Q4_K, 256, 256, 1.5, true}};
   const SpeedProbe p = probe_decode(classes, 2, 2);
-  REQUIRE(p.rates.size() == 2);  // Q8_0: none per step, left out
+  REQUIRE(p.rates.size() == 3);  // Q8_0: none per step, left out
   REQUIRE(p.skipped.size() == 1);
   CHECK(p.skipped[0].dtype == DType::MXFP4);
   CHECK(p.threads == 2);
@@ -97,13 +100,16 @@ TEST_CASE("speed probe: K-quants timed both ways, types the dense matmul cannot 
   double exact = 0, fast = 0;
   for (const ProbeRate& r : p.rates) {
     CHECK(r.exact > 0);
-    if (r.of.dtype == DType::F32) CHECK(r.fast == r.exact);
+    if (r.of.dtype == DType::F32 || r.of.exact_only) {
+      CHECK(r.fast == r.exact);
+      CHECK_FALSE(r.fast_path);
+    }
     exact += r.of.count * r.exact, fast += r.of.count * r.fast;
   }
   CHECK(p.exact_tok_s == Approx(2 / exact));
   CHECK(p.fast_tok_s == Approx(2 / fast));
   // The synthetic weights: this step's own bytes when the cache holds them (timed from the
-  // cache, as the model would be), at least 1 MiB: Q4_K 2 x 512 rows x 144 B + F32 3.5 x 64 x
-  // 256 B + MXFP4 128 rows x 34 B, far under 1 MiB.
+  // cache, as the model would be), at least 1 MiB: Q4_K 2 x 512 rows x 144 B + 1.5 x 256 rows
+  // x 144 B + F32 3.5 x 64 x 256 B + MXFP4 128 rows x 34 B, far under 1 MiB.
   CHECK(p.buffer_bytes == 1 << 20);
 }

@@ -50,6 +50,7 @@ uint64_t buffer_bytes(double step_bytes) {
 }
 
 bool fast_for(const ProbeClass& c) {
+  if (c.exact_only) return false;
   const FastPath p = fast_math_path(c.dtype, c.cols);
   return p == FastPath::Q8K || (p == FastPath::BF16 && fast_bf16_available());
 }

@@ -23,6 +23,7 @@ struct ProbeClass {
   DType dtype = DType::F32;
   int64_t rows = 0, cols = 0;
   double count = 0;
+  bool exact_only = false;  // run exactly even with --fast-math (the CPU backend's router and routed experts)
   double weights() const { return double(rows) * double(cols) * count; }
 };
 
