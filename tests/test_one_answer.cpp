@@ -83,8 +83,11 @@ struct Tally {
   size_t fixes_typed = 0, offload_answers = 0, ooms = 0;
 };
 
-// Each case, then each fix it suggests typed back (see the file's head).
-Tally type_back(const test::TempDir& d, const std::vector<Case>& cases) {
+// Each case, then each fix it suggests typed back (see the file's head), on the models
+// written afresh in a temporary directory.
+Tally type_back(const std::vector<Case>& cases) {
+  test::TempDir d;
+  write_models(d);
   Tally t;
   for (const Case& c : cases) {
     const std::string path = d.file(c.model);
@@ -130,9 +133,7 @@ Tally type_back(const test::TempDir& d, const std::vector<Case>& cases) {
 // stays under 30 s in the sanitizer build on a busy machine (whole, 41 s there). Together: at least 14 OOM
 // cases with fixes, 55 fixes typed back, and 5 times estimate offering plan's offload.
 TEST_CASE("one answer: every fix estimate and plan suggest, typed back, fits as it said (Llama-3-8B estimates)", "[estimate][plan][fixes]") {
-  test::TempDir d;
-  write_models(d);
-  const Tally t = type_back(d, {
+  const Tally t = type_back({
       {"llama3-8b", "estimate", {"--vram", "16G", "--cpu-ram", "32G"}},
       {"llama3-8b", "estimate", {"--vram", "8G", "--cpu-ram", "32G"}},
       {"llama3-8b", "estimate", {"--vram", "12G", "--cpu-ram", "32G", "--runtime", "transformers"}},
@@ -148,9 +149,7 @@ TEST_CASE("one answer: every fix estimate and plan suggest, typed back, fits as 
 }
 
 TEST_CASE("one answer: every fix estimate and plan suggest, typed back, fits as it said (Llama-3-8B plans)", "[estimate][plan][fixes]") {
-  test::TempDir d;
-  write_models(d);
-  const Tally t = type_back(d, {
+  const Tally t = type_back({
       {"llama3-8b", "plan", {"--vram", "16G", "--cpu-ram", "32G"}},
       {"llama3-8b", "plan", {"--vram", "4G", "--cpu-ram", "4G"}},
       {"llama3-8b", "plan", {"--vram", "8G", "--cpu-ram", "2G", "--runtime", "transformers"}},
@@ -162,9 +161,7 @@ TEST_CASE("one answer: every fix estimate and plan suggest, typed back, fits as 
 }
 
 TEST_CASE("one answer: every fix estimate and plan suggest, typed back, fits as it said (Llama-2-70B)", "[estimate][plan][fixes]") {
-  test::TempDir d;
-  write_models(d);
-  const Tally t = type_back(d, {
+  const Tally t = type_back({
       {"llama2-70b", "estimate", {"--vram", "24G", "--cpu-ram", "64G", "--runtime", "llama.cpp"}},
       {"llama2-70b", "estimate", {"--vram", "80G", "--cpu-ram", "64G", "--gpus", "2", "--runtime", "vllm"}},
       {"llama2-70b", "plan", {"--vram", "24G,24G", "--cpu-ram", "64G"}},
@@ -175,9 +172,7 @@ TEST_CASE("one answer: every fix estimate and plan suggest, typed back, fits as 
 }
 
 TEST_CASE("one answer: every fix estimate and plan suggest, typed back, fits as it said (MoE, Gemma 3)", "[estimate][plan][fixes]") {
-  test::TempDir d;
-  write_models(d);
-  const Tally t = type_back(d, {
+  const Tally t = type_back({
       {"qwen3-moe", "estimate", {"--vram", "24G", "--cpu-ram", "64G"}},
       {"qwen3-moe", "estimate", {"--vram", "16G", "--cpu-ram", "64G", "--runtime", "llama.cpp"}},
       {"qwen3-moe", "plan", {"--vram", "16G", "--cpu-ram", "32G"}},
