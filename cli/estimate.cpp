@@ -59,7 +59,13 @@ std::optional<engine::SpeedProbe> cpu_speed(const EstimateOptions& o, const Esti
     return std::nullopt;
   const std::vector<engine::ProbeClass> classes = decode_classes(ck, layout, w.batch);
   if (classes.empty()) return std::nullopt;
-  return engine::probe_decode(classes, w.batch, w.threads);
+  try {
+    return engine::probe_decode(classes, w.batch, w.threads);
+  } catch (const Error& err) {  // a memory limit (ulimit -v, a small cgroup): the estimate stands without it
+    if (err.code() != "engine.out_of_memory") throw;
+    fmt::print(stderr, "note: the decode speed probe was skipped: {}\n", err.what());
+    return std::nullopt;
+  }
 }
 
 // The decode bound of everything on the estimate's device (the CPU, or one GPU when it fits
