@@ -170,19 +170,86 @@ TrainingExport shard_export(const std::string& format, const Checkpoint& ck, con
   return x;
 }
 
-int run_plan(const PlanCliOptions& o) {
+// The output format (--json is --format json), and the option values checked before any work.
+std::string checked_format(const PlanCliOptions& o) {
   if (o.json && o.format != "table" && o.format != "json")
     throw Error("usage.format", fmt::format("--json and --format {} disagree", o.format), {.hint = "--json is --format json"});
-  const std::string format = o.json ? "json" : o.format;
+  std::string format = o.json ? "json" : o.format;
   static const std::vector<std::string> formats = {"table", "json", "accelerate", "llama.cpp", "vllm", "deepspeed", "fsdp"};
   if (std::find(formats.begin(), formats.end(), format) == formats.end())
     throw Error("usage.format", fmt::format("--format: unknown format '{}'", format),
                 {.hint = "table, json, accelerate, llama.cpp, vllm, deepspeed, fsdp"});
-  const bool training_export = format == "deepspeed" || format == "fsdp";  // states sharded over ranks, not a device map
   if (!o.compat.empty() && o.compat != "accelerate")
     throw Error("usage.compat", fmt::format("--compat: unknown tool '{}'", o.compat), {.hint = "accelerate"});
   if (o.offload_exec != "cpu" && o.offload_exec != "gpu")
     throw Error("usage.offload_exec", fmt::format("--offload-exec must be cpu or gpu, not '{}'", o.offload_exec));
+  return format;
+}
+
+// Where the routed experts went and the --min-vram answers, as notes of the plan.
+void placement_notes(DevicePlan& p, const Estimate& e, const PlanRequest& r, const PlanCliOptions& o, const Workload& w,
+                     std::optional<uint64_t> minv) {
+  if (const auto cpu = cpu_expert_layers(p, e); !cpu.empty() && !r.vram.empty())
+    p.notes.push_back(fmt::format("routed experts of {} off the GPUs (attention, norms, router and shared experts of every "
+                                  "GPU layer stay on it): layers {}",
+                                  plural(cpu.size(), "layer"), format_ranges(cpu)));
+  std::vector<int64_t> disk_experts;  // without GPUs: layers in memory whose experts are on disk
+  for (size_t i = 0; i < p.expert_device.size() && i < e.modules.size(); ++i)
+    if (p.expert_device[i].kind == Device::Kind::Disk && p.module_device[i] != p.expert_device[i]) disk_experts.push_back(e.modules[i].layer);
+  if (r.vram.empty() && !disk_experts.empty())
+    p.notes.push_back(fmt::format("routed experts of {} on disk, read expert by expert as tokens route to them (the rest of "
+                                  "each layer stays in memory): layers {}",
+                                  plural(disk_experts.size(), "layer"), format_ranges(disk_experts)));
+  if (minv) p.notes.push_back(fmt::format("min VRAM per GPU for everything on {}: {} ({} B)", plural(std::max<size_t>(1, r.vram.size()), "GPU"),
+                                          format_bytes(*minv), *minv));
+  else if (o.min_vram) p.notes.push_back("min VRAM: no budget holds every module on the GPUs");
+  if (o.min_vram && w.mode == Mode::Infer)
+    if (auto m = min_vram_without_experts(e, w.gpus))
+      p.notes.push_back(fmt::format("min VRAM per GPU with the routed experts in host memory (every layer's attention, router and "
+                                    "shared experts, and the KV cache, on the GPUs): {} ({} B)",
+                                    format_bytes(*m), *m));
+}
+
+// The picture, then the chosen format to -o (FILE or DIR) or stdout, with the words where
+// they do not spoil a machine-readable stdout.
+void emit_plan(const PlanCliOptions& o, const std::string& format, const std::string& text,
+               const std::vector<std::pair<std::string, std::string>>& files, const std::string& verdict_line, const DevicePlan& p,
+               const Estimate& e, const std::vector<PlanFix>& fixes, const Bandwidths& bw) {
+  if (!o.svg.empty()) {
+    write_file_atomically(o.svg, bar_chart_svg(plan_chart(p, e, plan_verdict(p, static_cast<size_t>(e.spec.num_layers), &e))));
+    fmt::print(stderr, "wrote {} (svg)\n", o.svg);
+  }
+  if (is_output_dir(o.output)) {  // -o DIR: the export's files
+    if (files.empty())
+      throw Error("usage.output", fmt::format("-o {}: a directory takes the exports of several files (--format deepspeed or fsdp, "
+                                              "or --format vllm with --nodes); --format {} writes one file", o.output, format),
+                  {.hint = "give -o FILE"});
+    // DeepSpeed partitions states over the ranks: its notes and verdict, not a layer placement.
+    for (const auto& n : p.notes) fmt::print("note: {}\n", wrap(n, output_width(), 6));
+    fmt::print("{}\n", verdict_line);
+    for (const auto& f : write_export_files(o.output, files)) fmt::print("wrote {}\n", f);
+  } else if (!o.output.empty() && o.output != "-") {  // "-o -" is stdout, as no -o
+    // The file gets the chosen format; stdout the table (or, for the table itself, where it went).
+    write_file_atomically(o.output, text);
+    if (format != "table") fmt::print("{}", render_table(p, e, fixes, bw));
+    else fmt::print("{}\n", plan_verdict(p, static_cast<size_t>(e.spec.num_layers), &e));
+    fmt::print("wrote {} ({})\n", o.output, format);
+  } else if (format == "table" || format == "json") {
+    fmt::print("{}", text);
+  } else {
+    // An export on stdout stays machine-readable: the words go to stderr.
+    fmt::print("{}", text);
+    // Flushed before the words so they follow it; a refused write is main's "cannot write stdout".
+    if (std::fflush(stdout) != 0) throw std::system_error(errno, std::generic_category(), "stdout");
+    for (const auto& n : p.notes) fmt::print(stderr, "note: {}\n", n);
+    fmt::print(stderr, "{}\n{}", verdict_line.empty() ? plan_verdict(p, static_cast<size_t>(e.spec.num_layers), &e) : verdict_line,
+               render_fixes(p, fixes));
+  }
+}
+
+int run_plan(const PlanCliOptions& o) {
+  const std::string format = checked_format(o);
+  const bool training_export = format == "deepspeed" || format == "fsdp";  // states sharded over ranks, not a device map
 
   const Bandwidths bw = parse_bandwidths(o.bandwidth);
   PlanRequest r;
@@ -249,25 +316,7 @@ int run_plan(const PlanCliOptions& o) {
   AccelerateMap amap;
   DevicePlan p = r.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e, r, &amap) : make_plan(e, r);
   p.notes.insert(p.notes.begin(), notes.begin(), notes.end());
-  if (const auto cpu = cpu_expert_layers(p, e); !cpu.empty() && !r.vram.empty())
-    p.notes.push_back(fmt::format("routed experts of {} off the GPUs (attention, norms, router and shared experts of every "
-                                  "GPU layer stay on it): layers {}",
-                                  plural(cpu.size(), "layer"), format_ranges(cpu)));
-  std::vector<int64_t> disk_experts;  // without GPUs: layers in memory whose experts are on disk
-  for (size_t i = 0; i < p.expert_device.size() && i < e.modules.size(); ++i)
-    if (p.expert_device[i].kind == Device::Kind::Disk && p.module_device[i] != p.expert_device[i]) disk_experts.push_back(e.modules[i].layer);
-  if (r.vram.empty() && !disk_experts.empty())
-    p.notes.push_back(fmt::format("routed experts of {} on disk, read expert by expert as tokens route to them (the rest of "
-                                  "each layer stays in memory): layers {}",
-                                  plural(disk_experts.size(), "layer"), format_ranges(disk_experts)));
-  if (minv) p.notes.push_back(fmt::format("min VRAM per GPU for everything on {}: {} ({} B)", plural(std::max<size_t>(1, r.vram.size()), "GPU"),
-                                          format_bytes(*minv), *minv));
-  else if (o.min_vram) p.notes.push_back("min VRAM: no budget holds every module on the GPUs");
-  if (o.min_vram && w.mode == Mode::Infer)
-    if (auto m = min_vram_without_experts(e, w.gpus))
-      p.notes.push_back(fmt::format("min VRAM per GPU with the routed experts in host memory (every layer's attention, router and "
-                                    "shared experts, and the KV cache, on the GPUs): {} ({} B)",
-                                    format_bytes(*m), *m));
+  placement_notes(p, e, r, o, w, minv);
 
   std::vector<PlanFix> fixes;
   if (!p.fits && !training_export) {
@@ -337,36 +386,7 @@ int run_plan(const PlanCliOptions& o) {
     fits = x.fits;
   }
 
-  if (!o.svg.empty()) {
-    write_file_atomically(o.svg, bar_chart_svg(plan_chart(p, e, plan_verdict(p, static_cast<size_t>(e.spec.num_layers), &e))));
-    fmt::print(stderr, "wrote {} (svg)\n", o.svg);
-  }
-  if (is_output_dir(o.output)) {  // -o DIR: the export's files
-    if (files.empty())
-      throw Error("usage.output", fmt::format("-o {}: a directory takes the exports of several files (--format deepspeed or fsdp, "
-                                              "or --format vllm with --nodes); --format {} writes one file", o.output, format),
-                  {.hint = "give -o FILE"});
-    // DeepSpeed partitions states over the ranks: its notes and verdict, not a layer placement.
-    for (const auto& n : p.notes) fmt::print("note: {}\n", wrap(n, output_width(), 6));
-    fmt::print("{}\n", verdict_line);
-    for (const auto& f : write_export_files(o.output, files)) fmt::print("wrote {}\n", f);
-  } else if (!o.output.empty() && o.output != "-") {  // "-o -" is stdout, as no -o
-    // The file gets the chosen format; stdout the table (or, for the table itself, where it went).
-    write_file_atomically(o.output, text);
-    if (format != "table") fmt::print("{}", render_table(p, e, fixes, bw));
-    else fmt::print("{}\n", plan_verdict(p, static_cast<size_t>(e.spec.num_layers), &e));
-    fmt::print("wrote {} ({})\n", o.output, format);
-  } else if (format == "table" || format == "json") {
-    fmt::print("{}", text);
-  } else {
-    // An export on stdout stays machine-readable: the words go to stderr.
-    fmt::print("{}", text);
-    // Flushed before the words so they follow it; a refused write is main's "cannot write stdout".
-    if (std::fflush(stdout) != 0) throw std::system_error(errno, std::generic_category(), "stdout");
-    for (const auto& n : p.notes) fmt::print(stderr, "note: {}\n", n);
-    fmt::print(stderr, "{}\n{}", verdict_line.empty() ? plan_verdict(p, static_cast<size_t>(e.spec.num_layers), &e) : verdict_line,
-               render_fixes(p, fixes));
-  }
+  emit_plan(o, format, text, files, verdict_line, p, e, fixes, bw);
   return fits ? 0 : static_cast<int>(Exit::OutOfMemory);
 }
 
