@@ -16,7 +16,7 @@ bool matmul_role(Role r) {
   switch (r) {
     case Role::Q: case Role::K: case Role::V: case Role::O: case Role::Gate: case Role::Up: case Role::Down:
     case Role::QKV: case Role::GateUp: case Role::Router: case Role::ExpGate: case Role::ExpUp: case Role::ExpDown:
-    case Role::ExpGateUp: case Role::ExpGateUpMixed: case Role::ShGate: case Role::ShUp: case Role::ShDown:
+    case Role::ExpGateUp: case Role::ExpGateUpMixed: case Role::ExpGateUpIn: case Role::ShGate: case Role::ShUp: case Role::ShDown:
     case Role::QA: case Role::QB: case Role::KVA: case Role::KVB: case Role::KB: case Role::VB: case Role::Head: return true;
     default: return false;
   }

@@ -37,6 +37,10 @@ std::string_view op_name(Op op) {
     case Op::Attention: return "attention";
     case Op::Moe: return "moe";
     case Op::Mla: return "mla";
+    case Op::ChunkedAttention: return "chunked_attention";
+    case Op::AttnTemperature: return "attention_temperature";
+    case Op::UnitNorm: return "unit_norm";
+    case Op::NoRope: return "no_rope";
   }
   return "?";
 }

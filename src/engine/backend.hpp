@@ -76,11 +76,13 @@ struct BatchTokens {
 
 // A norm and its weights: every run of w.n values of a row is normalized (w.n = hidden for
 // the block norms, head_dim for q/k norms). `bias` for NormKind::Layer (optional).
+// w.data null with w.n > 0: unit weights (Llama 4's weightless q/k RMS norm; Op::UnitNorm).
 struct Norm {
   VecRef w;
   NormKind kind = NormKind::Rms;
   VecRef bias;
   int64_t span = 0;  // normalize only the first `span` values of each row (one run); 0 = the whole row
+  bool given() const { return w.n > 0; }  // a norm to apply (with or without weights)
 };
 
 // One layer's attention: causal GQA of Q against the layer's cache. MLA (EngineDims::mla_rank
@@ -92,6 +94,12 @@ struct Attention {
   float scale = 0;      // scores = scale * q.k (the recipe's, 1/sqrt(head_dim) for llama)
   float softcap = 0;    // scores = cap * tanh(scores / cap) before the softmax; 0 = none
   VecRef sinks;         // per head: a logit that joins each softmax's denominator only
+  // Llama 4 (Op::ChunkedAttention): `window` is a chunk, position p attends to [p - p mod
+  // window, p]; (Op::AttnTemperature) q times log(floor((p + 1) / temp_floor) + 1) *
+  // temp_scale + 1 (temp_floor 0 = none).
+  bool chunked = false;
+  int64_t temp_floor = 0;
+  float temp_scale = 0;
 };
 
 // A layer's mixture of experts (Backend::moe): per token, router logits W_r . x (+ bias),
@@ -129,6 +137,10 @@ struct MoeFfn {
   float routed_scale = 1;
   Activation act = Activation::Silu;
   bool gate_up_mixed = false;  // gpt-oss experts as HF stores them: gate|up rows interleaved in `gate`
+  // Llama 4: `gate` holds gate and up as one matrix of 2 x inter outputs, gate the first inter,
+  // `up` null; and each routed expert's input is x times its weight (the output then unweighted).
+  bool gate_up_halves = false;
+  bool input_weighted = false;
   bool clamped_swiglu = false;  // gpt-oss's activation (gate_up_mixed or not), its biases, down's bias
   float swiglu_alpha = 0, swiglu_limit = 0;
   const WeightMatrix* shared_gate = nullptr;  // the shared expert (all three, or none)
@@ -144,7 +156,11 @@ struct MoeFfn {
 
 // The primitives (Backend::supports). Fused ops are compositions of them; Moe is its own
 // (a backend without it refuses MoE models before they run).
-enum class Op : uint8_t { Embed, Matmul, Norm, ActMul, Scale, Softcap, Add, Rope, Attention, Moe, Mla };
+// Llama 4's pieces are ops of their own, so a backend without them refuses the model: chunked
+// attention and the query temperature (Attention), unweighted norms (Norm), layers without rotary
+// positions (rope_and_cache's table -1).
+enum class Op : uint8_t { Embed, Matmul, Norm, ActMul, Scale, Softcap, Add, Rope, Attention, Moe, Mla,
+                          ChunkedAttention, AttnTemperature, UnitNorm, NoRope };
 std::string_view op_name(Op op);
 
 class Backend {
@@ -213,12 +229,12 @@ class Backend {
 
   // ---- fused ops: the same arithmetic as the primitives they replace, in fewer passes ----
   // (Defaults compose the primitives; a backend overrides them to save a synchronisation.)
-  // Per token: q/k norms per head (when given), rope, then K and V into the cache.
+  // Per token: q/k norms per head (when given), rope (none when `table` is -1), then K and V
+  // into the cache.
   virtual void rope_and_cache(int64_t layer, const Norm& q_norm, const Norm& k_norm, int table) {
-    if (q_norm.w) norm(Buf::Q, Buf::Q, q_norm);
-    if (k_norm.w) norm(Buf::K, Buf::K, k_norm);
-    rope(Buf::Q, table);
-    rope(Buf::K, table);
+    if (q_norm.given()) norm(Buf::Q, Buf::Q, q_norm);
+    if (k_norm.given()) norm(Buf::K, Buf::K, k_norm);
+    if (table >= 0) rope(Buf::Q, table), rope(Buf::K, table);
     store_kv(layer);
   }
   // x += delta; out = norm(x).

@@ -112,6 +112,7 @@ class CpuBackend final : public Backend {
       case Op::Norm: return t == DType::F32 || t == DType::F16 || t == DType::BF16;
       case Op::Attention: return t == DType::F32 || t == DType::F16;  // the KV cache
       case Op::Moe: case Op::Mla: return true;
+      case Op::ChunkedAttention: case Op::AttnTemperature: case Op::UnitNorm: case Op::NoRope: return true;
       default: return t == DType::F32;
     }
   }
@@ -602,8 +603,9 @@ void CpuBackend::moe_experts(const MoeFfn& f, bool gate_up, size_t e0, size_t e1
     const int64_t r = moe_.first[e], n = moe_.first[e + 1] - r;
     if (n == 0) continue;
     const MoeExpert& x = f.experts[e];
-    const int64_t w = f.gate_up_mixed ? 2 * I : I;  // gpt-oss: gate|up rows of 2I in `gate`
-    if (gate_up && f.gate_up_mixed) {
+    const bool one = f.gate_up_mixed || f.gate_up_halves;  // gate|up rows of 2I in `gate`
+    const int64_t w = one ? 2 * I : I;
+    if (gate_up && one) {
       jobs.push_back({x.gate, moe_.gathered.get() + r * H, H, n, moe_.gate + r * w, w});
     } else if (gate_up) {
       jobs.push_back({x.gate, moe_.gathered.get() + r * H, H, n, moe_.gate + r * I, I});
@@ -641,7 +643,10 @@ void CpuBackend::moe(const MoeFfn& f) {
   each(A, [&](int64_t r, int) {
     const int32_t a = moe_.order[r];
     moe_.row_of[a] = int32_t(r);
-    std::memcpy(moe_.gathered.get() + r * H, xn.row(a / k), size_t(H) * 4);
+    float* g = moe_.gathered.get() + r * H;
+    std::memcpy(g, xn.row(a / k), size_t(H) * 4);
+    if (f.input_weighted)  // Llama 4: the expert sees x times its weight
+      for (int64_t i = 0; i < H; ++i) g[i] *= moe_.weight[a];
   });
   // The routed experts' gate and up, activation, down: at once, or (streamed experts) in
   // rounds of at most bind_max experts, each round's bound just before it runs.
@@ -656,6 +661,8 @@ void CpuBackend::moe(const MoeFfn& f) {
       const MoeExpert& x = f.experts[expert_of(r)];
       if (f.gate_up_mixed)
         clamped_swiglu_row(moe_.gate + r * 2 * I, I, x.gate_up_bias, f.swiglu_alpha, f.swiglu_limit);
+      else if (f.gate_up_halves)  // the product into the row's first half, which down reads
+        act_mul_row(f.act, moe_.gate + r * 2 * I, moe_.gate + r * 2 * I + I, I);
       else if (f.clamped_swiglu)
         clamped_swiglu_split(moe_.gate + r * I, moe_.up + r * I, I, x.gate_bias, x.up_bias, f.swiglu_alpha, f.swiglu_limit);
       else
@@ -709,7 +716,7 @@ void CpuBackend::moe(const MoeFfn& f) {
     float* acc = moe_.gathered.get() + moe_.row_of[t * k] * H;  // this token's first gathered row: free now
     std::fill(acc, acc + H, 0.0f);
     for (int64_t q = 0; q < n; ++q) {
-      const float w = moe_.weight[t * k + js[q]];
+      const float w = f.input_weighted ? 1.0f : moe_.weight[t * k + js[q]];
       const float* y = moe_.out.get() + int64_t(moe_.row_of[t * k + js[q]]) * H;
       for (int64_t i = 0; i < H; ++i) acc[i] += w * y[i];
     }
@@ -774,16 +781,15 @@ void CpuBackend::store_row(int64_t layer, int64_t t, const float* k, const float
 }
 
 void CpuBackend::rope_and_cache(int64_t layer, const Norm& q_norm, const Norm& k_norm, int table) {
-  const float* qn = q_norm.w ? norm_weight(q_norm, 0) : nullptr;
-  const float* kn = k_norm.w ? norm_weight(k_norm, 1) : nullptr;
+  const float* qn = q_norm.given() ? norm_weight(q_norm, 0) : nullptr;  // null when given: unit weights
+  const float* kn = k_norm.given() ? norm_weight(k_norm, 1) : nullptr;
   Buffer &Q = buf(Buf::Q), &K = buf(Buf::K), &V = buf(Buf::V);
   pool_.run(T_, [&](int64_t t, int) {
     float* q = Q.row(t);
     float* k = K.row(t);
-    if (qn) norm_row(q, qn, nullptr, q_norm, Q.width, q);
-    if (kn) norm_row(k, kn, nullptr, k_norm, K.width, k);
-    rope_row(q, dims_.heads, pos_[t], table);
-    rope_row(k, dims_.kv_heads, pos_[t], table);
+    if (q_norm.given()) norm_row(q, qn, nullptr, q_norm, Q.width, q);
+    if (k_norm.given()) norm_row(k, kn, nullptr, k_norm, K.width, k);
+    if (table >= 0) rope_row(q, dims_.heads, pos_[t], table), rope_row(k, dims_.kv_heads, pos_[t], table);
     store_row(layer, t, k, V.row(t));
   });
 }
@@ -808,14 +814,18 @@ void CpuBackend::attention(int64_t layer, const Attention& a) {
   pool_.run(T_ * heads, [&](int64_t task, int thread) {
     const int64_t t = task / heads, h = task % heads, g = h / group;
     const int64_t pos = pos_[t];
-    const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
+    const int64_t lo = a.window <= 0 ? 0 : a.chunked ? pos - pos % a.window : std::max<int64_t>(0, pos - a.window + 1);
     const float* q = Q.row(t) + h * hd;
+    // Llama 4's query temperature, folded into the scale (q's scale, applied to its scores).
+    const float s = a.temp_floor > 0
+                        ? scale * (std::log1p(std::floor(float(pos + 1) / float(a.temp_floor))) * a.temp_scale + 1.0f)
+                        : scale;
     float* o = out.row(t) + h * hd;
     float* sc = scores_.get() + size_t(thread) * size_t(cfg_.max_context);
     const int64_t n = pos - lo + 1, first = lo % ring, n1 = std::min(n, ring - first), n2 = n - n1;
     const size_t at = kv_row_offset(layer, slot_[t], g, first), wrap = kv_row_offset(layer, slot_[t], g, 0);
-    attn_scores(q, kc + at, f16, hd, n1, hd, scale, sc);
-    if (n2) attn_scores(q, kc + wrap, f16, hd, n2, hd, scale, sc + n1);
+    attn_scores(q, kc + at, f16, hd, n1, hd, s, sc);
+    if (n2) attn_scores(q, kc + wrap, f16, hd, n2, hd, s, sc + n1);
     if (a.softcap > 0) softcap_inplace(sc, n, a.softcap);
     if (sinks) softmax_with_sink(sc, n, sinks[h]);
     else softmax_inplace(sc, n);

@@ -101,6 +101,7 @@ class CudaBackend final : public Backend {
       case Op::Norm: return t == DType::F32 || t == DType::F16 || t == DType::BF16;
       case Op::Attention: return t == DType::F32 || t == DType::F16;  // the KV cache
       case Op::Moe: case Op::Mla: return false;  // not yet: the Transformer refuses MoE and MLA models on CUDA
+      case Op::ChunkedAttention: case Op::AttnTemperature: case Op::UnitNorm: case Op::NoRope: return false;  // Llama 4's
       default: return t == DType::F32;
     }
   }

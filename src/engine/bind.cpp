@@ -113,7 +113,7 @@ ModelBinding bind_modules(const ModelLayout& layout) {
       need.insert(need.end(), {Role::ExpGate, Role::ExpUp, Role::ExpDown, Role::ExpGateBias, Role::ExpUpBias, Role::ExpDownBias});
     else if (sparse && recipe.clamped_swiglu)
       need.insert(need.end(), {Role::ExpGateUpMixed, Role::ExpDown, Role::ExpGateUpBias, Role::ExpDownBias});
-    else if (sparse && at[size_t(Role::ExpGateUp)] >= 0) need.push_back(Role::ExpDown);
+    else if (sparse && (at[size_t(Role::ExpGateUp)] >= 0 || at[size_t(Role::ExpGateUpIn)] >= 0)) need.push_back(Role::ExpDown);
     else if (sparse) need.insert(need.end(), {Role::ExpGate, Role::ExpUp, Role::ExpDown});
     else if (recipe.fused_gate_up) need.insert(need.end(), {Role::GateUp, Role::Down});
     else need.insert(need.end(), {Role::Gate, Role::Up, Role::Down});

@@ -320,6 +320,10 @@ void rmsnorm(const float* x, const float* weight, float eps, int64_t n, float* o
   double ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
   float inv = float(1.0 / std::sqrt(ss / double(n) + double(eps)));
+  if (!weight) {  // unit weights (Llama 4's q/k norms)
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) out[i] = weight[i] * (x[i] * inv);
 }
 

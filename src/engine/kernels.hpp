@@ -85,7 +85,7 @@ void store_f16(const float* x, uint16_t* y, int64_t n);
 void prefetch_l2(const void* p, size_t bytes);
 
 // Row-wise ops (small next to the matmuls; scalar, the compiler vectorizes them).
-void rmsnorm(const float* x, const float* weight, float eps, int64_t n, float* out);
+void rmsnorm(const float* x, const float* weight, float eps, int64_t n, float* out);  // weight null: all 1
 // out = (x - mean) / sqrt(var + eps) * weight (+ bias when given); mean and variance in double.
 void layernorm(const float* x, const float* weight, const float* bias, float eps, int64_t n, float* out);
 void softmax_inplace(float* x, int64_t n);

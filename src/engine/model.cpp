@@ -60,6 +60,7 @@ Transformer::Transformer(const ModelLayout& layout, WeightProvider& weights, Bac
     throw Error("engine.unsupported_architecture",
                 fmt::format("the {} backend does not run multi-head latent attention yet", backend_.device().str()),
                 {.hint = "run it on the CPU (--device cpu)"});
+  check_layer_ops();
   EngineConfig config = engine_config(opts_, backend_, weights_);
   config.panel_cols = panel_cols();
   memory_ = backend_.plan_state(sized, config);
@@ -78,6 +79,22 @@ Transformer::Transformer(const ModelLayout& layout, WeightProvider& weights, Bac
 
 Transformer::~Transformer() = default;
 
+// Llama 4's layer pieces are ops a backend may lack (the CUDA one does): refused before a run.
+void Transformer::check_layer_ops() const {
+  bool chunked = false, nope = false;
+  for (const LayerRecipe& l : recipe_.layers) chunked = chunked || l.chunked, nope = nope || l.nope;
+  const std::pair<bool, Op> needed[] = {{chunked, Op::ChunkedAttention},
+                                        {nope && recipe_.attn_temp_floor > 0, Op::AttnTemperature},
+                                        {recipe_.qk_norm_unit, Op::UnitNorm},
+                                        {nope, Op::NoRope}};
+  for (auto [want, op] : needed)
+    if (want && !backend_.supports(op, DType::F32))
+      throw Error("engine.unsupported_architecture",
+                  fmt::format("the {} backend does not run {} layers' {} yet", backend_.device().str(), spec_.architecture,
+                              op_name(op)),
+                  {.hint = "run it on the CPU (--device cpu)"});
+}
+
 void Transformer::bind(const ModelLayout& layout) {
   dims_ = engine_dims(spec_);
   eps_ = spec_.norm_eps > 0 ? float(spec_.norm_eps) : 1e-5f;
@@ -94,6 +111,12 @@ void Transformer::bind(const ModelLayout& layout) {
   dims_.inter = gate0 && gate0->shape.size() == 2 ? gate0->shape[0] / (recipe_.fused_gate_up ? 2 : 1) : spec_.intermediate_size;
   dims_.layers = int64_t(b.layers.size());
   dense_inter_ = dims_.inter;
+  for (const auto& l : b.layers)  // a dense layer's width (Llama 4's first layers may be MoE)
+    if (int16_t g = l.at[size_t(gate_role)]; g >= 0 && l.at[size_t(Role::Router)] < 0) {
+      const TensorView& t = weights_.info(l.module)[size_t(g)];
+      if (t.shape.size() == 2) dims_.inter = dense_inter_ = t.shape[0] / (recipe_.fused_gate_up ? 2 : 1);
+      break;
+    }
   for (const auto& l : b.layers)
     if (l.at[size_t(Role::Router)] >= 0) {
       moe_dims(layout, l.module);
@@ -113,7 +136,8 @@ void Transformer::bind(const ModelLayout& layout) {
     L.module = b.layers[l].module;
     L.at = b.layers[l].at;
     L.window = recipe_.layers[l].window;
-    L.rope = recipe_.layers[l].rope;
+    L.rope = recipe_.layers[l].nope ? -1 : recipe_.layers[l].rope;
+    L.chunked = recipe_.layers[l].chunked;
     bind_layer(L, weights_.info(L.module), layout.modules[L.module].name);
     if (L.at[size_t(Role::Router)] >= 0)
       bind_moe(L, weights_.info(L.module), layout.modules[L.module].roles, layout.modules[L.module].name);
@@ -319,10 +343,19 @@ void Transformer::run_attention(Layer& L, int64_t l, std::span<const TensorView>
   }
   const MatmulJob qkv[3] = {{&L.q.w, Buf::Q, vec(Role::QBias)}, {&L.k.w, Buf::K, vec(Role::KBias)}, {&L.v.w, Buf::V, vec(Role::VBias)}};
   be.matmul(qkv, Buf::XN);
-  be.rope_and_cache(l, norm_of(w, L, Role::QNorm), norm_of(w, L, Role::KNorm), L.rope);
+  const bool nope = L.rope < 0;
+  if (recipe_.qk_norm_unit && !nope) {  // Llama 4: weightless, on the rotary layers only
+    const Norm unit{{nullptr, DType::F32, dims_.head_dim}, NormKind::Rms, {}};
+    be.rope_and_cache(l, unit, unit, L.rope);
+  } else {
+    be.rope_and_cache(l, norm_of(w, L, Role::QNorm), norm_of(w, L, Role::KNorm), L.rope);
+  }
   const MatmulJob o[1] = {{&L.o.w, Buf::Tmp, vec(Role::OBias)}};
   be.prefetch(o);
-  be.attention(l, {L.window, recipe_.attn_scale, recipe_.attn_softcap, vec(Role::Sinks)});
+  Attention a{L.window, recipe_.attn_scale, recipe_.attn_softcap, vec(Role::Sinks)};
+  a.chunked = L.chunked;
+  if (nope) a.temp_floor = recipe_.attn_temp_floor, a.temp_scale = recipe_.attn_temp_scale;
+  be.attention(l, a);
   be.matmul(o, Buf::Att);
   if (recipe_.post_attn_norm) be.norm(Buf::Tmp, Buf::Tmp, norm_of(w, L, Role::PostAttnNorm));
   be.add_norm(Buf::X, Buf::Tmp, Buf::XN, norm_of(w, L, Role::FfnNorm));

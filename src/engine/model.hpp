@@ -1,6 +1,6 @@
 // The decoder-only transformer over a WeightProvider and a Backend, one block recipe
 // (model/recipe.hpp: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3 and the MoE
-// families mixtral, qwen2_moe, qwen3_moe, olmoe, gpt_oss) interpreted
+// families mixtral, qwen2_moe, qwen3_moe, olmoe, gpt_oss, deepseek, llama4) interpreted
 // op by op:
 //
 //   Transformer(layout, provider, backend)   forward(): for each module in order
@@ -121,7 +121,8 @@ class Transformer {
     Slots at{};
     Part q, k, v, o, gate, up, down;
     int64_t window = 0;
-    int rope = 0;  // rotary table
+    int rope = 0;  // rotary table, -1 none (NoPE)
+    bool chunked = false;  // window is a chunk (LayerRecipe::chunked)
     std::optional<Moe> moe;  // the MLP is a mixture of experts
     std::optional<Mla> mla;  // multi-head latent attention
   };
@@ -131,6 +132,7 @@ class Transformer {
     WeightMatrix w;
   };
   void bind(const ModelLayout& layout);
+  void check_layer_ops() const;  // the recipe's layer ops the backend must support (throws)
   void compute_rope(const ModelLayout& layout);
   int64_t panel_cols() const;  // EngineConfig::panel_cols of the bound weights
   int64_t validate(std::span<const SeqChunk> chunks);
@@ -138,8 +140,11 @@ class Transformer {
   // model_moe.cpp: the experts of a layer with a router (dims_.experts, expert_inter set).
   void bind_moe(Layer& L, std::span<const TensorView> info, std::span<const Role> roles, const std::string& module);
   // gpt-oss's experts (recipe clamped_swiglu): gate|up mixed and down, input-major floats or
-  // split-scale MXFP4, with their biases.
+  // split-scale MXFP4, with their biases; Llama 4's (Role::ExpGateUpIn): gate|up halves and
+  // down, input-major floats, no biases.
   void bind_mixed_experts(Moe& m, const Layer& L, std::span<const TensorView> info, const std::string& module);
+  // The routed experts as row ranges of their tensors (one per expert, stacked, or gate|up fused).
+  void bind_expert_rows(Moe& m, std::span<const TensorView> info, std::span<const Role> roles, const std::string& module);
   void moe_dims(const ModelLayout& layout, size_t module);  // dims_ expert_inter, inter (shared)
   void run_moe(Layer& L, std::span<const TensorView> w);   // XN -> Tmp
   void run_layer(Layer& L, int64_t l);

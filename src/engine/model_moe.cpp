@@ -1,6 +1,7 @@
 // The Transformer's mixture-of-experts layers: binding a layer's router and experts (one
 // tensor per expert, HF and old GGUF; stacked [E, rows, cols], GGUF ffn_*_exps; gate|up fused
-// per layer, transformers 5 in memory) as row ranges, and handing them to Backend::moe.
+// per layer, transformers 5 in memory) as row ranges, or input-major stacks (gpt-oss, Llama 4),
+// and handing them to Backend::moe.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -42,6 +43,7 @@ void Transformer::moe_dims(const ModelLayout& layout, size_t module) {
     if (roles[i] == Role::ExpGateUp) dims_.expert_inter = dim(t, 1) / 2;
     // gpt-oss: MXFP4 blocks [E, 2I, H/32, 16] or input-major floats [E, H, 2I]
     if (roles[i] == Role::ExpGateUpMixed) dims_.expert_inter = (t.dtype == DType::U8 ? dim(t, 1) : dim(t, 2)) / 2;
+    if (roles[i] == Role::ExpGateUpIn) dims_.expert_inter = dim(t, 2) / 2;  // [E, H, 2I]
     if (roles[i] == Role::ShGate) dims_.inter = std::max(dims_.inter, dim(t, 0));
   }
 }
@@ -59,8 +61,10 @@ void Transformer::bind_mixed_experts(Moe& m, const Layer& L, std::span<const Ten
       p.row0 = e * w.stored_rows();
     }
   };
-  stacked(Role::ExpGateUpMixed, Role::ExpGateUpScales, 2 * I, H, 0);
+  const bool halves = L.at[size_t(Role::ExpGateUpIn)] >= 0;  // Llama 4: no biases, no MXFP4
+  stacked(halves ? Role::ExpGateUpIn : Role::ExpGateUpMixed, Role::ExpGateUpScales, 2 * I, H, 0);
   stacked(Role::ExpDown, Role::ExpDownScales, H, I, 2);
+  if (halves) return;
   check_vector(info[size_t(L.at[size_t(Role::ExpGateUpBias)])], E * 2 * I, backend_);
   check_vector(info[size_t(L.at[size_t(Role::ExpDownBias)])], E * H, backend_);
   if (L.at[size_t(Role::RouterBias)] >= 0) check_vector(info[size_t(L.at[size_t(Role::RouterBias)])], E, backend_);
@@ -71,17 +75,44 @@ void Transformer::bind_moe(Layer& L, std::span<const TensorView> info, std::span
                            const std::string& module) {
   const int64_t E = dims_.experts, H = dims_.hidden, I = dims_.expert_inter;
   Moe m;
-  if (recipe_.clamped_swiglu && L.at[size_t(Role::ExpGateUpMixed)] >= 0) {  // HF gpt-oss: gate|up interleaved
+  if ((recipe_.clamped_swiglu && L.at[size_t(Role::ExpGateUpMixed)] >= 0) ||  // HF gpt-oss: gate|up interleaved
+      L.at[size_t(Role::ExpGateUpIn)] >= 0) {                                   // Llama 4: gate|up halves
     m.experts.resize(size_t(E) * 3);
     bind_mixed_experts(m, L, info, module);
-    m.router.at = L.at[size_t(Role::Router)];
-    m.router.w = matrix(info[size_t(m.router.at)], E, H, &backend_);
-    m.bound.resize(size_t(E));
-    m.want.reserve(size_t(std::max(0, weights_.piece_slots())));
-    m.where.reserve(size_t(std::max(0, weights_.piece_slots())));
-    L.moe = std::move(m);
-    return;
+  } else {
+    bind_expert_rows(m, info, roles, module);
   }
+  auto single = [&](Part& p, Role r, int64_t rows, int64_t cols) {
+    p.at = L.at[size_t(r)];
+    p.w = matrix(info[size_t(p.at)], rows, cols, &backend_);
+  };
+  single(m.router, Role::Router, E, H);
+  if (recipe_.clamped_swiglu && L.at[size_t(Role::ExpGateUpMixed)] < 0) {  // GGUF gpt-oss: gate and up apart, each with its bias
+    check_vector(info[size_t(L.at[size_t(Role::ExpGateBias)])], E * I, backend_);
+    check_vector(info[size_t(L.at[size_t(Role::ExpUpBias)])], E * I, backend_);
+    check_vector(info[size_t(L.at[size_t(Role::ExpDownBias)])], E * H, backend_);
+    if (L.at[size_t(Role::RouterBias)] >= 0) check_vector(info[size_t(L.at[size_t(Role::RouterBias)])], E, backend_);
+  }
+  if (int16_t b = L.at[size_t(Role::ExpProbsBias)]; b >= 0) check_vector(info[size_t(b)], E, backend_);
+  m.shared = L.at[size_t(Role::ShGate)] >= 0;
+  if (m.shared) {
+    const int64_t S = dim(info[size_t(L.at[size_t(Role::ShGate)])], 0);
+    single(m.sh_gate, Role::ShGate, S, H);
+    single(m.sh_up, Role::ShUp, S, H);
+    single(m.sh_down, Role::ShDown, H, S);
+    if (int16_t g = L.at[size_t(Role::ShExpGate)]; g >= 0) check_vector(info[size_t(g)], H, backend_);
+  }
+  m.bound.resize(size_t(E));
+  m.want.reserve(size_t(std::max(0, weights_.piece_slots())));
+  m.where.reserve(size_t(std::max(0, weights_.piece_slots())));
+  L.moe = std::move(m);
+}
+
+// Experts as row ranges: one tensor per expert, stacked [E, rows, cols], or gate|up fused
+// per layer [E, 2I, H].
+void Transformer::bind_expert_rows(Moe& m, std::span<const TensorView> info, std::span<const Role> roles,
+                                   const std::string& module) {
+  const int64_t E = dims_.experts, H = dims_.hidden, I = dims_.expert_inter;
   m.experts.resize(size_t(E) * 3);
   std::vector<bool> seen(size_t(E) * 3, false);
   auto bad = [&](const std::string& what, const std::string& tensor) {
@@ -122,30 +153,6 @@ void Transformer::bind_moe(Layer& L, std::span<const TensorView> info, std::span
       throw Error("engine.missing_tensor",
                   fmt::format("{} has no {} tensor of expert {}", module, j % 3 == 0 ? "gate" : j % 3 == 1 ? "up" : "down", j / 3),
                   {.tensor = module});
-  auto single = [&](Part& p, Role r, int64_t rows, int64_t cols) {
-    p.at = L.at[size_t(r)];
-    p.w = matrix(info[size_t(p.at)], rows, cols, &backend_);
-  };
-  single(m.router, Role::Router, E, H);
-  if (recipe_.clamped_swiglu) {  // GGUF gpt-oss: gate and up apart, each with its bias
-    check_vector(info[size_t(L.at[size_t(Role::ExpGateBias)])], E * I, backend_);
-    check_vector(info[size_t(L.at[size_t(Role::ExpUpBias)])], E * I, backend_);
-    check_vector(info[size_t(L.at[size_t(Role::ExpDownBias)])], E * H, backend_);
-    if (L.at[size_t(Role::RouterBias)] >= 0) check_vector(info[size_t(L.at[size_t(Role::RouterBias)])], E, backend_);
-  }
-  if (int16_t b = L.at[size_t(Role::ExpProbsBias)]; b >= 0) check_vector(info[size_t(b)], E, backend_);
-  m.shared = L.at[size_t(Role::ShGate)] >= 0;
-  if (m.shared) {
-    const int64_t S = dim(info[size_t(L.at[size_t(Role::ShGate)])], 0);
-    single(m.sh_gate, Role::ShGate, S, H);
-    single(m.sh_up, Role::ShUp, S, H);
-    single(m.sh_down, Role::ShDown, H, S);
-    if (int16_t g = L.at[size_t(Role::ShExpGate)]; g >= 0) check_vector(info[size_t(g)], H, backend_);
-  }
-  m.bound.resize(size_t(E));
-  m.want.reserve(size_t(std::max(0, weights_.piece_slots())));
-  m.where.reserve(size_t(std::max(0, weights_.piece_slots())));
-  L.moe = std::move(m);
 }
 
 void Transformer::run_moe(Layer& L, std::span<const TensorView> w) {
@@ -164,6 +171,7 @@ void Transformer::run_moe(Layer& L, std::span<const TensorView> w) {
   if (m.shared) rebind(m.sh_gate), rebind(m.sh_up), rebind(m.sh_down);
   const bool clamped = recipe_.clamped_swiglu;
   const bool mixed = clamped && L.at[size_t(Role::ExpGateUpMixed)] >= 0;  // else GGUF's gate and up apart
+  const bool halves = L.at[size_t(Role::ExpGateUpIn)] >= 0;
   const VecRef gu_bias = mixed ? vector_ref(w, L.at[size_t(Role::ExpGateUpBias)]) : VecRef{};
   const VecRef g_bias = clamped && !mixed ? vector_ref(w, L.at[size_t(Role::ExpGateBias)]) : VecRef{};
   const VecRef u_bias = clamped && !mixed ? vector_ref(w, L.at[size_t(Role::ExpUpBias)]) : VecRef{};
@@ -176,7 +184,7 @@ void Transformer::run_moe(Layer& L, std::span<const TensorView> w) {
   };
   const int64_t I = dims_.expert_inter;
   for (size_t e = 0; e < m.bound.size(); ++e)
-    m.bound[e] = {&m.experts[e * 3].w, mixed ? nullptr : &m.experts[e * 3 + 1].w, &m.experts[e * 3 + 2].w,
+    m.bound[e] = {&m.experts[e * 3].w, mixed || halves ? nullptr : &m.experts[e * 3 + 1].w, &m.experts[e * 3 + 2].w,
                   slice(gu_bias, e, 2 * I), slice(down_bias, e, dims_.hidden), slice(g_bias, e, I), slice(u_bias, e, I)};
   MoeFfn f;
   f.router = &m.router.w;
@@ -187,6 +195,8 @@ void Transformer::run_moe(Layer& L, std::span<const TensorView> w) {
   f.routing = recipe_.routing;
   f.act = recipe_.act;
   f.gate_up_mixed = mixed;
+  f.gate_up_halves = halves;
+  f.input_weighted = recipe_.expert_input_weighted;
   f.clamped_swiglu = clamped;
   f.swiglu_alpha = recipe_.swiglu_alpha;
   f.swiglu_limit = recipe_.swiglu_limit;

@@ -38,7 +38,8 @@ std::string_view role_name(Role r) {
       "sinks", "router_bias", "expert_gate_up_mixed", "expert_gate_up_bias", "expert_down_bias",
       "expert_gate_up_scales", "expert_down_scales", "rope_factors_long", "rope_factors_short",
       "expert_gate_bias", "expert_up_bias",
-      "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "k_b", "v_b", "exp_probs_bias"};
+      "q_a", "q_a_norm", "q_b", "kv_a", "kv_a_norm", "kv_b", "k_b", "v_b", "exp_probs_bias",
+      "expert_gate_up_in"};
   return kNames[size_t(r)];
 }
 

@@ -84,6 +84,14 @@ struct ModelSpec {
   // kv_lora_rank > 0). layer_windows holds the window or chunk size of Sliding/Chunked layers.
   std::vector<AttnKind> layer_attn;
   int64_t recurrent_state_elems = 0;  // per Recurrent layer per sequence (conv + SSM state)
+  // Llama 4: per layer (size num_layers, or empty: every layer rotates) 1 where the layer has no
+  // rotary positions (no_rope_layers[i] == 0); q/k RMS norms without weights on the rotary
+  // layers (use_qk_norm); the NoPE layers' query temperature (attn_temperature_tuning:
+  // floor_scale, attn_scale; floor 0 = off). See BlockRecipe.
+  std::vector<uint8_t> layer_nope;
+  bool qk_norm_unit = false;
+  int64_t attn_temp_floor = 0;
+  double attn_temp_scale = 0;
   int64_t num_shared_experts = 0;
   // Multimodal wrapper family ("llava", "gemma3", "mistral3", "qwen2_vl", "llama4"); "" for a
   // plain language model. `architecture` is then the language model's family.
@@ -141,11 +149,16 @@ enum class Role : uint8_t {
   // DeepSeek-V3's router score-correction bias [E] (e_score_correction_bias, GGUF exp_probs_b):
   // added to the scores for the choice of experts only, never to their weights.
   ExpProbsBias,
+  // Llama 4 (transformers' Llama4TextExperts): gate|up of each expert in one stacked tensor
+  // stored input-major [E, H, 2I] (x @ W), gate the first I outputs and up the rest; its down
+  // is input-major too ([E, I, H], Role::ExpDown).
+  ExpGateUpIn,
 };
-constexpr size_t kRoleCount = size_t(Role::ExpProbsBias) + 1;
+constexpr size_t kRoleCount = size_t(Role::ExpGateUpIn) + 1;
 // A routed expert's gate, up, down or fused gate|up (what a token reads only when routed there).
 constexpr bool is_expert_role(Role r) {
-  return r == Role::ExpGate || r == Role::ExpUp || r == Role::ExpDown || r == Role::ExpGateUp || r == Role::ExpGateUpMixed;
+  return r == Role::ExpGate || r == Role::ExpUp || r == Role::ExpDown || r == Role::ExpGateUp || r == Role::ExpGateUpMixed ||
+         r == Role::ExpGateUpIn;
 }
 struct Module {
   std::string name;              // prefix as the framework names it: "model.layers.3", "blk.3", "lm_head"

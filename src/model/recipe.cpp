@@ -143,6 +143,8 @@ BlockRecipe recipe_for(const ModelSpec& s) {
     LayerRecipe& L = r.layers[l];
     L.window = s.layer_windows.size() == r.layers.size() ? s.layer_windows[l] : s.sliding_window;
     L.rope = local_rope && L.window > 0 ? 1 : 0;
+    L.chunked = L.window > 0 && l < s.layer_attn.size() && s.layer_attn[l] == AttnKind::Chunked;
+    L.nope = l < s.layer_nope.size() && s.layer_nope[l] != 0;
   }
   return r;
 }

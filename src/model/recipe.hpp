@@ -29,7 +29,8 @@ enum class Activation : uint8_t { Silu, GeluTanh };
 // logits first and a softmax over those k (gpt-oss), or sigmoid scores, the top k of the
 // scores plus a correction bias, weights the chosen scores (DeepSeek-V3; renormalized when
 // norm_topk). DeepSeek limits the choice to groups of experts and scales the weights
-// (BlockRecipe::route_groups, routed_scale).
+// (BlockRecipe::route_groups, routed_scale). Llama 4's router (the top k logits, sigmoid of
+// each) is SigmoidTopk without bias or renormalization.
 enum class Routing : uint8_t { SoftmaxTopk, TopkSoftmax, SigmoidTopk };
 
 // One rotary table (engine/rope.cpp makes its inverse frequencies).
@@ -43,6 +44,10 @@ struct RopeRecipe {
 struct LayerRecipe {
   int64_t window = 0;  // attention window in positions (0 = full attention)
   int rope = 0;        // index into BlockRecipe::ropes
+  // `window` is a chunk (Llama 4's chunked layers): position p attends to the positions of its
+  // own chunk up to itself, [p - p mod window, p]; the cache is sized as a sliding window's.
+  bool chunked = false;
+  bool nope = false;   // no rotary positions (Llama 4's NoPE layers, no_rope_layers[i] == 0)
 };
 
 struct BlockRecipe {
@@ -59,6 +64,13 @@ struct BlockRecipe {
   float embed_scale = 1;                  // X = embedding row * embed_scale
   bool tied_head = false;                 // the head is the embedding unless the file has one
   bool qk_norm_full = false;              // q/k norms over all of q and k, not per head (olmoe)
+  // Llama 4: q and k RMS-normed per head without weights on the rotary layers (use_qk_norm; after
+  // the rotation in transformers, the same values before it: a rotation keeps each head's norm),
+  // and on the NoPE layers q times log(floor((pos + 1) / attn_temp_floor) + 1) * attn_temp_scale
+  // + 1 (attn_temperature_tuning; attn_temp_floor 0 = off).
+  bool qk_norm_unit = false;
+  int64_t attn_temp_floor = 0;
+  float attn_temp_scale = 0;
   // Mixture of experts (layers with a router): softmax over the router logits, the top
   // `top_k` experts, their weights renormalized to sum 1 when `norm_topk`; a shared expert
   // (qwen2_moe) is added times sigmoid(its gate . x). Experts use `act`.
@@ -66,6 +78,8 @@ struct BlockRecipe {
   bool norm_topk = false;
   Routing routing = Routing::SoftmaxTopk;
   bool router_bias = false;               // router logits = W_r . x + b (gpt-oss; required)
+  bool expert_input_weighted = false;     // the routed experts' input is x times the weight, not
+                                          // their output (Llama 4: expert(w * x) summed)
   // gpt-oss: attention sinks (one learned logit per head joins each softmax's denominator;
   // required), and experts with gate|up interleaved in one matrix (gate at even outputs, up
   // at odd), a bias after each product, and the clamped SwiGLU instead of `act`:

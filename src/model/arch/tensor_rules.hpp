@@ -140,6 +140,23 @@ inline constexpr R kGptOssMoeMxfp4HF[] = {
     {"mlp.experts.down_proj_scales", "E H *", kReq, Role::ExpDownScales},
     {"mlp.experts.down_proj_bias", "E H", kReq, Role::ExpDownBias},
 };
+// Llama 4 (transformers' modeling_llama4.py): llama attention (its q/k norms have no weights);
+// the MLP under feed_forward, dense (intermediate_size_mlp wide) or the router, the experts as
+// Llama4TextExperts holds them (input-major: gate|up [E, H, 2I], down [E, I, H]) and the
+// shared expert.
+inline constexpr R kLlama4MlpHF[] = {
+    {"feed_forward.gate_proj.weight", "I H", kReq, Role::Gate},
+    {"feed_forward.up_proj.weight", "I H", kReq, Role::Up},
+    {"feed_forward.down_proj.weight", "H I", kReq, Role::Down},
+};
+inline constexpr R kLlama4MoeHF[] = {
+    {"feed_forward.router.weight", "E H", kReq, Role::Router},
+    {"feed_forward.experts.gate_up_proj", "E H 2EI", kReq, Role::ExpGateUpIn},
+    {"feed_forward.experts.down_proj", "E EI H", kReq, Role::ExpDown},
+    {"feed_forward.shared_expert.gate_proj.weight", "SI H", kReq, Role::ShGate},
+    {"feed_forward.shared_expert.up_proj.weight", "SI H", kReq, Role::ShUp},
+    {"feed_forward.shared_expert.down_proj.weight", "H SI", kReq, Role::ShDown},
+};
 // DeepSeek-V2/V3 (transformers' modeling_deepseek_v3.py): multi-head latent attention; q through
 // q_proj or the low-rank q_a/q_b path; routed experts (router with V3's score-correction
 // bias) plus shared experts after first_k_dense_replace dense layers. FP8 checkpoints carry a
@@ -430,6 +447,7 @@ inline constexpr Rules kDeepseekMoeGGUFAlt[] = {kDeepseekMoeGGUF, kMlpGGUF};
 inline constexpr Rules kGptOssAttnHFAlt[] = {kGptOssAttnHF};
 inline constexpr Rules kGptOssMoeHFAlt[] = {kGptOssMoeHF, kGptOssMoeMxfp4HF};
 inline constexpr Rules kGpt2HFAlt[] = {kGpt2LayerHF};
+inline constexpr Rules kLlama4FfnHFAlt[] = {kLlama4MoeHF, kLlama4MlpHF};
 inline constexpr Rules kAttnGGUFAlt[] = {kAttnGGUF};
 inline constexpr Rules kAttnBiasGGUFAlt[] = {kAttnBiasGGUF};
 inline constexpr Rules kQkNormGGUFAlt[] = {kQkNormGGUF};
@@ -456,6 +474,7 @@ inline constexpr LayerSlot kOlmoeHF[] = {{kAttnHFAlt}, {kQkNormFullHFAlt}, {kMoe
 inline constexpr LayerSlot kPhi3HF[] = {{kPhi3HFAlt}};
 inline constexpr LayerSlot kGptOssHF[] = {{kGptOssAttnHFAlt}, {kGptOssMoeHFAlt}};
 inline constexpr LayerSlot kGpt2HF[] = {{kGpt2HFAlt}};
+inline constexpr LayerSlot kLlama4HF[] = {{kAttnHFAlt}, {kLlama4FfnHFAlt}};
 inline constexpr LayerSlot kDeepseekHF[] = {{kDeepseekAttnHFAlt}, {kDeepseekQHFAlt}, {kDeepseekMoeHFAlt}};
 inline constexpr LayerSlot kDeepseekGGUF[] = {{kDeepseekAttnGGUFAlt}, {kDeepseekKvbGGUFAlt}, {kDeepseekQGGUFAlt},
                                               {kDeepseekMoeGGUFAlt}};
