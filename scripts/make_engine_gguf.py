@@ -2,7 +2,7 @@
 """GGUF twins of the engine's fixtures, written by llama.cpp's convert_hf_to_gguf.py, and
 llama.cpp's own greedy ids for them (llama-cpp-python):
 
-    LLAMA_CPP=/path/to/llama.cpp /work/venv/bin/python scripts/make_engine_gguf.py [moe] [dense] [gpt_oss] [deepseek]
+    LLAMA_CPP=/path/to/llama.cpp /work/venv/bin/python scripts/make_engine_gguf.py [moe] [dense] [gpt_oss] [deepseek] [llama4]
 
 LLAMA_CPP is a llama.cpp tree with convert_hf_to_gguf.py and gguf-py (the llama-cpp-python
 0.3.36 sdist's vendor/llama.cpp; default /tmp/engine-llamacpp). Every set by default.
@@ -24,6 +24,11 @@ config given the Hub's "scoring_func": "sigmoid" (transformers 5 does not save i
 convert_hf_to_gguf writes no gating function and llama.cpp falls back to softmax). kv_b is
 split into attn_k_b / attn_v_b by the converter; e_score_correction_bias becomes exp_probs_b.
 Besides llama.cpp's ids and logits, transformers' for the variant.
+
+llama4 -> testdata/engine/llama4-gguf/ (+ llama4-gguf.json): scripts/make_engine_llama4.py's
+model with llama.cpp's fixed constants (make_llama4 below: no chunking or temperature within
+its 40 tokens, so those stay checked against transformers only), transformers' answers beside
+llama.cpp's.
 
 dense -> testdata/engine/dense-gguf/ (+ dense-gguf.json): the recipe families of
 scripts/make_engine_families.py (gemma, gemma2, gemma3, phi3, phi4-mini: longrope as the
@@ -361,7 +366,39 @@ def make_gpt_oss():
     write_json(ENGINE / "gpt_oss-gguf.json", refs)
 
 
-SETS = {"moe": make_moe, "dense": make_dense, "gpt_oss": make_gpt_oss, "deepseek": make_deepseek}
+def make_llama4():
+    """A Llama 4 twin with llama.cpp's fixed constants (chunk 8192, floor_scale 8192, attn_scale
+    0.1, a NoPE layer every 4: its converter writes none of them) and the default rope; the
+    first seed whose llama.cpp greedy ids equal transformers'."""
+    import make_engine_llama4 as l4
+    config = dict(l4.CONFIG, attention_chunk_size=8192, floor_scale=8192, attn_scale=0.1,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    out = fresh_dir(ENGINE / "llama4-gguf")
+    dst = out / "llama4.gguf"
+    for attempt in range(40):
+        model = fam.make_model("llama4", config, attempt).eval()
+        ref = fam.reference("llama4", model, model.config.vocab_size)
+        gap = l4.routing_gap(model, ref["prompt"] + ref["ids"])
+        if len(set(ref["ids"])) < 10 or ref["min_greedy_margin"] <= 3e-3 or gap <= 1e-3:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "llama4"
+            model.save_pretrained(src, safe_serialization=True)
+            convert(src, dst)
+        ids, last, _, ctx = llama_cpp_greedy(dst, ref["prompt"], fam.NEW_TOKENS)
+        if ids == ref["ids"]:
+            break
+        print("attempt", attempt, ": llama.cpp's ids depart from transformers'; next seed")
+    else:
+        raise SystemExit("llama4: no seed where llama.cpp agrees with transformers")
+    refs = {"llama4": {"file": "llama4.gguf", "arch": "llama4", "n_ctx": ctx, "prompt": ref["prompt"], "ids": ids,
+                       "last_prompt_logits": last, "seed_attempt": attempt, "min_routing_gap": gap,
+                       "transformers": {k: ref[k] for k in ("ids", "prompt_logits", "final_logits", "min_greedy_margin")}}}
+    print("llama4", ids[:8], "margin", ref["min_greedy_margin"], "routing gap", gap)
+    write_json(ENGINE / "llama4-gguf.json", refs)
+
+
+SETS = {"moe": make_moe, "dense": make_dense, "gpt_oss": make_gpt_oss, "deepseek": make_deepseek, "llama4": make_llama4}
 
 
 def main():

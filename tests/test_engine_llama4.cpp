@@ -4,7 +4,8 @@
 // temperature, weightless q/k norms, MoE layers (sigmoid router, input-scaled experts stored
 // input-major, a shared expert) between dense ones. 32 greedy ids exactly, logits within 1e-4;
 // the run state as estimate predicts it; streamed experts equal resident ones; each of the
-// family's pieces moves the answer (so the goldens check it); a backend without one refuses.
+// family's pieces moves the answer (so the goldens check it); a backend without one refuses;
+// the GGUF twin against transformers and llama.cpp.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -129,6 +130,39 @@ TEST_CASE("engine llama4: chunks, NoPE, the temperature and the q/k norms each m
     auto fresh = test::load_engine_model(edited_copy(name, edit), options(), Device{Device::Kind::Cpu, 0}, {}, 2);
     CHECK((worst > 1e-2 || test::greedy(*fresh.tf, prompt, int(want.size())) != want));
   }
+}
+
+// The GGUF twin (scripts/make_engine_gguf.py llama4, testdata/engine/llama4-gguf.json): the
+// fixture's shape with llama.cpp's fixed constants (chunk 8192, floor_scale 8192, attn_scale
+// 0.1, NoPE every 4th layer; no chunking or temperature within 40 tokens), default rope,
+// converted by convert_hf_to_gguf (experts split into ffn_gate_exps / ffn_up_exps, transposed
+// into rows; q/k unpermuted). transformers' answers exactly, llama.cpp's 32 greedy ids (the
+// seed kept is one where they agree) and its last prompt logits within its f16 SiLU table's
+// error; the run state is estimate's.
+TEST_CASE("engine llama4: the GGUF twin matches transformers and llama.cpp's greedy ids", "[engine][moe][llama4][gguf]") {
+  const json g = json::parse(std::ifstream(test::testdata("engine/llama4-gguf.json"))).at("llama4");
+  const std::string path = test::testdata("engine/llama4-gguf/" + g.at("file").get<std::string>());
+  auto m = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+  INFO(m.tf->describe());
+  const BlockRecipe& r = m.tf->recipe();
+  CHECK((r.layers[0].chunked && r.layers[0].window == 8192 && r.layers[3].nope && !r.layers[2].nope));
+  CHECK((r.qk_norm_unit && r.attn_temp_floor == 8192 && r.attn_temp_scale == 0.1f && r.expert_input_weighted));
+  CHECK(m.tf->rope_style() == RopeStyle::Interleaved);
+  const json& t = g.at("transformers");
+  test::check_against_golden(*m.tf, {{"prompt", g.at("prompt")}, {"ids", t.at("ids")},
+                                     {"prompt_logits", t.at("prompt_logits")}, {"final_logits", t.at("final_logits")}});
+  const auto prompt = g.at("prompt").get<std::vector<int32_t>>();
+  auto fresh = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+  CHECK(test::greedy(*fresh.tf, prompt, 32) == g.at("ids").get<std::vector<int32_t>>());  // llama.cpp's
+  auto last = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+  SeqChunk ch{0, 0, prompt, true};
+  const auto out = last.tf->forward({&ch, 1});
+  CHECK(test::rel_error(out.data() + (prompt.size() - 1) * size_t(last.tf->vocab()), g.at("last_prompt_logits")) < 2e-3);  // 3.5e-4 measured
+  EngineOptions eo;
+  eo.max_batch = 2;
+  eo.max_context = 100;
+  test::check_state_is_estimate(test::load_engine_model(path, eo, Device{Device::Kind::Cpu, 0}, std::nullopt, 2), 2, 100, 2,
+                                DType::F32);
 }
 
 namespace {

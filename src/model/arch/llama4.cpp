@@ -52,10 +52,28 @@ void hf(const ConfigFields& f, ModelSpec& s) {
     if (s.layer_nope[i]) s.layer_attn[i] = AttnKind::Full, s.layer_windows[i] = 0;
 }
 
+// llama.cpp (src/models/llama4.cpp) fixes what the converter does not write: chunks of 8192,
+// the temperature (floor 8192, scale 0.1) and a NoPE layer every 4 unless the file states
+// sliding_window 0 (then none of them); q/k norms except with 128 experts (Maverick). Rope
+// pairs (2i, 2i + 1) over the unpermuted weights; the converter writes intermediate_size_mlp
+// as feed_forward_length and the experts' (the shared one's too) as expert_feed_forward_length.
 void gguf(const ConfigFields& f, const std::string& arch, ModelSpec& s) {
-  if (!s.layer_attn.empty()) return;  // the file stated its pattern
+  s.rope_interleaved = true;
+  s.num_shared_experts = 1;
+  s.qk_norm_unit = s.num_experts != 128;
+  const nlohmann::json* ff = f.find({arch + ".feed_forward_length"});
+  if (ff && ff->is_number_integer() && f.integer({arch + ".interleave_moe_layer_step"}, kMaxConfigLayers).value_or(1) != 1)
+    s.intermediate_size = ff->get<int64_t>();
+  s.shared_expert_intermediate_size = f.integer({arch + ".expert_feed_forward_length"}).value_or(0);
   // llama-model.cpp: a stated sliding_window of 0 turns chunking off.
   if (f.has({arch + ".attention.sliding_window"}) && s.sliding_window == 0) return;
+  s.attn_temp_floor = 8192;
+  s.attn_temp_scale = 0.1;
+  if (s.num_layers > 0 && s.num_layers <= kMaxConfigLayers) {
+    s.layer_nope.assign(size_t(s.num_layers), 0);
+    for (size_t i = 0; i < s.layer_nope.size(); ++i) s.layer_nope[i] = (i + 1) % 4 == 0;
+  }
+  if (!s.layer_attn.empty()) return;  // the file stated its pattern
   const int64_t chunk = s.sliding_window > 0 ? s.sliding_window : 8192;
   s.sliding_window = chunk;
   pattern_every_nth_full(s, 4);
@@ -73,12 +91,11 @@ void recipe(const ModelSpec& s, BlockRecipe& r) {
   r.qk_norm_unit = s.qk_norm_unit;
   r.attn_temp_floor = s.attn_temp_floor;
   r.attn_temp_scale = float(s.attn_temp_scale);
-  if (s.source == "gguf")  // its tensor names and llama.cpp's own constants are not in this record yet
-    r.unsupported = "Llama 4 GGUF files are not run by the engine yet (the Hugging Face checkpoint is)";
 }
 
 constexpr ArchEntry kTensors[] = {
     {"llama4", Naming::HF, tensor_rules::kModelOrWrappedRoots, "layers.", tensor_rules::kLlamaGlobalsHF, tensor_rules::kLlama4HF},
+    {"llama4", Naming::GGUF, tensor_rules::kGGUFRoots, "blk.", tensor_rules::kLlamaGlobalsGGUF, tensor_rules::kLlama4GGUF},
 };
 }  // namespace
 extern const ArchRecord kLlama4{.family = "llama4", .names = kNames, .hf_class = "Llama4ForCausalLM",

@@ -321,6 +321,15 @@ inline constexpr R kMoeSharedGGUF[] = {  // qwen2moe: stacked experts and the sh
     {"ffn_down_shexp.weight", "H SI", kReq, Role::ShDown},
     {"ffn_gate_inp_shexp.weight", "H", kReq, Role::ShExpGate},
 };
+inline constexpr R kLlama4MoeGGUF[] = {  // stacked experts and the shared one, ungated
+    {"ffn_gate_inp.weight", "E H", kReq, Role::Router},
+    {"ffn_gate_exps.weight", "E EI H", kReq, Role::ExpGate},
+    {"ffn_up_exps.weight", "E EI H", kReq, Role::ExpUp},
+    {"ffn_down_exps.weight", "E H EI", kReq, Role::ExpDown},
+    {"ffn_gate_shexp.weight", "SI H", kReq, Role::ShGate},
+    {"ffn_up_shexp.weight", "SI H", kReq, Role::ShUp},
+    {"ffn_down_shexp.weight", "H SI", kReq, Role::ShDown},
+};
 inline constexpr R kQkNormFullGGUF[] = {  // olmoe
     {"attn_q_norm.weight", "Q", kReq, Role::QNorm},
     {"attn_k_norm.weight", "KV", kReq, Role::KNorm},
@@ -461,6 +470,7 @@ inline constexpr Rules kPhi3GGUFAlt[] = {kPhi3LayerGGUF};
 inline constexpr Rules kGptOssAttnGGUFAlt[] = {kGptOssAttnGGUF};
 inline constexpr Rules kGptOssMoeGGUFAlt[] = {kGptOssMoeGGUF};
 inline constexpr Rules kGpt2GGUFAlt[] = {kGpt2LayerGGUF};
+inline constexpr Rules kLlama4FfnGGUFAlt[] = {kLlama4MoeGGUF, kMlpGGUF};
 
 inline constexpr LayerSlot kLlamaHF[] = {{kAttnHFAlt}, {kMlpHFAlt}};
 inline constexpr LayerSlot kQwen2HF[] = {{kAttnHFAlt}, {kAttnBiasHFAlt}, {kMlpHFAlt}};
@@ -490,6 +500,7 @@ inline constexpr LayerSlot kOlmoeGGUF[] = {{kAttnGGUFAlt}, {kQkNormFullGGUFAlt},
 inline constexpr LayerSlot kPhi3GGUF[] = {{kPhi3GGUFAlt}};
 inline constexpr LayerSlot kGptOssGGUF[] = {{kGptOssAttnGGUFAlt}, {kGptOssMoeGGUFAlt}};
 inline constexpr LayerSlot kGpt2GGUF[] = {{kGpt2GGUFAlt}};
+inline constexpr LayerSlot kLlama4GGUF[] = {{kAttnGGUFAlt}, {kLlama4FfnGGUFAlt}};
 
 inline constexpr std::string_view kModelRoots[] = {"model.", ""};
 // Multimodal wrappers: transformers 5 modules, then the Hub's older checkpoint names.
