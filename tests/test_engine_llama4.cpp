@@ -90,6 +90,11 @@ TEST_CASE("engine llama4: the recipe and dimensions its config gives", "[engine]
                                          {"intermediate_size", 8192}, {"intermediate_size_mlp", 16384}});
   CHECK((scout.intermediate_size == 8192 && scout.moe_intermediate_size == 8192));
   CHECK((scout.layer_nope.size() == 48 && scout.layer_nope[3] && !scout.layer_nope[4] && scout.layer_nope[47]));
+  CHECK(scout.attn_kind(0) == AttnKind::Chunked);
+  // attention_chunk_size null: every layer global (NoPE layers still without rope).
+  ModelSpec global = spec_from_hf_config({{"model_type", "llama4_text"}, {"attention_chunk_size", nullptr}});
+  for (int64_t l = 0; l < 48; ++l) CHECK(global.attn_kind(l) == AttnKind::Full);
+  CHECK(recipe_for(global).layers[3].nope);
 }
 
 TEST_CASE("engine llama4: the run state is estimate's, streamed experts equal resident", "[engine][moe][llama4][stream]") {

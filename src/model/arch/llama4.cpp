@@ -45,8 +45,10 @@ void hf(const ConfigFields& f, ModelSpec& s) {
     s.attn_temp_scale = f.number({"attn_scale"}).value_or(0.1);
   }
   nope_layers(f, s);
-  const int64_t chunk = f.integer({"attention_chunk_size"}).value_or(8192);
-  if (pattern_from_layer_types(f, s, chunk) || s.num_layers <= 0) return;
+  // attention_chunk_size null: no chunked layer (Llama4TextConfig's layer_types all full).
+  const bool unchunked = f.has({"attention_chunk_size"}) && !f.find({"attention_chunk_size"});
+  const int64_t chunk = unchunked ? 0 : f.integer({"attention_chunk_size"}).value_or(8192);
+  if (pattern_from_layer_types(f, s, chunk) || s.num_layers <= 0 || chunk <= 0) return;
   pattern_all(s, AttnKind::Chunked, chunk);
   for (size_t i = 0; i < s.layer_attn.size() && i < s.layer_nope.size(); ++i)
     if (s.layer_nope[i]) s.layer_attn[i] = AttnKind::Full, s.layer_windows[i] = 0;
