@@ -2,11 +2,12 @@
 """Writes tiny random fp32 multimodal checkpoints whose language model the engine runs on
 text, and transformers' own answers for text prompts (testdata/engine/multimodal.json):
 
-    /work/venv-torch/bin/python scripts/make_engine_multimodal.py   (transformers 5, torch)
+    /work/venv-torch/bin/python scripts/make_engine_multimodal.py [name ...]  (transformers 5, torch)
 
 Wrappers: Gemma3ForConditionalGeneration (gemma3 text model, SigLIP vision tower),
-LlavaForConditionalGeneration (llama text model, CLIP vision tower) and
-Mistral3ForConditionalGeneration (mistral text model, Pixtral vision tower), each with a
+LlavaForConditionalGeneration (llama text model, CLIP vision tower),
+Mistral3ForConditionalGeneration (mistral text model, Pixtral vision tower) and
+Llama4ForConditionalGeneration (llama4 text model, Llama 4 vision model), each with a
 one-layer vision tower and its projector, saved with save_pretrained (transformers 5.25 writes
 the Hub's names: language_model.model.*, language_model.lm_head, vision_tower.*,
 multi_modal_projector.*), wearing the llama2-spm fixture tokenizer (testdata/tokenizers).
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -78,7 +80,22 @@ def mistral3(vocab):
     return transformers.Mistral3ForConditionalGeneration, cfg
 
 
-WRAPPERS = {"gemma3": gemma3, "llava": llava, "mistral3": mistral3}
+def llama4(vocab):
+    """Llama 4's text model as in scripts/make_engine_llama4.py (chunks of 4 here: the 4-token
+    prompt and its 32 ids cross nine boundaries; MoE on the odd layers, the last one NoPE),
+    a one-layer Llama 4 vision model."""
+    text = transformers.Llama4TextConfig(**dict(TEXT, intermediate_size=20), vocab_size=vocab, num_hidden_layers=4,
+                                         intermediate_size_mlp=48, num_local_experts=4, num_experts_per_tok=1,
+                                         interleave_moe_layer_step=2, attention_chunk_size=4, floor_scale=4,
+                                         attn_scale=0.5, tie_word_embeddings=False)
+    vision = transformers.Llama4VisionConfig(**VISION, vision_output_dim=16, projector_input_dim=16,
+                                             projector_output_dim=32, pixel_shuffle_ratio=0.5)
+    cfg = transformers.Llama4Config(text_config=text, vision_config=vision, image_token_index=vocab - 1,
+                                    boi_token_index=vocab - 3, eoi_token_index=vocab - 2, tie_word_embeddings=False)
+    return transformers.Llama4ForConditionalGeneration, cfg
+
+
+WRAPPERS = {"gemma3": gemma3, "llava": llava, "mistral3": mistral3, "llama4": llama4}
 
 
 def make_model(name, vocab, attempt):
@@ -124,7 +141,7 @@ def encoder_bytes(d):
     with safe_open(d / "model.safetensors", "pt") as f:
         for k in f.keys():
             t = f.get_tensor(k)
-            if k.startswith(("vision_tower.", "model.vision_tower.")):
+            if k.startswith(("vision_tower.", "model.vision_tower.", "vision_model.", "model.vision_model.")):
                 out["vision_tower"] += t.numel() * t.element_size()
             elif k.startswith(("multi_modal_projector.", "model.multi_modal_projector.")):
                 out["projector"] += t.numel() * t.element_size()
@@ -136,8 +153,10 @@ def main():
     vocab = len(tok)
     prompt = tok(PROMPT).input_ids
     assert prompt[0] == tok.bos_token_id, prompt
-    goldens = {}
-    for name in WRAPPERS:
+    names = sys.argv[1:] or list(WRAPPERS)  # the others' goldens stay as written
+    golden_path = OUT.parent / "multimodal.json"
+    goldens = json.load(open(golden_path)) if golden_path.exists() else {}
+    for name in names:
         # The first seed whose greedy path is varied, never the EOS (run stops there) and whose
         # top-2 logits stay apart (a relative gap far above fp32 summation-order noise).
         for attempt in range(40):
@@ -158,7 +177,7 @@ def main():
                    transformers=transformers.__version__, encoder_bytes=encoder_bytes(d))
         goldens[name] = ref
         print(name, ref["ids"][:8], "margin", ref["min_greedy_margin"], ref["encoder_bytes"])
-    with open(OUT.parent / "multimodal.json", "w") as f:
+    with open(golden_path, "w") as f:
         json.dump(goldens, f, separators=(",", ":"))
         f.write("\n")
 

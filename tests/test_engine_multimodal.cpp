@@ -31,7 +31,7 @@ const json& goldens() {
   return g;
 }
 
-constexpr const char* kWrappers[] = {"gemma3", "llava", "mistral3"};
+constexpr const char* kWrappers[] = {"gemma3", "llava", "mistral3", "llama4"};
 
 std::string dir_of(const std::string& name) { return test::testdata("engine/multimodal/" + name); }
 
@@ -44,7 +44,7 @@ uint64_t language_model_bytes(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("engine multimodal: gemma3, llava and mistral3 wrappers' language models match transformers (32 greedy ids, logits 1e-4)",
+TEST_CASE("engine multimodal: gemma3, llava, mistral3 and llama4 wrappers' language models match transformers (32 greedy ids, logits 1e-4)",
           "[engine][families][multimodal]") {
   for (const char* name : kWrappers) {
     INFO(name);
@@ -57,6 +57,7 @@ TEST_CASE("engine multimodal: gemma3, llava and mistral3 wrappers' language mode
     REQUIRE(skipped.size() == 2);  // the vision tower and the projector
     for (const TensorInfo& t : m.ck.tensors) {
       CHECK(t.name.find("vision_tower.") == std::string::npos);
+      CHECK(t.name.find("vision_model.") == std::string::npos);  // llama4's
       CHECK(t.name.find("multi_modal_projector.") == std::string::npos);
     }
     LoadOptions lo;
