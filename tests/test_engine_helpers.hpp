@@ -128,6 +128,38 @@ struct FastMathBackend {
   FastMathBackend() { be->allocate({d, mem, 1e-5f, engine::RopeStyle::NeoX, inv_freq}); }
 };
 
+// A backend that hands every primitive to a CPU backend (`in`), the fused ops left to
+// Backend's default compositions: tests override what they pretend (memory it cannot read,
+// an op it does not run) and count calls.
+class ForwardingBackend : public engine::Backend {
+ public:
+  std::unique_ptr<engine::Backend> in = engine::make_cpu_backend(2);
+  std::string describe() const override { return in->describe(); }
+  Device device() const override { return in->device(); }
+  bool can_read(Device d) const override { return in->can_read(d); }
+  int threads() const override { return in->threads(); }
+  void allocate(const engine::BackendSetup& s) override { in->allocate(s); }
+  uint64_t allocated_bytes() const override { return in->allocated_bytes(); }
+  void set_tokens(const engine::BatchTokens& t) override { in->set_tokens(t); }
+  bool supports(engine::Op op, DType t) const override { return in->supports(op, t); }
+  void embed(const engine::WeightMatrix& table, float scale) override { in->embed(table, scale); }
+  void norm(engine::Buf a, engine::Buf b, const engine::Norm& n) override { in->norm(a, b, n); }
+  void matmul(std::span<const engine::MatmulJob> j, engine::Buf x) override { in->matmul(j, x); }
+  void act_mul(engine::Buf g, engine::Buf u, Activation a) override { in->act_mul(g, u, a); }
+  void scale(engine::Buf b, float s) override { in->scale(b, s); }
+  void softcap(engine::Buf b, float c) override { in->softcap(b, c); }
+  void rope(engine::Buf b, int t) override { in->rope(b, t); }
+  void store_kv(int64_t l) override { in->store_kv(l); }
+  void attention(int64_t l, const engine::Attention& a) override { in->attention(l, a); }
+  void moe(const engine::MoeFfn& f) override { in->moe(f); }
+  void add(engine::Buf x, engine::Buf d) override { in->add(x, d); }
+  void select_rows(std::span<const int64_t> r, const engine::Norm& n) override { in->select_rows(r, n); }
+  void head(const engine::WeightMatrix& w, int64_t r) override { in->head(w, r); }
+  std::span<const float> logits(int64_t r) override { return in->logits(r); }
+  void write(engine::Buf b, std::span<const float> v) override { in->write(b, v); }
+  std::vector<float> read(engine::Buf b, int64_t r) override { return in->read(b, r); }
+};
+
 // Calls f(isa) with each instruction set's kernels active in turn (kAllIsas order), for every
 // one this machine has; each one not built in or not supported by the CPU is named in a WARN.
 // The ISA active before is restored afterwards, also when f fails a REQUIRE or throws.

@@ -173,34 +173,10 @@ TEST_CASE("engine llama4: the GGUF twin matches transformers and llama.cpp's gre
 namespace {
 
 // The CPU backend, claiming not to run one op (as the CUDA backend does not run Llama 4's).
-class Without final : public Backend {
+class Without final : public test::ForwardingBackend {
  public:
   explicit Without(Op op) : op_(op) {}
-  std::unique_ptr<Backend> in = make_cpu_backend(2);
-  std::string describe() const override { return in->describe(); }
-  Device device() const override { return in->device(); }
-  bool can_read(Device d) const override { return in->can_read(d); }
-  int threads() const override { return in->threads(); }
-  void allocate(const BackendSetup& s) override { in->allocate(s); }
-  uint64_t allocated_bytes() const override { return in->allocated_bytes(); }
-  void set_tokens(const BatchTokens& t) override { in->set_tokens(t); }
   bool supports(Op op, DType t) const override { return op != op_ && in->supports(op, t); }
-  void embed(const WeightMatrix& table, float scale) override { in->embed(table, scale); }
-  void norm(Buf a, Buf b, const Norm& n) override { in->norm(a, b, n); }
-  void matmul(std::span<const MatmulJob> j, Buf x) override { in->matmul(j, x); }
-  void act_mul(Buf g, Buf u, Activation a) override { in->act_mul(g, u, a); }
-  void scale(Buf b, float s) override { in->scale(b, s); }
-  void softcap(Buf b, float c) override { in->softcap(b, c); }
-  void rope(Buf b, int t) override { in->rope(b, t); }
-  void store_kv(int64_t l) override { in->store_kv(l); }
-  void attention(int64_t l, const Attention& a) override { in->attention(l, a); }
-  void moe(const MoeFfn& f) override { in->moe(f); }
-  void add(Buf x, Buf d) override { in->add(x, d); }
-  void select_rows(std::span<const int64_t> r, const Norm& n) override { in->select_rows(r, n); }
-  void head(const WeightMatrix& w, int64_t r) override { in->head(w, r); }
-  std::span<const float> logits(int64_t r) override { return in->logits(r); }
-  void write(Buf b, std::span<const float> v) override { in->write(b, v); }
-  std::vector<float> read(Buf b, int64_t r) override { return in->read(b, r); }
 
  private:
   Op op_;
@@ -208,9 +184,14 @@ class Without final : public Backend {
 
 }  // namespace
 
-TEST_CASE("engine llama4: a backend without chunked attention, the temperature, unit norms or NoPE refuses it",
+TEST_CASE("engine llama4: the default fused ops run it; a backend without chunked attention, the temperature, unit norms or NoPE refuses it",
           "[engine][moe][llama4]") {
   auto m = test::load_engine_model(test::testdata("engine/llama4"), options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+  {  // every op run: Backend's default rope_and_cache (unit norms, no table) gives the golden too
+    test::ForwardingBackend all;
+    Transformer tf(m.layout, *m.engine.weights, all, options());
+    test::check_against_golden(tf, golden());
+  }
   for (Op op : {Op::ChunkedAttention, Op::AttnTemperature, Op::UnitNorm, Op::NoRope}) {
     INFO(op_name(op));
     Without be(op);

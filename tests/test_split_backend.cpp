@@ -141,39 +141,18 @@ namespace {
 
 // A CPU backend that claims it cannot read host memory (only file mappings), as a GPU
 // backend cannot: the Transformer must gather an untied embedding on the host for it.
-class HostBlind final : public Backend {
+class HostBlind final : public test::ForwardingBackend {
  public:
-  std::unique_ptr<Backend> in = make_cpu_backend(2);
   std::string describe() const override { return "host-blind " + in->describe(); }
-  Device device() const override { return in->device(); }
   bool can_read(Device d) const override { return d.kind == Device::Kind::Disk; }
-  int threads() const override { return in->threads(); }
-  void allocate(const BackendSetup& s) override { in->allocate(s); }
-  uint64_t allocated_bytes() const override { return in->allocated_bytes(); }
-  void set_tokens(const BatchTokens& t) override { in->set_tokens(t); }
-  bool supports(Op op, DType t) const override { return in->supports(op, t); }
   void embed(const WeightMatrix& table, float scale) override {
     ++embeds;
     in->embed(table, scale);
   }
-  void norm(Buf a, Buf b, const Norm& n) override { in->norm(a, b, n); }
-  void matmul(std::span<const MatmulJob> j, Buf x) override { in->matmul(j, x); }
-  void act_mul(Buf g, Buf u, Activation a) override { in->act_mul(g, u, a); }
-  void scale(Buf b, float s) override { in->scale(b, s); }
-  void softcap(Buf b, float c) override { in->softcap(b, c); }
-  void rope(Buf b, int t) override { in->rope(b, t); }
-  void store_kv(int64_t l) override { in->store_kv(l); }
-  void attention(int64_t l, const Attention& a) override { in->attention(l, a); }
-  void moe(const MoeFfn& f) override { in->moe(f); }
-  void add(Buf x, Buf d) override { in->add(x, d); }
-  void select_rows(std::span<const int64_t> r, const Norm& n) override { in->select_rows(r, n); }
-  void head(const WeightMatrix& w, int64_t r) override { in->head(w, r); }
-  std::span<const float> logits(int64_t r) override { return in->logits(r); }
   void write(Buf b, std::span<const float> v) override {
     ++writes;
     in->write(b, v);
   }
-  std::vector<float> read(Buf b, int64_t r) override { return in->read(b, r); }
   int embeds = 0, writes = 0;
 };
 
