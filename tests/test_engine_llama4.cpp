@@ -184,7 +184,7 @@ class Without final : public test::ForwardingBackend {
 
 }  // namespace
 
-TEST_CASE("engine llama4: the default fused ops run it; a backend without chunked attention, the temperature, unit norms or NoPE refuses it",
+TEST_CASE("engine llama4: the default fused ops run it, and a backend without chunked attention, the temperature, unit norms or NoPE refuses it",
           "[engine][moe][llama4]") {
   auto m = test::load_engine_model(test::testdata("engine/llama4"), options(), Device{Device::Kind::Cpu, 0}, {}, 2);
   {  // every op run: Backend's default rope_and_cache (unit norms, no table) gives the golden too
