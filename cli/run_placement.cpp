@@ -70,6 +70,32 @@ void norm_with_head(Placement& p, const ModelLayout& layout) {
   if (n.kind == Device::Kind::Cuda && h.kind == Device::Kind::Cuda && n != h) n = h;
 }
 
+// The bytes of each MoE layer's mixture of experts (is_moe_ffn_role), by module name.
+std::map<std::string, uint64_t> moe_bytes(const Checkpoint& ck, const ModelLayout& layout) {
+  std::map<std::string, uint64_t> out;
+  for (const Module& m : layout.modules) {
+    if (m.kind != ModuleKind::Layer || std::find(m.roles.begin(), m.roles.end(), Role::Router) == m.roles.end()) continue;
+    uint64_t n = 0;
+    for (size_t k = 0; k < m.tensors.size() && k < m.roles.size(); ++k)
+      if (is_moe_ffn_role(m.roles[k]) && m.tensors[k] < ck.tensors.size()) n += ck.tensors[m.tensors[k]].nbytes;
+    out[m.name] = n;
+  }
+  return out;
+}
+
+// A GPU run of a MoE model: the CUDA backend runs no experts, so a CPU part runs every layer's
+// mixture of experts (KTransformers' split) and the placement keeps each in host memory: the
+// experts of a layer on a GPU go to the CPU (mapped from the file), those of a layer in host
+// memory or on disk stay with it.
+void moe_to_host(Placement& p, const Checkpoint& ck, const ModelLayout& layout) {
+  for (const auto& [name, bytes] : moe_bytes(ck, layout)) {
+    const Device layer = p.device_of(name);
+    Device& e = p.experts.try_emplace(name, layer).first->second;
+    if (e.kind == Device::Kind::Cuda) e = Device{Device::Kind::Cpu, 0};
+    p.moe_on_host = true;
+  }
+}
+
 // --device without a budget: every weight there.
 Device single_device(const RunPlacementOptions& o) {
   auto d = parse_device(o.device);
@@ -93,6 +119,13 @@ DevicePlan vram_plan(const RunPlacementOptions& o, const Checkpoint& ck, const M
   // estimate charges the CUDA backend's run state (its scratch: dequantization panel and
   // cuBLAS workspace) on every GPU that runs layers, as engine_memory() sizes it for the run.
   Estimate e = estimate(ck, layout, run_workload(o, Target::Cuda));
+  // MoE: each layer's mixture of experts stays in host memory (moe_to_host); the GPUs hold the rest.
+  const std::map<std::string, uint64_t> moe = moe_bytes(ck, layout);
+  for (ModuleCost& m : e.modules)
+    if (auto at = moe.find(m.name); at != moe.end()) {
+      m.weight_bytes -= std::min(m.weight_bytes, at->second);
+      m.expert_bytes = 0;
+    }
   for (uint64_t& v : req.vram) v = uint64_t(double(v) * scale);
   req.cpu_ram = uint64_t(double(req.cpu_ram) * scale);
   DevicePlan p = make_plan(e, req);
@@ -163,6 +196,8 @@ int auto_batch_impl(const RunPlacementOptions& o, const Checkpoint& ck, const Mo
     }
     uint64_t weights = 0;
     for (const Module& m : layout.modules) weights += m.bytes;
+    if (d.kind == Device::Kind::Cuda)  // a mixture of experts stays in host memory (moe_to_host)
+      for (const auto& [name, bytes] : moe_bytes(ck, layout)) weights -= std::min(weights, bytes);
     const uint64_t budget = uint64_t(double(free) * (1.0 - kAutoSpare));
     const int64_t panel_cols = panel_cols_of(ck, layout);
     fits = [=, &o, &layout](int b) {
@@ -240,6 +275,7 @@ RunPlacement run_placement(const RunPlacementOptions& o_in, const Checkpoint& ck
   // its memory is streamed to it.
   if (auto d = parse_device(o.device); o.plan.empty() && d && d->kind == Device::Kind::Cuda) r.backend = *d;
   if (!o.vram.empty() && r.backend.kind != Device::Kind::Cuda) r.backend = Device{Device::Kind::Cuda, 0};
+  if (r.backend.kind == Device::Kind::Cuda) moe_to_host(r.placement, ck, layout);
   check_gpus(r);
   return r;
 }

@@ -128,6 +128,52 @@ TEST_CASE("split backend: CPU parts give one CPU backend's logits bit for bit, i
   }
 }
 
+TEST_CASE("split backend: experts on a part of their own give one CPU backend's logits bit for bit", "[engine][multi][moe]") {
+  // qwen2_moe: a shared expert with its sigmoid gate and a dense layer; mixtral: plain top-2.
+  const nlohmann::json goldens = nlohmann::json::parse(std::ifstream(test::testdata("engine/moe.json")));
+  for (const char* name : {"qwen2_moe", "mixtral"}) {
+    INFO(name);
+    Loaded m = load_cpu(test::testdata(std::string("engine/") + name));
+    const auto& g = goldens.at(name);
+    const auto p0 = g.at("prompt").get<std::vector<int32_t>>();
+    const auto ids = g.at("ids").get<std::vector<int32_t>>();
+    const std::vector<int32_t> p1(ids.begin(), ids.begin() + 9);
+    auto one = make_cpu_backend(2);
+    Transformer ref(m.layout, *m.weights, *one, options());
+    const std::vector<float> want = run_all(ref, p0, p1);
+    const int64_t L = ref.layers();
+    REQUIRE(L >= 2);
+    struct Case {
+      int parts;
+      SplitLayout how;
+      const char* what;
+    };
+    const Case cases[] = {
+        {2, {std::vector<int>(size_t(L), 0), 0, 0, -1, 1}, "every layer on part 0, every mixture on part 1"},
+        {2, {std::vector<int>(size_t(L), 1), 1, 1, -1, 0}, "the experts' part holds no layer, embedding or head"},
+        {2, {{0, 1}, 0, 1, -1, 1}, "the experts' part also runs the last layer"},
+    };
+    for (const Case& c : cases) {
+      if (c.how.layer_part.size() != size_t(L)) continue;
+      INFO(c.what);
+      auto split = make_split_backend(cpu_parts(c.parts), c.how);
+      Transformer tf(m.layout, *m.weights, *split, options());
+      const std::vector<float> got = run_all(tf, p0, p1);
+      REQUIRE(got.size() == want.size());
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+      CHECK(tf.state_bytes() == tf.predicted().allocated());
+      CHECK(tf.predicted().kv_cache == ref.predicted().kv_cache);
+      CHECK(split->describe().find("experts of every layer") != std::string::npos);
+    }
+    // With the experts apart: transformers' logits and 32 greedy ids (test_engine_moe's check).
+    auto split = make_split_backend(cpu_parts(2), {std::vector<int>(size_t(L), 0), 0, 0, -1, 1});
+    Transformer tf(m.layout, *m.weights, *split, options());
+    test::check_against_golden(tf, g);
+  }
+  CHECK_THROWS_WITH(make_split_backend(cpu_parts(2), {{0, 0}, 0, 0, -1, 2}), Catch::Contains("experts part"));
+  CHECK_THROWS_WITH(make_split_backend(cpu_parts(3), {{0, 0}, 0, 0, -1, 1}), Catch::Contains("runs nothing"));
+}
+
 TEST_CASE("split backend: a layout that does not match the parts or the model is an error", "[engine][multi]") {
   CHECK_THROWS_WITH(make_split_backend(cpu_parts(2), {{0, 2}, 0, 1, -1}), Catch::Contains("part 2"));
   CHECK_THROWS_WITH(make_split_backend(cpu_parts(3), {{0, 1}, 0, 1, -1}), Catch::Contains("runs nothing"));

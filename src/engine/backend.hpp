@@ -169,6 +169,8 @@ class Backend {
   virtual std::string describe() const = 0;   // e.g. "cpu avx2, 2 threads"
   virtual Device device() const = 0;          // where the run state lives
   virtual bool can_read(Device weights) const = 0;  // weights the kernels can read in place
+  // Weights the moe op can read in place (a split backend runs it on its CPU part: host memory).
+  virtual bool moe_can_read(Device weights) const { return can_read(weights); }
   virtual int threads() const = 0;            // host threads (sizes the attention scratch)
   virtual void* native_stream() const { return nullptr; }  // CUDA: the compute stream (cudaStream_t)
   // Whether op `op` runs with data of type `t`: weights (Embed, Matmul), norm/bias vectors

@@ -128,8 +128,14 @@ class CudaBackend final : public Backend {
        "store_kv");
   }
   void rope_and_cache(int64_t layer, const Norm& qn, const Norm& kn, int table) override {
+    // The kernel fuses per-head norms; a norm over all of q or k (olmoe: w.n is the row's
+    // width) runs first as a row norm.
+    const bool q_row = qn.w && qn.w.n != dims_.head_dim, k_row = kn.w && kn.w.n != dims_.head_dim;
+    if (q_row) norm(Buf::Q, Buf::Q, qn);
+    if (k_row) norm(Buf::K, Buf::K, kn);
+    const cuda::DNorm q_head = qn.w && !q_row ? dnorm(qn) : cuda::DNorm{}, k_head = kn.w && !k_row ? dnorm(kn) : cuda::DNorm{};
     ok(cuda::rope_and_cache(ctx_, table_shape(layer_shape(layer), table), buf(Buf::Q), buf(Buf::K), buf(Buf::V), T_, slot_, pos_,
-                            inv_freq_[table ? 1 : 0], qn.w ? dnorm(qn) : cuda::DNorm{}, kn.w ? dnorm(kn) : cuda::DNorm{},
+                            inv_freq_[table ? 1 : 0], q_head, k_head,
                             eps_, cache(layer, 0), cache(layer, 1), &err_),
        "rope_and_cache");
   }

@@ -17,15 +17,16 @@ class SplitBackend final : public Backend {
     auto bad = [&](const std::string& what) { return Error("engine.bad_split", what, {}, Exit::Internal); };
     if (n == 0) throw bad("a split backend needs at least one part");
     auto in_range = [&](int p) { return p >= 0 && p < n; };
-    if (!in_range(how_.embed_part) || !in_range(how_.head_part) || (how_.stream_part >= 0 && !in_range(how_.stream_part)))
-      throw bad(fmt::format("embedding/head/stream part outside the {}", plural(uint64_t(n), "part")));
+    if (!in_range(how_.embed_part) || !in_range(how_.head_part) || (how_.stream_part >= 0 && !in_range(how_.stream_part)) ||
+        (how_.moe_part >= 0 && !in_range(how_.moe_part)))
+      throw bad(fmt::format("embedding/head/stream/experts part outside the {}", plural(uint64_t(n), "part")));
     layers_of_.assign(size_t(n), 0);
     for (int p : how_.layer_part) {
       if (!in_range(p)) throw bad(fmt::format("a layer is given part {} of {}", p, n));
       local_.push_back(layers_of_[size_t(p)]++);
     }
     for (int p = 0; p < n; ++p)
-      if (layers_of_[size_t(p)] == 0 && p != how_.embed_part && p != how_.head_part)
+      if (layers_of_[size_t(p)] == 0 && p != how_.embed_part && p != how_.head_part && p != how_.moe_part)
         throw bad(fmt::format("part {} ({}) runs nothing", p, parts_[size_t(p)]->describe()));
   }
 
@@ -40,12 +41,18 @@ class SplitBackend final : public Backend {
         }
       s += fmt::format("{} {} layers", p ? ";" : "", parts_[p]->describe());
       s += first < 0 ? " none" : fmt::format(" {}-{} ({})", first, last, layers_of_[p]);
+      if (int(p) == how_.moe_part) s += ", experts of every layer";
     }
     return s;
   }
   Device device() const override { return head().device(); }
   bool supports(Op op, DType t) const override {
+    if (op == Op::Moe && how_.moe_part >= 0) return parts_[size_t(how_.moe_part)]->supports(op, t);
     return std::all_of(parts_.begin(), parts_.end(), [&](const auto& b) { return b->supports(op, t); });
+  }
+  bool moe_can_read(Device d) const override {
+    if (how_.moe_part >= 0) return parts_[size_t(how_.moe_part)]->can_read(d);
+    return can_read(d);
   }
   bool can_read(Device d) const override {
     return std::any_of(parts_.begin(), parts_.end(), [&](const auto& b) { return b->can_read(d); });
@@ -128,7 +135,13 @@ class SplitBackend final : public Backend {
   void rope(Buf b, int table) override { part().rope(b, table); }
   void store_kv(int64_t layer) override { part().store_kv(local(layer)); }
   void attention(int64_t layer, const Attention& a) override { part().attention(local(layer), a); }
-  void moe(const MoeFfn& f) override { part().moe(f); }
+  void moe(const MoeFfn& f) override {
+    if (how_.moe_part < 0 || how_.moe_part == cur_) return part().moe(f);
+    Backend& experts = *parts_[size_t(how_.moe_part)];
+    experts.write(Buf::XN, part().read(Buf::XN, tokens_));
+    experts.moe(f);
+    part().write(Buf::Tmp, experts.read(Buf::Tmp, tokens_));
+  }
   void matmul_heads(std::span<const WeightMatrix> w, Buf in, int64_t is, Buf out, int64_t os) override {
     part().matmul_heads(w, in, is, out, os);
   }

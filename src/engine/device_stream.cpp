@@ -14,11 +14,13 @@ constexpr uint64_t kAlign = 256;  // tensor offsets in a slot (cudaMalloc's alig
 }
 
 DeviceStreamProvider::DeviceStreamProvider(std::unique_ptr<WeightProvider> host, int device, void* compute_stream,
-                                           int slots, const std::vector<size_t>& host_read)
+                                           int slots, const std::vector<size_t>& host_read,
+                                           const std::vector<std::vector<char>>& host_tensors)
     : host_(std::move(host)), device_{Device::Kind::Cuda, device} {
   const size_t n = host_->modules();
   info_.resize(n);
   offsets_.resize(n);
+  in_place_.resize(n);
   offloaded_.assign(n, false);
   slot_of_.assign(n, -1);
   host_held_.assign(n, false);
@@ -26,14 +28,19 @@ DeviceStreamProvider::DeviceStreamProvider(std::unique_ptr<WeightProvider> host,
   for (size_t m = 0; m < n; ++m) {
     auto views = host_->info(m);
     info_[m].assign(views.begin(), views.end());
+    in_place_[m].assign(views.size(), 0);
+    if (m < host_tensors.size() && host_tensors[m].size() == views.size()) in_place_[m] = host_tensors[m];
     bool off = false;
-    for (const TensorView& v : views) off |= v.device.kind != Device::Kind::Cuda;  // another GPU's: read there
+    for (size_t i = 0; i < views.size(); ++i)  // another GPU's: read there
+      off |= views[i].device.kind != Device::Kind::Cuda && !in_place_[m][i];
     if (std::find(host_read.begin(), host_read.end(), m) != host_read.end()) off = false;
     offloaded_[m] = off;
     if (!off) continue;
     uint64_t at = 0;
-    for (TensorView& v : info_[m]) {
+    for (size_t i = 0; i < info_[m].size(); ++i) {
+      TensorView& v = info_[m][i];
       offsets_[m].push_back(at);
+      if (in_place_[m][i]) continue;  // its view is the host's, set by acquire
       at += (v.nbytes + kAlign - 1) / kAlign * kAlign;
       v.device = device_;
       v.data = nullptr;
@@ -69,8 +76,13 @@ int DeviceStreamProvider::start_copy(size_t m) {
   auto src = host_->acquire(m);  // blocks while a disk module is read
   host_held_[m] = true;
   check(ring_.begin(s, &err_), "wait for a free device slot");
-  for (size_t i = 0; i < src.size(); ++i)
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (in_place_[m][i]) {
+      info_[m][i].data = src[i].data;  // valid until release(m) releases the host module
+      continue;
+    }
     check(ring_.copy(s, offsets_[m][i], src[i].data, src[i].nbytes, &err_), "copy a layer to the GPU");
+  }
   check(ring_.filled(s, &err_), "mark a layer copied");
   module_in_[size_t(s)] = int(m);
   slot_of_[m] = s;
@@ -85,7 +97,8 @@ std::span<const TensorView> DeviceStreamProvider::acquire(size_t m) {
                 {}, Exit::Internal);
   check(ring_.use(s, &err_), "order compute after the copy");
   auto* base = static_cast<uint8_t*>(ring_.slot(s));
-  for (size_t i = 0; i < info_[m].size(); ++i) info_[m][i].data = base + offsets_[m][i];
+  for (size_t i = 0; i < info_[m].size(); ++i)
+    if (!in_place_[m][i]) info_[m][i].data = base + offsets_[m][i];
   return info_[m];
 }
 
@@ -104,7 +117,7 @@ void DeviceStreamProvider::release(size_t m) {
     host_->release(m);
     host_held_[m] = false;
   }
-  for (TensorView& v : info_[m]) v.data = nullptr;
+  for (TensorView& v : info_[m]) v.data = nullptr;  // in-place views too: their host module is released
   module_in_[size_t(s)] = -1;
   slot_of_[m] = -1;
 }

@@ -29,8 +29,12 @@ class DeviceStreamProvider final : public WeightProvider {
   // engine.out_of_memory (exit 3) when the slots cannot be allocated, engine.cuda otherwise.
   // `host_read`: modules handed out where they are (host memory), not copied: the untied
   // embedding, which the Transformer gathers on the host (only the batch's rows cross).
+  // `host_tensors` [module][tensor] (empty, or one flag per tensor of a module): tensors
+  // likewise read where they are while the rest of their module is copied: the mixture of
+  // experts a CPU part runs beside the GPU (SplitLayout::moe_part).
   DeviceStreamProvider(std::unique_ptr<WeightProvider> host, int device, void* compute_stream, int slots,
-                       const std::vector<size_t>& host_read = {});
+                       const std::vector<size_t>& host_read = {},
+                       const std::vector<std::vector<char>>& host_tensors = {});
 
   size_t modules() const override { return info_.size(); }
   std::span<const TensorView> info(size_t m) const override { return info_[m]; }
@@ -54,6 +58,7 @@ class DeviceStreamProvider final : public WeightProvider {
   cuda::CopyRing ring_;
   std::vector<std::vector<TensorView>> info_;     // device-tagged, data set while acquired
   std::vector<std::vector<uint64_t>> offsets_;    // [module][tensor] byte offset in a slot
+  std::vector<std::vector<char>> in_place_;       // [module][tensor] read on the host, never copied
   std::vector<bool> offloaded_;
   std::vector<int> slot_of_;                      // [module] slot holding it, -1 none
   std::vector<int> module_in_;                    // [slot] module, -1 free

@@ -74,6 +74,14 @@ void Transformer::bind_mixed_experts(Moe& m, const Layer& L, std::span<const Ten
 void Transformer::bind_moe(Layer& L, std::span<const TensorView> info, std::span<const Role> roles,
                            const std::string& module) {
   const int64_t E = dims_.experts, H = dims_.hidden, I = dims_.expert_inter;
+  // A split backend runs the experts on its CPU part: everything the moe op reads in host memory.
+  for (size_t i = 0; i < roles.size() && i < info.size(); ++i)
+    if (is_moe_ffn_role(roles[i]) && !backend_.moe_can_read(info[i].device))
+      throw Error("engine.not_readable",
+                  fmt::format("{}: the mixture of experts runs on the CPU, but this tensor is in {} memory", module,
+                              info[i].device.str()),
+                  {.tensor = info[i].name, .hint = "keep the layer's experts, router and shared expert in host memory "
+                                                   "(run's --vram plans do; a --plan file: \"expert_map\" and \"moe_on_host\")"});
   Moe m;
   if ((recipe_.clamped_swiglu && L.at[size_t(Role::ExpGateUpMixed)] >= 0) ||  // HF gpt-oss: gate|up interleaved
       L.at[size_t(Role::ExpGateUpIn)] >= 0) {                                   // Llama 4: gate|up halves

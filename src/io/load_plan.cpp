@@ -103,20 +103,23 @@ uint64_t module_units(const Checkpoint& ck, const Module& m, size_t mi, std::opt
   return cursor;
 }
 
-// An expert_map entry apart from its layer's device: the layer's routed-expert tensors
-// become a module of their own, "<layer> (routed experts)", placed there and appended after
-// every module of the layout, so the layout's module indices (the engine's) are unchanged.
+// An expert_map entry apart from its layer's device: the layer's routed-expert tensors (its
+// whole mixture of experts with Placement::moe_on_host) become a module of their own,
+// "<layer> (routed experts)" ("(mixture of experts)"), placed there and appended after every
+// module of the layout, so the layout's module indices (the engine's) are unchanged.
 void split_experts(const Checkpoint& ck, Placed& r) {
   const size_t n = r.layout.modules.size();
+  const bool whole = r.placement.moe_on_host;
   for (size_t mi = 0; mi < n; ++mi) {
     const auto at = r.placement.experts.find(r.layout.modules[mi].name);
     if (at == r.placement.experts.end() || at->second == r.placement.device_of(at->first)) continue;
-    Module experts{.name = at->first + " (routed experts)", .kind = ModuleKind::Other, .layer = r.layout.modules[mi].layer};
+    Module experts{.name = at->first + (whole ? " (mixture of experts)" : " (routed experts)"), .kind = ModuleKind::Other,
+                   .layer = r.layout.modules[mi].layer};
     Module& m = r.layout.modules[mi];
     Module rest = m;
     rest.tensors.clear(), rest.roles.clear(), rest.bytes = 0;
     for (size_t k = 0; k < m.tensors.size(); ++k) {
-      const bool routed = k < m.roles.size() && is_expert_role(m.roles[k]);
+      const bool routed = k < m.roles.size() && (whole ? is_moe_ffn_role(m.roles[k]) : is_expert_role(m.roles[k]));
       Module& to = routed ? experts : rest;
       to.tensors.push_back(m.tensors[k]);
       to.bytes += tensor_of(ck, m.tensors[k]).nbytes;
@@ -124,6 +127,7 @@ void split_experts(const Checkpoint& ck, Placed& r) {
     }
     m = std::move(rest);
     r.placement.modules[experts.name] = at->second;
+    if (whole) r.cpu_read.push_back(r.layout.modules.size());
     r.layout.modules.push_back(std::move(experts));
   }
 }
@@ -152,7 +156,8 @@ Placed complete_placement(const Checkpoint& ck, const ModelLayout& layout, const
   return r;
 }
 
-UnitPlan plan_units(const Checkpoint& ck, const Placed& placed, std::optional<DType> dtype, bool map_host) {
+UnitPlan plan_units(const Checkpoint& ck, const Placed& placed, std::optional<DType> dtype, bool map_host,
+                    bool map_cpu_read) {
   const ModelLayout& layout = placed.layout;
   UnitPlan p;
   p.slot_of.resize(ck.tensors.size());
@@ -164,7 +169,8 @@ UnitPlan plan_units(const Checkpoint& ck, const Placed& placed, std::optional<DT
     const Device dev = placed.placement.device_of(m.name);
     p.module_dev[mi] = dev;
     if (dev.kind == Device::Kind::Disk) continue;
-    if (dev.kind == Device::Kind::Cpu && map_host && !m.tensors.empty()) {
+    const bool cpu_read = std::find(placed.cpu_read.begin(), placed.cpu_read.end(), mi) != placed.cpu_read.end();
+    if (dev.kind == Device::Kind::Cpu && (map_host || (cpu_read && map_cpu_read)) && !m.tensors.empty()) {
       p.mapped[mi] = map_range(ck, m, dtype);
       if (p.mapped[mi].on) continue;
     }

@@ -59,6 +59,7 @@ struct Placed {
   ModelLayout layout;
   Placement placement;
   std::vector<std::string> notes;
+  std::vector<size_t> cpu_read;  // modules only the CPU reads (a GPU run's mixtures of experts): mapped, never pinned
 };
 Placed complete_placement(const Checkpoint& ck, const ModelLayout& layout, const Placement& placement);
 
@@ -75,7 +76,9 @@ struct UnitPlan {
 // Stage 1. `dtype`: --dtype (F16/BF16 targets of convert.hpp). `map_host`: CPU modules
 // that need no conversion and lie in one file may be mapped (LoadOptions::map_host, and no
 // pinning). Throws load.bad_layout (a module names a tensor or file the checkpoint lacks).
-UnitPlan plan_units(const Checkpoint& ck, const Placed& placed, std::optional<DType> dtype, bool map_host);
+// `map_cpu_read`: Placed::cpu_read modules may be mapped even when other host modules are pinned.
+UnitPlan plan_units(const Checkpoint& ck, const Placed& placed, std::optional<DType> dtype, bool map_host,
+                    bool map_cpu_read = false);
 
 // How a chunk's bytes land (load_sinks.hpp): read straight into host memory, read into a
 // staging buffer and converted on the CPU, or staged and copied (or converted) to a GPU.

@@ -278,7 +278,7 @@ LoadResult load_checkpoint(const Checkpoint& ck, const ModelLayout& layout_in, c
   const bool use_cuda = !gpu_used_before.empty();
 
   // 1. units: where each tensor goes, what is read
-  const UnitPlan plan = plan_units(ck, placed, o.dtype, o.map_host && !(use_cuda && o.pin_host));
+  const UnitPlan plan = plan_units(ck, placed, o.dtype, o.map_host && !(use_cuda && o.pin_host), o.map_host);
   rep.converted_tensors = plan.converted_tensors;
 
   // 2. allocations, in module order, before any read

@@ -1,0 +1,102 @@
+// Mixture-of-experts models on CUDA (KTransformers' split): attention, norms and the head on
+// cuda:0, every layer's mixture of experts (router, routed and shared experts) on a CPU part
+// reading host memory. make_engine builds the split when the ops run on a GPU and the model
+// has experts; the loader keeps each layer's mixture in host memory when the placement says
+// moe_on_host. Checked against transformers' goldens (testdata/engine/moe.json: logits within
+// 1e-4, 32 greedy ids) as the CPU engine is. Needs a CUDA device or the emulator build
+// (nunchaku_cuda_emu_tests); without either the cases report skipped.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "cuda/engine_ops.hpp"
+#include "tests/helpers.hpp"
+#include "tests/test_engine_helpers.hpp"
+
+using namespace nunchaku;
+using namespace nunchaku::engine;
+
+namespace {
+
+bool have_cuda() {
+  std::string why;
+  if (cuda::engine_available(&why)) return true;
+  test::skip_case("no CUDA device (" + why + ")");
+  return false;
+}
+
+const Device kGpu{Device::Kind::Cuda, 0}, kHost{Device::Kind::Cpu, 0};
+
+bool has_router(const Module& m) {
+  return m.kind == ModuleKind::Layer && std::find(m.roles.begin(), m.roles.end(), Role::Router) != m.roles.end();
+}
+
+struct MoeOnGpu {
+  Checkpoint ck;
+  ModelLayout layout;
+  LoadResult load;
+  Engine engine;
+};
+
+// Every module on cuda:0 but each MoE layer's mixture of experts in host memory (moe_on_host);
+// `streamed_layer` >= 0: that layer's rest in host memory too, streamed to the GPU per pass.
+void load(MoeOnGpu& m, const std::string& name, bool moe_on_host, int streamed_layer) {
+  m.ck = open_checkpoint(test::testdata("engine/" + name));
+  m.layout = describe_model(m.ck);
+  LoadOptions lo;
+  lo.placement = place_all(m.layout, kGpu);
+  for (const Module& mod : m.layout.modules) {
+    if (has_router(mod)) lo.placement.experts[mod.name] = kHost;
+    if (mod.kind == ModuleKind::Layer && mod.layer == streamed_layer) lo.placement.modules[mod.name] = kHost;
+  }
+  lo.placement.moe_on_host = moe_on_host;
+  m.load = load_checkpoint(m.ck, m.layout, lo);
+  EngineOptions o;
+  o.max_context = 64;
+  o.logit_rows = 64;
+  o.max_tokens = 16;
+  o.max_batch = 2;
+  m.engine = make_engine(m.ck, m.layout, m.load.store, {o, 2, std::nullopt, kGpu});
+}
+
+void check_moe_on_gpu(const std::string& name, int streamed_layer) {
+  if (!have_cuda()) return;
+  const auto goldens = nlohmann::json::parse(std::ifstream(test::testdata("engine/moe.json")));
+  MoeOnGpu m;
+  load(m, name, true, streamed_layer);
+  INFO(m.engine.model->describe());
+  CHECK(m.engine.backend->describe().find("cpu") != std::string::npos);
+  CHECK(m.engine.backend->describe().find("experts of every layer") != std::string::npos);
+  test::check_against_golden(*m.engine.model, goldens.at(name));
+}
+
+}  // namespace
+
+TEST_CASE("cuda moe: qwen2_moe with its experts, router and shared expert on the CPU matches transformers", "[cuda][moe]") {
+  check_moe_on_gpu("qwen2_moe", -1);
+}
+
+TEST_CASE("cuda moe: qwen3_moe with layer 1 streamed to the GPU and its experts read in host memory", "[cuda][moe]") {
+  check_moe_on_gpu("qwen3_moe", 1);
+}
+
+TEST_CASE("cuda moe: mixtral and olmoe with their experts on the CPU match transformers", "[cuda][moe]") {
+  check_moe_on_gpu("mixtral", 0);
+  check_moe_on_gpu("olmoe", -1);
+}
+
+TEST_CASE("cuda moe: a router left in device memory is refused before the run, naming the tensor", "[cuda][moe]") {
+  if (!have_cuda()) return;
+  MoeOnGpu m;
+  try {
+    load(m, "qwen2_moe", false, -1);  // routed experts on the host, router and shared expert on cuda:0
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == "engine.not_readable");
+    CHECK(std::string(e.what()).find("cuda:0 memory") != std::string::npos);
+    CHECK(e.context().tensor.find("gate") != std::string::npos);
+  }
+}
