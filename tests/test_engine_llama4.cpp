@@ -41,11 +41,10 @@ EngineOptions options(int64_t max_tokens = 16) {
   return o;
 }
 
-// A copy of the fixture whose config.json went through `edit` (the weights as they are).
-std::string edited_copy(const std::string& name, const std::function<void(json&)>& edit) {
+// A copy of the fixture in `dir` whose config.json went through `edit` (the weights as they are).
+std::string edited_copy(const test::TempDir& tmp, const std::string& name, const std::function<void(json&)>& edit) {
   const fs::path src = test::testdata("engine/llama4");
-  const fs::path dir = fs::temp_directory_path() / ("nunchaku-llama4-" + name);
-  fs::remove_all(dir);
+  const fs::path dir = tmp.path / name;
   fs::create_directories(dir);
   fs::copy_file(src / "model.safetensors", dir / "model.safetensors");
   json cfg = json::parse(std::ifstream(src / "config.json"));
@@ -124,15 +123,17 @@ TEST_CASE("engine llama4: chunks, NoPE, the temperature and the q/k norms each m
   };
   const auto prompt = golden().at("prompt").get<std::vector<int32_t>>();
   const auto want = golden().at("ids").get<std::vector<int32_t>>();
+  test::TempDir tmp;
   for (const auto& [name, edit] : without) {
     INFO("without " << name);
-    auto m = test::load_engine_model(edited_copy(name, edit), options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+    const std::string dir = edited_copy(tmp, name, edit);
+    auto m = test::load_engine_model(dir, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
     SeqChunk ch{0, 0, prompt, true};
     const auto out = m.tf->forward({&ch, 1});
     double worst = 0;
     for (size_t r = 0; r < prompt.size(); ++r)
       worst = std::max(worst, test::rel_error(out.data() + r * size_t(m.tf->vocab()), golden().at("prompt_logits")[r]));
-    auto fresh = test::load_engine_model(edited_copy(name, edit), options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+    auto fresh = test::load_engine_model(dir, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
     CHECK((worst > 1e-2 || test::greedy(*fresh.tf, prompt, int(want.size())) != want));
   }
 }
