@@ -100,3 +100,19 @@ TEST_CASE("cuda moe: a router left in device memory is refused before the run, n
     CHECK(e.context().tensor.find("gate") != std::string::npos);
   }
 }
+
+// Llama 4 (tests/test_engine_llama4.cpp): its experts would run on the CPU part, but the CUDA
+// backend has no chunked attention (nor the query temperature, unit q/k norms, NoPE): refused
+// before the run, naming the op, never run with a window instead of chunks.
+TEST_CASE("cuda moe: llama4 on cuda:0 is refused naming chunked attention, with the --device cpu hint", "[cuda][moe][llama4]") {
+  if (!have_cuda()) return;
+  MoeOnGpu m;
+  try {
+    load(m, "llama4", true, -1);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == "engine.unsupported_architecture");
+    CHECK(std::string(e.what()).find("chunked_attention") != std::string::npos);
+    CHECK(e.context().hint.find("--device cpu") != std::string::npos);
+  }
+}
