@@ -298,6 +298,7 @@ int run_plan(const PlanCliOptions& o) {
     return run_plan_multinode({format, o.output, o.path, r.vram.empty() ? 0 : *std::min_element(r.vram.begin(), r.vram.end()), notes},
                               ck, layout, w);
   const EstimateBasis basis = estimate_basis(ck, layout);
+  w.no_gpu_placement = r.vram.empty() && o.vram.empty() && !o.min_vram;
   Estimate e = estimate(ck, layout, w, basis);
 
   std::optional<uint64_t> minv;

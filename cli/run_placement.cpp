@@ -119,13 +119,7 @@ DevicePlan vram_plan(const RunPlacementOptions& o, const Checkpoint& ck, const M
   // estimate charges the CUDA backend's run state (its scratch: dequantization panel and
   // cuBLAS workspace) on every GPU that runs layers, as engine_memory() sizes it for the run.
   Estimate e = estimate(ck, layout, run_workload(o, Target::Cuda));
-  // MoE: each layer's mixture of experts stays in host memory (moe_to_host); the GPUs hold the rest.
-  const std::map<std::string, uint64_t> moe = moe_bytes(ck, layout);
-  for (ModuleCost& m : e.modules)
-    if (auto at = moe.find(m.name); at != moe.end()) {
-      m.weight_bytes -= std::min(m.weight_bytes, at->second);
-      m.expert_bytes = 0;
-    }
+  // (A MoE's mixtures of experts are charged to the host there: moe_to_host below keeps them so.)
   for (uint64_t& v : req.vram) v = uint64_t(double(v) * scale);
   req.cpu_ram = uint64_t(double(req.cpu_ram) * scale);
   DevicePlan p = make_plan(e, req);

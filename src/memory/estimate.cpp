@@ -358,6 +358,8 @@ EstimateBasis estimate_basis(const Checkpoint& ck, const ModelLayout& layout) {
       part.parameters += logical[ti];
       part.stored_bytes = add(part.stored_bytes, t.nbytes);
       if (routed) part.stored_expert_bytes = add(part.stored_expert_bytes, t.nbytes);
+      if (m.kind == ModuleKind::Layer && k < m.roles.size() && is_moe_ffn_role(m.roles[k]))
+        part.stored_moe_bytes = add(part.stored_moe_bytes, t.nbytes);
       uint64_t& in_leaf = leaf[std::string_view(t.name).substr(0, t.name.rfind('.'))];
       in_leaf += logical[ti];
       part.largest_leaf = std::max(part.largest_leaf, in_leaf);
@@ -384,6 +386,31 @@ void note_llamacpp_flags(Estimate& e, const Workload& w) {
   e.notes.push_back(fmt::format("{} {} llama.cpp's (--runtime llama.cpp): {} has no such setting, and this estimate ignores {}",
                                 fmt::join(own, ", "), own.size() == 1 ? "is" : "are", runtime_name(e.runtime),
                                 own.size() == 1 ? "it" : "them"));
+}
+
+// nunchaku on a GPU: the CUDA backend runs no experts, so a CPU part runs every layer's mixture
+// of experts (router, routed and shared experts) from host memory, mapped from the file
+// (KTransformers' split; engine/backend_split.hpp moe_part). The GPU is charged the rest.
+void moe_to_host(Estimate& e, const EstimateBasis& basis, const std::vector<Module>& mods) {
+  uint64_t host = 0;
+  for (ModuleCost& mc : e.modules) {
+    const auto at = std::find_if(mods.begin(), mods.end(), [&](const Module& m) { return m.name == mc.name; });
+    if (at == mods.end()) continue;
+    const EstimateBasis::Part& part = basis.modules[size_t(at - mods.begin())];
+    if (part.stored_moe_bytes == 0 || part.stored_bytes == 0) continue;
+    // As stored, or in the proportion a --dtype / --quant keeps of the module.
+    const uint64_t moe = mc.weight_bytes == part.stored_bytes
+                             ? part.stored_moe_bytes
+                             : uint64_t((unsigned __int128)mc.weight_bytes * part.stored_moe_bytes / part.stored_bytes);
+    mc.weight_bytes -= std::min(mc.weight_bytes, moe);
+    mc.expert_bytes = 0;
+    host = add(host, moe);
+  }
+  if (host == 0) return;
+  e.host.push_back({"moe_weights", host, "every layer's mixture of experts (router, routed and shared experts): a CPU part runs "
+                                         "them from host memory, mapped from the file; the CUDA backend runs none"});
+  e.notes.push_back(fmt::format("nunchaku on a GPU runs each layer's mixture of experts on the CPU ({} in host memory, "
+                                "moe_weights) and the rest on the GPU, as KTransformers splits a MoE", format_bytes(host)));
 }
 
 }  // namespace
@@ -443,9 +470,6 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
       e.notes.push_back(fmt::format("nunchaku's engine does not run this model yet ({}): `run` refuses it; the figures "
                                     "are what it would take",
                                     why));
-    else if (s.num_experts > 0 && w.target == Target::Cuda && !training)
-      e.notes.push_back("nunchaku's CUDA backend does not run mixture-of-experts layers yet: `run` refuses this model on "
-                        "a GPU and runs it on the CPU (--device cpu)");
   }
   e.mixed_precision = training && elem_bytes(e.compute_dtype) < 4;
 
@@ -524,6 +548,11 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
                                                       uint64_t(s.num_experts));
   else
     e.weight_bytes_per_token += experts;
+  if (e.runtime == Runtime::Nunchaku && w.target == Target::Cuda && !training && !w.no_gpu_placement) {
+    moe_to_host(e, basis, mods);  // the GPU's weights less the mixtures of experts
+    weights = 0;
+    for (const auto& mc : e.modules) weights = add(weights, mc.weight_bytes);
+  }
   const uint64_t n = w.ranks();
   uint64_t slack = 0;
 

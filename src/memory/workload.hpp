@@ -80,6 +80,9 @@ struct Workload {
   // nullopt: nunchaku for inference, deepspeed for training with --zero, else transformers.
   std::optional<Runtime> runtime;
   Target target = Target::Cuda;
+  // A plan with no GPU budget places every module in host memory or on disk: nunchaku's
+  // mixtures of experts are then not split off a GPU (estimate's moe_weights host line).
+  bool no_gpu_placement = false;
   Attention attention = Attention::Default;  // Default: the runtime's own (flash_attention forces Flash)
   int threads = 0;            // nunchaku: CPU threads (attention scratch per thread); 0 = this machine's
   // llama.cpp (docs/estimate.md): its micro-batch n_ubatch (-ub; 0 = its default 512; the
