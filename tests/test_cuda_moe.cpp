@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "cuda/engine_ops.hpp"
+#include "memory/estimate.hpp"
 #include "tests/helpers.hpp"
 #include "tests/test_engine_helpers.hpp"
 
@@ -115,4 +116,36 @@ TEST_CASE("cuda moe: llama4 on cuda:0 is refused naming chunked attention, with 
     CHECK(std::string(e.what()).find("chunked_attention") != std::string::npos);
     CHECK(e.context().hint.find("--device cpu") != std::string::npos);
   }
+}
+
+TEST_CASE("estimate: nunchaku on a GPU charges each mixture of experts to the host, a CPU-only plan does not",
+          "[estimate][moe]") {
+  const std::string path = test::testdata("engine/moe-gguf/qwen3_moe.gguf");
+  const Checkpoint ck = open_checkpoint(path);
+  const ModelLayout layout = describe_model(ck);
+  uint64_t moe = 0, all = 0;  // from the tensor table's roles, independently of estimate
+  for (const Module& m : layout.modules)
+    for (size_t k = 0; k < m.tensors.size(); ++k) {
+      all += ck.tensors[m.tensors[k]].nbytes;
+      if (m.kind == ModuleKind::Layer && k < m.roles.size() && is_moe_ffn_role(m.roles[k])) moe += ck.tensors[m.tensors[k]].nbytes;
+    }
+  REQUIRE(moe > 0);
+  Workload w;
+  w.runtime = Runtime::Nunchaku;
+  w.context = 64;
+  const Estimate gpu = estimate(ck, layout, w);
+  auto line = [](const std::vector<Component>& cs, const std::string& name) -> uint64_t {
+    for (const Component& c : cs)
+      if (c.name == name) return c.bytes;
+    return 0;
+  };
+  CHECK(line(gpu.host, "moe_weights") == moe);
+  CHECK(line(gpu.gpu, "weights") == all - moe);
+  w.no_gpu_placement = true;
+  const Estimate cpu = estimate(ck, layout, w);
+  CHECK(line(cpu.host, "moe_weights") == 0);
+  CHECK(line(cpu.gpu, "weights") == all);
+  w.no_gpu_placement = false;
+  w.runtime = Runtime::LlamaCpp;  // llama.cpp's own placement: not nunchaku's split
+  CHECK(line(estimate(ck, layout, w).host, "moe_weights") == 0);
 }
