@@ -13,7 +13,9 @@
 
 #include "core/error.hpp"
 #include "cuda/engine_ops.hpp"
+#include "memory/decode_bound.hpp"
 #include "memory/estimate.hpp"
+#include "memory/plan.hpp"
 #include "tests/helpers.hpp"
 #include "tests/test_engine_helpers.hpp"
 
@@ -123,11 +125,13 @@ TEST_CASE("estimate: nunchaku on a GPU charges each mixture of experts to the ho
   const std::string path = test::testdata("engine/moe-gguf/qwen3_moe.gguf");
   const Checkpoint ck = open_checkpoint(path);
   const ModelLayout layout = describe_model(ck);
-  uint64_t moe = 0, all = 0;  // from the tensor table's roles, independently of estimate
+  uint64_t moe = 0, routed = 0, all = 0;  // from the tensor table's roles, independently of estimate
   for (const Module& m : layout.modules)
     for (size_t k = 0; k < m.tensors.size(); ++k) {
-      all += ck.tensors[m.tensors[k]].nbytes;
-      if (m.kind == ModuleKind::Layer && k < m.roles.size() && is_moe_ffn_role(m.roles[k])) moe += ck.tensors[m.tensors[k]].nbytes;
+      const uint64_t n = ck.tensors[m.tensors[k]].nbytes;
+      all += n;
+      if (m.kind == ModuleKind::Layer && k < m.roles.size() && is_moe_ffn_role(m.roles[k])) moe += n;
+      if (m.kind == ModuleKind::Layer && k < m.roles.size() && is_expert_role(m.roles[k])) routed += n;
     }
   REQUIRE(moe > 0);
   Workload w;
@@ -141,6 +145,17 @@ TEST_CASE("estimate: nunchaku on a GPU charges each mixture of experts to the ho
   };
   CHECK(line(gpu.host, "moe_weights") == moe);
   CHECK(line(gpu.gpu, "weights") == all - moe);
+  // The decode bound reads the router and shared parts whole, and at batch 1 top_k / E = 3 / 8
+  // of the routed experts, on the CPU at the host rate; the GPU reads the rest.
+  PlanRequest req;
+  req.vram = {1ull << 30};
+  const DevicePlan p = make_plan(gpu, req);
+  REQUIRE(p.fits);
+  const Bandwidths bw;
+  const DecodeBound d = decode_bound(gpu, p, 1, bw);
+  CHECK(double(d.cpu_moe_bytes) == Approx(double(moe - routed) + double(routed) * 3 / 8).margin(1));
+  CHECK(d.host_bytes == 0);
+  CHECK(d.seconds == Approx(double(d.gpu_bytes) / bw.gpu + double(d.cpu_moe_bytes) / bw.host));
   w.no_gpu_placement = true;
   const Estimate cpu = estimate(ck, layout, w);
   CHECK(line(cpu.host, "moe_weights") == 0);

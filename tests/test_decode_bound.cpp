@@ -75,11 +75,14 @@ TEST_CASE("plan: the decode bound in text and JSON, --bandwidth read or refused"
   CHECK(d.at("bandwidth_bytes_per_s").at("gpu").get<double>() == 2e12);
   CHECK(d.at("bandwidth_bytes_per_s").at("host").get<double>() == 40e9);
   CHECK(d.at("bandwidth_bytes_per_s").at("pcie").get<double>() == 25e9);  // the default stays
-  // Everything on the GPU: every byte from GPU memory, tok/s = batch / (bytes / 2e12).
+  // Everything on the GPU but the mixtures of experts, which nunchaku's CPU part reads in host
+  // memory: tok/s = batch / (gpu bytes / 2e12 + experts' bytes / 40e9).
   CHECK(d.at("bytes_per_step").at("host").get<uint64_t>() == 0);
   const double gpu = double(d.at("bytes_per_step").at("gpu").get<uint64_t>());
+  const double experts = double(d.at("bytes_per_step").at("cpu_moe").get<uint64_t>());
   CHECK(gpu > 0);
-  CHECK(d.at("tokens_per_s").get<double>() == Approx(1 / (gpu / 2e12)).epsilon(1e-6));
+  CHECK(experts > 0);
+  CHECK(d.at("tokens_per_s").get<double>() == Approx(1 / (gpu / 2e12 + experts / 40e9)).epsilon(1e-6));
   const auto t = test::run_cli({"plan", mixtral, "--vram", "10G"});
   CHECK_THAT(t.out, Catch::Contains("decode at batch 1: at most "));
   for (const char* bad : {"gpu", "gpu=0", "vram=1TB", "gpu=fast"}) {

@@ -17,7 +17,7 @@ DecodeBound decode_bound(const Estimate& e, const DevicePlan& p, int64_t batch, 
   const double routed = routed_fraction(e.spec.num_experts, e.spec.num_experts_per_tok, d.batch);
   const bool has_head = std::any_of(e.modules.begin(), e.modules.end(), [](const ModuleCost& m) { return m.kind == ModuleKind::Head; });
   const int64_t vocab = std::max<int64_t>(e.spec.vocab_size, 1);
-  double gpu = 0, host = 0, disk = 0;
+  double gpu = 0, host = 0, disk = 0, cpu_moe = 0;
   auto add = [&](Device where, double bytes) {
     (where.kind == Device::Kind::Cuda ? gpu : where.kind == Device::Kind::Disk ? disk : host) += bytes;
   };
@@ -35,14 +35,16 @@ DecodeBound decode_bound(const Estimate& e, const DevicePlan& p, int64_t batch, 
       add(i < p.expert_device.size() ? p.expert_device[i] : at, experts * routed);
     }
     add(at, bytes + double(m.kv_bytes));
+    cpu_moe += double(m.cpu_moe_bytes - m.cpu_moe_expert_bytes) + double(m.cpu_moe_expert_bytes) * routed;
   }
+  d.cpu_moe_bytes = uint64_t(cpu_moe);
   d.gpu_bytes = uint64_t(gpu);
   d.host_bytes = uint64_t(host);
   d.disk_bytes = uint64_t(disk);
   d.host_over_pcie = gpus && p.offload_exec == OffloadExec::Gpu;
   const double host_rate = d.host_over_pcie ? std::min(bw.pcie, bw.host) : bw.host;
   const double disk_rate = d.host_over_pcie ? std::min(bw.disk, bw.pcie) : bw.disk;
-  d.seconds = gpu / bw.gpu + host / host_rate + disk / disk_rate;
+  d.seconds = gpu / bw.gpu + host / host_rate + disk / disk_rate + cpu_moe / bw.host;
   d.tokens_per_s = d.seconds > 0 ? double(d.batch) / d.seconds : 0;
   return d;
 }

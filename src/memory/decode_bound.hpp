@@ -3,7 +3,8 @@
 // routed expert is read when a token of the batch routes to it: at batch B a layer reads
 // 1 - (1 - k/E)^B of its E experts (top-k routing, spread evenly); the KV cache is read
 // whole (every sequence at its full context); the embedding reads B rows. An upper bound:
-// compute, launches and overlap are left out.
+// compute, launches and overlap are left out. nunchaku's mixtures of experts beside a GPU
+// (ModuleCost::cpu_moe_bytes) are read by the CPU in host memory, at the host rate.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,7 @@ struct Bandwidths {
 struct DecodeBound {
   int64_t batch = 1;
   uint64_t gpu_bytes = 0, host_bytes = 0, disk_bytes = 0;  // read per decode step
+  uint64_t cpu_moe_bytes = 0;   // mixtures of experts the CPU runs beside a GPU, read in host memory (nunchaku)
   bool host_over_pcie = false;  // host-memory modules streamed to the GPU (offload_exec gpu), not run on the CPU
   double seconds = 0;           // per step
   double tokens_per_s = 0;      // batch / seconds

@@ -403,6 +403,8 @@ void moe_to_host(Estimate& e, const EstimateBasis& basis, const std::vector<Modu
                              ? part.stored_moe_bytes
                              : uint64_t((unsigned __int128)mc.weight_bytes * part.stored_moe_bytes / part.stored_bytes);
     mc.weight_bytes -= std::min(mc.weight_bytes, moe);
+    mc.cpu_moe_bytes = moe;
+    mc.cpu_moe_expert_bytes = std::min(moe, mc.expert_bytes);
     mc.expert_bytes = 0;
     host = add(host, moe);
   }

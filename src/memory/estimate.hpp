@@ -52,6 +52,9 @@ struct ModuleCost {
   // framework's module that holds them ("model.layers.3.mlp.experts"; "" for GGUF names).
   uint64_t expert_bytes = 0;
   std::string expert_module;
+  // nunchaku on a GPU: the layer's mixture of experts, kept in host memory and run by the CPU
+  // (not in weight_bytes; estimate's moe_weights host line), and the routed experts' share of it.
+  uint64_t cpu_moe_bytes = 0, cpu_moe_expert_bytes = 0;
   // The layer's other parts as device_map keys that do not contain expert_module
   // ("model.layers.3.self_attn", "model.layers.3.mlp.gate", ...): accelerate cannot place a
   // module on one device and one of its submodules on another.
