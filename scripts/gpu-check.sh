@@ -123,6 +123,7 @@ print_table() {
     printf '%-44s %s\n' "build" "${R[build]:-?}"
     printf '%-44s %s\n' "CUDA tests [cuda]" "${R[tests]:-?}"
     printf '%-44s %s\n' "load tests [load]" "${R[load_tests]:-?}"
+    printf '%-44s %s\n' "MoE run on cuda:0 = the CPU's ids (5 GGUFs)" "${R[moe]:-?}"
     printf '%-44s %s\n' "pinned H2D peak GB/s" "${R[h2d]:-?}"
     printf '%-44s %s\n' "nunchaku load --device cuda:0 GB/s (best)" "${R[ours]:-FAIL}"
     printf '%-44s %s\n' "  ratio to H2D peak (target >= 0.9)" "${R[ratio_h2d]:-?}"
@@ -230,6 +231,25 @@ elif ((rc == 0)); then R[tests]="pass: $(grep -E "^Passed" "$BUILD/cuda-tests.lo
 elif ((rc == 124)); then R[tests]="FAIL: timed out (cuda-tests.log)"
 else R[tests]="FAIL rc=$rc (cuda-tests.log)"; fi
 if timeout "$(tmo)" "$BUILD/nunchaku_tests" "[load]" >"$BUILD/load-tests.log" 2>&1; then R[load_tests]=pass; else R[load_tests]="FAIL (load-tests.log)"; fi
+
+# MoE on the GPU: the experts run on a CPU part beside it (docs/engine.md); the CLI's greedy
+# ids on cuda:0 (--device, and a --vram plan) against the CPU's, per MoE GGUF fixture.
+moe_ids() {
+  timeout "$(tmo)" "$CLI" run "$1" -p "the quick brown fox" -n 16 --temp 0 "${@:2}" 2>>"$BUILD/moe-run.log" |
+    "$PY" -c "import json,sys; print(json.load(sys.stdin)['token_ids'])" 2>>"$BUILD/moe-run.log"
+}
+: >"$BUILD/moe-run.log"
+R[moe]=pass
+for f in testdata/engine/moe-gguf/{mixtral,qwen2_moe,qwen3_moe,olmoe}.gguf testdata/engine/gpt_oss-gguf/gpt_oss.gguf; do
+  want=$(moe_ids "$f" --device cpu)
+  for how in "--device cuda:0" "--vram 600M"; do
+    got=$(moe_ids "$f" $how)
+    if [[ -z $want || $got != "$want" ]]; then
+      R[moe]="FAIL: $(basename "$f") $how: ${got:-no ids} vs the CPU's ${want:-none} (moe-run.log)"
+      break 2
+    fi
+  done
+done
 
 jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@" 2>/dev/null ||
          sed -n "s/^  \"$3\": \([0-9.e+-]*\),*$/\1/p" "$1"; }
