@@ -92,7 +92,10 @@ uint64_t gpu_predicted_bytes(const WeightStore& store, const engine::Transformer
   const EngineMemory& p = model.predicted();
   const uint64_t host_tables = engine_host_tables(p.config);
   const uint64_t slots = uint64_t(model.weights().pool_slots()) * model.weights().slot_bytes();
-  const uint64_t state = p.allocated() - p.host_logits - p.stream_pool - host_tables;
+  // Less a CPU part's share (the experts of a MoE run beside the GPU): in host memory.
+  const uint64_t cpu_part = model.backend().host_part_bytes();
+  const uint64_t all = p.allocated() - p.host_logits - p.stream_pool - host_tables;
+  const uint64_t state = all - std::min(all, cpu_part);
   if (weights_out) *weights_out = weights;
   if (slots_out) *slots_out = slots;
   if (state_out) *state_out = state;

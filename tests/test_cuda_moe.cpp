@@ -73,6 +73,9 @@ void check_moe_on_gpu(const std::string& name, int streamed_layer) {
   INFO(m.engine.model->describe());
   CHECK(m.engine.backend->describe().find("cpu") != std::string::npos);
   CHECK(m.engine.backend->describe().find("experts of every layer") != std::string::npos);
+  // The CPU part's run state (its activations and the experts' buffers) is host memory.
+  CHECK(m.engine.backend->host_part_bytes() > 0);
+  CHECK(m.engine.backend->host_part_bytes() < m.engine.model->predicted().allocated());
   test::check_against_golden(*m.engine.model, goldens.at(name));
 }
 

@@ -164,6 +164,7 @@ TEST_CASE("split backend: experts on a part of their own give one CPU backend's 
       CHECK(tf.state_bytes() == tf.predicted().allocated());
       CHECK(tf.predicted().kv_cache == ref.predicted().kv_cache);
       CHECK(split->describe().find("experts of every layer") != std::string::npos);
+      CHECK(split->host_part_bytes() == 0);  // no GPU part: nothing is apart from it
     }
     // With the experts apart: transformers' logits and 32 greedy ids (test_engine_moe's check).
     auto split = make_split_backend(cpu_parts(2), {std::vector<int>(size_t(L), 0), 0, 0, -1, 1});

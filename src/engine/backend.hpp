@@ -186,6 +186,9 @@ class Backend {
   virtual void allocate(const BackendSetup& setup) = 0;
   // Bytes allocate() made, counted at each allocation (tests compare with engine_memory).
   virtual uint64_t allocated_bytes() const = 0;
+  // Of plan_state()'s prediction, the bytes in host memory while the ops run on a GPU (a
+  // split's CPU part, which runs the experts): 0 for one backend.
+  virtual uint64_t host_part_bytes() const { return 0; }
 
   // ---- primitives, in the order the Transformer calls them ----
   // Rows: T (the batch's tokens) for per-token buffers; Sel and Logits: the rows of the last

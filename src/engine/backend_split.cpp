@@ -107,6 +107,14 @@ class SplitBackend final : public Backend {
       parts_[p]->allocate(s);
     }
   }
+  uint64_t host_part_bytes() const override {
+    const bool gpus = std::any_of(parts_.begin(), parts_.end(), [](const auto& b) { return b->device().kind == Device::Kind::Cuda; });
+    uint64_t n = 0;
+    for (size_t p = 0; p < parts_.size() && p < memory_.size(); ++p)
+      if (gpus && parts_[p]->device().kind == Device::Kind::Cpu)  // its share of plan_state()'s sum
+        n += memory_[p].allocated() - std::min(memory_[p].activations, engine_host_tables(memory_[p].config));
+    return n;
+  }
   uint64_t allocated_bytes() const override {
     uint64_t n = 0;
     for (const auto& b : parts_) n += b->allocated_bytes();
