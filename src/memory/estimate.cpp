@@ -415,6 +415,36 @@ void moe_to_host(Estimate& e, const EstimateBasis& basis, const std::vector<Modu
                                 "moe_weights) and the rest on the GPU, as KTransformers splits a MoE", format_bytes(host)));
 }
 
+// Weight bytes one decoded token reads: every weight, routed experts at top_k / experts.
+uint64_t weights_read_per_token(const std::vector<ModuleCost>& modules, const ModelSpec& s) {
+  uint64_t weights = 0, experts = 0;
+  for (const auto& mc : modules) weights = add(weights, mc.weight_bytes), experts = add(experts, mc.expert_bytes);
+  if (s.num_experts > 0 && s.num_experts_per_tok > 0 && s.num_experts_per_tok <= s.num_experts)
+    return weights - experts +
+           static_cast<uint64_t>(static_cast<unsigned __int128>(experts) * uint64_t(s.num_experts_per_tok) / uint64_t(s.num_experts));
+  return weights;
+}
+
+// The GPU's `weights` line: Σ of the modules' weight bytes, split as the workload splits them.
+void add_weights_line(Estimate& e, const Workload& w, bool training, uint64_t e_w) {
+  uint64_t weights = 0;
+  for (const auto& mc : e.modules) weights = add(weights, mc.weight_bytes);
+  const uint64_t n = w.ranks();
+  const std::string wdesc = w.quant.scheme != QuantScheme::None
+                                ? fmt::format("index tensors under {} (embeddings/norms/head as the scheme keeps them)", w.quant.label())
+                                : w.dtype ? fmt::format("Σ numel × {} B ({})", e_w, dtype_name(e.weight_dtype))
+                                          : "Σ tensor bytes from the index (as stored)";
+  if (training && w.zero == 3) {
+    // ZeRO-3 partitions parameters; the gathered largest layer is a separate line.
+    e.gpu.push_back({"weights", w.offload == Offload::Params ? 0 : weights / n,
+                     w.offload == Offload::Params ? "offloaded to CPU (ZeRO-3 offload_param)" : fmt::format("({}) / {} (ZeRO-3)", wdesc, ranks_text(w))});
+  } else if (!training && n > 1) {
+    e.gpu.push_back({"weights", weights / n, fmt::format("({}) / {} GPUs (model split evenly)", wdesc, n)});
+  } else {
+    e.gpu.push_back({"weights", weights, wdesc});
+  }
+}
+
 }  // namespace
 
 Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workload& win) {
@@ -542,37 +572,11 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   e.guessed = s.guessed;
   note_components(e, mods, w);
 
-  uint64_t weights = 0, experts = 0;
-  for (const auto& mc : e.modules) weights = add(weights, mc.weight_bytes), experts = add(experts, mc.expert_bytes);
-  e.weight_bytes_per_token = weights - experts;
-  if (s.num_experts > 0 && s.num_experts_per_tok > 0 && s.num_experts_per_tok <= s.num_experts)
-    e.weight_bytes_per_token += static_cast<uint64_t>(static_cast<unsigned __int128>(experts) * uint64_t(s.num_experts_per_tok) /
-                                                      uint64_t(s.num_experts));
-  else
-    e.weight_bytes_per_token += experts;
-  if (e.runtime == Runtime::Nunchaku && w.target == Target::Cuda && !training && !w.no_gpu_placement) {
+  e.weight_bytes_per_token = weights_read_per_token(e.modules, s);
+  if (e.runtime == Runtime::Nunchaku && w.target == Target::Cuda && !training && !w.no_gpu_placement)
     moe_to_host(e, basis, mods);  // the GPU's weights less the mixtures of experts
-    weights = 0;
-    for (const auto& mc : e.modules) weights = add(weights, mc.weight_bytes);
-  }
-  const uint64_t n = w.ranks();
-  uint64_t slack = 0;
-
-  std::string wdesc = w.quant.scheme != QuantScheme::None
-                          ? fmt::format("index tensors under {} (embeddings/norms/head as the scheme keeps them)", w.quant.label())
-                          : w.dtype ? fmt::format("Σ numel × {} B ({})", e_w, dtype_name(e.weight_dtype))
-                                    : "Σ tensor bytes from the index (as stored)";
-  if (training && w.zero == 3) {
-    // ZeRO-3 partitions parameters; the gathered largest layer is a separate line.
-    e.gpu.push_back({"weights", w.offload == Offload::Params ? 0 : weights / n,
-                     w.offload == Offload::Params ? "offloaded to CPU (ZeRO-3 offload_param)" : fmt::format("({}) / {} (ZeRO-3)", wdesc, ranks_text(w))});
-  } else if (!training && n > 1) {
-    e.gpu.push_back({"weights", weights / n, fmt::format("({}) / {} GPUs (model split evenly)", wdesc, n)});
-  } else {
-    e.gpu.push_back({"weights", weights, wdesc});
-  }
-
-  slack = training ? add_training_terms(e, trainable) : add_runtime_inference(e, ck);
+  add_weights_line(e, w, training, e_w);
+  const uint64_t slack = training ? add_training_terms(e, trainable) : add_runtime_inference(e, ck);
   if (!training && e.runtime == Runtime::Vllm && w.nodes > 1) split_vllm_pipeline(e);
   add_overheads(e, slack);
   add_torch_load_peak(e, ck);
