@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/units.hpp"
+#include "engine/kernels_q8.hpp"
 #include "memory/decode_bound.hpp"
 
 namespace nunchaku::cli {
@@ -31,8 +32,9 @@ std::vector<engine::ProbeClass> decode_classes(const Checkpoint& ck, const Model
   const double routed = s ? routed_fraction(s->num_experts, s->num_experts_per_tok, batch) : 1.0;
   bool head = false;
   for (const Module& m : layout.modules) head = head || (m.component.empty() && m.kind == ModuleKind::Head);
-  // (type, rows, cols, exact only) -> matrices per step; the router and the routed experts run
-  // exactly under --fast-math too (the CPU backend's moe op).
+  // (type, rows, cols, exact only) -> matrices per step; under --fast-math the router runs
+  // exactly (the CPU backend's moe op), and so do routed experts with no 8-bit path (the moe
+  // op rounds only K-quant experts' rows to Q8_K, never to bf16).
   std::map<std::tuple<DType, int64_t, int64_t, bool>, double> by_class;
   for (const Module& m : layout.modules) {
     if (!m.component.empty() || m.kind == ModuleKind::FinalNorm || m.kind == ModuleKind::Other) continue;
@@ -46,7 +48,9 @@ std::vector<engine::ProbeClass> decode_classes(const Checkpoint& ck, const Model
       if (!matrix || n < 2 || t.shape[n - 1] <= 0 || t.shape[n - 2] <= 0) continue;
       double count = 1;  // a stack [E, rows, cols] (experts, MLA's per-head k_b / v_b): E matrices
       for (size_t i = 0; i + 2 < n; ++i) count *= double(std::max<int64_t>(t.shape[i], 0));
-      by_class[{t.dtype, t.shape[n - 2], t.shape[n - 1], is_expert_role(r) || r == Role::Router}] += is_expert_role(r) ? count * routed : count;
+      const bool exact = r == Role::Router ||
+                         (is_expert_role(r) && engine::fast_math_path(t.dtype, t.shape[n - 1]) != engine::FastPath::Q8K);
+      by_class[{t.dtype, t.shape[n - 2], t.shape[n - 1], exact}] += is_expert_role(r) ? count * routed : count;
     }
   }
   std::vector<engine::ProbeClass> out;

@@ -4,14 +4,16 @@
 # nunchaku against llama.cpp (llama-cpp-python, scripts/bench_llamacpp.py) in the same run,
 # then nunchaku streaming the model with --cpu-ram below its size.
 #
-#   scripts/bench_moe.sh [--threads N] [--rounds N] [--build DIR] [--no-llama-cpp]
+#   scripts/bench_moe.sh [--threads N] [--rounds N] [--build DIR] [--no-llama-cpp] [--fast-math]
 #
 # 1. Resident: prompt and decode tok/s at batch 1 and 8 ([.engine-bench] test case, the
 #    prompts bench_llamacpp.py uses), engines taking turns --rounds times (default 3); each
 #    "vs llama.cpp" is the median over the rounds of that round's own pair. Decode is also
 #    given as a fraction of the DRAM bound: weight bytes one decode token reads (estimate's
 #    weight_bytes_per_token: attention, router and head, plus top-k of the experts) over the
-#    read bandwidth the test case measures.
+#    read bandwidth the test case measures. --fast-math adds rows "nunchaku --fast-math"
+#    (run --fast-math: 8-bit activations for the K-quant matrices, routed experts included),
+#    each run just before the round's llama.cpp run, as the exact rows are.
 # 2. Streamed: `nunchaku run --cpu-ram` at half the model's size (or the smallest budget run
 #    accepts, if more), one request of 16 tokens: max RSS against the plan's host prediction,
 #    bytes read per forward pass (routed experts only), tok/s against those bytes at the
@@ -24,13 +26,15 @@ THREADS=2
 ROUNDS=3
 BUILD=build
 LLAMA=1
+FAST=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --threads) THREADS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --build) BUILD=$2; shift 2 ;;
     --no-llama-cpp) LLAMA=0; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --fast-math) FAST=1; shift ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -51,11 +55,17 @@ fi
 
 OUT="$DIR/moe.jsonl"
 : > "$OUT"
-for r in $(seq "$ROUNDS"); do
-  echo "== round $r: nunchaku" >&2
+ours() {  # ours ROUND FAST: one [.engine-bench] run, tagged "nunchaku" or "nunchaku --fast-math"
+  local name=nunchaku
+  [[ $2 == 1 ]] && name="nunchaku --fast-math"
+  echo "== round $1: $name" >&2
   NUNCHAKU_BENCH_MODEL="$M" NUNCHAKU_BENCH_THREADS=$THREADS NUNCHAKU_BENCH_PROMPT=64 NUNCHAKU_BENCH_DECODE=32 \
-    NUNCHAKU_BENCH_BATCHES="1 8" "$BUILD/nunchaku_tests" "[.engine-bench]" | sed -n "s/^BENCH /{\"engine\":\"nunchaku\",\"round\":$r,\"r\":/p" |
-    sed 's/$/}/' >> "$OUT"
+    NUNCHAKU_BENCH_FAST_MATH=$2 NUNCHAKU_BENCH_BATCHES="1 8" "$BUILD/nunchaku_tests" "[.engine-bench]" |
+    sed -n "s/^BENCH /{\"engine\":\"$name\",\"round\":$1,\"r\":/p" | sed 's/$/}/' >> "$OUT"
+}
+for r in $(seq "$ROUNDS"); do
+  ours "$r" 0
+  [[ $FAST == 1 ]] && ours "$r" 1
   if [[ $LLAMA == 1 ]]; then
     echo "== round $r: llama.cpp" >&2
     "$LPY" scripts/bench_llamacpp.py "$M" "$THREADS" 64 32 "1 8" 2> "$DIR/llamacpp.log" |
@@ -82,23 +92,26 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 est = json.load(open(sys.argv[2]))
 per_token = est["weight_bytes_per_token"]
-ours = [r for r in rows if r["engine"] == "nunchaku"]
+engines = [e for e in ("nunchaku", "nunchaku --fast-math") if any(r["engine"] == e for r in rows)]
 theirs = {r["round"]: r for r in rows if r["engine"] == "llama.cpp"}
-dram = max(r["r"]["dram_read_bytes_s"] for r in ours)
-print(f"model: {ours[0]['r']['describe']}")
+mine = [r for r in rows if r["engine"] in engines]
+dram = max(r["r"]["dram_read_bytes_s"] for r in mine)
+print(f"model: {mine[0]['r']['describe']}")
 print(f"active parameters {est['num_active_parameters'] / 1e6:.1f} M, weight bytes per decoded token {per_token / 2**20:.1f} MiB, "
       f"read bandwidth {dram / 1e9:.1f} GB/s")
-print("| batch | prompt tok/s | vs llama.cpp | decode tok/s | vs llama.cpp | of DRAM bound |")
-print("|---|---|---|---|---|---|")
-for b in ("b1", "b8"):
-    best = lambda m: max(r["r"][b][m] for r in ours)
-    def ratio(m):
-        q = [r["r"][b][m] / theirs[r["round"]]["r"][b][m] for r in ours if r["round"] in theirs]
-        return f"{statistics.median(q):.2f}x" if q else "-"
-    dec = best("decode_tok_s")
-    bound = dram / per_token  # batch 1; a batch reads the union of its tokens' experts (at most all)
-    frac = f"{dec / bound:.0%}" if b == "b1" else "-"
-    print(f"| {b[1:]} | {best('prompt_tok_s'):.1f} | {ratio('prompt_tok_s')} | {dec:.1f} | {ratio('decode_tok_s')} | {frac} |")
+print("| engine | batch | prompt tok/s | vs llama.cpp | decode tok/s | vs llama.cpp | of DRAM bound |")
+print("|---|---|---|---|---|---|---|")
+for e in engines:
+    ours = [r for r in rows if r["engine"] == e]
+    for b in ("b1", "b8"):
+        best = lambda m: max(r["r"][b][m] for r in ours)
+        def ratio(m):
+            q = [r["r"][b][m] / theirs[r["round"]]["r"][b][m] for r in ours if r["round"] in theirs]
+            return f"{statistics.median(q):.2f}x" if q else "-"
+        dec = best("decode_tok_s")
+        bound = dram / per_token  # batch 1; a batch reads the union of its tokens' experts (at most all)
+        frac = f"{dec / bound:.0%}" if b == "b1" else "-"
+        print(f"| {e} | {b[1:]} | {best('prompt_tok_s'):.1f} | {ratio('prompt_tok_s')} | {dec:.1f} | {ratio('decode_tok_s')} | {frac} |")
 s = json.load(open(sys.argv[3]))
 w = s["weights"]
 disk_bps = float(sys.argv[5])

@@ -14,6 +14,7 @@
 #include "engine/backend.hpp"
 #include "engine/kernels.hpp"
 #include "engine/kernels_q8.hpp"
+#include "engine/moe_route.hpp"
 #include "engine/quant_blocks.hpp"
 #include "memory/cpu_kernel_buffers.hpp"
 #include "memory/engine_memory.hpp"
@@ -246,5 +247,101 @@ TEST_CASE("cpu backend, fast math: Q4_K jobs read the 8-bit rows, other jobs sta
     matmul_rows(wk, xn.data(), d.hidden, T, want_k.data(), d.kv_dim(), 0, d.kv_dim());
     CHECK(be->read(Buf::Q, T) == want_q);
     CHECK(be->read(Buf::K, T) == want_k);
+  }
+}
+
+TEST_CASE("cpu backend, fast math: K-quant routed experts read their rows as Q8_K, the router stays exact, as engine_memory charges",
+          "[engine][fast-math][moe]") {
+  // One layer of hidden 256, 4 experts of 256 (top 2): gate and up Q4_K, down Q6_K (a
+  // Q4_K_M layer's mixture), the router f32.
+  EngineDims shape{256, 4, 2, 64, 512, 64, 1};
+  ModelSpec spec = test::spec_with_dims(shape, 32);
+  spec.num_experts = 4, spec.num_experts_per_tok = 2, spec.moe_intermediate_size = 256;
+  const EngineDims d = engine_dims(spec);
+  const int64_t E = 4, k = 2, H = 256, I = 256;
+  REQUIRE(d.experts == E);
+  EngineConfig config{.max_batch = 1, .max_context = 32, .max_tokens = 40, .logit_rows = 1, .threads = 2, .fast_math = true};
+  const EngineMemory mem = engine_memory(spec, config), exact_mem = engine_memory(spec, [&] {
+    EngineConfig c = config;
+    c.fast_math = false;
+    return c;
+  }());
+  // by hand: the dense input rounding for 40 rows of the widest input (inter 512), and the 40 x 2
+  // gathered rows of max(hidden, expert inter) = 256 values as Q8_K
+  CHECK(mem.scratch - exact_mem.scratch == 40 * (cpu_q8k_row_bytes(512) + cpu_bf16x_row_bytes(512)) + 80 * cpu_q8k_row_bytes(256));
+  std::vector<float> inv_freq(size_t(d.head_dim / 2), 1.0f);
+  auto fast = make_cpu_backend(2), exact = make_cpu_backend(2);
+  fast->allocate({d, mem, 1e-5f, RopeStyle::NeoX, inv_freq});
+  exact->allocate({d, exact_mem, 1e-5f, RopeStyle::NeoX, inv_freq});
+  CHECK(fast->allocated_bytes() + engine_host_tables(mem.config) == mem.allocated());
+
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<WeightMatrix> mats;
+  bytes.reserve(size_t(3 * E));
+  mats.reserve(size_t(3 * E));
+  for (int64_t e = 0; e < E; ++e)
+    for (int which = 0; which < 3; ++which) {
+      const DType t = which == 2 ? DType::Q6_K : DType::Q4_K;
+      bytes.push_back(random_k(t, uint64_t(100 + 3 * e + which), which == 2 ? H : I, which == 2 ? I : H));
+      mats.push_back(k_matrix(t, bytes.back(), which == 2 ? H : I, which == 2 ? I : H));
+    }
+  std::vector<MoeExpert> experts(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) experts[size_t(e)] = {&mats[size_t(3 * e)], &mats[size_t(3 * e + 1)], &mats[size_t(3 * e + 2)]};
+  std::vector<float> rf(static_cast<size_t>(E * H));
+  for (size_t i = 0; i < rf.size(); ++i) rf[i] = float(int(i * 7919 % 201) - 100) / 400.0f;
+  const WeightMatrix router{reinterpret_cast<const uint8_t*>(rf.data()), DType::F32, E, H, size_t(H) * 4, "router"};
+  MoeFfn f;
+  f.router = &router;
+  f.experts = experts;
+  f.top_k = k;
+  f.norm_topk = true;
+
+  for (int64_t T : {1, 5, 40}) {  // 40 x 2 rows: the pool's path for the rounding and the routing
+    INFO("tokens " << T);
+    std::vector<int32_t> id(size_t(T), 0), slot(size_t(T), 0);
+    std::vector<int64_t> pos(size_t(T), 0);
+    std::vector<float> xn(static_cast<size_t>(T * H));
+    for (size_t i = 0; i < xn.size(); ++i) xn[i] = float(int((i * 104729 + size_t(T)) % 1999) - 999) / 300.0f;
+    for (auto* be : {fast.get(), exact.get()}) {
+      be->set_tokens({id, slot, pos});
+      be->write(Buf::XN, xn);
+      be->moe(f);
+    }
+    const std::vector<float> got = fast->read(Buf::Tmp, T), plain = exact->read(Buf::Tmp, T);
+    // By hand from the kernels: the exact router's choice, each chosen expert's gate and up over
+    // x as Q8_K, silu(gate) * up rounded to Q8_K for down, weighted and summed in ascending expert order.
+    double worst = 0, moved = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<float> logits(static_cast<size_t>(E));
+      matmul_rows(router, xn.data() + t * H, H, 1, logits.data(), E, 0, E);
+      std::vector<int32_t> choice(static_cast<size_t>(k));
+      std::vector<float> weight(static_cast<size_t>(k));
+      route_token(logits, true, choice, weight);
+      const Q8Buf qx(std::vector<float>(xn.begin() + t * H, xn.begin() + (t + 1) * H), 1, H);
+      std::vector<double> want(static_cast<size_t>(H), 0.0), mag(static_cast<size_t>(H), 1.0);
+      std::vector<int32_t> order = {0, 1};
+      if (choice[1] < choice[0]) std::swap(order[0], order[1]);
+      for (int32_t j : order) {
+        const MoeExpert& x = experts[size_t(choice[size_t(j)])];
+        std::vector<float> g(static_cast<size_t>(I)), u(static_cast<size_t>(I)), y(static_cast<size_t>(H));
+        matmul_rows_q8k(*x.gate, qx.base, qx.ld, 1, g.data(), I, 0, I);
+        matmul_rows_q8k(*x.up, qx.base, qx.ld, 1, u.data(), I, 0, I);
+        silu_mul(g.data(), u.data(), I);  // the engine's silu(gate) * up
+        const Q8Buf qh(g, 1, I);
+        matmul_rows_q8k(*x.down, qh.base, qh.ld, 1, y.data(), H, 0, H);
+        for (int64_t i = 0; i < H; ++i) {
+          want[size_t(i)] += double(weight[size_t(j)]) * y[size_t(i)];
+          mag[size_t(i)] += std::abs(double(weight[size_t(j)]) * y[size_t(i)]);  // the float sum's rounding scales with this
+        }
+      }
+      for (int64_t i = 0; i < H; ++i) {
+        const double a = got[size_t(t * H + i)], scale = mag[size_t(i)];
+        worst = std::max(worst, std::abs(a - want[size_t(i)]) / scale);
+        moved = std::max(moved, std::abs(a - double(plain[size_t(t * H + i)])) / scale);
+      }
+    }
+    INFO("worst " << worst << ", from the exact path " << moved);
+    CHECK(worst < 1e-6);   // the Q8_K path, up to the float rounding of the weighted sum
+    CHECK(moved > 1e-4);   // and not the exact path
   }
 }

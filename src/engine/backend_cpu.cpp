@@ -269,13 +269,16 @@ class CpuBackend final : public Backend {
     return Array<T>(new (std::align_val_t(64)) T[n]);
   }
 
-  // A matmul over raw rows: out[b] = W . in[b] for n rows (the experts' gathered rows).
+  // A matmul over raw rows: out[b] = W . in[b] for n rows (the experts' gathered rows);
+  // with q8 set (fast math), over those rows as Q8_K, ldq bytes apart, instead.
   struct RawJob {
     const WeightMatrix* w = nullptr;
     const float* in = nullptr;
     int64_t ldx = 0, n = 0;
     float* out = nullptr;
     int64_t ldo = 0;
+    const uint8_t* q8 = nullptr;
+    size_t ldq = 0;
   };
   struct RawTask {
     int32_t job = 0;
@@ -283,9 +286,13 @@ class CpuBackend final : public Backend {
   };
   void run_raw(std::span<const RawJob> jobs);  // all in one dispatch
   void moe_experts(const MoeFfn& f, bool gate_up, size_t e0, size_t e1);  // experts [e0, e1)
+  // Fast math: whether the routed experts' gate/up (or down) read their input rows as Q8_K.
+  bool moe_q8(const MoeFfn& f, bool gate_up) const;
   // The mixture-of-experts buffers (engine_memory's cpu_moe_bytes), when the model has experts.
   struct MoeState {
     Array<float> router, gathered, gate_up, out, shared_gate;
+    Array<uint8_t> q8;  // fast math: the gathered rows (or their activations) as Q8_K, q8_ld bytes apart
+    size_t q8_ld = 0;
     float* gate = nullptr;  // [A x inter] each, in gate_up; gpt-oss: rows of 2 x inter from gate
     float* up = nullptr;
     Array<int32_t> choice, order, row_of;
@@ -404,6 +411,10 @@ void CpuBackend::allocate(const BackendSetup& s) {
       moe_.gate = moe_.gate_up.get();
       moe_.up = moe_.gate + A * I;
       moe_.shared_gate = alloc<float>(size_t(T));
+      if (cfg_.fast_math) {  // engine_memory() charges the same (cpu_moe_q8_bytes)
+        moe_.q8_ld = cpu_q8k_row_bytes(int64_t(std::max(H, I)));
+        moe_.q8 = alloc<uint8_t>(A * moe_.q8_ld);
+      }
       moe_.jobs.reserve(2 * E);
       moe_.used.reserve(E);
       moe_.tasks.reserve(size_t(pool_.size()) * 16 + 4 * E);
@@ -590,28 +601,52 @@ void CpuBackend::run_raw(std::span<const RawJob> jobs) {
   pool_.run(int64_t(tasks.size()), [&](int64_t i, int) {
     const RawTask& t = tasks[size_t(i)];
     const RawJob& j = jobs[size_t(t.job)];
-    matmul_expert_rows(*j.w, j.in + t.b0 * j.ldx, j.ldx, t.nb, j.out + t.b0 * j.ldo, j.ldo, t.r0, t.r1);
+    if (j.q8) matmul_rows_q8k(*j.w, j.q8 + size_t(t.b0) * j.ldq, j.ldq, t.nb, j.out + t.b0 * j.ldo, j.ldo, t.r0, t.r1);
+    else matmul_expert_rows(*j.w, j.in + t.b0 * j.ldx, j.ldx, t.nb, j.out + t.b0 * j.ldo, j.ldo, t.r0, t.r1);
   });
 }
 
-// The active experts' gate and up (gate_up) or down matmuls over their gathered rows.
+bool CpuBackend::moe_q8(const MoeFfn& f, bool gate_up) const {
+  if (!moe_.q8 || f.gate_up_mixed || f.gate_up_halves) return false;  // gpt-oss, Llama 4: exact kernels only
+  // Every expert's matrix must take the Q8_K path (a layer's experts share a type, stacked or not).
+  return std::all_of(f.experts.begin(), f.experts.end(), [&](const MoeExpert& x) {
+    const auto q8k = [](const WeightMatrix* w) { return w && fast_math_path(w->dtype, w->cols) == FastPath::Q8K; };
+    return gate_up ? q8k(x.gate) && q8k(x.up) : q8k(x.down);
+  });
+}
+
+// The active experts' gate and up (gate_up) or down matmuls over their gathered rows. Fast
+// math (K-quant experts): the rows of experts [e0, e1) rounded to Q8_K first, once for gate
+// and up together, as the dense matmul rounds its input.
 void CpuBackend::moe_experts(const MoeFfn& f, bool gate_up, size_t e0, size_t e1) {
   const int64_t H = dims_.hidden, I = dims_.expert_inter;
+  const bool one = f.gate_up_mixed || f.gate_up_halves;  // gate|up rows of 2I in `gate`
+  const int64_t w = one ? 2 * I : I;
+  const bool q8 = moe_q8(f, gate_up);
+  if (q8) {
+    const int64_t r0 = moe_.first[e0], n = moe_.first[e1] - r0, cols = gate_up ? H : I;
+    const float* in = gate_up ? moe_.gathered.get() : moe_.gate;
+    const int64_t ld = gate_up ? H : w;
+    const auto round_row = [&](int64_t i, int) {
+      quantize_q8k(in + (r0 + i) * ld, cols, moe_.q8.get() + size_t(r0 + i) * moe_.q8_ld);
+    };
+    if (n <= 64) for (int64_t i = 0; i < n; ++i) round_row(i, 0);
+    else pool_.run(n, round_row);
+  }
+  const auto q8_of = [&](int64_t r) { return q8 ? moe_.q8.get() + size_t(r) * moe_.q8_ld : nullptr; };
   auto& jobs = moe_.jobs;
   jobs.clear();
   for (size_t e = e0; e < e1; ++e) {
     const int64_t r = moe_.first[e], n = moe_.first[e + 1] - r;
     if (n == 0) continue;
     const MoeExpert& x = f.experts[e];
-    const bool one = f.gate_up_mixed || f.gate_up_halves;  // gate|up rows of 2I in `gate`
-    const int64_t w = one ? 2 * I : I;
     if (gate_up && one) {
       jobs.push_back({x.gate, moe_.gathered.get() + r * H, H, n, moe_.gate + r * w, w});
     } else if (gate_up) {
-      jobs.push_back({x.gate, moe_.gathered.get() + r * H, H, n, moe_.gate + r * I, I});
-      jobs.push_back({x.up, moe_.gathered.get() + r * H, H, n, moe_.up + r * I, I});
+      jobs.push_back({x.gate, moe_.gathered.get() + r * H, H, n, moe_.gate + r * I, I, q8_of(r), moe_.q8_ld});
+      jobs.push_back({x.up, moe_.gathered.get() + r * H, H, n, moe_.up + r * I, I, q8_of(r), moe_.q8_ld});
     } else {
-      jobs.push_back({x.down, moe_.gate + r * w, w, n, moe_.out.get() + r * H, H});
+      jobs.push_back({x.down, moe_.gate + r * w, w, n, moe_.out.get() + r * H, H, q8_of(r), moe_.q8_ld});
     }
   }
   run_raw(jobs);

@@ -187,6 +187,9 @@ EngineMemory engine_memory(const ModelSpec& spec, const EngineConfig& cfg) {
   if (c.fast_math && !c.cuda) {  // both roundings, whatever the weights' types (the plan does not depend on the CPU)
     const int64_t in = d.widest_matmul_input();
     m.scratch = sat_add(m.scratch, sat_prod(std::max(T, R), cpu_q8k_row_bytes(in) + cpu_bf16x_row_bytes(in)));
+    // and the routed experts' gathered rows (one per token and choice) as Q8_K
+    if (d.experts > 0 && d.top_k > 0)
+      m.scratch = sat_add(m.scratch, sat_prod(T, uint64_t(d.top_k), cpu_q8k_row_bytes(std::max(d.hidden, d.expert_inter))));
   }
   if (c.cuda) {
     const uint64_t widest_matrix = sat_prod(uint64_t(std::max({d.vocab, d.inter, d.q_dim(), d.hidden})),
