@@ -1,17 +1,23 @@
 // The expert matmuls of gpt-oss checkpoints that matmul_rows does not read: experts stored
 // input-major (x @ W, as transformers holds and saves GptOssExperts in bf16/fp32) and MXFP4,
 // with its E8M0 scales in a tensor of their own (the HF *_blocks / *_scales pair) or in
-// ggml's blocks (GGUF).
+// ggml's blocks (GGUF). The scalar kernels here define the sums (kernels_experts_impl.hpp
+// states the contract); the AVX2 and AVX-512 ones (kernels_experts_simd.hpp) give the same
+// bits, chosen with the other kernels' ISA (active_isa()).
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
+#include "core/log.hpp"
 #include "engine/kernels.hpp"
+#include "engine/kernels_experts_impl.hpp"
 #include "engine/quant_blocks.hpp"
 
 namespace nunchaku::engine {
 namespace {
 
-constexpr int64_t kCols = 256;  // output features per pass of an input-major matrix (a stack tile)
+constexpr int64_t kCols = kInputMajorCols;  // output features per pass (a stack tile)
 
 // out[0..n) = values [c0, c0 + n) of a stored row as fp32.
 void widen_run(const uint8_t* p, DType t, int64_t c0, int64_t n, float* out) {
@@ -34,7 +40,7 @@ void widen_run(const uint8_t* p, DType t, int64_t c0, int64_t n, float* out) {
 
 // y[b][r] = sum_i x[b][i] * W[i][r], r in [r0, r1), i ascending (a tile of kCols outputs
 // at a time: the row segment widened once, then every x row's contribution added).
-void input_major_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
+void scalar_input_major_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
                       int64_t r0, int64_t r1) {
   alignas(64) float wv[kCols];
   for (int64_t c0 = r0; c0 < r1; c0 += kCols) {
@@ -67,9 +73,9 @@ void mxfp4_block(const uint8_t* q, const uint8_t* scale, float* v) {
 }
 
 // MXFP4 rows, dequantized kRun values (whole 32-value blocks) at a time into a stack buffer,
-// then dotted with every x row over 8 partial sums (vectorizable; summed in a fixed order).
-constexpr int64_t kRun = 256;
-void mxfp4_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
+// then dotted with every x row over 8 partial sums (summed in a fixed order).
+constexpr int64_t kRun = kMxfp4Run;
+void scalar_mxfp4_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                 int64_t r1) {
   const int64_t nb = w.cols / 32;
   alignas(64) float v[kRun];
@@ -95,6 +101,26 @@ void mxfp4_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, f
   }
 }
 
+// NUNCHAKU_EXPERT_KERNELS=scalar: the scalar expert kernels whatever the ISA (benchmarks:
+// scripts/bench_experts.sh takes its before/after pairs with it).
+bool g_experts_scalar = [] {
+  const char* e = std::getenv("NUNCHAKU_EXPERT_KERNELS");
+  if (!e || !*e) return false;
+  if (std::string_view(e) == "scalar") return true;
+  log::warn("NUNCHAKU_EXPERT_KERNELS={} is not scalar; ignored", e);
+  return false;
+}();
+
+const ExpertKernelSet kScalarExpertKernels = {scalar_input_major_rows, scalar_mxfp4_rows};
+
+const ExpertKernelSet& expert_kernels() {
+  switch (expert_kernels_isa()) {
+    case Isa::Avx512: return kAvx512ExpertKernels;
+    case Isa::Avx2: return kAvx2ExpertKernels;
+    default: return kScalarExpertKernels;
+  }
+}
+
 }  // namespace
 
 float fp4_e2m1_value(uint8_t code) {
@@ -105,6 +131,13 @@ float fp4_e2m1_value(uint8_t code) {
 
 float e8m0_value(uint8_t s) { return s == 255 ? std::nanf("") : std::ldexp(1.0f, int(s) - 127); }
 
+Isa expert_kernels_isa() {
+  const Isa isa = g_experts_scalar ? Isa::Scalar : active_isa();
+  if (isa == Isa::Avx512 && kAvx512ExpertKernels.mxfp4_rows) return isa;
+  if (isa >= Isa::Avx2 && kAvx2ExpertKernels.mxfp4_rows) return Isa::Avx2;
+  return Isa::Scalar;
+}
+
 bool expert_matrix_supports(DType t, bool input_major, bool split_scales) {
   if (split_scales || t == DType::MXFP4) return t == DType::MXFP4 && !input_major;
   if (input_major) return t == DType::F32 || t == DType::F16 || t == DType::BF16;
@@ -113,8 +146,8 @@ bool expert_matrix_supports(DType t, bool input_major, bool split_scales) {
 
 void matmul_expert_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
                         int64_t r0, int64_t r1) {
-  if (w.input_major) input_major_rows(w, x, ldx, B, y, ldy, r0, r1);
-  else if (w.dtype == DType::MXFP4) mxfp4_rows(w, x, ldx, B, y, ldy, r0, r1);
+  if (w.input_major) expert_kernels().input_major_rows(w, x, ldx, B, y, ldy, r0, r1);
+  else if (w.dtype == DType::MXFP4) expert_kernels().mxfp4_rows(w, x, ldx, B, y, ldy, r0, r1);
   else matmul_rows(w, x, ldx, B, y, ldy, r0, r1);
 }
 
