@@ -154,24 +154,25 @@ __global__ void embed_kernel(DMatrix table, const int32_t* ids, float scale, flo
   }
 }
 
-// The norm's weight i: w, or 1 + w (computed in fp32, as the CPU backend and HF do).
+// The norm's weight i: w, 1 + w (computed in fp32, as the CPU backend and HF do), or 1 (unit weights).
 __device__ __forceinline__ float norm_w(const DNorm& n, int64_t i) {
+  if (!n.w.data) return 1.0f;
   const float w = vec_at(n.w, i);
   return n.kind == NormType::RmsOnePlus ? 1.0f + w : w;
 }
 
-// One block per (row, group of n.w.n values). Row r reads in[rows[r]] (rows given) or in[r],
-// adding delta[r] first when given.
-__global__ void norm_kernel(float* in, const float* delta, const int64_t* rows, float* out, int64_t width, DNorm nw,
-                            float eps) {
+// One block per (row, group of n.w.n values of the first `width`); rows `ld` floats apart.
+// Row r reads in[rows[r]] (rows given) or in[r], adding delta[r] first when given.
+__global__ void norm_kernel(float* in, const float* delta, const int64_t* rows, float* out, int64_t width, int64_t ld,
+                            DNorm nw, float eps) {
   const int64_t n = nw.w.n, groups = width / n;
   const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups;
-  float* x = in + (rows ? rows[r] : r) * width + g * n;
-  float* o = out + r * width + g * n;
+  float* x = in + (rows ? rows[r] : r) * ld + g * n;
+  float* o = out + r * ld + g * n;
   double ss = 0, sum = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     float v = x[i];
-    if (delta) x[i] = v = v + delta[r * width + g * n + i];
+    if (delta) x[i] = v = v + delta[r * ld + g * n + i];
     ss += double(v) * v;
     sum += v;
   }
@@ -221,6 +222,18 @@ unsigned grid_for(int64_t n, int threads) {
 constexpr int kTok = 8;
 constexpr int kWarps = 4;
 
+// matmul_heads: blockIdx.y is the head; its matrix, input and output start these many bytes
+// (w) and floats (x, y) further per head (all 0 for one matrix).
+struct HeadStep {
+  int64_t w = 0, x = 0, y = 0;
+};
+// The block's head (blockIdx.y), w moved to its matrix (x and y move by h * hs.x, h * hs.y).
+__device__ __forceinline__ int64_t to_head(const HeadStep& hs, DMatrix& w) {
+  const int64_t h = blockIdx.y;
+  w.data = static_cast<const uint8_t*>(w.data) + h * hs.w;
+  return h;
+}
+
 template <WType T>
 __device__ __forceinline__ void decode32(const uint8_t* row, int64_t chunk, float* v) {
   constexpr int be = T == WType::Q4_K || T == WType::Q5_K || T == WType::Q6_K ? 256 : 32;
@@ -234,7 +247,11 @@ __device__ __forceinline__ void decode32(const uint8_t* row, int64_t chunk, floa
 }
 
 template <WType T>
-__global__ void gemv_quant(DMatrix w, const float* __restrict__ x, int64_t ldx, int64_t B, float* y, int64_t ldy, DVec bias) {
+__global__ void gemv_quant(DMatrix w, const float* __restrict__ x, int64_t ldx, int64_t B, float* y, int64_t ldy, DVec bias,
+                HeadStep hs) {
+  const int64_t head = to_head(hs, w);
+  x += head * hs.x;
+  y += head * hs.y;
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (r >= w.rows) return;
@@ -262,7 +279,11 @@ __global__ void gemv_quant(DMatrix w, const float* __restrict__ x, int64_t ldx, 
 }
 
 template <WType T>
-__global__ void gemv_float(DMatrix w, const float* __restrict__ x, int64_t ldx, int64_t B, float* y, int64_t ldy, DVec bias) {
+__global__ void gemv_float(DMatrix w, const float* __restrict__ x, int64_t ldx, int64_t B, float* y, int64_t ldy, DVec bias,
+                HeadStep hs) {
+  const int64_t head = to_head(hs, w);
+  x += head * hs.x;
+  y += head * hs.y;
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (r >= w.rows) return;
@@ -286,7 +307,11 @@ __global__ void gemv_float(DMatrix w, const float* __restrict__ x, int64_t ldx, 
 // F16/BF16 rows read 16 bytes (8 values) per lane per load, x as two float4 per token:
 // the decode path of the 16-bit types when rows and x are 16-byte aligned.
 template <WType T>
-__global__ void gemv_half8(DMatrix w, const float* __restrict__ x, int64_t ldx, int64_t B, float* y, int64_t ldy, DVec bias) {
+__global__ void gemv_half8(DMatrix w, const float* __restrict__ x, int64_t ldx, int64_t B, float* y, int64_t ldy, DVec bias,
+                HeadStep hs) {
+  const int64_t head = to_head(hs, w);
+  x += head * hs.x;
+  y += head * hs.y;
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (r >= w.rows) return;
@@ -329,21 +354,22 @@ __global__ void dequant_panel(DMatrix w, int64_t r0, int64_t n, float* panel) {
   }
 }
 
+// `heads` matrices (matmul_heads; 1: matmul) a step `hs` apart, one grid row each.
 bool launch_gemv(Context& c, const DMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
-                 const DVec& bias, std::string* err) {
-  const unsigned grid = unsigned((w.rows + kWarps - 1) / kWarps);
+                 const DVec& bias, std::string* err, int64_t heads = 1, HeadStep hs = {}) {
+  const dim3 grid(unsigned((w.rows + kWarps - 1) / kWarps), unsigned(heads));
   const dim3 block(32 * kWarps);
   cudaStream_t s = st(c);
   const bool wide = (w.type == WType::F16 || w.type == WType::BF16) && aligned16(w.data) && w.row_bytes % 16 == 0 &&
-                    w.cols % 8 == 0 && aligned16(x) && ldx % 4 == 0;
+                    w.cols % 8 == 0 && aligned16(x) && ldx % 4 == 0 && hs.w % 16 == 0 && hs.x % 4 == 0;
   if (wide) {
-    if (w.type == WType::F16) NK_LAUNCH(gemv_half8<WType::F16>, grid, block, 0, s, w, x, ldx, B, y, ldy, bias);
-    else NK_LAUNCH(gemv_half8<WType::BF16>, grid, block, 0, s, w, x, ldx, B, y, ldy, bias);
+    if (w.type == WType::F16) NK_LAUNCH(gemv_half8<WType::F16>, grid, block, 0, s, w, x, ldx, B, y, ldy, bias, hs);
+    else NK_LAUNCH(gemv_half8<WType::BF16>, grid, block, 0, s, w, x, ldx, B, y, ldy, bias, hs);
     return NK_LAUNCHED("gemv_half8");
   }
   switch (w.type) {
 #define NK_GEMV(T, K) \
-  case T: NK_LAUNCH(K<T>, grid, block, 0, s, w, x, ldx, B, y, ldy, bias); break;
+  case T: NK_LAUNCH(K<T>, grid, block, 0, s, w, x, ldx, B, y, ldy, bias, hs); break;
     NK_GEMV(WType::F32, gemv_float)
     NK_GEMV(WType::F16, gemv_float)
     NK_GEMV(WType::BF16, gemv_float)
@@ -391,9 +417,39 @@ bool launch_gemm(Context& c, const DMatrix& w, const float* x, int64_t ldx, int6
   return true;
 }
 
+// Input-major matrices (stored [cols][rows]: MLA's absorbed kv_b_proj as HF stores it), every
+// batch: one thread per output r, summing x[i] * W[i][r] over i in order (as the CPU does); a
+// block's threads read consecutive values of each stored row. blockIdx.y is the head.
+constexpr int kInputMajorThreads = 128;
+
+template <WType T>
+__global__ void gemv_input_major(DMatrix w, const float* __restrict__ x, int64_t ldx, int64_t B, float* y, int64_t ldy,
+                                 HeadStep hs) {
+  const int64_t head = to_head(hs, w);
+  x += head * hs.x;
+  y += head * hs.y;
+  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= w.rows) return;
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  for (int64_t b0 = 0; b0 < B; b0 += kTok) {
+    const int nb = int(B - b0 < kTok ? B - b0 : kTok);
+    float acc[kTok] = {};
+    for (int64_t i = 0; i < w.cols; ++i) {
+      const uint8_t* row = base + uint64_t(i) * w.row_bytes;
+      const float v = T == WType::F32   ? reinterpret_cast<const float*>(row)[r]
+                      : T == WType::F16 ? half_bits_to_float(reinterpret_cast<const uint16_t*>(row)[r])
+                                        : bf16_bits_to_float(reinterpret_cast<const uint16_t*>(row)[r]);
+      for (int b = 0; b < nb; ++b) acc[b] += x[(b0 + b) * ldx + i] * v;
+    }
+    for (int b = 0; b < nb; ++b) y[(b0 + b) * ldy + r] = acc[b];
+  }
+}
+
 // ---- attention ----------------------------------------------------------------------
 
-constexpr int kMaxHdPerLane = 8;  // head_dim <= 256
+// Head dims per lane: 8 (head_dim <= 256) or, for MLA's latent rows (512 + 64), 20 (<= 640).
+constexpr int kMaxHdPerLane = 8;
+constexpr int kMaxHdPerLaneWide = 20;
 
 __device__ __forceinline__ float cache_at(const void* c, bool f16, uint64_t i) {
   return f16 ? __half2float(static_cast<const __half*>(c)[i]) : static_cast<const float*>(c)[i];
@@ -401,9 +457,11 @@ __device__ __forceinline__ float cache_at(const void* c, bool f16, uint64_t i) {
 
 __device__ __forceinline__ int64_t rot_of(const AttnShape& s) { return s.rot_dims > 0 ? s.rot_dims : s.head_dim; }
 
-// The head at p (head_dim values) rotated at position `pos` (the lanes of one warp).
+// The head at p (head_dim values) rotated at position `pos` (the lanes of one warp): its
+// rot_dims values from rot_off.
 __device__ void rope_head(const AttnShape& s, float* p, int64_t pos, const float* inv_freq, int lane) {
   const int64_t rot = rot_of(s);
+  p += s.rot_off;
   for (int64_t i = lane; i < rot / 2; i += 32) {
     int64_t a, b;
     rope_pair(s.neox, rot, i, a, b);
@@ -416,7 +474,7 @@ __device__ void rope_head(const AttnShape& s, float* p, int64_t pos, const float
   }
 }
 
-// Head kh of token t's k and v into the caches at (slot, pos mod positions).
+// Head kh of token t's k and v into the caches at (slot, pos mod positions); k only when vc is null.
 __device__ void store_head(const AttnShape& s, const float* kh, const float* vh, int32_t slot, int64_t pos, int64_t head,
                            void* kc, void* vc, int lane) {
   const int64_t hd = s.head_dim, kv_dim = s.kv_heads * hd;
@@ -424,16 +482,16 @@ __device__ void store_head(const AttnShape& s, const float* kh, const float* vh,
   for (int64_t e = lane; e < hd; e += 32) {
     if (s.f16_cache) {
       static_cast<__half*>(kc)[off + e] = __float2half_rn(kh[e]);
-      static_cast<__half*>(vc)[off + e] = __float2half_rn(vh[e]);
+      if (vc) static_cast<__half*>(vc)[off + e] = __float2half_rn(vh[e]);
     } else {
       static_cast<float*>(kc)[off + e] = kh[e];
-      static_cast<float*>(vc)[off + e] = vh[e];
+      if (vc) static_cast<float*>(vc)[off + e] = vh[e];
     }
   }
 }
 
-// One warp per (token, head) of q (h < heads) or k (h >= heads): optional norm of the head,
-// RoPE, then k and v into the cache.
+// One warp per (token, head) of q (h < heads) or k (h >= heads): optional norm of the head
+// (unit weights when its data is null), RoPE (none without inv_freq), then k and v into the cache.
 __global__ void rope_cache_kernel(AttnShape s, float* q, float* k, const float* v, int64_t T, const int32_t* slot,
                                   const int64_t* pos, const float* inv_freq, DNorm qn, DNorm kn, float eps, void* kc,
                                   void* vc) {
@@ -446,7 +504,7 @@ __global__ void rope_cache_kernel(AttnShape s, float* q, float* k, const float* 
   const int64_t kh = is_q ? 0 : h - s.heads;
   float* p = is_q ? q + t * s.heads * hd + h * hd : k + t * kv_dim + kh * hd;
   const DNorm& nw = is_q ? qn : kn;
-  if (nw.w.data) {
+  if (nw.w.n > 0) {
     double ss = 0;
     for (int64_t e = lane; e < hd; e += 32) ss += double(p[e]) * p[e];
     const float inv = rms_inv(warp_sum(ss), hd, eps);
@@ -454,7 +512,7 @@ __global__ void rope_cache_kernel(AttnShape s, float* q, float* k, const float* 
     for (int64_t e = lane; e < hd; e += 32) p[e] = norm_w(nw, e) * (p[e] * inv);
   }
   __syncwarp();
-  rope_head(s, p, pos[t], inv_freq, lane);
+  if (inv_freq) rope_head(s, p, pos[t], inv_freq, lane);
   __syncwarp();
   if (!is_q) store_head(s, p, v + t * kv_dim + kh * hd, slot[t], pos[t], kh, kc, vc, lane);
 }
@@ -475,20 +533,37 @@ __global__ void store_kv_kernel(AttnShape s, const float* k, const float* v, int
   store_head(s, k + off, v + off, slot[t], pos[t], h, kc, vc, threadIdx.x & 31);
 }
 
+// The score scale of a token at `pos`: the layer's (1/sqrt(head_dim) when 0), times Llama 4's
+// query temperature on its NoPE layers (as the CPU backend folds it in).
+__device__ __forceinline__ float attn_scale(const AttnOpts& o, int64_t hd, int64_t pos) {
+  const float scale = o.scale > 0 ? o.scale : 1.0f / sqrtf(float(hd));
+  if (o.temp_floor <= 0) return scale;
+  return scale * (log1pf(floorf(float(pos + 1) / float(o.temp_floor))) * o.temp_scale + 1.0f);
+}
+
+// The first position a token at p1 attends to: 0, the window's first, or its chunk's first.
+__device__ __forceinline__ int64_t attn_first(const AttnOpts& o, int64_t p1) {
+  const int64_t window = o.window;
+  if (window > 0 && o.chunked) return p1 - p1 % window;
+  const int64_t lo = window > 0 ? (p1 - window + 1 > 0 ? p1 - window + 1 : 0) : 0;
+  return lo;
+}
+
 // One block of kWarps warps per (token, head); warps take positions round robin with an
-// online softmax each, merged at the end.
+// online softmax each, merged at the end. kPerLane: head values per lane (head_dim <= 32 x it).
+template <int kPerLane>
 __global__ void attention_kernel(AttnShape s, const float* q, const int32_t* slot, const int64_t* pos, AttnOpts opt,
                                  const void* kc, const void* vc, float* out) {
-  __shared__ float sm[kWarps], sl[kWarps], so[kWarps][kMaxHdPerLane * 32];
+  __shared__ float sm[kWarps], sl[kWarps], so[kWarps][kPerLane * 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.x / s.heads, h = blockIdx.x % s.heads, hd = s.head_dim;
   const int64_t g = h / (s.heads / s.kv_heads), kv_dim = s.kv_heads * hd;
-  const int64_t window = opt.window;
-  const int64_t p1 = pos[t], lo = window > 0 ? (p1 - window + 1 > 0 ? p1 - window + 1 : 0) : 0;
-  const float scale = opt.scale > 0 ? opt.scale : 1.0f / sqrtf(float(hd));
+  const int64_t vd = s.v_dims > 0 ? s.v_dims : hd;  // values per row (MLA: the latent's rank)
+  const int64_t p1 = pos[t], lo = attn_first(opt, p1);
+  const float scale = attn_scale(opt, hd, p1);
   const float* qh = q + t * s.heads * hd + h * hd;
-  float qv[kMaxHdPerLane], o[kMaxHdPerLane];
-  for (int j = 0; j < kMaxHdPerLane; ++j) {
+  float qv[kPerLane], o[kPerLane];
+  for (int j = 0; j < kPerLane; ++j) {
     const int64_t e = lane + 32 * j;
     qv[j] = e < hd ? qh[e] : 0.0f;
     o[j] = 0.0f;
@@ -498,7 +573,7 @@ __global__ void attention_kernel(AttnShape s, const float* q, const int32_t* slo
   for (int64_t p = lo + warp; p <= p1; p += kWarps) {
     const uint64_t row = (base + uint64_t(p % s.positions)) * uint64_t(kv_dim) + uint64_t(g * hd);
     float part = 0.0f;
-    for (int j = 0; j < kMaxHdPerLane; ++j) {
+    for (int j = 0; j < kPerLane; ++j) {
       const int64_t e = lane + 32 * j;
       if (e < hd) part += qv[j] * cache_at(kc, s.f16_cache, row + e);
     }
@@ -506,9 +581,9 @@ __global__ void attention_kernel(AttnShape s, const float* q, const int32_t* slo
     if (opt.softcap > 0) sc = softcap_of(sc, opt.softcap);
     const float mn = fmaxf(m, sc), corr = expf(m - mn), wgt = expf(sc - mn);
     l = l * corr + wgt;
-    for (int j = 0; j < kMaxHdPerLane; ++j) {
+    for (int j = 0; j < kPerLane; ++j) {
       const int64_t e = lane + 32 * j;
-      o[j] = o[j] * corr + (e < hd ? wgt * cache_at(vc, s.f16_cache, row + e) : 0.0f);
+      o[j] = o[j] * corr + (e < vd ? wgt * cache_at(vc, s.f16_cache, row + e) : 0.0f);
     }
     m = mn;
   }
@@ -516,19 +591,42 @@ __global__ void attention_kernel(AttnShape s, const float* q, const int32_t* slo
     sm[warp] = m;
     sl[warp] = l;
   }
-  for (int j = 0; j < kMaxHdPerLane; ++j) so[warp][lane + 32 * j] = o[j];
+  for (int j = 0; j < kPerLane; ++j) so[warp][lane + 32 * j] = o[j];
   __syncthreads();
   const float sink = opt.sinks.data ? vec_at(opt.sinks, h) : -INFINITY;
   float M = sink;
   for (int w = 0; w < kWarps; ++w) M = fmaxf(M, sm[w]);
   float L = opt.sinks.data ? expf(sink - M) : 0.0f;
   for (int w = 0; w < kWarps; ++w) L += sm[w] == -INFINITY ? 0.0f : sl[w] * expf(sm[w] - M);
-  for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) {
+  for (int64_t e = threadIdx.x; e < vd; e += blockDim.x) {
     float acc = 0.0f;
     for (int w = 0; w < kWarps; ++w)
       if (sm[w] != -INFINITY) acc += so[w][e] * expf(sm[w] - M);
     out[t * s.heads * hd + h * hd + e] = acc / L;
   }
+}
+
+// MLA, one warp per (token, item): items h < heads move q's rotated part from qh into q after
+// the head's absorbed rank values and rotate it; item `heads` rotates the latent row's last
+// rope values and caches the row.
+__global__ void mla_rope_cache_kernel(AttnShape s, const float* qh, int64_t nope, float* q, float* k, int64_t T,
+                                      const int32_t* slot, const int64_t* pos, const float* inv_freq, void* cache) {
+  const int lane = threadIdx.x & 31;
+  const int64_t item = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (item >= T * (s.heads + 1)) return;
+  const int64_t t = item / (s.heads + 1), h = item % (s.heads + 1), hd = s.head_dim, rope = rot_of(s);
+  if (h < s.heads) {
+    const float* from = qh + t * s.heads * (nope + rope) + h * (nope + rope) + nope;
+    float* p = q + t * s.heads * hd + h * hd;
+    for (int64_t e = lane; e < rope; e += 32) p[s.rot_off + e] = from[e];
+    __syncwarp();
+    rope_head(s, p, pos[t], inv_freq, lane);
+    return;
+  }
+  float* p = k + t * hd;
+  rope_head(s, p, pos[t], inv_freq, lane);
+  __syncwarp();
+  store_head(s, p, nullptr, slot[t], pos[t], 0, cache, nullptr, lane);
 }
 
 __global__ void dequant_row_kernel(DMatrix w, int64_t r, float* out) {
@@ -638,12 +736,14 @@ bool embed(Context& c, const DMatrix& table, const int32_t* ids, int64_t T, floa
 }
 
 bool norm(Context& c, float* in, const float* delta, const int64_t* rows, float* out, int64_t R, int64_t width,
-          const DNorm& n, float eps, std::string* err) {
+          int64_t ld, const DNorm& n, float eps, std::string* err) {
   if (R == 0) return true;
-  if (n.w.n <= 0 || width % n.w.n != 0)
-    return fail(err, "norm of " + std::to_string(n.w.n) + " values over rows of " + std::to_string(width), __FILE__, __LINE__);
+  if (n.w.n <= 0 || width % n.w.n != 0 || width > ld)
+    return fail(err, "norm of " + std::to_string(n.w.n) + " values over the first " + std::to_string(width) +
+                         " of rows of " + std::to_string(ld), __FILE__, __LINE__);
+  if (!n.w.data && n.kind != NormType::Rms) return fail(err, "a layer or (1 + w) norm without weights", __FILE__, __LINE__);
   NK_CUDA(cudaSetDevice(c.device()));
-  NK_LAUNCH(norm_kernel, unsigned(R * (width / n.w.n)), 256, 0, st(c), in, delta, rows, out, width, n, eps);
+  NK_LAUNCH(norm_kernel, unsigned(R * (width / n.w.n)), 256, 0, st(c), in, delta, rows, out, width, ld, n, eps);
   return NK_LAUNCHED("norm");
 }
 
@@ -685,6 +785,34 @@ bool matmul(Context& c, const DMatrix& w, const float* x, int64_t ldx, int64_t B
   return launch_gemv(c, w, x, ldx, B, y, ldy, bias, err);
 }
 
+bool matmul_heads(Context& c, const DHeads& h, const float* x, int64_t ldx, int64_t x_stride, int64_t B, float* y,
+                  int64_t ldy, int64_t y_stride, std::string* err) {
+  const DMatrix& w = h.w;
+  if (B == 0 || w.rows == 0 || h.heads <= 0) return true;
+  const bool floats = w.type == WType::F32 || w.type == WType::F16 || w.type == WType::BF16;
+  if (h.input_major && !floats)
+    return fail(err, "an input-major matrix must be f32, f16 or bf16", __FILE__, __LINE__);
+  if (!floats && w.cols % 32 != 0)
+    return fail(err, "quantized matrix with " + std::to_string(w.cols) + " columns (not whole blocks)", __FILE__, __LINE__);
+  NK_CUDA(cudaSetDevice(c.device()));
+  const HeadStep hs{h.stride, x_stride, y_stride};
+  if (h.input_major) {
+    const dim3 grid(unsigned((w.rows + kInputMajorThreads - 1) / kInputMajorThreads), unsigned(h.heads));
+    cudaStream_t s = st(c);
+    if (w.type == WType::F32) NK_LAUNCH(gemv_input_major<WType::F32>, grid, kInputMajorThreads, 0, s, w, x, ldx, B, y, ldy, hs);
+    else if (w.type == WType::F16) NK_LAUNCH(gemv_input_major<WType::F16>, grid, kInputMajorThreads, 0, s, w, x, ldx, B, y, ldy, hs);
+    else NK_LAUNCH(gemv_input_major<WType::BF16>, grid, kInputMajorThreads, 0, s, w, x, ldx, B, y, ldy, hs);
+    return NK_LAUNCHED("gemv_input_major");
+  }
+  if (B < kGemmMinTokens) return launch_gemv(c, w, x, ldx, B, y, ldy, {}, err, h.heads, hs);
+  for (int64_t i = 0; i < h.heads; ++i) {  // prefill: each head's product on cuBLAS
+    DMatrix wi = w;
+    wi.data = static_cast<const uint8_t*>(w.data) + i * h.stride;
+    if (!launch_gemm(c, wi, x + i * x_stride, ldx, B, y + i * y_stride, ldy, {}, err)) return false;
+  }
+  return true;
+}
+
 bool rope(Context& c, const AttnShape& s, float* x, int64_t heads, int64_t T, const int64_t* pos, const float* inv_freq,
           std::string* err) {
   if (T == 0) return true;
@@ -716,11 +844,30 @@ bool rope_and_cache(Context& c, const AttnShape& s, float* q, float* k, const fl
 bool attention(Context& c, const AttnShape& s, const float* q, int64_t T, const int32_t* slot, const int64_t* pos,
                const AttnOpts& o, const void* kcache, const void* vcache, float* out, std::string* err) {
   if (T == 0) return true;
-  if (s.head_dim > 32 * kMaxHdPerLane)
-    return fail(err, "head_dim " + std::to_string(s.head_dim) + " above the kernel's 256", __FILE__, __LINE__);
+  if (s.head_dim > 32 * kMaxHdPerLaneWide)
+    return fail(err, "head_dim " + std::to_string(s.head_dim) + " above the kernel's " + std::to_string(32 * kMaxHdPerLaneWide),
+                __FILE__, __LINE__);
+  if (o.chunked && o.window <= 0) return fail(err, "chunked attention without a chunk size", __FILE__, __LINE__);
   NK_CUDA(cudaSetDevice(c.device()));
-  NK_LAUNCH(attention_kernel, unsigned(T * s.heads), 32 * kWarps, 0, st(c), s, q, slot, pos, o, kcache, vcache, out);
+  if (s.head_dim <= 32 * kMaxHdPerLane)
+    NK_LAUNCH(attention_kernel<kMaxHdPerLane>, unsigned(T * s.heads), 32 * kWarps, 0, st(c), s, q, slot, pos, o, kcache, vcache, out);
+  else
+    NK_LAUNCH(attention_kernel<kMaxHdPerLaneWide>, unsigned(T * s.heads), 32 * kWarps, 0, st(c), s, q, slot, pos, o, kcache, vcache,
+              out);
   return NK_LAUNCHED("attention");
+}
+
+bool mla_rope_cache(Context& c, const AttnShape& s, const float* qh, int64_t nope, float* q, float* k, int64_t T,
+                    const int32_t* slot, const int64_t* pos, const float* inv_freq, void* cache, std::string* err) {
+  if (T == 0) return true;
+  if (s.kv_heads != 1 || s.rot_off + s.rot_dims != s.head_dim || s.rot_dims <= 0)
+    return fail(err, "MLA rows of " + std::to_string(s.head_dim) + " with " + std::to_string(s.kv_heads) + " kv heads and " +
+                         std::to_string(s.rot_dims) + " rotated values from " + std::to_string(s.rot_off), __FILE__, __LINE__);
+  NK_CUDA(cudaSetDevice(c.device()));
+  const int64_t items = T * (s.heads + 1);
+  NK_LAUNCH(mla_rope_cache_kernel, unsigned((items + kWarps - 1) / kWarps), 32 * kWarps, 0, st(c), s, qh, nope, q, k, T, slot,
+            pos, inv_freq, cache);
+  return NK_LAUNCHED("mla_rope_cache");
 }
 
 bool dequant_row_on_device(Context& c, const DMatrix& w, int64_t r, float* out_host, std::string* err) {

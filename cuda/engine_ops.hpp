@@ -22,10 +22,18 @@ struct DMatrix {  // rows x cols, rows row_bytes apart
   int64_t rows = 0, cols = 0;
   uint64_t row_bytes = 0;
 };
-struct DVec {  // F32, F16 or BF16; data null = absent
+struct DVec {  // F32, F16 or BF16; data null = absent (a norm's: unit weights when n > 0)
   const void* data = nullptr;
   WType type = WType::F32;
   int64_t n = 0;
+};
+// `heads` matrices shaped as w, head h's at w.data + h * stride bytes (matmul_heads).
+// input_major: each stored [cols][rows], an input's rows values w.row_bytes apart (F32, F16 or BF16).
+struct DHeads {
+  DMatrix w;
+  bool input_major = false;
+  int64_t heads = 1;
+  int64_t stride = 0;
 };
 
 // Prefill products run as cuBLAS SGEMM over weight panels dequantized to fp32 into a
@@ -81,17 +89,18 @@ class Context {
 bool embed(Context& c, const DMatrix& table, const int32_t* ids, int64_t T, float scale, float* x, std::string* err);
 
 // A norm: kind 0 RMS (w * x / rms), 1 RMS with (1 + w) (Gemma as stored by HF), 2 layer norm
-// (w * (x - mean) / std + bias); every run of w.n values of a row is normalized.
+// (w * (x - mean) / std + bias); every run of w.n values of a row is normalized. w.data null
+// with w.n > 0: unit weights (Llama 4's q/k norms); w.n 0: no norm (rope_and_cache).
 enum class NormType : int { Rms = 0, RmsOnePlus = 1, Layer = 2 };
 struct DNorm {
   DVec w, bias;
   NormType kind = NormType::Rms;
 };
-// For R rows of `width`: row r is in[rows[r]] when rows (device int64 indices) is given, else
-// in[r]; with delta, in[r] += delta[r] first (then rows must be null). out[r] = norm(row).
-// in may equal out.
+// For R rows `ld` floats apart, of which the first `width` are normalized: row r is
+// in[rows[r]] when rows (device int64 indices) is given, else in[r]; with delta, in[r] +=
+// delta[r] first (then rows must be null). out[r] = norm(row). in may equal out.
 bool norm(Context& c, float* in, const float* delta, const int64_t* rows, float* out, int64_t R, int64_t width,
-          const DNorm& n, float eps, std::string* err);
+          int64_t ld, const DNorm& n, float eps, std::string* err);
 bool add(Context& c, float* x, const float* delta, int64_t count, std::string* err);
 // gate = act(gate) * up: act 0 SiLU, 1 GELU (tanh approximation).
 bool act_mul(Context& c, float* gate, const float* up, int64_t count, int act, std::string* err);
@@ -100,6 +109,10 @@ bool softcap(Context& c, float* x, int64_t count, float cap, std::string* err); 
 // y[b*ldy + r] = sum_i W[r][i] x[b*ldx + i] (+ bias[r]) for r < w.rows, b < B.
 bool matmul(Context& c, const DMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
             const DVec& bias, std::string* err);
+// Per head h: y[b*ldy + h*y_stride + r] = sum_i W_h[r][i] x[b*ldx + h*x_stride + i] for r < w.rows,
+// b < B, all heads in one dispatch (MLA's absorbed q and expanded output).
+bool matmul_heads(Context& c, const DHeads& w, const float* x, int64_t ldx, int64_t x_stride, int64_t B, float* y,
+                  int64_t ldy, int64_t y_stride, std::string* err);
 
 struct AttnShape {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
@@ -108,15 +121,20 @@ struct AttnShape {
   bool neox = true;         // rotary pairs: (i, i+rot/2) or (2i, 2i+1)
   int64_t rot_dims = 0;     // rotated values at the start of each head (0 = head_dim)
   float mscale = 1.0f;      // cos and sin times this (the rotary table's; longrope)
+  // MLA: the rotated values start rot_off into a head (after the latent's rank), and a cache
+  // row's values are its first v_dims (0: a V cache of head_dim values per row).
+  int64_t rot_off = 0;
+  int64_t v_dims = 0;
 };
 // Per token t: x (T rows of heads*head_dim) rotated per head at pos[t] (inv_freq: rot/2 floats).
 bool rope(Context& c, const AttnShape& s, float* x, int64_t heads, int64_t T, const int64_t* pos, const float* inv_freq,
           std::string* err);
-// k and v of each token into the caches at (slot[t], pos[t] mod positions).
+// k and v of each token into the caches at (slot[t], pos[t] mod positions); vcache null: k only.
 bool store_kv(Context& c, const AttnShape& s, const float* k, const float* v, int64_t T, const int32_t* slot,
               const int64_t* pos, void* kcache, void* vcache, std::string* err);
 // Per token t: optional per-head norm of q and k (q_norm/k_norm, head_dim wide), RoPE at
-// pos[t], then k and v written to the cache as store_kv. Caches: [slots][positions][kv_heads*head_dim], F32 or F16.
+// pos[t] (none when inv_freq is null: Llama 4's NoPE layers), then k and v written to the
+// cache as store_kv. Caches: [slots][positions][kv_heads*head_dim], F32 or F16.
 bool rope_and_cache(Context& c, const AttnShape& s, float* q, float* k, const float* v, int64_t T, const int32_t* slot,
                     const int64_t* pos, const float* inv_freq, const DNorm& q_norm, const DNorm& k_norm, float eps,
                     void* kcache, void* vcache, std::string* err);
@@ -125,11 +143,21 @@ struct AttnOpts {
   float scale = 0;      // scores = scale * q.k
   float softcap = 0;    // scores = cap * tanh(scores / cap); 0 none
   DVec sinks;           // per head: a logit in each softmax's denominator only
+  bool chunked = false; // Llama 4: `window` is a chunk, lo = pos - pos mod window
+  int64_t temp_floor = 0;  // Llama 4's NoPE layers: scale times log(floor((pos + 1) / temp_floor) + 1)
+  float temp_scale = 0;    // * temp_scale + 1 (temp_floor 0: none)
 };
 // Causal GQA: out[t][h] = softmax(scores of q[t][h] against K[slot[t]][lo..pos[t]]) V[...], lo =
-// pos - window + 1 (window 0: from 0).
+// pos - window + 1 (window 0: from 0; chunked: the chunk's first position). Heads up to 640
+// wide (MLA's latent rows: 512 + 64); with s.v_dims, each head's first v_dims outputs only.
 bool attention(Context& c, const AttnShape& s, const float* q, int64_t T, const int32_t* slot, const int64_t* pos,
                const AttnOpts& o, const void* kcache, const void* vcache, float* out, std::string* err);
+// MLA (s: one kv head of head_dim = rank + rope, rot_dims = rope, rot_off = rank), per token t:
+// each head's rotated part of q, qh[t][h * (nope + rope) + nope, + rope), into q[t][h * head_dim
+// + rank, + rope) and rotated there at pos[t]; k[t]'s last rope values rotated; k[t] into the
+// cache at (slot[t], pos[t] mod positions) (one cache: the values are the keys' first rank).
+bool mla_rope_cache(Context& c, const AttnShape& s, const float* qh, int64_t nope, float* q, float* k, int64_t T,
+                    const int32_t* slot, const int64_t* pos, const float* inv_freq, void* cache, std::string* err);
 
 // For tests and gpu-check: whether a device answers, and the dequantized row r of w into
 // out_host (through the same element function the kernels use).

@@ -19,7 +19,8 @@ bool Context::synchronize(std::string* err) { return no_cuda(err); }
 bool engine_available(std::string* why) { return no_cuda(why); }
 bool blas_available(std::string* why) { return no_cuda(why); }
 bool embed(Context&, const DMatrix&, const int32_t*, int64_t, float, float*, std::string* err) { return no_cuda(err); }
-bool norm(Context&, float*, const float*, const int64_t*, float*, int64_t, int64_t, const DNorm&, float, std::string* err) {
+bool norm(Context&, float*, const float*, const int64_t*, float*, int64_t, int64_t, int64_t, const DNorm&, float,
+          std::string* err) {
   return no_cuda(err);
 }
 bool add(Context&, float*, const float*, int64_t, std::string* err) { return no_cuda(err); }
@@ -27,6 +28,10 @@ bool act_mul(Context&, float*, const float*, int64_t, int, std::string* err) { r
 bool scale(Context&, float*, int64_t, float, std::string* err) { return no_cuda(err); }
 bool softcap(Context&, float*, int64_t, float, std::string* err) { return no_cuda(err); }
 bool matmul(Context&, const DMatrix&, const float*, int64_t, int64_t, float*, int64_t, const DVec&, std::string* err) {
+  return no_cuda(err);
+}
+bool matmul_heads(Context&, const DHeads&, const float*, int64_t, int64_t, int64_t, float*, int64_t, int64_t,
+                  std::string* err) {
   return no_cuda(err);
 }
 bool rope(Context&, const AttnShape&, float*, int64_t, int64_t, const int64_t*, const float*, std::string* err) {
@@ -42,6 +47,10 @@ bool rope_and_cache(Context&, const AttnShape&, float*, float*, const float*, in
 }
 bool attention(Context&, const AttnShape&, const float*, int64_t, const int32_t*, const int64_t*, const AttnOpts&,
                const void*, const void*, float*, std::string* err) {
+  return no_cuda(err);
+}
+bool mla_rope_cache(Context&, const AttnShape&, const float*, int64_t, float*, float*, int64_t, const int32_t*,
+                    const int64_t*, const float*, void*, std::string* err) {
   return no_cuda(err);
 }
 bool dequant_row_on_device(Context&, const DMatrix&, int64_t, float*, std::string* err) { return no_cuda(err); }

@@ -17,6 +17,7 @@
 #include "memory/estimate.hpp"
 #include "memory/plan.hpp"
 #include "tests/helpers.hpp"
+#include "tests/test_cuda_helpers.hpp"
 #include "tests/test_engine_helpers.hpp"
 
 using namespace nunchaku;
@@ -24,51 +25,24 @@ using namespace nunchaku::engine;
 
 namespace {
 
-bool have_cuda() {
-  std::string why;
-  if (cuda::engine_available(&why)) return true;
-  test::skip_case("no CUDA device (" + why + ")");
-  return false;
-}
-
-const Device kGpu{Device::Kind::Cuda, 0}, kHost{Device::Kind::Cpu, 0};
-
-bool has_router(const Module& m) {
-  return m.kind == ModuleKind::Layer && std::find(m.roles.begin(), m.roles.end(), Role::Router) != m.roles.end();
-}
-
-struct MoeOnGpu {
-  Checkpoint ck;
-  ModelLayout layout;
-  LoadResult load;
-  Engine engine;
-};
+using test::GpuModel;
+using test::have_gpu;
 
 // Every module on cuda:0 but each MoE layer's mixture of experts in host memory (moe_on_host);
 // `streamed_layer` >= 0: that layer's rest in host memory too, streamed to the GPU per pass.
-void load(MoeOnGpu& m, const std::string& name, bool moe_on_host, int streamed_layer) {
-  m.ck = open_checkpoint(test::testdata("engine/" + name));
-  m.layout = describe_model(m.ck);
-  LoadOptions lo;
-  lo.placement = place_all(m.layout, kGpu);
-  for (const Module& mod : m.layout.modules) {
-    if (has_router(mod)) lo.placement.experts[mod.name] = kHost;
-    if (mod.kind == ModuleKind::Layer && mod.layer == streamed_layer) lo.placement.modules[mod.name] = kHost;
-  }
-  lo.placement.moe_on_host = moe_on_host;
-  m.load = load_checkpoint(m.ck, m.layout, lo);
+void load(GpuModel& m, const std::string& name, bool moe_on_host, int streamed_layer) {
   EngineOptions o;
   o.max_context = 64;
   o.logit_rows = 64;
   o.max_tokens = 16;
   o.max_batch = 2;
-  m.engine = make_engine(m.ck, m.layout, m.load.store, {o, 2, std::nullopt, kGpu});
+  test::load_on_gpu(m, test::testdata("engine/" + name), o, moe_on_host, streamed_layer);
 }
 
 void check_moe_on_gpu(const std::string& name, int streamed_layer) {
-  if (!have_cuda()) return;
+  if (!have_gpu()) return;
   const auto goldens = nlohmann::json::parse(std::ifstream(test::testdata("engine/moe.json")));
-  MoeOnGpu m;
+  GpuModel m;
   load(m, name, true, streamed_layer);
   INFO(m.engine.model->describe());
   CHECK(m.engine.backend->describe().find("cpu") != std::string::npos);
@@ -95,8 +69,8 @@ TEST_CASE("cuda moe: mixtral and olmoe with their experts on the CPU match trans
 }
 
 TEST_CASE("cuda moe: a router left in device memory is refused before the run, naming the tensor", "[cuda][moe]") {
-  if (!have_cuda()) return;
-  MoeOnGpu m;
+  if (!have_gpu()) return;
+  GpuModel m;
   try {
     load(m, "qwen2_moe", false, -1);  // routed experts on the host, router and shared expert on cuda:0
     FAIL("no error");
@@ -104,22 +78,6 @@ TEST_CASE("cuda moe: a router left in device memory is refused before the run, n
     CHECK(e.code() == "engine.not_readable");
     CHECK(std::string(e.what()).find("cuda:0 memory") != std::string::npos);
     CHECK(e.context().tensor.find("gate") != std::string::npos);
-  }
-}
-
-// Llama 4 (tests/test_engine_llama4.cpp): its experts would run on the CPU part, but the CUDA
-// backend has no chunked attention (nor the query temperature, unit q/k norms, NoPE): refused
-// before the run, naming the op, never run with a window instead of chunks.
-TEST_CASE("cuda moe: llama4 on cuda:0 is refused naming chunked attention, with the --device cpu hint", "[cuda][moe][llama4]") {
-  if (!have_cuda()) return;
-  MoeOnGpu m;
-  try {
-    load(m, "llama4", true, -1);
-    FAIL("no error");
-  } catch (const Error& e) {
-    CHECK(e.code() == "engine.unsupported_architecture");
-    CHECK(std::string(e.what()).find("chunked_attention") != std::string::npos);
-    CHECK(e.context().hint.find("--device cpu") != std::string::npos);
   }
 }
 

@@ -3,8 +3,10 @@
 // device memory in their stored type. The CPU backend is its oracle (tests/test_cuda.cpp
 // compares op by op); results differ from it only by fp32 summation order.
 #include <cstring>
-#include <vector>
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -46,10 +48,26 @@ cuda::WType wtype(DType t) {
 
 cuda::DMatrix dmatrix(const WeightMatrix& w) { return {w.data, wtype(w.dtype), w.rows, w.cols, w.row_bytes}; }
 cuda::DVec dvec(const VecRef& v) { return v ? cuda::DVec{v.data, wtype(v.dtype), v.n} : cuda::DVec{}; }
+// A norm's weights keep their count without data: unit weights (Llama 4's q/k norms).
 cuda::DNorm dnorm(const Norm& n) {
   const cuda::NormType k = n.kind == NormKind::Rms ? cuda::NormType::Rms
                            : n.kind == NormKind::RmsOnePlus ? cuda::NormType::RmsOnePlus : cuda::NormType::Layer;
-  return {dvec(n.w), dvec(n.bias), k};
+  const cuda::DVec w = n.w ? dvec(n.w) : cuda::DVec{nullptr, cuda::WType::F32, n.w.n};
+  return {w, dvec(n.bias), k};
+}
+
+// MLA's per-head matrices (Transformer::bind_mla: row ranges of one tensor) as one strided
+// run when they are (same shape and type, equally far apart), else nullopt.
+std::optional<cuda::DHeads> strided_heads(std::span<const WeightMatrix> w) {
+  const WeightMatrix& a = w[0];
+  const int64_t stride = w.size() > 1 ? int64_t(w[1].data - a.data) : 0;
+  for (size_t h = 1; h < w.size(); ++h) {
+    const WeightMatrix& b = w[h];
+    if (b.dtype != a.dtype || b.rows != a.rows || b.cols != a.cols || b.row_bytes != a.row_bytes ||
+        b.input_major != a.input_major || b.data != a.data + int64_t(h) * stride)
+      return std::nullopt;
+  }
+  return cuda::DHeads{dmatrix(a), a.input_major, int64_t(w.size()), stride};
 }
 
 class CudaBackend final : public Backend {
@@ -100,8 +118,9 @@ class CudaBackend final : public Backend {
       case Op::Embed: case Op::Matmul: return has_wtype(t);
       case Op::Norm: return t == DType::F32 || t == DType::F16 || t == DType::BF16;
       case Op::Attention: return t == DType::F32 || t == DType::F16;  // the KV cache
-      case Op::Moe: case Op::Mla: return false;  // not yet: the Transformer refuses MoE and MLA models on CUDA
-      case Op::ChunkedAttention: case Op::AttnTemperature: case Op::UnitNorm: case Op::NoRope: return false;  // Llama 4's
+      case Op::Moe: return false;  // a split's CPU part runs every mixture of experts (make_engine)
+      case Op::Mla: return true;
+      case Op::ChunkedAttention: case Op::AttnTemperature: case Op::UnitNorm: case Op::NoRope: return true;  // Llama 4's
       default: return t == DType::F32;
     }
   }
@@ -109,10 +128,12 @@ class CudaBackend final : public Backend {
     ok(cuda::embed(ctx_, dmatrix(table), id_, T_, scale, buf(Buf::X), &err_), "embed");
   }
   void norm(Buf in, Buf out, const Norm& n) override {
-    ok(cuda::norm(ctx_, buf(in), nullptr, nullptr, buf(out), rows_of(in), width(in), dnorm(n), eps_, &err_), "norm");
+    const int64_t w = n.span > 0 ? n.span : width(in);  // MLA's q and kv low-rank norms: a row's first values
+    ok(cuda::norm(ctx_, buf(in), nullptr, nullptr, buf(out), rows_of(in), w, width(in), dnorm(n), eps_, &err_), "norm");
   }
   void add_norm(Buf x, Buf delta, Buf out, const Norm& n) override {
-    ok(cuda::norm(ctx_, buf(x), buf(delta), nullptr, buf(out), T_, dims_.hidden, dnorm(n), eps_, &err_), "add_norm");
+    ok(cuda::norm(ctx_, buf(x), buf(delta), nullptr, buf(out), T_, dims_.hidden, dims_.hidden, dnorm(n), eps_, &err_),
+       "add_norm");
   }
   void matmul(std::span<const MatmulJob> jobs, Buf in) override {
     for (const MatmulJob& j : jobs)
@@ -123,27 +144,45 @@ class CudaBackend final : public Backend {
     ok(cuda::rope(ctx_, table_shape(shape_, table), buf(b), width(b) / dims_.head_dim, T_, pos_, inv_freq_[table ? 1 : 0], &err_), "rope");
   }
   void store_kv(int64_t layer) override {
-    ok(cuda::store_kv(ctx_, layer_shape(layer), buf(Buf::K), buf(Buf::V), T_, slot_, pos_, cache(layer, 0), cache(layer, 1),
+    ok(cuda::store_kv(ctx_, layer_shape(layer), buf(Buf::K), buf(Buf::V), T_, slot_, pos_, cache(layer, 0), v_cache(layer),
                       &err_),
        "store_kv");
   }
   void rope_and_cache(int64_t layer, const Norm& qn, const Norm& kn, int table) override {
-    // The kernel fuses per-head norms; a norm over all of q or k (olmoe: w.n is the row's
-    // width) runs first as a row norm.
-    const bool q_row = qn.w && qn.w.n != dims_.head_dim, k_row = kn.w && kn.w.n != dims_.head_dim;
+    // The kernel fuses per-head norms (unit weights included); a norm over all of q or k
+    // (olmoe: w.n is the row's width) runs first as a row norm. Table -1: no rotation (NoPE).
+    const bool q_row = qn.given() && qn.w.n != dims_.head_dim, k_row = kn.given() && kn.w.n != dims_.head_dim;
     if (q_row) norm(Buf::Q, Buf::Q, qn);
     if (k_row) norm(Buf::K, Buf::K, kn);
-    const cuda::DNorm q_head = qn.w && !q_row ? dnorm(qn) : cuda::DNorm{}, k_head = kn.w && !k_row ? dnorm(kn) : cuda::DNorm{};
+    const cuda::DNorm q_head = qn.given() && !q_row ? dnorm(qn) : cuda::DNorm{};
+    const cuda::DNorm k_head = kn.given() && !k_row ? dnorm(kn) : cuda::DNorm{};
     ok(cuda::rope_and_cache(ctx_, table_shape(layer_shape(layer), table), buf(Buf::Q), buf(Buf::K), buf(Buf::V), T_, slot_, pos_,
-                            inv_freq_[table ? 1 : 0], q_head, k_head,
-                            eps_, cache(layer, 0), cache(layer, 1), &err_),
+                            table < 0 ? nullptr : inv_freq_[table ? 1 : 0], q_head, k_head,
+                            eps_, cache(layer, 0), v_cache(layer), &err_),
        "rope_and_cache");
+  }
+  void matmul_heads(std::span<const WeightMatrix> w, Buf in, int64_t in_stride, Buf out, int64_t out_stride) override {
+    if (w.empty()) return;
+    if (const auto run = strided_heads(w)) {
+      ok(cuda::matmul_heads(ctx_, *run, buf(in), width(in), in_stride, T_, buf(out), width(out), out_stride, &err_),
+         w[0].name.c_str());
+      return;
+    }
+    for (size_t h = 0; h < w.size(); ++h)  // heads of any layout: one dispatch each
+      ok(cuda::matmul_heads(ctx_, {dmatrix(w[h]), w[h].input_major, 1, 0}, buf(in) + int64_t(h) * in_stride, width(in), 0, T_,
+                            buf(out) + int64_t(h) * out_stride, width(out), 0, &err_),
+         w[h].name.c_str());
+  }
+  void mla_rope_cache(int64_t layer) override {
+    ok(cuda::mla_rope_cache(ctx_, table_shape(layer_shape(layer), 0), buf(Buf::QH), dims_.mla_nope, buf(Buf::Q), buf(Buf::K), T_,
+                            slot_, pos_, inv_freq_[0], cache(layer, 0), &err_),
+       "mla_rope_cache");
   }
   void moe(const MoeFfn&) override {
     throw Error("engine.unsupported_architecture", "the CUDA backend does not run mixture-of-experts layers yet");
   }
   void attention(int64_t layer, const Attention& a) override {
-    const cuda::AttnOpts o{a.window, a.scale, a.softcap, dvec(a.sinks)};
+    const cuda::AttnOpts o{a.window, a.scale, a.softcap, dvec(a.sinks), a.chunked, a.temp_floor, a.temp_scale};
     ok(cuda::attention(ctx_, layer_shape(layer), buf(Buf::Q), T_, slot_, pos_, o, cache(layer, 0), cache(layer, 1),
                        buf(Buf::Att), &err_),
        "attention");
@@ -157,7 +196,7 @@ class CudaBackend final : public Backend {
   void select_rows(std::span<const int64_t> rows, const Norm& n) override {
     R_ = int64_t(rows.size());
     ok(ctx_.upload(sel_rows_, rows.data(), rows.size_bytes(), &err_), "upload logit rows");
-    ok(cuda::norm(ctx_, buf(Buf::X), nullptr, sel_rows_, buf(Buf::Sel), R_, dims_.hidden, dnorm(n), eps_, &err_),
+    ok(cuda::norm(ctx_, buf(Buf::X), nullptr, sel_rows_, buf(Buf::Sel), R_, dims_.hidden, dims_.hidden, dnorm(n), eps_, &err_),
        "select_rows");
   }
   void head(const WeightMatrix& w, int64_t rows) override {
@@ -182,9 +221,13 @@ class CudaBackend final : public Backend {
   float* buf(Buf b) const { return bufs_[size_t(b)]; }
   int64_t width(Buf b) const { return widths_[size_t(b)]; }
   int64_t rows_of(Buf b) const { return b >= Buf::Sel ? R_ : T_; }
+  // Layer `layer`'s k (kv 0) or v (1) cache. MLA: one cache, the latent rows, whose first
+  // mla_rank values are the values.
   void* cache(int64_t layer, int kv) const {
-    return static_cast<uint8_t*>(kv_) + kv_layer_off_[size_t(layer)] + kv_layer_bytes_[size_t(layer)] * size_t(kv);
+    const size_t v = dims_.mla_rank > 0 ? 0 : kv_layer_bytes_[size_t(layer)] * size_t(kv);
+    return static_cast<uint8_t*>(kv_) + kv_layer_off_[size_t(layer)] + v;
   }
+  void* v_cache(int64_t layer) const { return dims_.mla_rank > 0 ? nullptr : cache(layer, 1); }  // where V is written
   cuda::AttnShape table_shape(cuda::AttnShape s, int table) const {
     s.mscale = table ? 1.0f : mscale_;
     return s;
@@ -251,6 +294,8 @@ void CudaBackend::allocate(const BackendSetup& s) {
   const EngineConfig& cfg = s.memory.config;
   shape_ = {dims_.heads, dims_.kv_heads, dims_.head_dim, cfg.max_context, cfg.kv_dtype == DType::F16,
             s.rope == RopeStyle::NeoX, s.rot_dims > 0 ? s.rot_dims : dims_.head_dim};
+  shape_.rot_off = dims_.mla_rank;  // MLA: the rotated values follow the latent's rank (as the CPU's rope_row)
+  shape_.v_dims = dims_.mla_rank;
   mscale_ = s.rope_mscale;
   const uint64_t freq_bytes = cuda_rope_bytes(dims_.head_dim, !s.inv_freq_local.empty());
   // The panel: what engine_memory charged as scratch, less the workspace and frequencies.
@@ -272,7 +317,7 @@ void CudaBackend::allocate(const BackendSetup& s) {
   for (int64_t p : kv_pos_) {
     kv_layer_bytes_.push_back(size_t(cfg.max_batch) * size_t(p) * size_t(dims_.kv_dim()) * (shape_.f16_cache ? 2 : 4));
     kv_layer_off_.push_back(kv_total);
-    kv_total += 2 * kv_layer_bytes_.back();
+    kv_total += (dims_.mla_rank > 0 ? 1 : 2) * kv_layer_bytes_.back();  // MLA: the latent only (engine_memory)
   }
   kv_ = device_alloc<uint8_t>(uint64_t(kv_total), s);
   // Both tables at head_dim / 2 floats (what engine_memory charges); a partial rotary uses the first rot / 2.
