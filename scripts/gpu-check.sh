@@ -2,7 +2,9 @@
 # ONE script for a machine with an NVIDIA GPU. In one run:
 #   1. builds with CUDA (build-gpu/), 2. runs the CUDA tests ([cuda]: every backend op
 #   against the CPU backend per weight type, the goldens and the CPU engine's greedy tokens;
-#   NUNCHAKU_CUDA_SYNC=1 so a fault names its kernel; failures are printed), 3. `run` on a
+#   NUNCHAKU_CUDA_SYNC=1 so a fault names its kernel; failures are printed; then the CLI's
+#   greedy ids on cuda:0 against the CPU's for the MoE, Llama 4 and DeepSeek GGUF fixtures,
+#   a mismatch naming the command and the family's worst op-table row), 3. `run` on a
 #   random-weight Llama-shaped ~8 GB bf16 model made here (scripts/make_stream_model.py
 #   --fast): resident decode at batch 1 and 32 against the HBM bound and transformers
 #   generate, streamed offload with --vram at a third of the weights + 1 GiB at batch 1, 16 and 64
@@ -124,6 +126,8 @@ print_table() {
     printf '%-44s %s\n' "CUDA tests [cuda]" "${R[tests]:-?}"
     printf '%-44s %s\n' "load tests [load]" "${R[load_tests]:-?}"
     printf '%-44s %s\n' "MoE run on cuda:0 = the CPU's ids (5 GGUFs)" "${R[moe]:-?}"
+    printf '%-44s %s\n' "Llama 4 run on cuda:0 = the CPU's ids" "${R[llama4]:-?}"
+    printf '%-44s %s\n' "DeepSeek (MLA) on cuda:0 = the CPU's ids (3)" "${R[deepseek]:-?}"
     printf '%-44s %s\n' "pinned H2D peak GB/s" "${R[h2d]:-?}"
     printf '%-44s %s\n' "nunchaku load --device cuda:0 GB/s (best)" "${R[ours]:-FAIL}"
     printf '%-44s %s\n' "  ratio to H2D peak (target >= 0.9)" "${R[ratio_h2d]:-?}"
@@ -161,7 +165,7 @@ finish() {
         [[ -f $f ]] && cp "$f" "$LOGS/gpu-check-$(basename "$f")"
       done
       local logs=()
-      for f in "$BUILD"/{configure,build,cuda-tests,load-tests,estimate-accuracy}.log "$DIR"/*.json "$DIR"/*.err "$DIR"/*.log; do
+      for f in "$BUILD"/{configure,build,cuda-tests,load-tests,estimate-accuracy,moe-run,llama4-ops,deepseek-ops}.log "$DIR"/*.json "$DIR"/*.err "$DIR"/*.log; do
         [[ -f $f ]] && logs+=("$f")
       done
       ((${#logs[@]} == 0)) || tar -czf "$LOGS/gpu-check-logs.tar.gz" --transform 's|.*/||' "${logs[@]}" 2>/dev/null ||
@@ -190,7 +194,7 @@ else
   TARGETS=()
 fi
 mkdir -p "$BUILD"
-rm -f "$BUILD"/{configure,build,cuda-tests,load-tests,estimate-accuracy}.log  # none of an earlier run in LOGS
+rm -f "$BUILD"/{configure,build,cuda-tests,load-tests,estimate-accuracy,moe-run,llama4-ops,deepseek-ops}.log  # none of an earlier run in LOGS
 if ! timeout "$(tmo "$T_BUILD")" cmake -S . -B "$BUILD" "${GEN[@]}" "${CONF[@]}" >"$BUILD/configure.log" 2>&1; then
   tail -30 "$BUILD/configure.log"
   R[build]="FAIL: configure (see configure.log)"
@@ -234,8 +238,8 @@ if timeout "$(tmo)" "$BUILD/nunchaku_tests" "[load]" >"$BUILD/load-tests.log" 2>
 
 # MoE on the GPU: the experts run on a CPU part beside it (docs/engine.md); the CLI's greedy
 # ids on cuda:0 (--device, and a --vram plan) against the CPU's, per MoE GGUF fixture.
-moe_ids() {
-  timeout "$(tmo)" "$CLI" run "$1" -p "the quick brown fox" -n 16 --temp 0 "${@:2}" 2>>"$BUILD/moe-run.log" |
+moe_ids() {  # FILE FLAGS... (IDS_PROMPT: another prompt)
+  timeout "$(tmo)" "$CLI" run "$1" -p "${IDS_PROMPT:-the quick brown fox}" -n 16 --temp 0 "${@:2}" 2>>"$BUILD/moe-run.log" |
     "$PY" -c "import json,sys; print(json.load(sys.stdin)['token_ids'])" 2>>"$BUILD/moe-run.log"
 }
 : >"$BUILD/moe-run.log"
@@ -250,6 +254,34 @@ for f in testdata/engine/moe-gguf/{mixtral,qwen2_moe,qwen3_moe,olmoe}.gguf testd
     fi
   done
 done
+
+# Llama 4 (chunked attention, the NoPE layers' temperature, unit q/k norms) and DeepSeek (MLA:
+# the latent cache, per-head absorbed products) on the GPU, their experts on the CPU part: the
+# CLI's greedy ids on cuda:0 against the CPU's as above. A mismatch names the command and the
+# ids, and reruns the family's op table ([ops][TAG]: every op against the CPU backend with its
+# shapes and NMSE, NUNCHAKU_CUDA_SYNC=1 so a fault names its kernel) into KEY-ops.log, quoting
+# its worst row. (The prompt: one none of these fixtures ends within 16 tokens.)
+family_ids() {  # KEY TAG FILE...
+  local key=$1 tag=$2 f how want got worst
+  local -x IDS_PROMPT="hello world"
+  shift 2
+  R[$key]=pass
+  for f in "$@"; do
+    want=$(moe_ids "$f" --device cpu)
+    for how in "--device cuda:0" "--vram 600M"; do
+      # shellcheck disable=SC2086
+      got=$(moe_ids "$f" $how)
+      [[ -n $want && $got == "$want" ]] && continue
+      NUNCHAKU_CUDA_SYNC=1 NUNCHAKU_OP_TABLE=1 timeout "$(tmo)" "$CUDA_TESTS" "[ops][$tag]" >"$BUILD/$key-ops.log" 2>&1 || true
+      worst=$(awk 'NF >= 5 && $(NF-1) ~ /^[0-9.]+e[-+][0-9]+$/ {print $(NF-1) "\t" $0}' "$BUILD/$key-ops.log" |
+              sort -g -r | head -1 | cut -f2- | tr -s ' ' || true)
+      R[$key]="FAIL: $CLI run $f -p '$IDS_PROMPT' -n 16 --temp 0 $how: ${got:-no ids} vs the CPU's ${want:-none} (moe-run.log); op table $key-ops.log, worst row: ${worst:-none}"
+      return 0
+    done
+  done
+}
+family_ids llama4 llama4 testdata/engine/llama4-gguf/llama4.gguf
+family_ids deepseek mla testdata/engine/deepseek-gguf/{deepseek_v3,deepseek_v2_lite,deepseek_v2_lite_yarn}.gguf
 
 jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@" 2>/dev/null ||
          sed -n "s/^  \"$3\": \([0-9.e+-]*\),*$/\1/p" "$1"; }
