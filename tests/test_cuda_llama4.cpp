@@ -147,10 +147,12 @@ EngineOptions options(int64_t max_tokens) {
   return o;
 }
 
-// `path` on cuda:0 with its experts on the CPU part: the split make_engine builds.
-void load(GpuModel& m, const std::string& path, int64_t max_tokens) {
-  load_on_gpu(m, path, options(max_tokens));
+// `path` on cuda:0 with its experts on the CPU part: the split make_engine builds;
+// `streamed_layer` >= 0: that layer in host memory, streamed to the GPU each pass.
+void load(GpuModel& m, const std::string& path, int64_t max_tokens, int streamed_layer = -1) {
+  load_on_gpu(m, path, options(max_tokens), true, streamed_layer);
   INFO(m.engine.model->describe());
+  if (streamed_layer >= 0) CHECK(m.engine.model->describe().find("streamed to cuda:0") != std::string::npos);
   CHECK(m.engine.backend->describe().find("cuda:0") != std::string::npos);
   CHECK(m.engine.backend->describe().find("experts of every layer") != std::string::npos);
 }
@@ -162,11 +164,12 @@ TEST_CASE("cuda llama4: chunked, NoPE and MoE layers on cuda:0 match transformer
   if (!have_gpu()) return;
   const json g = json::parse(std::ifstream(testdata("engine/llama4.json")));
   // Passes of 16 tokens (chunk boundaries inside a pass) and 11 (passes that start mid-chunk;
-  // the chunked layers' 18-position rings wrap), as the CPU engine's test.
+  // the chunked layers' 18-position rings wrap), as the CPU engine's test; the second with the
+  // NoPE MoE layer 3 streamed to the GPU each pass.
   for (int64_t tokens : {16, 11}) {
     INFO(tokens << " tokens a pass");
     GpuModel m;
-    load(m, testdata("engine/llama4"), tokens);
+    load(m, testdata("engine/llama4"), tokens, tokens == 11 ? 3 : -1);
     check_against_golden(*m.engine.model, g.at("llama4"));  // the run state as predicted, too
   }
 }

@@ -181,8 +181,9 @@ EngineOptions options() {
   return o;
 }
 
-void load(GpuModel& m, const std::string& path) {
-  load_on_gpu(m, path, options());
+// `streamed_layer` >= 0: that layer in host memory, streamed to the GPU each pass.
+void load(GpuModel& m, const std::string& path, int streamed_layer = -1) {
+  load_on_gpu(m, path, options(), true, streamed_layer);
   INFO(m.engine.model->describe());
   CHECK(m.engine.backend->describe().find("cuda:0") != std::string::npos);
   CHECK(m.engine.backend->describe().find("experts of every layer") != std::string::npos);
@@ -191,10 +192,11 @@ void load(GpuModel& m, const std::string& path) {
   CHECK(m.engine.model->predicted().kv_cache == uint64_t(d.layers * 2 * 64 * (d.mla_rank + d.mla_rope) * 4));
 }
 
-void check_hf(const char* name) {
+void check_hf(const char* name, int streamed_layer = -1) {
   const json g = json::parse(std::ifstream(testdata("engine/deepseek.json")));
   GpuModel m;
-  load(m, testdata(std::string("engine/") + name));
+  load(m, testdata(std::string("engine/") + name), streamed_layer);
+  if (streamed_layer >= 0) CHECK(m.engine.model->describe().find("streamed to cuda:0") != std::string::npos);
   check_against_golden(*m.engine.model, g.at(name));  // the run state as predicted, too
 }
 
@@ -231,9 +233,9 @@ TEST_CASE("cuda mla: deepseek_v2 (q_proj, softmax groups) on cuda:0 matches tran
   check_hf("deepseek_v2");
 }
 
-TEST_CASE("cuda mla: deepseek_v2_lite on cuda:0 matches transformers", "[cuda][moe][deepseek]") {
+TEST_CASE("cuda mla: deepseek_v2_lite with layer 1 streamed to cuda:0 matches transformers", "[cuda][moe][deepseek]") {
   if (!have_gpu()) return;
-  check_hf("deepseek_v2_lite");
+  check_hf("deepseek_v2_lite", 1);
 }
 
 TEST_CASE("cuda mla: the GGUF twins (attn_k_b / attn_v_b) on cuda:0 give llama.cpp's greedy ids", "[cuda][moe][deepseek][gguf]") {
