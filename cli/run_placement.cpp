@@ -70,14 +70,14 @@ void norm_with_head(Placement& p, const ModelLayout& layout) {
   if (n.kind == Device::Kind::Cuda && h.kind == Device::Kind::Cuda && n != h) n = h;
 }
 
-// The bytes of each MoE layer's mixture of experts (is_moe_ffn_role), by module name.
+// The bytes of each MoE layer's mixture of experts (is_expert_part_role), by module name.
 std::map<std::string, uint64_t> moe_bytes(const Checkpoint& ck, const ModelLayout& layout) {
   std::map<std::string, uint64_t> out;
   for (const Module& m : layout.modules) {
     if (m.kind != ModuleKind::Layer || std::find(m.roles.begin(), m.roles.end(), Role::Router) == m.roles.end()) continue;
     uint64_t n = 0;
     for (size_t k = 0; k < m.tensors.size() && k < m.roles.size(); ++k)
-      if (is_moe_ffn_role(m.roles[k]) && m.tensors[k] < ck.tensors.size()) n += ck.tensors[m.tensors[k]].nbytes;
+      if (is_expert_part_role(m.roles[k]) && m.tensors[k] < ck.tensors.size()) n += ck.tensors[m.tensors[k]].nbytes;
     out[m.name] = n;
   }
   return out;

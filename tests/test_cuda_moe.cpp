@@ -1,6 +1,6 @@
-// Mixture-of-experts models on CUDA (KTransformers' split): attention, norms and the head on
-// cuda:0, every layer's mixture of experts (router, routed and shared experts) on a CPU part
-// reading host memory. make_engine builds the split when the ops run on a GPU and the model
+// Mixture-of-experts models on CUDA (KTransformers' split): attention, norms, shared experts and
+// the head on cuda:0, every layer's router and routed experts on a CPU part reading host
+// memory. make_engine builds the split when the ops run on a GPU and the model
 // has experts; the loader keeps each layer's mixture in host memory when the placement says
 // moe_on_host. Checked against transformers' goldens (testdata/engine/moe.json: logits within
 // 1e-4, 32 greedy ids) as the CPU engine is. Needs a CUDA device or the emulator build
@@ -55,8 +55,27 @@ void check_moe_on_gpu(const std::string& name, int streamed_layer) {
 
 }  // namespace
 
-TEST_CASE("cuda moe: qwen2_moe with its experts, router and shared expert on the CPU matches transformers", "[cuda][moe]") {
+TEST_CASE("cuda moe: qwen2_moe with its router and experts on the CPU and its shared expert on cuda:0 matches transformers",
+          "[cuda][moe]") {
   check_moe_on_gpu("qwen2_moe", -1);
+  if (!have_gpu()) return;
+  // Where the loader put each piece of layer 0's mixture (moe_on_host): the shared expert's
+  // matrices with the layer on the GPU, its sigmoid gate vector, the router and the routed
+  // experts in host memory.
+  const Device kGpu{Device::Kind::Cuda, 0}, kHost{Device::Kind::Cpu, 0};
+  GpuModel m;
+  load(m, "qwen2_moe", true, -1);
+  const std::string mlp = "model.layers.0.mlp.";
+  for (const char* t : {"shared_expert.gate_proj", "shared_expert.up_proj", "shared_expert.down_proj"}) {
+    INFO(t);
+    REQUIRE(m.load.store.find(mlp + t + ".weight"));
+    CHECK(m.load.store.find(mlp + t + ".weight")->device == kGpu);
+  }
+  for (const char* t : {"shared_expert_gate", "gate", "experts.0.gate_proj", "experts.5.down_proj"}) {
+    INFO(t);
+    REQUIRE(m.load.store.find(mlp + t + ".weight"));
+    CHECK(m.load.store.find(mlp + t + ".weight")->device == kHost);
+  }
 }
 
 TEST_CASE("cuda moe: qwen3_moe with layer 1 streamed to the GPU and its experts read in host memory", "[cuda][moe]") {
@@ -91,7 +110,7 @@ TEST_CASE("estimate: nunchaku on a GPU charges each mixture of experts to the ho
     for (size_t k = 0; k < m.tensors.size(); ++k) {
       const uint64_t n = ck.tensors[m.tensors[k]].nbytes;
       all += n;
-      if (m.kind == ModuleKind::Layer && k < m.roles.size() && is_moe_ffn_role(m.roles[k])) moe += n;
+      if (m.kind == ModuleKind::Layer && k < m.roles.size() && is_expert_part_role(m.roles[k])) moe += n;
       if (m.kind == ModuleKind::Layer && k < m.roles.size() && is_expert_role(m.roles[k])) routed += n;
     }
   REQUIRE(moe > 0);
@@ -106,7 +125,7 @@ TEST_CASE("estimate: nunchaku on a GPU charges each mixture of experts to the ho
   };
   CHECK(line(gpu.host, "moe_weights") == moe);
   CHECK(line(gpu.gpu, "weights") == all - moe);
-  // The decode bound reads the router and shared parts whole, and at batch 1 top_k / E = 3 / 8
+  // The decode bound reads the router whole, and at batch 1 top_k / E = 3 / 8
   // of the routed experts, on the CPU at the host rate; the GPU reads the rest.
   PlanRequest req;
   req.vram = {1ull << 30};

@@ -147,6 +147,14 @@ struct MoeFfn {
   const WeightMatrix* shared_up = nullptr;
   const WeightMatrix* shared_down = nullptr;
   VecRef shared_expert_gate;  // [hidden]; absent: the shared expert's output is added as is
+  // A GPU run (split backend, experts part on the CPU): the shared expert's matrices are in
+  // the layer's device memory, so the layer's part runs it while the experts part runs the
+  // routed experts (the Transformer sets it when moe_can_read() refuses where they are).
+  bool shared_on_layer = false;
+  // Set by a split backend for its experts part: moe() does not compute the shared expert
+  // but takes its output (Tmp's rows, as read() gives them) from shared_fetch(), called after
+  // the routed experts, then applies shared_expert_gate and adds it as before.
+  std::function<std::vector<float>()> shared_fetch;
   // Streamed experts: when set, experts[e]'s data is valid only after bind() was given a
   // list holding e (ascending expert numbers, at most bind_max of them) and until the next
   // bind(); the backend binds the experts the batch routes to, in rounds of bind_max.

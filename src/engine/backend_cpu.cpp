@@ -727,13 +727,16 @@ void CpuBackend::moe(const MoeFfn& f) {
   }
 
   Buffer& out = buf(Buf::Tmp);
-  if (f.shared_gate) {  // Tmp = shared(x) (* sigmoid(gate . x))
+  const bool shared = f.shared_gate || f.shared_fetch;
+  if (f.shared_fetch) {  // computed by the caller's device meanwhile (a split backend's GPU)
+    write(Buf::Tmp, f.shared_fetch());
+  } else if (f.shared_gate) {  // Tmp = shared(x) (* sigmoid(gate . x))
     const MatmulJob gu[2] = {{f.shared_gate, Buf::Gate, {}}, {f.shared_up, Buf::Up, {}}};
     matmul_rows_of(gu, xn, T, f.act == Activation::Silu ? Fuse::Silu : Fuse::GeluTanh);
     const MatmulJob down{f.shared_down, Buf::Tmp, {}};
     matmul_rows_of({&down, 1}, buf(Buf::Gate), T);
   }
-  const float* sg = f.shared_gate ? widen(f.shared_expert_gate, 0) : nullptr;
+  const float* sg = shared ? widen(f.shared_expert_gate, 0) : nullptr;
   each(T, [&](int64_t t, int) {
     float* o = out.row(t);
     float g = 1.0f;
@@ -755,7 +758,7 @@ void CpuBackend::moe(const MoeFfn& f) {
       const float* y = moe_.out.get() + int64_t(moe_.row_of[t * k + js[q]]) * H;
       for (int64_t i = 0; i < H; ++i) acc[i] += w * y[i];
     }
-    for (int64_t i = 0; i < H; ++i) o[i] = acc[i] + (f.shared_gate ? g * o[i] : 0.0f);
+    for (int64_t i = 0; i < H; ++i) o[i] = acc[i] + (shared ? g * o[i] : 0.0f);
   });
 }
 

@@ -147,7 +147,20 @@ class SplitBackend final : public Backend {
     if (how_.moe_part < 0 || how_.moe_part == cur_) return part().moe(f);
     Backend& experts = *parts_[size_t(how_.moe_part)];
     experts.write(Buf::XN, part().read(Buf::XN, tokens_));
-    experts.moe(f);
+    if (!f.shared_on_layer || !f.shared_gate) {
+      experts.moe(f);
+    } else {
+      // The shared expert here, queued before the experts part starts on the routed experts
+      // (a GPU computes it meanwhile), its output read back after them.
+      Backend& here = part();
+      const MatmulJob gate{f.shared_gate, Buf::Gate, {}}, up{f.shared_up, Buf::Up, {}}, down{f.shared_down, Buf::Tmp, {}};
+      here.matmul_act(gate, up, Buf::XN, f.act);
+      here.matmul({&down, 1}, Buf::Gate);
+      MoeFfn routed = f;
+      routed.shared_gate = routed.shared_up = routed.shared_down = nullptr;
+      routed.shared_fetch = [&] { return here.read(Buf::Tmp, tokens_); };
+      experts.moe(routed);
+    }
     part().write(Buf::Tmp, experts.read(Buf::Tmp, tokens_));
   }
   void matmul_heads(std::span<const WeightMatrix> w, Buf in, int64_t is, Buf out, int64_t os) override {

@@ -19,7 +19,7 @@ Device module_device(const WeightProvider& w, size_t m, const ModelLayout* layou
   auto info = w.info(m);
   size_t i = 0;
   if (layout && m < layout->modules.size())
-    while (i + 1 < info.size() && i < layout->modules[m].roles.size() && is_moe_ffn_role(layout->modules[m].roles[i])) ++i;
+    while (i + 1 < info.size() && i < layout->modules[m].roles.size() && is_expert_part_role(layout->modules[m].roles[i])) ++i;
   return info.empty() ? Device{Device::Kind::Cpu, 0} : info[i].device;
 }
 
@@ -62,14 +62,14 @@ std::unique_ptr<Backend> make_gpu_split(const ModelLayout& layout, const WeightP
   return make_split_backend(std::move(parts), std::move(how));
 }
 
-// [module][tensor]: the tensors of every mixture of experts (is_moe_ffn_role), which the CPU
+// [module][tensor]: the tensors of every mixture of experts (is_expert_part_role), which the CPU
 // part reads in host memory while the rest of their layer is on or streamed to the GPU.
 std::vector<std::vector<char>> moe_tensors(const ModelLayout& layout) {
   std::vector<std::vector<char>> out(layout.modules.size());
   for (size_t m = 0; m < layout.modules.size(); ++m) {
     const Module& mod = layout.modules[m];
     out[m].assign(mod.tensors.size(), 0);
-    for (size_t k = 0; k < mod.roles.size() && k < mod.tensors.size(); ++k) out[m][k] = is_moe_ffn_role(mod.roles[k]);
+    for (size_t k = 0; k < mod.roles.size() && k < mod.tensors.size(); ++k) out[m][k] = is_expert_part_role(mod.roles[k]);
   }
   return out;
 }

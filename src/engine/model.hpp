@@ -103,6 +103,7 @@ class Transformer {
     std::vector<Part> experts;     // [experts x 3]
     std::vector<MoeExpert> bound;  // [experts]: pointers into `experts`
     bool shared = false;
+    bool shared_on_layer = false;  // MoeFfn::shared_on_layer: the shared expert in the layer's (GPU) memory
     std::vector<Piece> want;             // streamed experts: the pieces of a round (bind)
     std::vector<const uint8_t*> where;   // and where the provider put them
   };

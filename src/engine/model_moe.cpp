@@ -74,15 +74,25 @@ void Transformer::bind_mixed_experts(Moe& m, const Layer& L, std::span<const Ten
 void Transformer::bind_moe(Layer& L, std::span<const TensorView> info, std::span<const Role> roles,
                            const std::string& module) {
   const int64_t E = dims_.experts, H = dims_.hidden, I = dims_.expert_inter;
-  // A split backend runs the experts on its CPU part: everything the moe op reads in host memory.
-  for (size_t i = 0; i < roles.size() && i < info.size(); ++i)
-    if (is_moe_ffn_role(roles[i]) && !backend_.moe_can_read(info[i].device))
-      throw Error("engine.not_readable",
-                  fmt::format("{}: the mixture of experts runs on the CPU, but this tensor is in {} memory", module,
-                              info[i].device.str()),
-                  {.tensor = info[i].name, .hint = "keep the layer's experts, router and shared expert in host memory "
-                                                   "(run's --vram plans do; a --plan file: \"expert_map\" and \"moe_on_host\")"});
+  // A split backend runs the experts on its CPU part: what its moe op reads in host memory;
+  // the shared expert's matrices there too, or all three where the layer's part reads them.
+  const auto refuse = [&](size_t i, std::string_view what) {
+    return Error("engine.not_readable", fmt::format("{}: {}, but this tensor is in {} memory", module, what, info[i].device.str()),
+                 {.tensor = info[i].name, .hint = "keep the layer's experts and router in host memory, its shared expert "
+                                                  "there or with the layer (run's --vram plans do; a --plan file: "
+                                                  "\"expert_map\" and \"moe_on_host\")"});
+  };
   Moe m;
+  const int16_t sh = L.at[size_t(Role::ShGate)];
+  m.shared_on_layer = sh >= 0 && !backend_.moe_can_read(info[size_t(sh)].device);
+  for (size_t i = 0; i < roles.size() && i < info.size(); ++i) {
+    const Device d = info[i].device;
+    const bool shared = roles[i] == Role::ShGate || roles[i] == Role::ShUp || roles[i] == Role::ShDown;
+    if (shared && m.shared_on_layer && (backend_.moe_can_read(d) || !backend_.can_read(d)))
+      throw refuse(i, "the shared expert's gate matrix is where the layer runs, its other matrices must be too");
+    if ((shared ? !m.shared_on_layer : is_expert_part_role(roles[i])) && !backend_.moe_can_read(d))
+      throw refuse(i, "the mixture of experts runs on the CPU");
+  }
   if ((recipe_.clamped_swiglu && L.at[size_t(Role::ExpGateUpMixed)] >= 0) ||  // HF gpt-oss: gate|up interleaved
       L.at[size_t(Role::ExpGateUpIn)] >= 0) {                                   // Llama 4: gate|up halves
     m.experts.resize(size_t(E) * 3);
@@ -232,6 +242,7 @@ void Transformer::run_moe(Layer& L, std::span<const TensorView> w) {
           if (Part& p = m.experts[size_t(e) * 3 + size_t(which)]; p.at >= 0) p.w.data = m.where[j++];
     };
   }
+  f.shared_on_layer = m.shared_on_layer;
   if (m.shared) {
     f.shared_gate = &m.sh_gate.w;
     f.shared_up = &m.sh_up.w;

@@ -119,7 +119,7 @@ void split_experts(const Checkpoint& ck, Placed& r) {
     Module rest = m;
     rest.tensors.clear(), rest.roles.clear(), rest.bytes = 0;
     for (size_t k = 0; k < m.tensors.size(); ++k) {
-      const bool routed = k < m.roles.size() && (whole ? is_moe_ffn_role(m.roles[k]) : is_expert_role(m.roles[k]));
+      const bool routed = k < m.roles.size() && (whole ? is_expert_part_role(m.roles[k]) : is_expert_role(m.roles[k]));
       Module& to = routed ? experts : rest;
       to.tensors.push_back(m.tensors[k]);
       to.bytes += tensor_of(ck, m.tensors[k]).nbytes;

@@ -38,9 +38,10 @@ std::optional<Device> parse_device(std::string_view text);
 struct Placement {
   std::map<std::string, Device> modules;  // module name -> device
   std::map<std::string, Device> experts;  // MoE layer -> device of its routed experts, where apart
-  // The experts' entries move the layer's whole mixture of experts (is_moe_ffn_role: router,
-  // shared expert, biases and scales too), not only its routed experts: a GPU run, whose
-  // experts run on the CPU (run sets it; not read from plan files).
+  // The experts' entries move what the experts' CPU part reads (is_expert_part_role: router,
+  // biases, scales and the shared expert's gate too, its matrices staying with the layer),
+  // not only the routed experts: a GPU run, whose experts run on the CPU (run sets it; not
+  // read from plan files).
   bool moe_on_host = false;
   std::string source;                     // "plan file X", "--device cpu", "nunchaku plan (balanced)"
   std::string file;                       // the plan file, "" when not from a file

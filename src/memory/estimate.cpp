@@ -358,7 +358,7 @@ EstimateBasis estimate_basis(const Checkpoint& ck, const ModelLayout& layout) {
       part.parameters += logical[ti];
       part.stored_bytes = add(part.stored_bytes, t.nbytes);
       if (routed) part.stored_expert_bytes = add(part.stored_expert_bytes, t.nbytes);
-      if (m.kind == ModuleKind::Layer && k < m.roles.size() && is_moe_ffn_role(m.roles[k]))
+      if (m.kind == ModuleKind::Layer && k < m.roles.size() && is_expert_part_role(m.roles[k]))
         part.stored_moe_bytes = add(part.stored_moe_bytes, t.nbytes);
       uint64_t& in_leaf = leaf[std::string_view(t.name).substr(0, t.name.rfind('.'))];
       in_leaf += logical[ti];
@@ -388,9 +388,10 @@ void note_llamacpp_flags(Estimate& e, const Workload& w) {
                                 own.size() == 1 ? "it" : "them"));
 }
 
-// nunchaku on a GPU: the CUDA backend runs no experts, so a CPU part runs every layer's mixture
-// of experts (router, routed and shared experts) from host memory, mapped from the file
-// (KTransformers' split; engine/backend_split.hpp moe_part). The GPU is charged the rest.
+// nunchaku on a GPU: the CUDA backend runs no experts, so a CPU part runs every layer's router
+// and routed experts from host memory, mapped from the file (KTransformers' split;
+// engine/backend_split.hpp moe_part; is_expert_part_role). The GPU is charged the rest, shared
+// experts included (it runs them meanwhile).
 void moe_to_host(Estimate& e, const EstimateBasis& basis, const std::vector<Module>& mods) {
   uint64_t host = 0;
   for (ModuleCost& mc : e.modules) {
@@ -409,10 +410,11 @@ void moe_to_host(Estimate& e, const EstimateBasis& basis, const std::vector<Modu
     host = add(host, moe);
   }
   if (host == 0) return;
-  e.host.push_back({"moe_weights", host, "every layer's mixture of experts (router, routed and shared experts): a CPU part runs "
-                                         "them from host memory, mapped from the file; the CUDA backend runs none"});
-  e.notes.push_back(fmt::format("nunchaku on a GPU runs each layer's mixture of experts on the CPU ({} in host memory, "
-                                "moe_weights) and the rest on the GPU, as KTransformers splits a MoE", format_bytes(host)));
+  e.host.push_back({"moe_weights", host, "every layer's router and routed experts: a CPU part runs them from host memory, "
+                                         "mapped from the file; the GPU runs attention and the shared experts"});
+  e.notes.push_back(fmt::format("nunchaku on a GPU runs each layer's router and routed experts on the CPU ({} in host memory, "
+                                "moe_weights) and the rest, shared experts included, on the GPU, as KTransformers splits a MoE",
+                                format_bytes(host)));
 }
 
 // Weight bytes one decoded token reads: every weight, routed experts at top_k / experts.

@@ -136,7 +136,7 @@ struct EstimateBasis {
     std::vector<std::string> sibling_modules;
     uint64_t stream_bytes = 0, stream_piece_bytes = 0;
     uint64_t stored_bytes = 0, stored_expert_bytes = 0;  // Σ nbytes of `tensors` (and of the routed ones)
-    uint64_t stored_moe_bytes = 0;  // of its mixture of experts (is_moe_ffn_role): what a CUDA run keeps on the host
+    uint64_t stored_moe_bytes = 0;  // of its mixture of experts (is_expert_part_role): what a CUDA run keeps on the host
   };
   std::vector<Part> modules;
   bool tied_embeddings = false;  // no head module: the embedding is the output projection

@@ -160,14 +160,16 @@ constexpr bool is_expert_role(Role r) {
   return r == Role::ExpGate || r == Role::ExpUp || r == Role::ExpDown || r == Role::ExpGateUp || r == Role::ExpGateUpMixed ||
          r == Role::ExpGateUpIn;
 }
-// Every tensor Backend::moe reads: the routed experts, the router and its biases, the
-// experts' biases and MXFP4 scales, the shared expert and its gate. A run whose experts run
-// on the CPU beside a GPU keeps all of them in host memory (Placement::moe_on_host).
-constexpr bool is_moe_ffn_role(Role r) {
+// What the experts' CPU part reads when a GPU runs the rest of the layer (KTransformers'
+// split): the routed experts, the router and its biases, the experts' biases and MXFP4
+// scales, and the shared expert's sigmoid gate (a vector); a run whose experts run on the CPU
+// beside a GPU keeps them in host memory (Placement::moe_on_host). The shared expert's
+// matrices stay with the layer: the GPU runs them while the CPU runs the routed experts.
+constexpr bool is_expert_part_role(Role r) {
   switch (r) {
     case Role::Router: case Role::RouterBias: case Role::ExpProbsBias: case Role::ExpGateUpBias:
     case Role::ExpDownBias: case Role::ExpGateBias: case Role::ExpUpBias: case Role::ExpGateUpScales:
-    case Role::ExpDownScales: case Role::ShGate: case Role::ShUp: case Role::ShDown: case Role::ShExpGate:
+    case Role::ExpDownScales: case Role::ShExpGate:
       return true;
     default:
       return is_expert_role(r);
