@@ -138,19 +138,10 @@ TEST_CASE("cuda llama4 ops: chunks and windows of 8 give different attention (th
 
 namespace {
 
-EngineOptions options(int64_t max_tokens) {
-  EngineOptions o;
-  o.max_context = 64;
-  o.logit_rows = 64;
-  o.max_tokens = max_tokens;
-  o.max_batch = 2;
-  return o;
-}
-
 // `path` on cuda:0 with its experts on the CPU part: the split make_engine builds;
 // `streamed_layer` >= 0: that layer in host memory, streamed to the GPU each pass.
 void load(GpuModel& m, const std::string& path, int64_t max_tokens, int streamed_layer = -1) {
-  load_on_gpu(m, path, options(max_tokens), true, streamed_layer);
+  load_on_gpu(m, path, test::golden_options(max_tokens), true, streamed_layer);
   INFO(m.engine.model->describe());
   if (streamed_layer >= 0) CHECK(m.engine.model->describe().find("streamed to cuda:0") != std::string::npos);
   CHECK(m.engine.backend->describe().find("cuda:0") != std::string::npos);

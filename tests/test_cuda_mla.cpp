@@ -172,18 +172,9 @@ TEST_CASE("cuda mla ops: 2 heads, DeepSeek-V3's rank 512 + rope 64, q_proj, f16 
 
 namespace {
 
-EngineOptions options() {
-  EngineOptions o;
-  o.max_context = 64;
-  o.logit_rows = 64;
-  o.max_tokens = 16;
-  o.max_batch = 2;
-  return o;
-}
-
 // `streamed_layer` >= 0: that layer in host memory, streamed to the GPU each pass.
 void load(GpuModel& m, const std::string& path, int streamed_layer = -1) {
-  load_on_gpu(m, path, options(), true, streamed_layer);
+  load_on_gpu(m, path, test::golden_options(), true, streamed_layer);
   INFO(m.engine.model->describe());
   CHECK(m.engine.backend->describe().find("cuda:0") != std::string::npos);
   CHECK(m.engine.backend->describe().find("experts of every layer") != std::string::npos);

@@ -31,12 +31,7 @@ using test::have_gpu;
 // Every module on cuda:0 but each MoE layer's mixture of experts in host memory (moe_on_host);
 // `streamed_layer` >= 0: that layer's rest in host memory too, streamed to the GPU per pass.
 void load(GpuModel& m, const std::string& name, bool moe_on_host, int streamed_layer) {
-  EngineOptions o;
-  o.max_context = 64;
-  o.logit_rows = 64;
-  o.max_tokens = 16;
-  o.max_batch = 2;
-  test::load_on_gpu(m, test::testdata("engine/" + name), o, moe_on_host, streamed_layer);
+  test::load_on_gpu(m, test::testdata("engine/" + name), test::golden_options(), moe_on_host, streamed_layer);
 }
 
 void check_moe_on_gpu(const std::string& name, int streamed_layer) {

@@ -37,21 +37,12 @@ const json& goldens() {
   return g;
 }
 
-EngineOptions options() {
-  EngineOptions o;
-  o.max_context = 64;
-  o.logit_rows = 64;
-  o.max_tokens = 16;
-  o.max_batch = 2;
-  return o;
-}
-
 }  // namespace
 
 TEST_CASE("engine deepseek: V2 and V3 checkpoints match transformers (32 greedy ids, logits 1e-4)",
           "[engine][moe][deepseek]") {
   for (const char* name : kModels) {
-    auto m = test::load_engine_model(test::testdata(std::string("engine/") + name), options(),
+    auto m = test::load_engine_model(test::testdata(std::string("engine/") + name), test::golden_options(),
                                      Device{Device::Kind::Cpu, 0}, {}, 2);
     INFO(name << ": " << m.tf->describe());
     test::check_against_golden(*m.tf, goldens().at(name));
@@ -136,7 +127,7 @@ TEST_CASE("engine deepseek: estimate --runtime nunchaku predicts the run state (
     // The cache is the latent: 3 layers x 2 slots x 100 positions x (16 + 8) x 4 B, no V.
     CHECK(m.tf->predicted().kv_cache == 3ull * 2 * 100 * 24 * 4);
     CHECK(kv == 3ull * 2 * 100 * 24 * 4);
-    test::check_streamed_equals_resident(path, goldens().at(name).at("prompt").get<std::vector<int32_t>>(), options());
+    test::check_streamed_equals_resident(path, goldens().at(name).at("prompt").get<std::vector<int32_t>>(), test::golden_options());
   }
 }
 
@@ -145,7 +136,7 @@ namespace {
 // The engine's error for a copy of testdata/engine/<name> whose safetensors header went
 // through `edit` ("" if it builds); *tensor: the tensor the error names.
 std::string engine_error(const std::string& name, const std::function<void(json&)>& edit, std::string* tensor) {
-  return test::engine_error_of(test::testdata("engine/" + name), edit, options(), tensor);
+  return test::engine_error_of(test::testdata("engine/" + name), edit, test::golden_options(), tensor);
 }
 
 }  // namespace
@@ -187,7 +178,7 @@ TEST_CASE("engine deepseek: GGUF twins (deepseek2, attn_k_b / attn_v_b, exp_prob
   for (const char* name : {"deepseek_v3", "deepseek_v2_lite", "deepseek_v2_lite_yarn"}) {
     const json& ref = g.at(name);
     const std::string path = test::testdata(std::string("engine/deepseek-gguf/") + name + ".gguf");
-    auto m = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+    auto m = test::load_engine_model(path, test::golden_options(), Device{Device::Kind::Cpu, 0}, {}, 2);
     INFO(name << ": " << m.tf->describe());
     CHECK(m.layout.warnings.empty());
     const BlockRecipe r = recipe_for(*m.layout.spec);
@@ -213,12 +204,12 @@ TEST_CASE("engine deepseek: GGUF twins (deepseek2, attn_k_b / attn_v_b, exp_prob
     test::check_state_is_estimate(e, 2, 100, 2);
     // stacked experts (ffn_*_exps) streamed as row-range pieces: the resident logits bit for bit
     SeqChunk all{0, 0, prompt, true};
-    auto res = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+    auto res = test::load_engine_model(path, test::golden_options(), Device{Device::Kind::Cpu, 0}, {}, 2);
     const auto a = res.tf->forward({&all, 1});
     const std::vector<float> resident(a.begin(), a.end());
     StreamOptions so;
     so.expert_pieces = true;
-    auto st = test::load_engine_model(path, options(), Device{Device::Kind::Disk, 0}, so, 2);
+    auto st = test::load_engine_model(path, test::golden_options(), Device{Device::Kind::Disk, 0}, so, 2);
     const auto b = st.tf->forward({&all, 1});
     CHECK(std::equal(resident.begin(), resident.end(), b.begin(), b.end()));
     CHECK(test::greedy(*st.tf, prompt, int(ref.at("ids").size())) == ref.at("ids").get<std::vector<int32_t>>());

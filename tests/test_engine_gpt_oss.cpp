@@ -37,15 +37,6 @@ const json& goldens() {
   return g;
 }
 
-EngineOptions options() {
-  EngineOptions o;
-  o.max_context = 64;
-  o.logit_rows = 64;
-  o.max_tokens = 16;
-  o.max_batch = 2;
-  return o;
-}
-
 // The run state equals estimate --runtime nunchaku's (batch 2, context 100; `kv` when the
 // engine's KV dtype is not estimate's default for the file), and streamed equals resident.
 void check_state_and_stream(const std::string& path, const std::vector<int32_t>& prompt, std::optional<DType> kv) {
@@ -53,7 +44,7 @@ void check_state_and_stream(const std::string& path, const std::vector<int32_t>&
   eo.max_batch = 2;
   eo.max_context = 100;
   test::check_state_is_estimate(test::load_engine_model(path, eo, Device{Device::Kind::Cpu, 0}, std::nullopt, 2), 2, 100, 2, kv);
-  test::check_streamed_equals_resident(path, prompt, options());
+  test::check_streamed_equals_resident(path, prompt, test::golden_options());
 }
 
 
@@ -62,7 +53,7 @@ void check_state_and_stream(const std::string& path, const std::vector<int32_t>&
 TEST_CASE("engine gpt-oss: fp32 and MXFP4 checkpoints match transformers (32 greedy ids, logits 1e-4)",
           "[engine][moe][gpt_oss]") {
   for (const char* name : {"gpt_oss", "gpt_oss_mxfp4"}) {
-    auto m = test::load_engine_model(test::testdata(std::string("engine/") + name), options(),
+    auto m = test::load_engine_model(test::testdata(std::string("engine/") + name), test::golden_options(),
                                      Device{Device::Kind::Cpu, 0}, {}, 2);
     INFO(name << ": " << m.tf->describe());
     test::check_against_golden(*m.tf, goldens().at(name));
@@ -80,7 +71,7 @@ TEST_CASE("engine gpt-oss: the GGUF twin (ggml MXFP4 experts) matches transforme
           "[engine][moe][gpt_oss][gguf]") {
   const json g = json::parse(std::ifstream(test::testdata("engine/gpt_oss-gguf.json"))).at("gpt_oss");
   const std::string path = test::testdata("engine/gpt_oss-gguf/" + g.at("file").get<std::string>());
-  auto m = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+  auto m = test::load_engine_model(path, test::golden_options(), Device{Device::Kind::Cpu, 0}, {}, 2);
   INFO(m.tf->describe());
   const json& t = g.at("transformers");
   test::check_against_golden(*m.tf, {{"prompt", g.at("prompt")}, {"ids", t.at("ids")},
@@ -89,7 +80,7 @@ TEST_CASE("engine gpt-oss: the GGUF twin (ggml MXFP4 experts) matches transforme
   CHECK(ours == g.at("ids").get<std::vector<int32_t>>());  // llama.cpp's
   // The last prompt position: llama.cpp's logits within its 8-bit activations' error.
   const auto prompt = g.at("prompt").get<std::vector<int32_t>>();
-  auto fresh = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+  auto fresh = test::load_engine_model(path, test::golden_options(), Device{Device::Kind::Cpu, 0}, {}, 2);
   SeqChunk ch{0, 0, prompt, true};
   const auto out = fresh.tf->forward({&ch, 1});
   CHECK(test::rel_error(out.data() + (prompt.size() - 1) * size_t(fresh.tf->vocab()), g.at("last_prompt_logits")) < 2e-2);
@@ -192,7 +183,7 @@ namespace {
 
 // The engine's error for testdata/engine/<name> with its header edited ("" if it builds).
 std::string engine_error(const std::string& name, const std::function<void(json&)>& edit, std::string* tensor) {
-  return test::engine_error_of(test::testdata("engine/" + name), edit, options(), tensor);
+  return test::engine_error_of(test::testdata("engine/" + name), edit, test::golden_options(), tensor);
 }
 
 }  // namespace

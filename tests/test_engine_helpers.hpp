@@ -53,6 +53,17 @@ inline engine::EngineOptions short_run_options() {
   return o;
 }
 
+// The golden fixtures' runs (testdata/engine/*.json): 64 positions, every prompt row's logits
+// (64 rows), passes of at most `max_tokens` tokens, `batch` sequences.
+inline engine::EngineOptions golden_options(int64_t max_tokens = 16, int64_t batch = 2) {
+  engine::EngineOptions o;
+  o.max_context = 64;
+  o.logit_rows = 64;
+  o.max_tokens = max_tokens;
+  o.max_batch = batch;
+  return o;
+}
+
 // Every weight on `where` (CPU memory by default; cuda:N runs on the CUDA backend; Disk leaves them on disk: file mappings,
 // or streamed through a pool when `stream` is given).
 inline EngineModel load_engine_model(const std::string& path, engine::EngineOptions opts,

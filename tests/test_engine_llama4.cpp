@@ -32,15 +32,6 @@ const json& golden() {
   return g;
 }
 
-EngineOptions options(int64_t max_tokens = 16) {
-  EngineOptions o;
-  o.max_context = 64;
-  o.logit_rows = 64;
-  o.max_tokens = max_tokens;
-  o.max_batch = 2;
-  return o;
-}
-
 // A copy of the fixture in `dir` whose config.json went through `edit` (the weights as they are).
 std::string edited_copy(const test::TempDir& tmp, const std::string& name, const std::function<void(json&)>& edit) {
   const fs::path src = test::testdata("engine/llama4");
@@ -60,7 +51,7 @@ TEST_CASE("engine llama4: chunked, NoPE and MoE layers match transformers (32 gr
   // 16 tokens a pass (the replay crosses chunk boundaries inside a pass) and 11 (passes that
   // start mid-chunk; the 8 + 11 - 1 = 18-position ring of a chunked layer wraps).
   for (int64_t tokens : {16, 11}) {
-    auto m = test::load_engine_model(test::testdata("engine/llama4"), options(tokens), Device{Device::Kind::Cpu, 0}, {}, 2);
+    auto m = test::load_engine_model(test::testdata("engine/llama4"), test::golden_options(tokens), Device{Device::Kind::Cpu, 0}, {}, 2);
     INFO(tokens << " tokens a pass: " << m.tf->describe());
     test::check_against_golden(*m.tf, golden());
   }
@@ -107,8 +98,8 @@ TEST_CASE("engine llama4: the run state is estimate's, streamed experts equal re
   const auto& pos = m.tf->predicted().kv_positions;
   CHECK(pos == std::vector<int64_t>{100, 100, 100, 100});
   test::check_state_is_estimate(m, 2, 100, 2);
-  test::check_streamed_equals_resident(path, golden().at("prompt").get<std::vector<int32_t>>(), options());
-  auto small = test::load_engine_model(path, options(11), Device{Device::Kind::Cpu, 0}, std::nullopt, 2);
+  test::check_streamed_equals_resident(path, golden().at("prompt").get<std::vector<int32_t>>(), test::golden_options());
+  auto small = test::load_engine_model(path, test::golden_options(11), Device{Device::Kind::Cpu, 0}, std::nullopt, 2);
   CHECK(small.tf->predicted().kv_positions == std::vector<int64_t>{18, 18, 18, 64});
 }
 
@@ -127,13 +118,13 @@ TEST_CASE("engine llama4: chunks, NoPE, the temperature and the q/k norms each m
   for (const auto& [name, edit] : without) {
     INFO("without " << name);
     const std::string dir = edited_copy(tmp, name, edit);
-    auto m = test::load_engine_model(dir, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+    auto m = test::load_engine_model(dir, test::golden_options(), Device{Device::Kind::Cpu, 0}, {}, 2);
     SeqChunk ch{0, 0, prompt, true};
     const auto out = m.tf->forward({&ch, 1});
     double worst = 0;
     for (size_t r = 0; r < prompt.size(); ++r)
       worst = std::max(worst, test::rel_error(out.data() + r * size_t(m.tf->vocab()), golden().at("prompt_logits")[r]));
-    auto fresh = test::load_engine_model(dir, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+    auto fresh = test::load_engine_model(dir, test::golden_options(), Device{Device::Kind::Cpu, 0}, {}, 2);
     CHECK((worst > 1e-2 || test::greedy(*fresh.tf, prompt, int(want.size())) != want));
   }
 }
@@ -148,7 +139,7 @@ TEST_CASE("engine llama4: chunks, NoPE, the temperature and the q/k norms each m
 TEST_CASE("engine llama4: the GGUF twin matches transformers and llama.cpp's greedy ids", "[engine][moe][llama4][gguf]") {
   const json g = json::parse(std::ifstream(test::testdata("engine/llama4-gguf.json"))).at("llama4");
   const std::string path = test::testdata("engine/llama4-gguf/" + g.at("file").get<std::string>());
-  auto m = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+  auto m = test::load_engine_model(path, test::golden_options(), Device{Device::Kind::Cpu, 0}, {}, 2);
   INFO(m.tf->describe());
   const BlockRecipe& r = m.tf->recipe();
   CHECK((r.layers[0].chunked && r.layers[0].window == 8192 && r.layers[3].nope && !r.layers[2].nope));
@@ -158,9 +149,9 @@ TEST_CASE("engine llama4: the GGUF twin matches transformers and llama.cpp's gre
   test::check_against_golden(*m.tf, {{"prompt", g.at("prompt")}, {"ids", t.at("ids")},
                                      {"prompt_logits", t.at("prompt_logits")}, {"final_logits", t.at("final_logits")}});
   const auto prompt = g.at("prompt").get<std::vector<int32_t>>();
-  auto fresh = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+  auto fresh = test::load_engine_model(path, test::golden_options(), Device{Device::Kind::Cpu, 0}, {}, 2);
   CHECK(test::greedy(*fresh.tf, prompt, 32) == g.at("ids").get<std::vector<int32_t>>());  // llama.cpp's
-  auto last = test::load_engine_model(path, options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+  auto last = test::load_engine_model(path, test::golden_options(), Device{Device::Kind::Cpu, 0}, {}, 2);
   SeqChunk ch{0, 0, prompt, true};
   const auto out = last.tf->forward({&ch, 1});
   CHECK(test::rel_error(out.data() + (prompt.size() - 1) * size_t(last.tf->vocab()), g.at("last_prompt_logits")) < 2e-3);  // 3.5e-4 measured
@@ -187,17 +178,17 @@ class Without final : public test::ForwardingBackend {
 
 TEST_CASE("engine llama4: the default fused ops run it, and a backend without chunked attention, the temperature, unit norms or NoPE refuses it",
           "[engine][moe][llama4]") {
-  auto m = test::load_engine_model(test::testdata("engine/llama4"), options(), Device{Device::Kind::Cpu, 0}, {}, 2);
+  auto m = test::load_engine_model(test::testdata("engine/llama4"), test::golden_options(), Device{Device::Kind::Cpu, 0}, {}, 2);
   {  // every op run: Backend's default rope_and_cache (unit norms, no table) gives the golden too
     test::ForwardingBackend all;
-    Transformer tf(m.layout, *m.engine.weights, all, options());
+    Transformer tf(m.layout, *m.engine.weights, all, test::golden_options());
     test::check_against_golden(tf, golden());
   }
   for (Op op : {Op::ChunkedAttention, Op::AttnTemperature, Op::UnitNorm, Op::NoRope}) {
     INFO(op_name(op));
     Without be(op);
     try {
-      Transformer tf(m.layout, *m.engine.weights, be, options());
+      Transformer tf(m.layout, *m.engine.weights, be, test::golden_options());
       FAIL("built without " << op_name(op));
     } catch (const Error& e) {
       CHECK(e.code() == "engine.unsupported_architecture");

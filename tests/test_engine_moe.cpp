@@ -28,21 +28,12 @@ const json& goldens() {
   return g;
 }
 
-EngineOptions moe_options(int batch) {
-  EngineOptions o;
-  o.max_context = 64;
-  o.logit_rows = 64;
-  o.max_tokens = 16;
-  o.max_batch = batch;
-  return o;
-}
-
 }  // namespace
 
 TEST_CASE("engine moe: mixtral, qwen2_moe, qwen3_moe and olmoe match transformers (32 greedy ids, logits 1e-4)",
           "[engine][moe]") {
   for (const char* name : {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe"}) {
-    auto m = test::load_engine_model(test::testdata(std::string("engine/") + name), moe_options(2),
+    auto m = test::load_engine_model(test::testdata(std::string("engine/") + name), test::golden_options(16, 2),
                                      Device{Device::Kind::Cpu, 0}, {}, 2);
     INFO(name << ": " << m.tf->describe());
     const json& g = goldens().at(name);
@@ -115,7 +106,7 @@ TEST_CASE("engine moe: GGUF twins from convert_hf_to_gguf (stacked experts) give
   const json g = json::parse(std::ifstream(test::testdata("engine/moe-gguf.json")));
   for (const char* name : {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe"}) {
     const json& ref = g.at(name);
-    auto m = test::load_engine_model(test::testdata(std::string("engine/moe-gguf/") + name + ".gguf"), moe_options(1),
+    auto m = test::load_engine_model(test::testdata(std::string("engine/moe-gguf/") + name + ".gguf"), test::golden_options(16, 1),
                                      Device{Device::Kind::Cpu, 0}, {}, 2);
     INFO(name << ": " << m.tf->describe());
     CHECK(recipe_for(*m.layout.spec).norm_topk == (std::string(name) == "mixtral" || std::string(name) == "qwen3_moe"));
