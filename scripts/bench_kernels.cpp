@@ -6,6 +6,8 @@
 // rows quantized beforehand (the quantization, once per input for all its matmuls, is not
 // timed); bf16-fast: matmul_rows_bf16x over rows rounded to bf16 (AVX512_BF16 CPUs, with
 // NUNCHAKU_ISA=avx512).
+// macs_per_cycle: the same per core cycle (tsc_per_cycle from a dependent add chain, as
+// scripts/bench_ports.cpp; at batch 1, weights per cycle, to set against its port bounds).
 // Not a test: timings are for comparing two builds side by side on the same machine.
 #include <x86intrin.h>
 
@@ -39,6 +41,19 @@ const TypeInfo kTypes[] = {
     {"q5_k", DType::Q5_K, 256, 176, {0, 2}},  {"q6_k", DType::Q6_K, 256, 210, {208}},
     {"f16", DType::F16, 1, 2, {}},            {"bf16", DType::BF16, 1, 2, {}},
     {"f32", DType::F32, 1, 4, {}}};
+// TSC ticks per core cycle: the fewest over 31 short chains of 100000 dependent adds (one
+// cycle each; a run that shared the core does not count), as scripts/bench_ports.cpp does.
+double tsc_per_cycle() {
+  double best = 1e300;
+  for (int i = 0; i < 31; ++i) {
+    const auto t0 = __rdtsc();
+    long v = 0;
+    for (int n = 0; n < 1000; ++n) asm volatile(".rept 100\n add $1, %0\n .endr" : "+r"(v));
+    const double c = double(__rdtsc() - t0) / 100000.0;
+    if (c < best) best = c;
+  }
+  return best;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,9 +111,12 @@ int main(int argc, char** argv) {
     const double c = double(__rdtsc() - t0);
     if (c < best) best = c;
   }
-  std::printf("{\"isa\":\"%s\",\"type\":\"%s\",\"rows\":%lld,\"cols\":%lld,\"batch\":%lld,\"tsc_per_weight_byte\":%.4f,\"macs_per_tsc\":%.3f}\n",
+  const double tpc = tsc_per_cycle();
+  std::printf("{\"isa\":\"%s\",\"type\":\"%s\",\"rows\":%lld,\"cols\":%lld,\"batch\":%lld,\"tsc_per_weight_byte\":%.4f,\"macs_per_tsc\":%.3f,"
+              "\"tsc_per_cycle\":%.4f,\"macs_per_cycle\":%.3f}\n",
               std::string(isa_name(active_isa())).c_str(), argv[4], (long long)R, (long long)C, (long long)B,
-              best / double(w.size()), double(R) * double(C) * double(B) / best);
+              best / double(w.size()), double(R) * double(C) * double(B) / best, tpc,
+              double(R) * double(C) * double(B) / best * tpc);
   std::free(x);
   std::free(xq);
   return 0;

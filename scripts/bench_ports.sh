@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The exact AVX2 decode kernels against their port bound (docs/engine.md, "Session 28"):
+# scripts/bench_ports.cpp in AVX2 mode measures each kernel's inner-loop op mix with the
+# dependencies cut (weights of one row per core cycle), then scripts/bench_kernels.cpp
+# measures the kernel itself at batch 1 on an L2-resident matrix, one thread, in weights
+# per core cycle (both count cycles with the same dependent add chain); each kernel figure
+# is the best of --runs runs, the types alternating (this VM has two speed modes ~30%
+# apart). Prints type, bound, kernel, kernel/bound, and the load average before and after.
+#
+#   scripts/bench_ports.sh [--build DIR] [--types "q4_k q6_k q4_1 q4_0 q5_0 q8_0 f16 bf16"]
+#                          [--shape 64x2048] [--runs 6] [--table]
+#
+# --build (default build) must have been built with ./scripts/build.sh (its static
+# libraries). --table also prints bench_ports' single-op rates and pair table. Run it on a
+# quiet machine: the figures are bests, but a busy core still pulls them down.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=build TYPES="q4_k q6_k q4_1 q4_0 q5_0 q8_0 f16 bf16" SHAPE=64x2048 RUNS=6 TABLE=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build) BUILD=$2; shift 2 ;;
+    --types) TYPES=$2; shift 2 ;;
+    --shape) SHAPE=$2; shift 2 ;;
+    --runs) RUNS=$2; shift 2 ;;
+    --table) TABLE=1; shift ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench_ports.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+grep -qw avx2 /proc/cpuinfo || { echo "bench_ports.sh: this CPU has no AVX2; skipped"; exit 0; }
+for lib in engine format core io; do
+  [[ -f "$BUILD/libnunchaku_$lib.a" ]] || { echo "bench_ports.sh: $BUILD/libnunchaku_$lib.a missing (build it with ./scripts/build.sh)" >&2; exit 2; }
+done
+g++ -O2 scripts/bench_ports.cpp -o "$BUILD/bench_ports"
+g++ -O2 -std=c++20 -I src -I . scripts/bench_kernels.cpp -o "$BUILD/bench_kernels" \
+  -Wl,--start-group "$BUILD"/libnunchaku_{engine,format,core,io}.a -Wl,--end-group -lfmt -lspdlog -lpthread
+ROWS=${SHAPE%x*} COLS=${SHAPE#*x}
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+PORTS=$("$BUILD/bench_ports" avx2)
+[[ $TABLE == 1 ]] && echo "$PORTS"
+declare -A bound best
+while read -r t v; do bound[$t]=$v; done < <(echo "$PORTS" | sed -n '/^port bound/,/^TSC/p' | awk 'NF == 2 && $2 ~ /^[0-9.]+$/')
+for t in $TYPES; do best[$t]=0; done
+for ((i = 0; i < RUNS; i++)); do
+  for t in $TYPES; do
+    v=$(NUNCHAKU_ISA=avx2 "$BUILD/bench_kernels" "$ROWS" "$COLS" 1 "$t" | sed -E 's/.*"macs_per_cycle":([0-9.]+).*/\1/')
+    best[$t]=$(awk -v a="$v" -v b="${best[$t]}" 'BEGIN{print (a>b)?a:b}')
+  done
+done
+printf '%-6s %10s %10s %8s   (weights of one row per core cycle, batch 1, %s, avx2)\n' type bound kernel ratio "$SHAPE"
+for t in $TYPES; do
+  b=${bound[$t]:-}
+  if [[ -z "$b" ]]; then
+    printf '%-6s %10s %10.2f %8s\n' "$t" - "${best[$t]}" -
+  else
+    printf '%-6s %10.2f %10.2f %7.2fx\n' "$t" "$b" "${best[$t]}" "$(awk -v a="${best[$t]}" -v b="$b" 'BEGIN{print a/b}')"
+  fi
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
