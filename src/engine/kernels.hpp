@@ -59,7 +59,9 @@ void matmul_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, 
 // matmul_rows for any expert matrix: input-major ones (F32, F16, BF16) sum x[i] * W[i][r]
 // over i in order; split-scale MXFP4 ones dequantize each 32-value block exactly (a code's
 // FP4 value times 2^(scale - 127), as transformers' convert_moe_packed_tensors) and sum like
-// F32; the rest are matmul_rows. Scalar code the compiler vectorizes.
+// F32; the rest are matmul_rows. AVX2 and AVX-512 kernels with the active ISA, the same bits
+// as the scalar ones (kernels_experts_impl.hpp: the sums' order; NUNCHAKU_EXPERT_KERNELS=
+// scalar keeps the scalar ones, for benchmarks).
 void matmul_expert_rows(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy,
                         int64_t r0, int64_t r1);
 bool expert_matrix_supports(DType t, bool input_major, bool split_scales);
