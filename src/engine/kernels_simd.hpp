@@ -445,72 +445,96 @@ void matmul_blockq(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B
 
 // Q6_K, fused (no GEMM): per 128 values, four groups of 32, each dotted with x as
 // integers-as-floats and scaled per 16-value sub-block. Same order for every batch size.
-inline void i8x32_to_ps(__m256i v, __m256 out[4]) {
-  const __m128i v0 = _mm256_castsi256_si128(v), v1 = _mm256_extracti128_si256(v, 1);
-  out[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v0));
-  out[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v0, 8)));
-  out[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v1));
-  out[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v1, 8)));
-}
-
-template <int NB>
-inline void q6k_tile(const uint8_t* row, int64_t nblocks, const float* x, int64_t ldx, float* y, int64_t ldy) {
-  __m256 acc[NB];
+// The codes go through memory: vpmovsxbd from memory widens 2 per cycle on Zen 3, from a
+// register 0.77, and needs no vextracti128 / vpsrldq (bench_ports avx2, session 28: batch 1
+// 2.47 -> 2.71 weights per cycle). R weight rows at once: R independent sums (batch 1
+// takes 2; one row's sum is a chain of two FMAs per 32 values, 4 weights per cycle at
+// most). Each (row, x) pair's sum is the same whatever R and NB are.
+template <int R, int NB>
+inline void q6k_tile(const uint8_t* row0, size_t row_bytes, int64_t nblocks, const float* x, int64_t ldx, float* y,
+                     int64_t ldy) {
+  __m256 acc[R][NB];
   #pragma GCC unroll 16
-  for (int b = 0; b < NB; ++b) acc[b] = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
+    for (int b = 0; b < NB; ++b) acc[r][b] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+  alignas(32) int8_t codes[R][128];
   for (int64_t k = 0; k < nblocks; ++k) {
-    const uint8_t* blk = row + k * 210;
-    const float d = _cvtsh_ss(blocks::load_u16(blk + 208));
-    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    float d[R];
+    const int8_t* sc[R];
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = row0 + size_t(r) * row_bytes + k * 210;
+      d[r] = _cvtsh_ss(blocks::load_u16(blk + 208));
+      sc[r] = reinterpret_cast<const int8_t*>(blk + 192);
+    }
     for (int half = 0; half < 2; ++half) {
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * half));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * half + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * half));
-      const __m256i q[4] = {
-          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)), off),
-          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)), off),
-          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)), off),
-          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)), off)};
-      const int8_t* s = sc + 8 * half;
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* blk = row0 + size_t(r) * row_bytes + k * 210;
+        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * half));
+        const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * half + 32));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * half));
+        const __m256i q[4] = {
+            _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)), off),
+            _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)), off),
+            _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)), off),
+            _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)), off)};
+        #pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g) _mm256_store_si256(reinterpret_cast<__m256i*>(codes[r] + 32 * g), q[g]);
+      }
+      asm("" : "+m"(codes));  // keep the stores and the widening loads (GCC would shuffle instead)
       #pragma GCC unroll 16
       for (int g = 0; g < 4; ++g) {  // values [32g, 32g+32) of this half; sub-block scales s[2g], s[2g+1]
-        __m256 f[4];
-        i8x32_to_ps(q[g], f);
-        const __m256 da = _mm256_set1_ps(d * float(s[2 * g])), db = _mm256_set1_ps(d * float(s[2 * g + 1]));
         #pragma GCC unroll 16
-        for (int b = 0; b < NB; ++b) {
-          const float* xb = x + b * ldx + k * 256 + half * 128 + g * 32;
-          __m256 ta = _mm256_fmadd_ps(f[1], _mm256_loadu_ps(xb + 8), _mm256_mul_ps(f[0], _mm256_loadu_ps(xb)));
-          __m256 tb = _mm256_fmadd_ps(f[3], _mm256_loadu_ps(xb + 24), _mm256_mul_ps(f[2], _mm256_loadu_ps(xb + 16)));
-          acc[b] = _mm256_fmadd_ps(da, ta, acc[b]);
-          acc[b] = _mm256_fmadd_ps(db, tb, acc[b]);
+        for (int r = 0; r < R; ++r) {
+          __m256 f[4];
+          #pragma GCC unroll 4
+          for (int j = 0; j < 4; ++j)
+            f[j] = _mm256_cvtepi32_ps(
+                _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes[r] + 32 * g + 8 * j))));
+          const int8_t* s = sc[r] + 8 * half;
+          const __m256 da = _mm256_set1_ps(d[r] * float(s[2 * g])), db = _mm256_set1_ps(d[r] * float(s[2 * g + 1]));
+          #pragma GCC unroll 16
+          for (int b = 0; b < NB; ++b) {
+            const float* xb = x + b * ldx + k * 256 + half * 128 + g * 32;
+            __m256 ta = _mm256_fmadd_ps(f[1], _mm256_loadu_ps(xb + 8), _mm256_mul_ps(f[0], _mm256_loadu_ps(xb)));
+            __m256 tb = _mm256_fmadd_ps(f[3], _mm256_loadu_ps(xb + 24), _mm256_mul_ps(f[2], _mm256_loadu_ps(xb + 16)));
+            acc[r][b] = _mm256_fmadd_ps(da, ta, acc[r][b]);
+            acc[r][b] = _mm256_fmadd_ps(db, tb, acc[r][b]);
+          }
         }
       }
     }
   }
   #pragma GCC unroll 16
-  for (int b = 0; b < NB; ++b) y[b * ldy] = hsum8(acc[b]);
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
+    for (int b = 0; b < NB; ++b) y[b * ldy + r] = hsum8(acc[r][b]);
 }
 
 inline void matmul_q6k(const WeightMatrix& w, const float* x, int64_t ldx, int64_t B, float* y, int64_t ldy, int64_t r0,
                 int64_t r1) {
   const int64_t nblocks = w.cols / 256;
-  for (int64_t r = r0; r < r1; ++r) {
+  int64_t r = r0;
+  if (B == 1)
+    for (; r + 2 <= r1; r += 2) q6k_tile<2, 1>(w.data + size_t(r) * w.row_bytes, w.row_bytes, nblocks, x, ldx, y + r, ldy);
+  for (; r < r1; ++r) {
     const uint8_t* row = w.data + size_t(r) * w.row_bytes;
     by_groups<8>(B, [&](auto nb, int64_t b) {
-      q6k_tile<decltype(nb)::value>(row, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
+      q6k_tile<1, decltype(nb)::value>(row, w.row_bytes, nblocks, x + b * ldx, ldx, y + b * ldy + r, ldy);
     });
   }
 }
 
 // Q6_K: through the block policy where the ISA has one (AVX-512); the fused kernel above
 // where it is void (AVX2: the exact dequantized values cost one more multiply per value on
-// ports 0/1, +23% decode cycles; the fused kernel has no GEMM: a weight row at a time
-// against 8 activation rows at a time (4 until session 15: 2-5% more cycles at batch 128),
+// ports 0/1, +23% decode cycles; the fused kernel has no GEMM: a weight row at a time (2
+// at batch 1) against 8 activation rows at a time (4 until session 15: 2-5% more cycles at batch 128),
 // over chunks of at most 512 KiB of activation rows, which stay in L2 while the weight rows
 // pass: 32 rows up to 4096 columns, 16 at 8192 (32 rows of 8192 columns, 1 MiB, fill L2:
 // bench_kernels batch 128, 2048x8192, 19.8 -> 16.7 tsc/B with 16).
