@@ -285,7 +285,19 @@ class CpuBackend final : public Backend {
     int64_t r0 = 0, r1 = 0, b0 = 0, nb = 0;
   };
   void run_raw(std::span<const RawJob> jobs);  // all in one dispatch
+  // moe()'s stages: routing and gathering, the routed experts, the weighted sum (+ shared).
+  void moe_route(const MoeFfn& f);
+  void moe_routed(const MoeFfn& f);
+  void moe_combine(const MoeFfn& f);
   void moe_experts(const MoeFfn& f, bool gate_up, size_t e0, size_t e1);  // experts [e0, e1)
+  // fn(i, thread) for i in [0, n): the mixture's per-row steps are a few thousand flops at
+  // decode, where a dispatch costs more than the work, so a pass of at most 64 assignments
+  // (tokens x top_k) runs them on this thread.
+  template <class F>
+  void moe_each(int64_t assignments, int64_t n, F&& fn) {
+    if (assignments <= 64) for (int64_t i = 0; i < n; ++i) fn(i, 0);
+    else pool_.run(n, fn);
+  }
   // Fast math: whether the routed experts' gate/up (or down) read their input rows as Q8_K.
   bool moe_q8(const MoeFfn& f, bool gate_up) const;
   // The mixture-of-experts buffers (engine_memory's cpu_moe_bytes), when the model has experts.
@@ -630,8 +642,7 @@ void CpuBackend::moe_experts(const MoeFfn& f, bool gate_up, size_t e0, size_t e1
     const auto round_row = [&](int64_t i, int) {
       quantize_q8k(in + (r0 + i) * ld, cols, moe_.q8.get() + size_t(r0 + i) * moe_.q8_ld);
     };
-    if (n <= 64) for (int64_t i = 0; i < n; ++i) round_row(i, 0);
-    else pool_.run(n, round_row);
+    moe_each(n, n, round_row);
   }
   const auto q8_of = [&](int64_t r) { return q8 ? moe_.q8.get() + size_t(r) * moe_.q8_ld : nullptr; };
   auto& jobs = moe_.jobs;
@@ -653,21 +664,24 @@ void CpuBackend::moe_experts(const MoeFfn& f, bool gate_up, size_t e0, size_t e1
 }
 
 void CpuBackend::moe(const MoeFfn& f) {
-  const int64_t T = T_, E = dims_.experts, k = f.top_k, H = dims_.hidden, I = dims_.expert_inter, A = T * k;
+  const int64_t E = dims_.experts, k = f.top_k;
   if (E <= 0 || int64_t(f.experts.size()) != E || k <= 0 || k > dims_.top_k)
     throw Error("engine.bad_spec", fmt::format("a mixture of {} experts (top {}) where the run state holds {} (top {})",
                                                f.experts.size(), k, E, dims_.top_k), {}, Exit::Internal);
+  moe_route(f);
+  moe_routed(f);
+  moe_combine(f);
+}
+
+// The router's logits, each token's choice and weights, the assignments grouped by expert,
+// and each assignment's row of x gathered (Llama 4: times its weight).
+void CpuBackend::moe_route(const MoeFfn& f) {
+  const int64_t T = T_, E = dims_.experts, k = f.top_k, H = dims_.hidden, A = T * k;
   const Buffer& xn = buf(Buf::XN);
-  // The per-row steps are a few thousand flops at decode: there a dispatch costs more than
-  // the work, so small passes run them on this thread.
-  const auto each = [&](int64_t n, auto&& fn) {
-    if (A <= 64) for (int64_t i = 0; i < n; ++i) fn(i, 0);
-    else pool_.run(n, fn);
-  };
   const RouteLimits limits{f.groups, f.groups_used, widen(f.choice_bias, 1), f.routed_scale, f.group_top2};
   const RawJob router{f.router, xn.p.get(), xn.width, T, moe_.router.get(), E};
   run_raw({&router, 1});
-  each(T, [&](int64_t t, int) {
+  moe_each(A, T, [&](int64_t t, int) {
     float* logits = moe_.router.get() + t * E;
     if (f.router_bias)
       for (int64_t e = 0; e < E; ++e) logits[e] += vec_at(f.router_bias, e);
@@ -675,7 +689,7 @@ void CpuBackend::moe(const MoeFfn& f) {
                 {moe_.weight.get() + t * k, size_t(k)}, f.routing, limits);
   });
   group_by_expert({moe_.choice.get(), size_t(A)}, E, {moe_.first.get(), size_t(E + 1)}, {moe_.order.get(), size_t(A)});
-  each(A, [&](int64_t r, int) {
+  moe_each(A, A, [&](int64_t r, int) {
     const int32_t a = moe_.order[r];
     moe_.row_of[a] = int32_t(r);
     float* g = moe_.gathered.get() + r * H;
@@ -683,15 +697,19 @@ void CpuBackend::moe(const MoeFfn& f) {
     if (f.input_weighted)  // Llama 4: the expert sees x times its weight
       for (int64_t i = 0; i < H; ++i) g[i] *= moe_.weight[a];
   });
-  // The routed experts' gate and up, activation, down: at once, or (streamed experts) in
-  // rounds of at most bind_max experts, each round's bound just before it runs.
+}
+
+// The routed experts' gate and up, activation, down: at once, or (streamed experts) in
+// rounds of at most bind_max experts, each round's bound just before it runs.
+void CpuBackend::moe_routed(const MoeFfn& f) {
+  const int64_t E = dims_.experts, A = T_ * f.top_k, H = dims_.hidden, I = dims_.expert_inter;
   // The expert of gathered row r (rows are grouped by expert).
   const auto expert_of = [&](int64_t r) {
     return size_t(std::upper_bound(moe_.first.get(), moe_.first.get() + E + 1, r) - moe_.first.get() - 1);
   };
   auto experts = [&](size_t e0, size_t e1) {
     moe_experts(f, true, e0, e1);
-    each(moe_.first[e1] - moe_.first[e0], [&](int64_t i, int) {
+    moe_each(A, moe_.first[e1] - moe_.first[e0], [&](int64_t i, int) {
       const int64_t r = moe_.first[e0] + i;
       const MoeExpert& x = f.experts[expert_of(r)];
       if (f.gate_up_mixed)
@@ -705,27 +723,30 @@ void CpuBackend::moe(const MoeFfn& f) {
     });
     moe_experts(f, false, e0, e1);
     if (f.clamped_swiglu)
-      each(moe_.first[e1] - moe_.first[e0], [&](int64_t i, int) {
+      moe_each(A, moe_.first[e1] - moe_.first[e0], [&](int64_t i, int) {
         const int64_t r = moe_.first[e0] + i;
         if (const VecRef& b = f.experts[expert_of(r)].down_bias)
           for (int64_t h = 0; h < H; ++h) moe_.out[r * H + h] += vec_at(b, h);
       });
   };
-  if (!f.bind) {
-    experts(0, size_t(E));
-  } else {
-    std::vector<int32_t>& used = moe_.used;
-    used.clear();
-    for (int64_t e = 0; e < E; ++e)
-      if (moe_.first[e + 1] > moe_.first[e]) used.push_back(int32_t(e));
-    const size_t per = size_t(std::max<int64_t>(1, f.bind_max));
-    for (size_t i = 0; i < used.size(); i += per) {
-      const size_t n = std::min(per, used.size() - i);
-      f.bind({used.data() + i, n});
-      experts(size_t(used[i]), size_t(used[i + n - 1]) + 1);
-    }
+  if (!f.bind) return experts(0, size_t(E));
+  std::vector<int32_t>& used = moe_.used;
+  used.clear();
+  for (int64_t e = 0; e < E; ++e)
+    if (moe_.first[e + 1] > moe_.first[e]) used.push_back(int32_t(e));
+  const size_t per = size_t(std::max<int64_t>(1, f.bind_max));
+  for (size_t i = 0; i < used.size(); i += per) {
+    const size_t n = std::min(per, used.size() - i);
+    f.bind({used.data() + i, n});
+    experts(size_t(used[i]), size_t(used[i + n - 1]) + 1);
   }
+}
 
+// Tmp = each token's routed outputs, weighted, summed in ascending expert order (as
+// transformers accumulates), plus the shared expert's output (times its sigmoid gate).
+void CpuBackend::moe_combine(const MoeFfn& f) {
+  const int64_t T = T_, k = f.top_k, H = dims_.hidden;
+  const Buffer& xn = buf(Buf::XN);
   Buffer& out = buf(Buf::Tmp);
   const bool shared = f.shared_gate || f.shared_fetch;
   if (f.shared_fetch) {  // computed by the caller's device meanwhile (a split backend's GPU)
@@ -737,7 +758,7 @@ void CpuBackend::moe(const MoeFfn& f) {
     matmul_rows_of({&down, 1}, buf(Buf::Gate), T);
   }
   const float* sg = shared ? widen(f.shared_expert_gate, 0) : nullptr;
-  each(T, [&](int64_t t, int) {
+  moe_each(T * k, T, [&](int64_t t, int) {
     float* o = out.row(t);
     float g = 1.0f;
     if (sg) {
@@ -745,7 +766,6 @@ void CpuBackend::moe(const MoeFfn& f) {
       for (int64_t i = 0; i < H; ++i) dot += xn.row(t)[i] * sg[i];
       g = 1.0f / (1.0f + std::exp(-dot));
     }
-    // The routed sum in ascending expert order (as transformers accumulates), then the shared part.
     int32_t js[64];
     const int64_t n = std::min<int64_t>(k, 64);
     for (int64_t j = 0; j < n; ++j) js[j] = int32_t(j);
