@@ -67,9 +67,10 @@ def matrix(rng, rows, cols, qt):
     return raw.reshape(rows, nb * nbytes), qt
 
 
-def placeholder_vocab(w, n):
-    """A SentencePiece-style vocabulary of n pieces: llama.cpp loads it, nunchaku ignores it."""
-    toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+def placeholder_vocab(w, n, special=()):
+    """A SentencePiece-style vocabulary of n pieces: llama.cpp loads it, nunchaku ignores it.
+    `special`: pieces after the byte tokens (llama.cpp's vocab looks some up by name: phi3)."""
+    toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + list(special)
     toks += [f"\u2581t{i}" for i in range(n - len(toks))]
     w.add_tokenizer_model("llama")
     w.add_token_list(toks)

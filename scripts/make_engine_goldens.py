@@ -161,15 +161,8 @@ def write_gguf(model, cfg, path, qtype, arch="llama", dummy_vocab=False):
     w.add_rope_freq_base(cfg.rope_theta)
     w.add_vocab_size(cfg.vocab_size)
     if dummy_vocab:
-        toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
-        toks += [f"\u2581t{i}" for i in range(cfg.vocab_size - len(toks))]
-        w.add_tokenizer_model("llama")
-        w.add_token_list(toks)
-        w.add_token_scores([0.0] * len(toks))
-        w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (len(toks) - 259))
-        w.add_bos_token_id(1)
-        w.add_eos_token_id(2)
-        w.add_unk_token_id(0)
+        from make_bench_gguf import placeholder_vocab  # scripts/ is this script's sys.path[0]
+        placeholder_vocab(w, cfg.vocab_size)
     w.add_file_type({QT.F32: 0, QT.F16: 1, QT.Q8_0: 7, QT.Q4_0: 2, QT.BF16: 32}[qtype])
     back = {}
     for hf, t in model.state_dict().items():

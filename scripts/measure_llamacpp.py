@@ -423,16 +423,8 @@ def write_gguf(path, name, s, L, wtype):
         w.add_ssm_inner_size(s["d_inner"])
         w.add_ssm_state_size(s["d_state"])
         w.add_ssm_time_step_rank(s["dt_rank"])
-    toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
-    toks += s.get("special_tokens", [])  # llama.cpp's vocab looks some up by the model's name (phi3)
-    toks += [f"\u2581t{i}" for i in range(s["V"] - len(toks))]
-    w.add_tokenizer_model("llama")
-    w.add_token_list(toks)
-    w.add_token_scores([0.0] * len(toks))
-    w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (len(toks) - 259))
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
+    from make_bench_gguf import placeholder_vocab  # scripts/ is this script's sys.path[0]
+    placeholder_vocab(w, s["V"], s.get("special_tokens", []))
     fallback = {QT.Q4_K: QT.Q5_0}
     total = 0
     for tname, ne in tensors_of(s, L):
