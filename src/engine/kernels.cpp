@@ -198,10 +198,21 @@ bool cpu_is_amd() {
 // 2 tiles on (into L2 they lost 0-9%). Fast math's K-quant kernels (kernels_q8_simd.hpp)
 // read their weights ~2.5x faster than the exact 4-bit ones: on Zen 4 (session 13, llama1b
 // Q4_K decode) 2 tiles on into L1 gave 25 tok/s and 4 or 8 into L2 41; elsewhere they keep
-// the 4-bit plan (not measured). NUNCHAKU_PREFETCH=l1:N, l2:N or off sets every plan
-// (benchmarks).
+// the 4-bit plan (not measured). AMD Zen 3 (session 29, an EPYC without AVX-512; on one
+// thread, bench_kernels batch 1 on matrices of 64-110 MiB, best of 3 alternating runs, in
+// weights per core cycle): 16-bit weights with no prefetch at all F16 3.50 and BF16 3.09
+// against 2.09-2.16 and 2.04-2.13 for into L1 2 on, into L2 4 on (the prefetches' own
+// instructions also cost 35% where the matrix is in L2); Q8_0 3.21-3.23 every way; fast
+// math's Q4_K / Q6_K gain from into L2 4 on as on Zen 4 (6.71 / 4.25 against 5.62 / 2.97
+// with none); the 4-6-bit exact blocks gain nothing from L2 4 on, so they keep L1 2 on.
+// So AMD CPUs with AVX-512 (Zen 4 on) keep the Zen 4 plan, the ones without (Zen 3 and
+// before) prefetch no 16-bit or Q8_0 stream. NUNCHAKU_PREFETCH=l1:N, l2:N or off sets every
+// plan (benchmarks).
 void initial_prefetch() {
-  if (cpu_is_amd()) g_prefetch_wide = {4, true}, g_prefetch_fast = {4, true};
+  if (cpu_is_amd()) {
+    g_prefetch_wide = cpu_has_avx512() ? PrefetchPlan{4, true} : PrefetchPlan{0, false};
+    g_prefetch_fast = {4, true};
+  }
   const char* env = std::getenv("NUNCHAKU_PREFETCH");
   if (!env || !*env) return;
   const std::string_view e(env);
