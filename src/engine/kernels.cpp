@@ -19,7 +19,7 @@
 
 namespace nunchaku::engine {
 
-PrefetchPlan g_prefetch_wide, g_prefetch_narrow, g_prefetch_fast;  // set once below (initial_prefetch)
+PrefetchPlan g_prefetch_16bit, g_prefetch_wide, g_prefetch_narrow, g_prefetch_fast;  // set once below (initial_prefetch)
 
 using blocks::Quant;
 
@@ -202,26 +202,28 @@ bool cpu_is_amd() {
 // thread, bench_kernels batch 1 on matrices of 64-110 MiB, best of 3 alternating runs, in
 // weights per core cycle): 16-bit weights with no prefetch at all F16 3.50 and BF16 3.09
 // against 2.09-2.16 and 2.04-2.13 for into L1 2 on, into L2 4 on (the prefetches' own
-// instructions also cost 35% where the matrix is in L2); Q8_0 3.21-3.23 every way; fast
-// math's Q4_K / Q6_K gain from into L2 4 on as on Zen 4 (6.71 / 4.25 against 5.62 / 2.97
-// with none); the 4-6-bit exact blocks gain nothing from L2 4 on, so they keep L1 2 on.
-// So AMD CPUs with AVX-512 (Zen 4 on) keep the Zen 4 plan, the ones without (Zen 3 and
-// before) prefetch no 16-bit or Q8_0 stream. NUNCHAKU_PREFETCH=l1:N, l2:N or off sets every
-// plan (benchmarks).
+// instructions also cost 35% where the matrix is in L2), and llama1b F16 decode (one
+// thread, 2 rounds of bench -n 16 -r 3) 4.60 / 5.28 -> 5.32 / 6.19 tok/s; Q8_0 the same
+// every way in bench_kernels but llama1b Q8_0 decode 7.05 / 6.56 with L2 4 on against
+// 5.11 / 5.84 with none, so Q8_0 keeps it; fast math's Q4_K / Q6_K gain from L2 4 on as
+// on Zen 4 (6.71 / 4.25 against 5.62 / 2.97 with none); the 4-6-bit exact blocks gain
+// nothing from it and keep L1 2 on. So AMD CPUs with AVX-512 (Zen 4 on) keep the Zen 4
+// plan for 16-bit weights, the ones without (Zen 3 and before) prefetch none.
+// NUNCHAKU_PREFETCH=l1:N, l2:N or off sets every plan (benchmarks).
 void initial_prefetch() {
   if (cpu_is_amd()) {
-    g_prefetch_wide = cpu_has_avx512() ? PrefetchPlan{4, true} : PrefetchPlan{0, false};
-    g_prefetch_fast = {4, true};
+    g_prefetch_16bit = cpu_has_avx512() ? PrefetchPlan{4, true} : PrefetchPlan{0, false};
+    g_prefetch_wide = g_prefetch_fast = {4, true};
   }
   const char* env = std::getenv("NUNCHAKU_PREFETCH");
   if (!env || !*env) return;
   const std::string_view e(env);
   int n = 0;
   if (e == "off") {
-    g_prefetch_wide = g_prefetch_narrow = g_prefetch_fast = {0, false};
+    g_prefetch_16bit = g_prefetch_wide = g_prefetch_narrow = g_prefetch_fast = {0, false};
   } else if ((e.starts_with("l1:") || e.starts_with("l2:")) && e.size() > 3 && e.size() < 6 &&
              std::sscanf(env + 3, "%d", &n) == 1 && n >= 1 && n <= 64) {
-    g_prefetch_wide = g_prefetch_narrow = g_prefetch_fast = {n, e[1] == '2'};
+    g_prefetch_16bit = g_prefetch_wide = g_prefetch_narrow = g_prefetch_fast = {n, e[1] == '2'};
   } else {
     log::warn("NUNCHAKU_PREFETCH={} is not off, l1:N or l2:N (N = 1..64); ignored", env);
   }

@@ -28,7 +28,7 @@ inline float lanes_sum(__m512 v) {
 
 // R weight rows x NB activation rows, all columns: R*NB chains of 16 lanes, each weight
 // vector (32 values) loaded once for NB rows. Prefetch (decode, the first group of a
-// batch): the 16-bit types' plan, g_prefetch_wide.
+// batch): the 16-bit types' plan, g_prefetch_16bit.
 template <int R, int NB, bool Prefetch>
 inline void bf_tile(const uint8_t* row0, size_t row_bytes, int64_t n, const uint16_t* x, int64_t ldx, float* y,
                     int64_t ldy) {
@@ -37,7 +37,7 @@ inline void bf_tile(const uint8_t* row0, size_t row_bytes, int64_t n, const uint
   for (int r = 0; r < R; ++r)
     #pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_setzero_ps();
-  TilePrefetch pf(row0, R * row_bytes, R * row_bytes * 32 / size_t(n), g_prefetch_wide);
+  TilePrefetch pf(row0, R * row_bytes, R * row_bytes * 32 / size_t(n), g_prefetch_16bit);
   for (int64_t i = 0; i < n; i += 32) {
     if constexpr (Prefetch) pf.next();
     __m512i w[R];

@@ -20,14 +20,15 @@ void scalar_matmul_rows_q8k(const WeightMatrix& w, const uint8_t* xq, size_t ldx
 // Software prefetch of the weight stream where it comes from DRAM once per step (decode
 // tiles, small batches; kernels_simd.hpp): the tile `ahead` tiles past the current one, as
 // one sequential stream spread over the current tile's steps, into L1 (T0) or L2 (T1);
-// ahead = 0: none. One plan for the types of a byte or more per weight (16-bit, Q8_0: the
-// stream is the limit), one for the 4-6-bit blocks (their dequantization is). Chosen once
-// per CPU (kernels.cpp; NUNCHAKU_PREFETCH overrides both). A third for fast math's kernels.
+// ahead = 0: none. One plan for the 16-bit types, one for Q8_0 (for both, a byte or more
+// per weight, the stream is the limit), one for the 4-6-bit blocks (their dequantization
+// is), one for fast math's kernels. Chosen once per CPU (kernels.cpp; NUNCHAKU_PREFETCH
+// overrides them all).
 struct PrefetchPlan {
   int ahead = 2;
   bool to_l2 = false;
 };
-extern PrefetchPlan g_prefetch_wide, g_prefetch_narrow, g_prefetch_fast;
+extern PrefetchPlan g_prefetch_16bit, g_prefetch_wide, g_prefetch_narrow, g_prefetch_fast;
 
 extern const KernelSet kScalarKernels;
 extern const KernelSet kAvx2Kernels;  // only call when the CPU has AVX2, FMA and F16C

@@ -55,11 +55,11 @@ inline void tile_k(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1
     #pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) acc[r][b] = first ? vzero() : vload(acc_buf + (b * R + r) * kW);
   // Prefetch (decode and small batches: weights come from DRAM once per step): a tile
-  // g_prefetch_wide.ahead tiles on (R contiguous rows) is fetched ahead, for 16-bit weights as
+  // g_prefetch_16bit.ahead tiles on (R contiguous rows) is fetched ahead, for 16-bit weights as
   // one sequential stream spread evenly over this tile's steps (R short row streams train
   // the hardware prefetcher poorly: +12% single-thread bf16 on Ice Lake), for f32 row by
   // row, 2 tiles on into L1 (the sequential stream measured -15% there).
-  TilePrefetch pf(row0, R * row_bytes, n >= kW ? R * row_bytes * kW / size_t(n) : 0, g_prefetch_wide);
+  TilePrefetch pf(row0, R * row_bytes, n >= kW ? R * row_bytes * kW / size_t(n) : 0, g_prefetch_16bit);
   for (int64_t i = k0; i < k1; i += kW) {
     V w[R];
     #pragma GCC unroll 16
