@@ -184,6 +184,43 @@ double best_of_runs(F body, double tpc, int ops = 14, int runs = 15) {
   return best;
 }
 
+// F16's bound mix (8 x vcvtph2ps m128 + fmadd, one x load per 64 weights, no chains) over
+// a rows x cols matrix's own addresses, 8 rows at a time side by side as the decode tile
+// tile<8, 1> reads them, rows `pad` bytes longer than their 2 * cols: the bound with the
+// loads walking real rows, not one L1 line (session 29: 64 x 2048 read half the one-line
+// figure). Weights per core cycle, the best of 41 passes over the matrix.
+double f16_rows_bound(long rows, long cols, long pad, double tpc) {
+  const long stride = 2 * cols + pad;
+  static unsigned char buf[64 * (2 * 2048 + 256) + 64];
+  static float xs[2048];
+  if (rows * stride > long(sizeof buf) || cols > 2048) return 0;
+  std::memset(buf, 0x38, sizeof buf);  // f16 0x3838 = 0.527
+  double best = 0;
+  for (int run = 0; run < 41; ++run) {
+    const unsigned long t0 = __rdtsc();
+    for (long r = 0; r + 8 <= rows; r += 8) {
+      const unsigned char* q = buf + r * stride;
+      const float* x = xs;
+      for (long i = 0; i < cols / 8; ++i, q += 16, x += 8)
+        asm volatile(
+            "vcvtph2ps (%0), %%ymm0\n vfmadd231ps %%ymm14, %%ymm15, %%ymm0\n"
+            "vcvtph2ps (%0,%2,1), %%ymm1\n vfmadd231ps %%ymm14, %%ymm15, %%ymm1\n"
+            "vcvtph2ps (%0,%2,2), %%ymm2\n vfmadd231ps %%ymm14, %%ymm15, %%ymm2\n"
+            "vcvtph2ps (%0,%3,1), %%ymm3\n vfmadd231ps %%ymm14, %%ymm15, %%ymm3\n"
+            "vcvtph2ps (%0,%2,4), %%ymm4\n vfmadd231ps %%ymm14, %%ymm15, %%ymm4\n"
+            "vcvtph2ps (%0,%4,1), %%ymm5\n vfmadd231ps %%ymm14, %%ymm15, %%ymm5\n"
+            "vcvtph2ps (%0,%3,2), %%ymm6\n vfmadd231ps %%ymm14, %%ymm15, %%ymm6\n"
+            "vcvtph2ps (%0,%5,1), %%ymm7\n vfmadd231ps %%ymm14, %%ymm15, %%ymm7\n"
+            "vmovups (%1), %%ymm8\n" ::"r"(q), "r"(x), "r"(stride), "r"(3 * stride), "r"(5 * stride),
+            "r"(7 * stride)
+            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "memory");
+    }
+    const double v = double(rows / 8 * 8) * double(cols) / (double(__rdtsc() - t0) / tpc);
+    if (v > best) best = v;
+  }
+  return best;
+}
+
 void avx2_mode() {
   asm volatile("vxorps %%xmm14, %%xmm14, %%xmm14\n vxorps %%xmm15, %%xmm15, %%xmm15" ::: "memory");
   const double tpc = best_tsc_per_cycle();
@@ -223,6 +260,9 @@ void avx2_mode() {
   A_BOUND("f16", 64, F16_64)
   A_BOUND("bf16", 64, BF16_64)
   A_BOUND("q6_k", 128, Q6K_128)
+  std::printf("f16's mix over real rows (8 at a time, as tile<8, 1>): 64x2048 %.2f, rows 128 bytes apart more %.2f, "
+              "64x1024 %.2f\n",
+              f16_rows_bound(64, 2048, 0, tpc), f16_rows_bound(64, 2048, 128, tpc), f16_rows_bound(64, 1024, 0, tpc));
   std::printf("TSC ticks per core cycle at the end: %.3f\n", best_tsc_per_cycle());
 }
 }  // namespace

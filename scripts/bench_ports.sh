@@ -5,7 +5,9 @@
 # measures the kernel itself at batch 1 on an L2-resident matrix, one thread, in weights
 # per core cycle (both count cycles with the same dependent add chain); each kernel figure
 # is the best of --runs runs, the types alternating (this VM has two speed modes ~30%
-# apart). Prints type, bound, kernel, kernel/bound, and the load average before and after.
+# apart). Prints type, bound, kernel, kernel/bound, F16's bound mix run over real rows (the
+# loads walking a 64x2048 matrix as the decode tile does, not one L1 line), and the load
+# average before and after.
 #
 #   scripts/bench_ports.sh [--build DIR] [--types "q4_k q6_k q4_1 q4_0 q5_0 q8_0 f16 bf16"]
 #                          [--shape 64x2048] [--runs 6] [--table]
@@ -56,4 +58,5 @@ for t in $TYPES; do
     printf '%-6s %10.2f %10.2f %7.2fx\n' "$t" "$b" "${best[$t]}" "$(awk -v a="${best[$t]}" -v b="$b" 'BEGIN{print a/b}')"
   fi
 done
+echo "$PORTS" | grep "^f16's mix" || true
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
