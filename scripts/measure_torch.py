@@ -71,9 +71,9 @@ CASES = [
 CASE_PY = r'''
 import json, sys, time
 from pathlib import Path
-def rss():
+def rss(key="VmRSS"):
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(key + ":"):
             return int(line.split()[1]) * 1024
 import torch, transformers
 after_import = rss()
@@ -112,6 +112,7 @@ if kind != "import":
             opt.zero_grad(set_to_none=True)
             del loss
 out["end"] = rss()
+out["run_peak"] = rss("VmHWM")  # the peak before the interpreter's exit (max_rss includes the exit)
 print(json.dumps(out))
 '''
 
@@ -213,13 +214,15 @@ def measure(args):
         if only and name not in only:
             continue
         reps = [run(d, case_py, model, kind, dtype, attn, batch, seq, n, extra) for _ in range(args.reps)]
-        print(f"== {name}: {[r['max_rss'] >> 20 for r in reps]} MiB (after load {reps[0]['after_load'] >> 20})", file=sys.stderr)
+        print(f"== {name}: {[r['max_rss'] >> 20 for r in reps]} MiB (run {[r['run_peak'] >> 20 for r in reps]}, end "
+              f"{[r['end'] >> 20 for r in reps]}, after load {reps[0]['after_load'] >> 20})", file=sys.stderr)
         rows.append({"name": name, "model": model, "kind": kind, "dtype": dtype, "attention": attn, "batch": batch, "sequence": seq,
-                     "new_tokens_or_steps": n, "extra": extra, "max_rss": [r["max_rss"] for r in reps],
-                     "after_import": [r["after_import"] for r in reps], "after_load": [r["after_load"] for r in reps]})
-    doc = {"torch": torch.__version__, "transformers": transformers.__version__, "python": sys.version.split()[0],
-           "threads": THREADS, "malloc": "glibc defaults", "import_max_rss": [b["max_rss"] for b in base],
-           "import_rss": [b["after_import"] for b in base], "cases": rows}
+                     "new_tokens_or_steps": n, "extra": extra, "peak": statistics.median(r["max_rss"] for r in reps),
+                     **{k: [r[k] for r in reps] for k in ("max_rss", "run_peak", "end", "after_import", "after_load")}})
+    import peft
+    doc = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__, "python": sys.version.split()[0],
+           "threads": THREADS, "malloc": "glibc defaults", "reps": args.reps, "peak": "the median over reps of max_rss",
+           "import_max_rss": [b["max_rss"] for b in base], "import_rss": [b["after_import"] for b in base], "cases": rows}
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.out}: {len(rows)} cases", file=sys.stderr)
 
@@ -244,8 +247,8 @@ def estimate_args(binary, model_dir, c):
     if c["dtype"] == "bfloat16":
         a += ["--dtype", "bf16"]
     n = c["new_tokens_or_steps"]
-    if c["kind"] == "generate":
-        return a + ["--batch", str(c["batch"]), "--context", str(c["sequence"] + n)]
+    if c["kind"] == "generate":  # the prompt is the prefill
+        return a + ["--batch", str(c["batch"]), "--context", str(c["sequence"] + n), "--prefill-chunk", str(c["sequence"])]
     if c["kind"] == "forward":
         return a + ["--batch", str(c["batch"]), "--context", str(c["sequence"]), "--all-logits"]
     a += ["--mode", c["kind"], "--batch", str(c["batch"]), "--context", str(c["sequence"])]
@@ -262,15 +265,21 @@ def table(args):
     """BIN estimate for every golden case on the models in --dir: a Markdown table."""
     g = json.loads(Path(args.golden).read_text())
     M = 1 << 20
-    out = [f"torch {g['torch']}, transformers {g['transformers']}, Python {g['python']}, {g['threads']} threads, {g['malloc']}; "
-           f"RSS after `import torch, transformers`: {g['import_rss'][0] / M:.0f} MiB", "",
-           "| case | after from_pretrained MiB | measured peak MiB | estimate MiB | diff |", "|---|---:|---:|---:|---:|"]
+    out = [f"torch {g['torch']}, transformers {g['transformers']}, peft {g['peft']}, Python {g['python']}, {g['threads']} threads, "
+           f"{g['malloc']}, {g['reps']} fresh processes per case; RSS after `import torch, transformers`: "
+           f"{statistics.median(g['import_rss']) / M:.0f} MiB, max RSS of that process (its exit included): "
+           f"{statistics.median(g['import_max_rss']) / M:.0f} MiB", "",
+           "| case | after from_pretrained MiB | run's own peak MiB | max RSS MiB (runs) | median | estimate MiB | diff |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
     for c in g["cases"]:
         r = subprocess.run(estimate_args(args.bin, Path(args.dir) / c["model"], c), capture_output=True, text=True)
         if r.returncode not in (0, 3):
             sys.exit(r.stderr)
-        pred, got = sum(json.loads(r.stdout)["component_bytes"].values()), c["max_rss"][0]
-        out.append(f"| {c['name']} | {c['after_load'][0] / M:.0f} | {got / M:.0f} | {pred / M:.0f} | {(pred - got) / got * 100:+.1f} % |")
+        pred, got = sum(json.loads(r.stdout)["component_bytes"].values()), c["peak"]
+        runs = "/".join(f"{x / M:.0f}" for x in c["max_rss"])
+        own = "/".join(f"{x / M:.0f}" for x in c["run_peak"])
+        out.append(f"| {c['name']} | {statistics.median(c['after_load']) / M:.0f} | {own} | {runs} | {got / M:.0f} | {pred / M:.0f} | "
+                   f"{(pred - got) / got * 100:+.1f} % |")
     print("\n".join(out))
 
 
@@ -283,7 +292,7 @@ def main():
     a.add_argument("--dir", default=os.environ.get("MEASURE_DIR", "/tmp/nunchaku-measure/torch"))
     a.add_argument("--out", default="testdata/golden/measured_torch.json")
     a.add_argument("--only", default="")
-    a.add_argument("--reps", type=int, default=1)
+    a.add_argument("--reps", type=int, default=3)
     for x in (i, a):
         x.add_argument("--fixtures", default="testdata/measured_torch")
     b = sub.add_parser("moe-block", help="one MoE block's transient at 2048, 4096 and 8192 tokens (qwen3moe-30m)")

@@ -217,10 +217,10 @@ TEST_CASE("estimate: the verdict and every suggestion are re-checked with the sa
     CHECK(x.headroom == vram - x.per_gpu_total);
     CHECK(x.headroom >= vram / 20);  // the default 5% safety margin
     if (i > 0) CHECK(s[i - 1].cost <= x.cost);  // cheapest first
-    if (x.flags == "--batch 3") {
-      saw_batch = true;  // 12.55 GiB weights + 3 × 2 GiB KV + activations + overheads, 5% spare
+    if (x.flags == "--batch 4") {
+      saw_batch = true;  // 12.55 GiB weights + 4 × 2 GiB KV + activations + overheads, 5% spare
       Workload y = w;
-      y.batch = 4;  // one more leaves less than 5% of 24 GiB
+      y.batch = 5;  // one more leaves less than 5% of 24 GiB
       const uint64_t t4 = estimate(m.ck, m.layout, y).per_gpu_total;
       CHECK((t4 > vram || vram - t4 < vram / 20));
     }
@@ -228,7 +228,7 @@ TEST_CASE("estimate: the verdict and every suggestion are re-checked with the sa
     for (size_t k = 0; k < i; ++k) CHECK(x.flags.find(s[k].flags) == std::string::npos);
   }
   CHECK(saw_batch);
-  CHECK(s.front().flags == "--batch 3");  // nothing cheaper fits: fp8 KV alone leaves < 5%
+  CHECK(s.front().flags == "--batch 4");  // nothing cheaper fits: fp8 KV alone leaves < 5%
   CHECK(verdict(e, e.per_gpu_total).text.rfind("fits, ", 0) == 0);
   // A larger margin never suggests less headroom.
   for (const auto& x : suggest_fits(m.ck, m.layout, w, vram, 0.2)) CHECK(x.headroom >= vram / 5);

@@ -2,11 +2,14 @@
 // (`/usr/bin/time -v` of a fresh Python process per case: import, from_pretrained, then
 // generate, a plain forward or AdamW steps), as scripts/measure_torch.py recorded it in
 // testdata/golden/measured_torch.json for the models whose config.json and tensor tables are
-// in testdata/measured_torch/ (docs/measured_torch.md). Each case within 10 %, and the
-// verdicts at budgets 10 % above and below the measured peak right.
+// in testdata/measured_torch/ (docs/measured_torch.md), three fresh processes per case. Every
+// run within 10 %, and the verdicts at budgets 3 % above and below the case's peak (the median
+// of its runs) right, but for the cases named in kOutside3 (why: docs/measured_torch.md).
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "core/error.hpp"
 #include "format/open.hpp"
@@ -30,7 +33,8 @@ Workload workload_of(const json& c) {
   const int64_t b = c.at("batch").get<int64_t>(), seq = c.at("sequence").get<int64_t>(), n = c.at("new_tokens_or_steps").get<int64_t>();
   w.batch = b;
   if (kind == "generate") {
-    w.context = seq + n;  // prompt + new tokens
+    w.context = seq + n;    // prompt + new tokens
+    w.prefill_chunk = seq;  // the prompt, in one forward
   } else if (kind == "forward") {
     w.context = seq;
     w.all_logits = true;  // model(input_ids).logits: every position
@@ -44,13 +48,17 @@ Workload workload_of(const json& c) {
   return w;
 }
 
+// Cases the estimate misses by more than 3 % (docs/measured_torch.md says why).
+const std::set<std::string> kOutside3 = {"lora 2 steps b4x256", "gemma2 train 2 steps b4x256"};
+
 }  // namespace
 
-TEST_CASE("estimate --runtime transformers --device cpu: the whole process's peak RSS within 10% of the measured",
+TEST_CASE("estimate --runtime transformers --device cpu: the whole process's peak RSS, every run within 10% and verdicts at 3%",
           "[estimate][estimate-measured]") {
   const json g = test::read_json(test::testdata("golden/measured_torch.json"));
   const json& cases = g.at("cases");
   REQUIRE(cases.size() >= 15);
+  size_t checked = 0;
   for (const auto& c : cases) {
     INFO(c.at("name").get<std::string>() << " (torch " << g.at("torch").get<std::string>() << ", transformers "
                                          << g.at("transformers").get<std::string>() << ")");
@@ -58,12 +66,15 @@ TEST_CASE("estimate --runtime transformers --device cpu: the whole process's pea
     test::write_arch_fixture(test::testdata("measured_torch/" + c.at("model").get<std::string>()), tmp.path.string());
     const Checkpoint ck = open_checkpoint(tmp.path.string());
     const Estimate e = estimate(ck, describe_model(ck), workload_of(c));
-    const double measured = c.at("max_rss")[0].get<double>(), predicted = double(e.per_gpu_total);
-    INFO("predicted " << predicted / (1 << 20) << " MiB, measured " << measured / (1 << 20) << " MiB");
-    CHECK(std::abs(predicted - measured) <= 0.10 * measured);
-    CHECK(verdict(e, uint64_t(measured * 1.10)).fits);
-    CHECK_FALSE(verdict(e, uint64_t(measured * 0.90)).fits);
+    const double predicted = double(e.per_gpu_total), peak = c.at("peak").get<double>();
+    INFO("predicted " << predicted / (1 << 20) << " MiB, peak " << peak / (1 << 20) << " MiB");
+    for (const auto& run : c.at("max_rss")) CHECK(std::abs(predicted - run.get<double>()) <= 0.10 * run.get<double>());
+    if (kOutside3.contains(c.at("name").get<std::string>())) continue;
+    ++checked;
+    CHECK(verdict(e, uint64_t(peak * 1.03)).fits);
+    CHECK_FALSE(verdict(e, uint64_t(peak * 0.97)).fits);
   }
+  CHECK(checked + kOutside3.size() == cases.size());  // every name in kOutside3 is a case
 }
 
 TEST_CASE("estimate --runtime transformers: --attention sdpa refused where transformers refuses it, --steps is training's",

@@ -43,8 +43,9 @@ TEST_CASE("transformers MoE activations: grouped_mm experts, hand-computed and a
     auto r = test::run_cli(args);
     REQUIRE(r.exit_code == 0);
     const json j = json::parse(r.out);
-    // residual + max(q|k|v, experts) + one layer's K/V copy (DynamicCache growth).
-    const uint64_t expected = 2 * t * h * el + std::max(t * (heads + 2 * kv_heads) * d * el, experts(t, el)) + 2 * kv_heads * d * t * el;
+    // residual + max(q|k|v, experts); the prompt is the context, so no decode step grows the
+    // cache by torch.cat (the prefill's one cat into the empty cache is in the cache itself).
+    const uint64_t expected = 2 * t * h * el + std::max(t * (heads + 2 * kv_heads) * d * el, experts(t, el));
     CHECK(j.at("component_bytes").at("activations").get<uint64_t>() == expected);
     CHECK_THAT(j.at("formulas").at("activations").get<std::string>(), Catch::Contains("grouped_mm experts"));
   }

@@ -234,7 +234,7 @@ uint64_t Estimate::component(std::string_view name) const {
 
 std::vector<std::string> overhead_names() {
   return {"cuda_context", "cublas_workspace", "allocator_slack", "cuda_graphs", "cpu_runtime", "glibc_heap", "python_runtime",
-          "torch_loader"};
+          "torch_loader", "torch_exit"};
 }
 
 uint64_t kv_layer_bytes(const ModelSpec& s, int64_t layer, int64_t tokens, int64_t batch, DType kv, const KvCells& cells) {
@@ -583,6 +583,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   add_overheads(e, slack);
   add_torch_load_peak(e, ck);
   if (training) adjust_training_peak(e);
+  add_torch_exit_peak(e);
   for (const auto& c : e.gpu) e.per_gpu_total = add(e.per_gpu_total, c.bytes);
   for (const auto& c : e.host) e.host_total = add(e.host_total, c.bytes);
   add_cross_node_traffic(e);

@@ -83,6 +83,8 @@ void add_overheads(Estimate& e, uint64_t slack_default);
 // transformers on the CPU converting the stored dtype (runtime_torch_cpu.cpp): the load's
 // peak (the stored file's pages beside the converted copy) where it passes the run's.
 void add_torch_load_peak(Estimate& e, const Checkpoint& ck);
+// ... and the interpreter's exit (torch_exit above the end state) where it passes both.
+void add_torch_exit_peak(Estimate& e);
 // Training (training_peak.cpp): the first step's optimizer states (--steps 1) where they
 // pass what backward frees, and glibc's heap under LoRA on the CPU.
 void adjust_training_peak(Estimate& e);

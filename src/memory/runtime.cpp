@@ -184,6 +184,44 @@ uint64_t add_nunchaku(Estimate& e) {
   return 0;
 }
 
+// transformers inference: the activations above the whole cache `kv` (per GPU), and the heap
+// glibc keeps of them on the CPU.
+void add_transformers_activations(Estimate& e, uint64_t kv, bool scores) {
+  const Workload& w = e.workload;
+  const ModelSpec& s = e.spec;
+  // torch.cat in DynamicCache.update: the grown K and V of one layer coexist with the old ones.
+  uint64_t layer_kv = 0, prompt_kv = 0;
+  for (const auto& m : e.modules) {
+    layer_kv = std::max(layer_kv, m.kv_bytes);
+    if (m.kind == ModuleKind::Layer && m.layer >= 0)
+      prompt_kv = add(prompt_kv, kv_layer_bytes(s, m.layer, w.prefill_chunk, w.batch, e.kv_dtype, {.mla_expanded = true}));
+  }
+  prompt_kv /= gpus(e);
+  // The prompt (b × --prefill-chunk tokens, keys over it) in one forward, then decode to the
+  // context: the peak is the prefill's (the prompt's cache + one layer's transient) or the
+  // decode's (the whole cache + one layer's K/V twice), charged above the whole cache.
+  const uint64_t t = mul({uint64_t(w.batch), uint64_t(w.prefill_chunk)}), ctx = uint64_t(w.prefill_chunk);
+  std::string f;
+  const uint64_t peak = torch_layer_peak(e, t, ctx, scores, &f);
+  const bool decodes = w.prefill_chunk < w.context;
+  e.activation_bytes = std::max(add(prompt_kv, peak), add(kv, decodes ? layer_kv : 0)) - kv;
+  // 1.5 × one layer's transient: the mean measured over fresh processes (docs/estimate.md).
+  // Eager's score matrix is counted once, in activations: freed, it does not stay in the heap
+  // (a 2048-token eager forward peaked 617 MiB above the loaded model, 1221 with it counted
+  // again; docs/measured_torch.md).
+  std::string no_scores;
+  const uint64_t kept = scores ? torch_layer_peak(e, t, ctx, false, &no_scores) : peak;
+  e.heap_retained = kept / 2 * 3;
+  e.heap_retained_formula = scores ? "1.5 × one prefill layer's peak transient without its score matrix (counted in activations)"
+                                   : "1.5 × one prefill layer's peak transient";
+  e.gpu.push_back({"activations", e.activation_bytes,
+                   fmt::format("above the whole cache: max(prefill: the prompt's cache {} + one layer (t = batch × prompt(--prefill-chunk)): "
+                               "{}, decode{}) − the whole cache",
+                               format_bytes(prompt_kv), f,
+                               decodes ? fmt::format(": the whole cache + one layer's K/V copy {} (DynamicCache growth)", format_bytes(layer_kv))
+                                       : " (none: the prompt is the context)")});
+}
+
 uint64_t add_transformers(Estimate& e) {
   const Workload& w = e.workload;
   const ModelSpec& s = e.spec;
@@ -194,34 +232,22 @@ uint64_t add_transformers(Estimate& e) {
   e.gpu.push_back({"kv_cache", kv / n,
                    fmt::format("DynamicCache at the end: 2 × Σ_layers kv({}) × d({}) × {} tokens × batch({}) × {} B ({}){}", s.num_kv_heads,
                                s.head_dim, w.context, w.batch, elem_bytes(e.kv_dtype), dtype_name(e.kv_dtype), split_note(e))});
-  // torch.cat in DynamicCache.update: the grown K and V of one layer coexist with the old ones.
-  uint64_t layer_kv = 0;
-  for (const auto& m : e.modules) layer_kv = std::max(layer_kv, m.kv_bytes);
-  std::string f;
-  const uint64_t peak = torch_layer_peak(e, mul({uint64_t(w.batch), uint64_t(w.prefill_chunk)}), w.context, scores, &f);
-  e.activation_bytes = add(peak, layer_kv);
-  // 1.5 × one layer's transient: the mean measured over fresh processes (docs/estimate.md).
-  // Eager's score matrix is counted once, in activations: freed, it does not stay in the heap
-  // (a 2048-token eager forward peaked 617 MiB above the loaded model, 1221 with it counted
-  // again; docs/measured_torch.md).
-  std::string no_scores;
-  const uint64_t kept = scores ? torch_layer_peak(e, mul({uint64_t(w.batch), uint64_t(w.prefill_chunk)}), w.context, false, &no_scores) : peak;
-  e.heap_retained = kept / 2 * 3;
-  e.heap_retained_formula = scores ? "1.5 × one prefill layer's peak transient without its score matrix (counted in activations)"
-                                   : "1.5 × one prefill layer's peak transient (the activations term without the K/V copy)";
-  e.gpu.push_back({"activations", e.activation_bytes,
-                   fmt::format("prefill of the prompt in one pass (t = batch × prompt): {}; + one layer's K/V copy {} B (DynamicCache growth)", f,
-                               layer_kv)});
+  add_transformers_activations(e, kv / n, scores);
   const uint64_t el = elem_bytes(e.compute_dtype), rows = w.all_logits ? w.prefill_chunk : 1;
   // --all-logits: a plain forward, whose one lm_head output (every position) is the result;
   // generate keeps the last position's and an fp32 copy of it.
   e.logits_bytes = mul({uint64_t(w.batch), rows, uint64_t(s.vocab_size), w.all_logits ? el : add(el, 4)});
-  e.gpu.push_back({"logits", e.logits_bytes,
-                   w.all_logits ? fmt::format("plain forward: batch({}) × positions({}) × vocab({}) × {} B (the lm_head output)", w.batch, rows,
-                                              s.vocab_size, el)
-                                : fmt::format("batch({}) × 1 position (logits_to_keep=1) × vocab({}) × ({} B lm_head output + 4 B fp32 copy "
-                                              "in generate)",
-                                              w.batch, s.vocab_size, el)});
+  std::string logits_f = w.all_logits ? fmt::format("plain forward: batch({}) × positions({}) × vocab({}) × {} B (the lm_head output)",
+                                                    w.batch, rows, s.vocab_size, el)
+                                      : fmt::format("batch({}) × 1 position (logits_to_keep=1) × vocab({}) × ({} B lm_head output + 4 B "
+                                                    "fp32 copy in generate)",
+                                                    w.batch, s.vocab_size, el);
+  // On the CPU (measured, docs/measured_torch.md) the lm_head runs after the last layer freed
+  // its transient: the logits are charged above the activations, not beside them.
+  const bool cpu = e.target == Target::Cpu;
+  const uint64_t logits = cpu ? e.logits_bytes - std::min(e.logits_bytes, e.activation_bytes) : e.logits_bytes;
+  if (cpu) logits_f = fmt::format("{} above the activations ({}), freed before the lm_head runs", logits_f, format_bytes(e.activation_bytes));
+  e.gpu.push_back({"logits", logits, logits_f});
   e.runtime_model = {fmt::format("transformers generate: attention {} ({})", scores ? "eager" : "sdpa",
                                  scores ? "fp32 softmax over a materialized score matrix" : "PyTorch SDPA, no score matrix"),
                      "prefill: the whole prompt in one forward (generate does not chunk); --prefill-chunk = the prompt length",
@@ -291,7 +317,7 @@ void add_overheads(Estimate& e, uint64_t slack_default) {
         // The whole process (docs/measured_torch.md): the interpreter with the libraries
         // imported, and what from_pretrained leaves beside the weights.
         over("python_runtime", kTorchImportBytes,
-             "RSS after `import torch, transformers` (torch 2.15, transformers 5.24, Python 3.11; measured)");
+             "RSS after `import torch, transformers` (torch 2.15, transformers 5.24 and 5.25, Python 3.11; measured)");
         over("torch_loader", kTorchLoaderBytes,
              "what from_pretrained leaves resident beside the weights: modeling modules, loader state (RSS, measured)");
         over("glibc_heap", e.heap_retained,

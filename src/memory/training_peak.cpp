@@ -2,7 +2,9 @@
 // - --steps 1: torch.optim.AdamW makes its states lazily in the first step(), after backward
 //   has freed the saved activations, so the first step peaks at max(activations + logits,
 //   states) beside the weights and gradients, not at their sum (measured on the CPU: one
-//   step 1952 MiB, two steps 2390; with checkpointing 2010 and 2170).
+//   step 1952 MiB, two steps 2390; with checkpointing 2010 and 2170). Its heap holds no
+//   previous step's gradients: glibc keeps the logits' buffers (and, with checkpointing, the
+//   recomputed layer's activations) that the parameter-shaped states do not refill.
 // - LoRA on the CPU: the frozen base's backward frees activation-sized gradient blocks that
 //   no weight gradient refills (its adapters' are tiny), so glibc keeps about the saved
 //   activations in its heap (one case measured: 1864 MiB, 1520 without it).
@@ -34,6 +36,13 @@ void adjust_training_peak(Estimate& e) {
       st->formula = fmt::format("first step: {} made in step() after backward freed activations + logits ({}); charged above them "
                                 "(was: {})",
                                 format_bytes(states), format_bytes(transient), st->formula);
+    }
+  if (w.steps == 1 && e.target == Target::Cpu && !w.overheads.contains("glibc_heap"))
+    if (Component* heap = find(e, "glibc_heap")) {
+      heap->bytes = add(e.component("logits"), w.grad_checkpointing ? e.component("activations") : 0);
+      heap->formula = fmt::format("first step: no previous gradients; what backward freed last, that the states made in step() do not "
+                                  "refill: the logits' buffers{} (measured, docs/measured_torch.md)",
+                                  w.grad_checkpointing ? " + the recomputed layer's activations" : "");
     }
   const bool lora = w.mode == Mode::LoRA || w.mode == Mode::QLoRA;
   if (lora && e.target == Target::Cpu && !w.overheads.contains("glibc_heap"))
