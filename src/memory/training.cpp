@@ -10,6 +10,7 @@
 #include "memory/estimate_detail.hpp"
 #include "memory/fsdp.hpp"
 #include "memory/multinode.hpp"
+#include "model/recipe.hpp"
 
 namespace nunchaku::estimate_detail {
 namespace {
@@ -154,7 +155,12 @@ uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainab
   // Saved activations (Korthikanti et al. 2022, 16-bit activations; scaled for fp32).
   const uint64_t sq = w.context, b = w.batch, h = s.hidden_size, a = s.num_heads, layers = s.num_layers;
   const bool flash = w.attention != Attention::Eager;  // SDPA/flash keep no score matrix for backward
-  const uint64_t per_layer_16 = flash ? mul({34, sq, b, h}) : mul({sq, b, add(mul({34, h}), mul({5, a, sq}))});
+  // Norms of the attention and MLP outputs (Gemma 2/3) beside the two pre-norms 34·s·b·h counts:
+  // each keeps its input and its normalized output for backward (measured, docs/measured_torch.md).
+  const BlockRecipe recipe = recipe_for(s);
+  const uint64_t post_norms = uint64_t(recipe.post_attn_norm) + uint64_t(recipe.post_ffn_norm);
+  const uint64_t per_layer_16 = add(flash ? mul({34, sq, b, h}) : mul({sq, b, add(mul({34, h}), mul({5, a, sq}))}),
+                                    mul({post_norms, 4, sq, b, h}));
   const uint64_t per_layer = mul({per_layer_16, el}) / 2;
   uint64_t act;
   std::string f;
@@ -164,14 +170,18 @@ uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainab
                     flash ? "34" : "34 + 5·a·s/h", sq, b, h, el == 2 ? "" : fmt::format(", × {}/2 B", el));
   } else {
     act = mul({layers, per_layer});
-    f = fmt::format("layers({}) × s·b·h·({}), s={} b={} h={} a={}{}", layers, flash ? "34 (sdpa/flash: no scores)" : "34 + 5·a·s/h",
-                    sq, b, h, a, el == 2 ? "" : fmt::format(", × {}/2 B", el));
+    f = fmt::format("layers({}) × s·b·h·({}{}), s={} b={} h={} a={}{}", layers, flash ? "34 (sdpa/flash: no scores)" : "34 + 5·a·s/h",
+                    post_norms ? fmt::format(" + 4 × {} post-norms", post_norms) : "", sq, b, h, a,
+                    el == 2 ? "" : fmt::format(", × {}/2 B", el));
   }
   e.activation_bytes = act;
   e.gpu.push_back({"activations", act, f});
-  e.logits_bytes = mul({b, sq, static_cast<uint64_t>(s.vocab_size), add(el, 8)});
+  // Final-logit softcapping (Gemma 2) keeps its tanh output for backward: one more b·s·V fp32.
+  const uint64_t softcap = s.final_logit_softcap > 0 ? 4 : 0;
+  e.logits_bytes = mul({b, sq, static_cast<uint64_t>(s.vocab_size), add(el, 8 + softcap)});
   e.gpu.push_back({"logits", e.logits_bytes,
-                   fmt::format("b·s·vocab × ({} B logits + 4 B fp32 upcast + 4 B grad) = {}·{}·{}", el, b, sq, s.vocab_size)});
+                   fmt::format("b·s·vocab × ({} B logits + 4 B fp32 upcast + 4 B grad{}) = {}·{}·{}", el,
+                               softcap ? " + 4 B the softcap's tanh" : "", b, sq, s.vocab_size)});
   e.runtime_model = {
       e.runtime == Runtime::Fsdp
           ? fmt::format("PyTorch FSDP2 (fully_shard, as accelerate applies it: a unit per decoder layer, the embedding, norm + "
