@@ -108,3 +108,37 @@ TEST_CASE("estimate --runtime transformers: --attention sdpa refused where trans
 }
 
 }  // namespace nunchaku
+
+namespace nunchaku {
+
+TEST_CASE("estimate --runtime transformers --device cpu: a batch-1 generate peaks at the interpreter's exit, --overhead torch_exit sets it",
+          "[estimate][estimate-measured]") {
+  test::TempDir tmp;
+  test::write_arch_fixture(test::testdata("measured_torch/llama-60m"), tmp.path.string());
+  const Checkpoint ck = open_checkpoint(tmp.path.string());
+  const ModelLayout layout = describe_model(ck);
+  Workload w;
+  w.runtime = Runtime::Transformers;
+  w.target = Target::Cpu;
+  w.batch = 1;
+  w.context = 320;
+  w.prefill_chunk = 256;
+  auto end_state = [](const Estimate& e) {  // what stays resident to the end
+    return e.component("python_runtime") + e.component("torch_loader") + e.component("cpu_runtime") + e.component("weights") +
+           e.component("glibc_heap");
+  };
+  const Estimate e = estimate(ck, layout, w);
+  CHECK(e.component("exit_peak") > 0);
+  CHECK(e.per_gpu_total == end_state(e) + (116ULL << 20));  // the default, measured: docs/measured_torch.md
+  w.overheads["torch_exit"] = 300ULL << 20;
+  CHECK(estimate(ck, layout, w).per_gpu_total == end_state(e) + (300ULL << 20));
+  w.overheads["torch_exit"] = 0;  // no exit cost: the run's own peak, which is above its end state
+  const Estimate run = estimate(ck, layout, w);
+  CHECK(run.component("exit_peak") == 0);
+  CHECK(run.per_gpu_total > end_state(run));
+  w.mode = Mode::Train;  // training charges no exit (its steps' peaks are higher, measured)
+  w.overheads.clear();
+  CHECK(estimate(ck, layout, w).component("exit_peak") == 0);
+}
+
+}  // namespace nunchaku
