@@ -6,6 +6,7 @@
 //   g++ -O2 scripts/bench_ports.cpp -o /tmp/bench_ports   (the ops are inline asm: no -m flags)
 //   /tmp/bench_ports            # AVX-512 mode where the CPU has AVX-512 VL, else AVX2 mode
 //   /tmp/bench_ports avx2       # AVX2 mode (ymm0-15, VEX encodings) on any AVX2 CPU
+//   /tmp/bench_ports avx2 bounds  # AVX2 mode, the per-type bounds only (no op tables)
 // Each mode prints the single-op rates, then a table of pairs. AVX-512 mode: 16 ops per
 // loop (8 + 8), sources ymm20/ymm21. AVX2 mode: 14 ops per loop (7 + 7), sources
 // ymm14/ymm15, destinations ymm0-13, and the ops the AVX2 exact kernels use, including
@@ -129,19 +130,21 @@ void avx512_mode() {
 #define Q4_32(first, second) A_ZXM(0) A_ZXM(1) A_LD(2) A_PH(3) first second G4(A_FMA, 5) G4(A_FMA, 6) \
   A_SRL(7) A_CVT(7) A_FMA(7) A_FMA(7) A_SRL(8) A_CVT(8) A_FMA(8) A_FMA(8) A_LD(9)
 #define Q4_1_64 Q4_32(A_PERM(4), A_PERM(10)) Q4_32(A_PERM(11), A_PERM(12))
-// Q4_0, 32 weights: as Q4_1 with one vpermps (d) and one vmulps (-8d).
-#define Q4_0_64 Q4_32(A_PERM(4), A_MUL(10)) Q4_32(A_PERM(11), A_MUL(12))
+// Q4_0, 32 weights: as Q4_1 with one vbroadcastss (d; register form, session 29) and one
+// vmulps (-8d).
+#define Q4_0_64 Q4_32(A_BCST(4), A_MUL(10)) Q4_32(A_BCST(11), A_MUL(12))
 // Q5_0, 32 weights: 2 vpmovzxbd m64, 2 vpsrld, 1 vpslld, 4 vpsrlvd (qh; 3 from memory),
 // 10 logic (and/or), 4 cvt, 4 fmsub, 4 dot FMAs (3 with x from memory), scales
-// (vmovq, vcvtph2ps, vpermps, vpbroadcastd m32, vmulps).
+// (vmovq, vcvtph2ps, vbroadcastss, vpbroadcastd m32, vmulps).
 #define G5(op, r) A_SRLVM(r) A_AND(r) A_AND(r) A_CVT(r) A_FMA(r) op(r)
-#define Q5_0_32 A_ZXM(0) A_ZXM(1) A_SRL(2) A_SRL(3) A_SLL(4) A_LD(5) A_PH(6) A_PERM(7) A_BCM(8) A_MUL(9) \
+#define Q5_0_32 A_ZXM(0) A_ZXM(1) A_SRL(2) A_SRL(3) A_SLL(4) A_LD(5) A_PH(6) A_BCST(7) A_BCM(8) A_MUL(9) \
   A_AND(10) A_AND(11) G5(A_FMAM, 12) G5(A_FMAM, 13) G5(A_FMAM, 0) G5(A_FMA, 1)
 // Q8_0, 32 weights: 4 x (vpmovsxbd m64, vcvtdq2ps, vmulps, dot fmadd), scales (vmovq,
-// vcvtph2ps, vpermps); one x load per 64 weights (8 rows share the 4 x vectors).
+// vcvtph2ps, vbroadcastss; before session 29 vpermps); one x load per 64 weights (8 rows
+// share the 4 x vectors).
 #define G8(r) A_SXM(r) A_CVT(r) A_MUL(r) A_FMA(r)
-#define Q8_0_64 G8(0) G8(1) G8(2) G8(3) A_LD(4) A_PH(4) A_PERM(5) G8(6) G8(7) G8(8) G8(9) A_LD(10) A_PH(10) \
-  A_PERM(11) A_LD(12)
+#define Q8_0_64 G8(0) G8(1) G8(2) G8(3) A_LD(4) A_PH(4) A_BCST(5) G8(6) G8(7) G8(8) G8(9) A_LD(10) A_PH(10) \
+  A_BCST(11) A_LD(12)
 // F16, 64 weights: 8 x (vcvtph2ps m128, fmadd); 1 x load (8 rows share x).
 #define GH(r) A_PHM(r) A_FMA(r)
 #define F16_64 GH(0) GH(1) GH(2) GH(3) GH(4) GH(5) GH(6) GH(7) A_LD(8)
@@ -221,13 +224,9 @@ double f16_rows_bound(long rows, long cols, long pad, double tpc) {
   return best;
 }
 
-void avx2_mode() {
-  asm volatile("vxorps %%xmm14, %%xmm14, %%xmm14\n vxorps %%xmm15, %%xmm15, %%xmm15" ::: "memory");
-  const double tpc = best_tsc_per_cycle();
-  std::printf("AVX2 mode (ymm0-15, VEX). TSC ticks per core cycle: %.3f\n", tpc);
+void avx2_tables(float* p, double tpc) {
   std::printf("alone (256-bit ops per cycle; LD = vmovups m256, ZXM = vpmovzxbd m64, BCM = vbroadcastss m32, "
               "FMAM = vfmadd231ps m256):\n");
-  float* p = g_buf;
 #define A_NAME(a) (#a + 2)
 #define A_ALONE(a) \
   std::printf(" %s %.2f", A_NAME(a), best_of_runs([p] { asm volatile(A_ALONE14(a) ::"r"(p) : CLOBBERS); }, tpc));
@@ -247,7 +246,10 @@ void avx2_mode() {
   std::fflush(stdout);                 \
   A_WITH_EACH(a)
   A_KINDS(A_ROW)
-  std::printf("\nport bound of the exact AVX2 decode loops (weights of one row per core cycle; per-type mixes above):\n");
+}
+
+void avx2_bounds(float* p, double tpc) {
+  std::printf("port bound of the exact AVX2 decode loops (weights of one row per core cycle; per-type mixes above):\n");
 #define A_BOUND(name, weights, mix)                                                                             \
   std::printf("  %-5s %6.2f\n", name,                                                                         \
               best_of_runs([p] { asm volatile(mix ::"r"(p) : CLOBBERS); }, tpc, weights, 41)); \
@@ -265,6 +267,15 @@ void avx2_mode() {
               f16_rows_bound(64, 2048, 0, tpc), f16_rows_bound(64, 2048, 128, tpc), f16_rows_bound(64, 1024, 0, tpc));
   std::printf("TSC ticks per core cycle at the end: %.3f\n", best_tsc_per_cycle());
 }
+
+void avx2_mode(bool bounds_only) {
+  asm volatile("vxorps %%xmm14, %%xmm14, %%xmm14\n vxorps %%xmm15, %%xmm15, %%xmm15" ::: "memory");
+  const double tpc = best_tsc_per_cycle();
+  std::printf("AVX2 mode (ymm0-15, VEX). TSC ticks per core cycle: %.3f\n", tpc);
+  float* p = g_buf;
+  if (!bounds_only) avx2_tables(p, tpc);
+  avx2_bounds(p, tpc);
+}
 }  // namespace
 
 
@@ -278,6 +289,6 @@ int main(int argc, char** argv) {
     std::puts("bench_ports: this CPU has neither AVX-512 VL nor AVX2+FMA+F16C; skipped");
     return 0;
   }
-  avx2_mode();
+  avx2_mode(argc > 2 && std::strcmp(argv[2], "bounds") == 0);
   return 0;
 }
