@@ -56,6 +56,13 @@ else
   PEER_DEVICE=cuda
 fi
 REAL_SHAPE=(18 4096 14336 32 8)
+# Not a GPU machine: say so now, not after a build of minutes (the NVIDIA driver's device
+# nodes, else nvidia-smi's list; either is enough).
+if [[ $REHEARSAL != 1 ]] && ! compgen -G '/dev/nvidia[0-9]*' > /dev/null && ! nvidia-smi -L > /dev/null 2>&1; then
+  echo "gpu-check.sh: no NVIDIA GPU on this machine (no /dev/nvidia<N>, nvidia-smi -L failed); nothing was built or run." >&2
+  echo "  GPU_CHECK_REHEARSAL=1 ./scripts/gpu-check.sh runs the same steps on the CPU emulator." >&2
+  exit 2
+fi
 # What every --vram budget holds beside a share of the weights: the CUDA context (the
 # planner charges 500 MiB), the stream slots and the batch's run state (at batch 64 and
 # context 128 the 8 GB model needs 2.48 GiB with no layer resident: a third of the weights
