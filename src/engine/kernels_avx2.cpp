@@ -98,9 +98,7 @@ struct LoadF16 {
 inline __m256 scales_at(const uint8_t* p) {
   return _mm256_castps128_ps256(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
-inline __m256 scale_one(const uint8_t* p) {
-  return _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
+inline __m256 scale_one(const uint8_t* p) { return _mm256_broadcastss_ps(_mm256_castps256_ps128(scales_at(p))); }
 inline void scale_pair(const uint8_t* p, __m256& d, __m256& m) {
   const __m256 dm = scales_at(p);
   d = _mm256_permutevar8x32_ps(dm, _mm256_setzero_si256());
