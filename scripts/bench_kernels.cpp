@@ -1,6 +1,9 @@
 // The kernel microbenchmark scripts/bench_kernels.sh builds against one build's libraries:
-// the best of 50 timed calls (rdtsc) of matmul_rows on one random matrix of the given
-// type, small enough to stay in L2, one thread. Prints one JSON line.
+// the best of the timed calls (rdtsc) of matmul_rows on one random matrix of the given
+// type, small enough to stay in L2, one thread: 50 calls and at least 20 ms of them (on an
+// L2-resident 64x2048 matrix a call is 5-15 us: 50 calls, 0.3-0.8 ms, read F16 at 5.1
+// weights per cycle where 500 read 8.3, session 30; the port bounds are bests over 6 ms
+// of runs). Prints one JSON line.
 //   bench_kernels ROWS COLS BATCH TYPE     (NUNCHAKU_ISA picks the kernels, as in run)
 // TYPE q4_k-fast, q5_k-fast, q6_k-fast: matmul_rows_q8k (run --fast-math) over activation
 // rows quantized beforehand (the quantization, once per input for all its matmuls, is not
@@ -11,6 +14,7 @@
 // Not a test: timings are for comparing two builds side by side on the same machine.
 #include <x86intrin.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -102,7 +106,8 @@ int main(int argc, char** argv) {
     else round_bf16_row(x + b * C, C, reinterpret_cast<uint16_t*>(xq + size_t(b) * ldq));
   }
   double best = 1e300;
-  for (int it = 0; it < 50; ++it) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int it = 0; it < 50 || std::chrono::steady_clock::now() - start < std::chrono::milliseconds(20); ++it) {
     const auto t0 = __rdtsc();
     if (path == FastPath::Q8K) matmul_rows_q8k(m, xq, ldq, B, y.data(), R, 0, R);
     else if (path == FastPath::BF16)

@@ -60,25 +60,46 @@ inline void tile_k(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1
   // the hardware prefetcher poorly: +12% single-thread bf16 on Ice Lake), for f32 row by
   // row, 2 tiles on into L1 (the sequential stream measured -15% there).
   TilePrefetch pf(row0, R * row_bytes, n >= kW ? R * row_bytes * kW / size_t(n) : 0, g_prefetch_16bit);
-  for (int64_t i = k0; i < k1; i += kW) {
-    V w[R];
-    #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
-    if constexpr (Prefetch) {
-      if constexpr (L::kElemBytes == 2) {
-        pf.next();
-      } else if ((i & 15) == 0) {  // f32 rows are long enough for the hardware; a nudge 2 tiles ahead
+  // The loop is written twice, with and without the prefetch (not a test per step: where
+  // the plan prefetches nothing, as for 16-bit weights on Zen 3, its branch and counters
+  // cost registers the 8-row decode tile needs).
+  auto steps = [&](auto prefetch) {
+    for (int64_t i = k0; i < k1; i += kW) {
+      if constexpr (NB == 1) {
+        // One activation row (decode): each weight vector is FMA'd as it is loaded, so
+        // R accumulators + x + one temporary are live (loading all R first spilled one of
+        // 17 registers at R = 8 on AVX2). The same FMAs as below.
+        V xv = vloadu(x + i);
+        if constexpr (R > 1) asm("" : "+v"(xv));
         #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(L::addr(row0 + size_t(r + 2 * R) * row_bytes, i)), _MM_HINT_T0);
+        for (int r = 0; r < R; ++r) acc[r][0] = vfma(L::load(row0 + size_t(r) * row_bytes, i), xv, acc[r][0]);
+      } else {
+        V w[R];
+        #pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) w[r] = L::load(row0 + size_t(r) * row_bytes, i);
+        #pragma GCC unroll 16
+        for (int b = 0; b < NB; ++b) {
+          V xv = vloadu(x + b * ldx + i);
+          if constexpr (R > 1) asm("" : "+v"(xv));  // one load per x vector, not one per FMA (load ports)
+          #pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) acc[r][b] = vfma(w[r], xv, acc[r][b]);
+        }
+      }
+      if constexpr (decltype(prefetch)::value) {
+        if constexpr (L::kElemBytes == 2) {
+          pf.next();
+        } else if ((i & 15) == 0) {  // f32 rows are long enough for the hardware; a nudge 2 tiles ahead
+          #pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(L::addr(row0 + size_t(r + 2 * R) * row_bytes, i)), _MM_HINT_T0);
+        }
       }
     }
-    #pragma GCC unroll 16
-    for (int b = 0; b < NB; ++b) {
-      V xv = vloadu(x + b * ldx + i);
-      if constexpr (R > 1) asm("" : "+v"(xv));  // one load per x vector, not one per FMA (load ports)
-      #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][b] = vfma(w[r], xv, acc[r][b]);
-    }
+  };
+  if constexpr (Prefetch) {
+    if (L::kElemBytes != 2 || pf.step != 0) steps(std::true_type{});
+    else steps(std::false_type{});
+  } else {
+    steps(std::false_type{});
   }
   if (!last) {
     #pragma GCC unroll 16
