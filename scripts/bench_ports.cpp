@@ -154,15 +154,16 @@ void avx512_mode() {
 #define BF16_64 GB(0) GB(1) GB(2) GB(3) GB(4) GB(5) GB(6) GB(7) A_LD(8)
 // Q6_K, 128 weights (matmul_q6k, one row): the 6-bit codes from 3 loads by 16 logic ops
 // and 9 shifts, stored (4 x 32 bytes) and widened by 16 vpmovsxbd m64 (session 28; before,
-// 16 register-form vpmovsxbd after 4 vextracti128 + 8 vpsrldq), 16 cvt, 8 x (scale:
-// cvtsi2ss and vmulss, counted as cvt and mul, vbroadcastss), 8 vmulps + 8 fmadd with x
-// from memory, 8 fmadd of the scales into the sum.
+// 16 register-form vpmovsxbd after 4 vextracti128 + 8 vpsrldq), 16 cvt, 8 vbroadcastss
+// m32 of the sub-block scales d*s (session 30; before, 8 x cvtsi2ss, vmulss and a register
+// vbroadcastss), which the block makes as 2 x (vpmovsxbd m64, cvt, vmulps, store) per 256
+// weights, 8 vmulps + 8 fmadd with x from memory, 8 fmadd of the scales into the sum.
 #define A_ST(i) "vmovdqa %%ymm15, 64(%0)\n"
 #define G6(r) A_SXM(r) A_CVT(r) A_LD(r) A_MUL(r) A_SXM(r) A_CVT(r) A_FMAM(r)
-#define G6S(r) A_CVT(r) A_MUL(r) A_BCST(r) A_FMA(r)
+#define G6S(r) A_BCM(r) A_FMA(r)
 #define Q6K_32(a, b, c, d) G6(a) G6(b) G6S(c) G6S(d) A_ST(a) A_AND(a) A_AND(b) A_AND(c) A_AND(d) A_SRL(a) A_SRL(b)
 #define Q6K_128 Q6K_32(0, 1, 2, 3) Q6K_32(4, 5, 6, 7) Q6K_32(8, 9, 10, 11) Q6K_32(12, 13, 0, 1) A_SRL(2) A_LD(3) \
-  A_LD(4) A_LD(5)
+  A_LD(4) A_LD(5) A_SXM(6) A_CVT(6) A_MUL(6) A_ST(6)
 
 alignas(64) float g_buf[32];
 // AVX2 mode: short runs (well under a millisecond), the best of many, so a run that shared

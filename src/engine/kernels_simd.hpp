@@ -481,15 +481,22 @@ inline void q6k_tile(const uint8_t* row0, size_t row_bytes, int64_t nblocks, con
     for (int b = 0; b < NB; ++b) acc[r][b] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
   alignas(32) int8_t codes[R][128];
+  alignas(32) float dsc[R][16];  // d * scale of the block's 16 sub-blocks, per row
   for (int64_t k = 0; k < nblocks; ++k) {
-    float d[R];
-    const int8_t* sc[R];
+    // The 16 products d * s as two vectors (vpmovsxbd, vcvtdq2ps, vmulps: the same f32
+    // products as one scalar multiply each), through memory, so each sub-block's is one
+    // vbroadcastss m32 (a load, no FP pipe; per value movsx + vcvtsi2ss + vmulss +
+    // vbroadcastss took about 4 FP-pipe slots).
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = row0 + size_t(r) * row_bytes + k * 210;
-      d[r] = _cvtsh_ss(blocks::load_u16(blk + 208));
-      sc[r] = reinterpret_cast<const int8_t*>(blk + 192);
+      const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk + 208)));
+      #pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h)
+        _mm256_store_ps(dsc[r] + 8 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                                              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 192 + 8 * h))))));
     }
+    asm("" : "+m"(dsc));  // keep the stores and the broadcast loads
     for (int half = 0; half < 2; ++half) {
       #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
@@ -518,8 +525,8 @@ inline void q6k_tile(const uint8_t* row0, size_t row_bytes, int64_t nblocks, con
           for (int j = 0; j < 4; ++j)
             f[j] = _mm256_cvtepi32_ps(
                 _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes[r] + 32 * g + 8 * j))));
-          const int8_t* s = sc[r] + 8 * half;
-          const __m256 da = _mm256_set1_ps(d[r] * float(s[2 * g])), db = _mm256_set1_ps(d[r] * float(s[2 * g + 1]));
+          const float* s = dsc[r] + 8 * half;
+          const __m256 da = _mm256_broadcast_ss(s + 2 * g), db = _mm256_broadcast_ss(s + 2 * g + 1);
           #pragma GCC unroll 16
           for (int b = 0; b < NB; ++b) {
             const float* xb = x + b * ldx + k * 256 + half * 128 + g * 32;
