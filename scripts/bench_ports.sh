@@ -5,9 +5,10 @@
 # measures the kernel itself at batch 1 on an L2-resident matrix, one thread, in weights
 # per core cycle (both count cycles with the same dependent add chain); each kernel figure
 # is the best of --runs runs, the types alternating (this VM has two speed modes ~30%
-# apart), and so is each bound (bench_ports avx2 bounds, once per round). Prints type, bound, kernel, kernel/bound, F16's bound mix run over real rows (the
-# loads walking a 64x2048 matrix as the decode tile does, not one L1 line), and the load
-# average before and after.
+# apart), and so is each bound (bench_ports avx2 bounds, once per round). Prints type,
+# bound, kernel, kernel/bound, F16's bound mix run over real rows (the loads walking a
+# 64x2048 matrix as the decode tile does, not one L1 line), F16's kernel against that mix
+# (its best over the rounds), and the load average before and after.
 #
 #   scripts/bench_ports.sh [--build DIR] [--types "q4_k q6_k q4_1 q4_0 q5_0 q8_0 f16 bf16"]
 #                          [--shape 64x2048] [--runs 6] [--table]
@@ -40,6 +41,7 @@ ROWS=${SHAPE%x*} COLS=${SHAPE#*x}
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 [[ $TABLE == 1 ]] && "$BUILD/bench_ports" avx2
 declare -A bound best
+rows_best=0
 for t in $TYPES; do best[$t]=0 bound[$t]=0; done
 max() { awk -v a="$1" -v b="$2" 'BEGIN{print (a>b)?a:b}'; }
 for ((i = 0; i < RUNS; i++)); do
@@ -49,6 +51,8 @@ for ((i = 0; i < RUNS; i++)); do
   while read -r t v; do [[ -n "${bound[$t]+x}" ]] && bound[$t]=$(max "$v" "${bound[$t]}"); done \
     < <(echo "$PORTS" | sed -n '/^port bound/,/^TSC/p' | awk 'NF == 2 && $2 ~ /^[0-9.]+$/')
   F16ROWS=$(echo "$PORTS" | grep "^f16's mix" || true)
+  v=$(echo "$F16ROWS" | sed -nE 's/.*: 64x2048 ([0-9.]+),.*/\1/p')
+  [[ -n "$v" ]] && rows_best=$(max "$v" "$rows_best")
   for t in $TYPES; do
     v=$(NUNCHAKU_ISA=avx2 "$BUILD/bench_kernels" "$ROWS" "$COLS" 1 "$t" | sed -E 's/.*"macs_per_cycle":([0-9.]+).*/\1/')
     best[$t]=$(max "$v" "${best[$t]}")
@@ -64,4 +68,11 @@ for t in $TYPES; do
   fi
 done
 echo "${F16ROWS:-} (the last round)"
+# F16 reads 2 bytes per weight from L2 in 8 row streams: the bound's mix itself, run over the
+# real rows, is slower than at one L1 line (docs/engine.md, sessions 29-30), so F16's kernel
+# is also set against that mix's best.
+if [[ -n "${best[f16]+x}" && "$rows_best" != 0 ]]; then
+  printf 'f16 kernel against the mix over real rows (64x2048, best of the rounds %.2f): %.2fx\n' "$rows_best" \
+    "$(awk -v a="${best[f16]}" -v b="$rows_best" 'BEGIN{print a/b}')"
+fi
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
