@@ -480,64 +480,82 @@ inline void q6k_tile(const uint8_t* row0, size_t row_bytes, int64_t nblocks, con
     #pragma GCC unroll 16
     for (int b = 0; b < NB; ++b) acc[r][b] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
-  alignas(32) int8_t codes[R][128];
-  alignas(32) float dsc[R][16];  // d * scale of the block's 16 sub-blocks, per row
-  for (int64_t k = 0; k < nblocks; ++k) {
-    // The 16 products d * s as two vectors (vpmovsxbd, vcvtdq2ps, vmulps: the same f32
-    // products as one scalar multiply each), through memory, so each sub-block's is one
-    // vbroadcastss m32 (a load, no FP pipe; per value movsx + vcvtsi2ss + vmulss +
-    // vbroadcastss took about 4 FP-pipe slots).
+  // Two of each buffer: a half's codes (and a block's scales) are made one half ahead of
+  // their use, so the widening loads read stores long since done, not ones still in flight.
+  alignas(32) int8_t codes[2][R][128];
+  alignas(32) float dsc[2][R][16];  // d * scale of a block's 16 sub-blocks, per row
+  // The 16 products d * s as two vectors (vpmovsxbd, vcvtdq2ps, vmulps: the same f32
+  // products as one scalar multiply each), through memory, so each sub-block's is one
+  // vbroadcastss m32 (a load, no FP pipe; per value movsx + vcvtsi2ss + vmulss +
+  // vbroadcastss took about 4 FP-pipe slots).
+  const auto scales = [&](int64_t k, float (&d16)[R][16]) {
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = row0 + size_t(r) * row_bytes + k * 210;
       const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk + 208)));
       #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h)
-        _mm256_store_ps(dsc[r] + 8 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                                              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 192 + 8 * h))))));
+        _mm256_store_ps(d16[r] + 8 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                                             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 192 + 8 * h))))));
     }
-    asm("" : "+m"(dsc));  // keep the stores and the broadcast loads
-    for (int half = 0; half < 2; ++half) {
+  };
+  const auto make_codes = [&](int64_t k, int half, int8_t (&c)[R][128]) {
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = row0 + size_t(r) * row_bytes + k * 210;
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * half));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * half + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * half));
+      const __m256i q[4] = {
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)), off),
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)), off),
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)), off),
+          _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)), off)};
+      #pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) _mm256_store_si256(reinterpret_cast<__m256i*>(c[r] + 32 * g), q[g]);
+    }
+  };
+  const auto use = [&](int64_t k, int half, const int8_t (&c)[R][128], const float (&d16)[R][16]) {
+    #pragma GCC unroll 16
+    for (int g = 0; g < 4; ++g) {  // values [32g, 32g+32) of this half; sub-block scales s[2g], s[2g+1]
       #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const uint8_t* blk = row0 + size_t(r) * row_bytes + k * 210;
-        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * half));
-        const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * half + 32));
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * half));
-        const __m256i q[4] = {
-            _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)), off),
-            _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)), off),
-            _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)), off),
-            _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)), off)};
+        __m256 f[4];
         #pragma GCC unroll 4
-        for (int g = 0; g < 4; ++g) _mm256_store_si256(reinterpret_cast<__m256i*>(codes[r] + 32 * g), q[g]);
-      }
-      asm("" : "+m"(codes));  // keep the stores and the widening loads (GCC would shuffle instead)
-      #pragma GCC unroll 16
-      for (int g = 0; g < 4; ++g) {  // values [32g, 32g+32) of this half; sub-block scales s[2g], s[2g+1]
+        for (int j = 0; j < 4; ++j)
+          f[j] = _mm256_cvtepi32_ps(
+              _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c[r] + 32 * g + 8 * j))));
+        const float* s = d16[r] + 8 * half;
+        const __m256 da = _mm256_broadcast_ss(s + 2 * g), db = _mm256_broadcast_ss(s + 2 * g + 1);
         #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          __m256 f[4];
-          #pragma GCC unroll 4
-          for (int j = 0; j < 4; ++j)
-            f[j] = _mm256_cvtepi32_ps(
-                _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes[r] + 32 * g + 8 * j))));
-          const float* s = dsc[r] + 8 * half;
-          const __m256 da = _mm256_broadcast_ss(s + 2 * g), db = _mm256_broadcast_ss(s + 2 * g + 1);
-          #pragma GCC unroll 16
-          for (int b = 0; b < NB; ++b) {
-            const float* xb = x + b * ldx + k * 256 + half * 128 + g * 32;
-            __m256 ta = _mm256_fmadd_ps(f[1], _mm256_loadu_ps(xb + 8), _mm256_mul_ps(f[0], _mm256_loadu_ps(xb)));
-            __m256 tb = _mm256_fmadd_ps(f[3], _mm256_loadu_ps(xb + 24), _mm256_mul_ps(f[2], _mm256_loadu_ps(xb + 16)));
-            acc[r][b] = _mm256_fmadd_ps(da, ta, acc[r][b]);
-            acc[r][b] = _mm256_fmadd_ps(db, tb, acc[r][b]);
-          }
+        for (int b = 0; b < NB; ++b) {
+          const float* xb = x + b * ldx + k * 256 + half * 128 + g * 32;
+          __m256 ta = _mm256_fmadd_ps(f[1], _mm256_loadu_ps(xb + 8), _mm256_mul_ps(f[0], _mm256_loadu_ps(xb)));
+          __m256 tb = _mm256_fmadd_ps(f[3], _mm256_loadu_ps(xb + 24), _mm256_mul_ps(f[2], _mm256_loadu_ps(xb + 16)));
+          acc[r][b] = _mm256_fmadd_ps(da, ta, acc[r][b]);
+          acc[r][b] = _mm256_fmadd_ps(db, tb, acc[r][b]);
         }
       }
     }
+  };
+  if (nblocks > 0) {
+    scales(0, dsc[0]);
+    make_codes(0, 0, codes[0]);
+  }
+  for (int64_t k = 0; k < nblocks; ++k) {
+    // half 0 of block k (codes[0], made one half before), then half 1 (codes[1]).
+    make_codes(k, 1, codes[1]);
+    asm("" : "+m"(codes), "+m"(dsc));  // keep the stores and the widening loads (GCC would shuffle instead)
+    use(k, 0, codes[0], dsc[k & 1]);
+    if (k + 1 < nblocks) {
+      scales(k + 1, dsc[(k + 1) & 1]);
+      make_codes(k + 1, 0, codes[0]);
+    }
+    asm("" : "+m"(codes), "+m"(dsc));
+    use(k, 1, codes[1], dsc[k & 1]);
   }
   #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
