@@ -157,7 +157,8 @@ void avx512_mode() {
 // 16 register-form vpmovsxbd after 4 vextracti128 + 8 vpsrldq), 16 cvt, 8 vbroadcastss
 // m32 of the sub-block scales d*s (session 30; before, 8 x cvtsi2ss, vmulss and a register
 // vbroadcastss), which the block makes as 2 x (vpmovsxbd m64, cvt, vmulps, store) per 256
-// weights, 8 vmulps + 8 fmadd with x from memory, 8 fmadd of the scales into the sum.
+// weights (q6_scale_products), 8 vmulps + 8 fmadd with x from memory, 8 fmadd of the
+// scales into the sum.
 #define A_ST(i) "vmovdqa %%ymm15, 64(%0)\n"
 #define G6(r) A_SXM(r) A_CVT(r) A_LD(r) A_MUL(r) A_SXM(r) A_CVT(r) A_FMAM(r)
 #define G6S(r) A_BCM(r) A_FMA(r)

@@ -74,12 +74,14 @@ inline void k_scales(const uint8_t* blk, KScales& k) {
 #endif
 }
 
-inline void q6_scales(const uint8_t* blk, KScales& k) {
+// d6 (32-byte aligned) = the 16 products d * scale_i.
+inline void q6_scale_products(const uint8_t* blk, float* d6) {
   const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk + 208)));
   const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
-  _mm256_store_ps(k.d6, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
-  _mm256_store_ps(k.d6 + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
+  _mm256_store_ps(d6, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
+  _mm256_store_ps(d6 + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
 }
+inline void q6_scales(const uint8_t* blk, KScales& k) { q6_scale_products(blk, k.d6); }
 
 // Q6_K's sub-blocks 2p and 2p+1 (p = 0..3) as unsigned 6-bit codes q (0..63), one byte
 // per value, in column order: values l of sub-block 4h + g (l = 0..31) are the low (g = 0,

@@ -484,20 +484,12 @@ inline void q6k_tile(const uint8_t* row0, size_t row_bytes, int64_t nblocks, con
   // their use, so the widening loads read stores long since done, not ones still in flight.
   alignas(32) int8_t codes[2][R][128];
   alignas(32) float dsc[2][R][16];  // d * scale of a block's 16 sub-blocks, per row
-  // The 16 products d * s as two vectors (vpmovsxbd, vcvtdq2ps, vmulps: the same f32
-  // products as one scalar multiply each), through memory, so each sub-block's is one
-  // vbroadcastss m32 (a load, no FP pipe; per value movsx + vcvtsi2ss + vmulss +
-  // vbroadcastss took about 4 FP-pipe slots).
+  // The 16 products d * s (q6_scale_products: vectors, the same f32 products as one scalar
+  // multiply each) through memory, so each sub-block's is one vbroadcastss m32 (a load, no
+  // FP pipe; per value movsx + vcvtsi2ss + vmulss + vbroadcastss took about 4 FP-pipe slots).
   const auto scales = [&](int64_t k, float (&d16)[R][16]) {
     #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = row0 + size_t(r) * row_bytes + k * 210;
-      const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(blk + 208)));
-      #pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h)
-        _mm256_store_ps(d16[r] + 8 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                                             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 192 + 8 * h))))));
-    }
+    for (int r = 0; r < R; ++r) q6_scale_products(row0 + size_t(r) * row_bytes + k * 210, d16[r]);
   };
   const auto make_codes = [&](int64_t k, int half, int8_t (&c)[R][128]) {
     #pragma GCC unroll 16
