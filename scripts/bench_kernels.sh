@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Kernel microbenchmark, two builds side by side: tsc cycles per weight byte of one
-# matmul_rows call (best of 50, scripts/bench_kernels.cpp) on an L2-resident matrix, one
+# matmul_rows call (best of 50 calls and 20 ms, scripts/bench_kernels.cpp) on an L2-resident matrix, one
 # thread, per type x ISA x batch; each figure is the minimum over --runs alternating runs
 # of the base and the new build, so a loaded machine (other processes stealing the core)
 # moves it little. Prints base, new and new/base (below 1 = faster). For whole-model
