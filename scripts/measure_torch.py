@@ -3,6 +3,7 @@
 
     python scripts/measure_torch.py measure [--dir /tmp/nunchaku-measure/torch] [--out testdata/golden/measured_torch.json]
                                             [--only NAME,...] [--reps N] [--fixtures testdata/measured_torch]
+                                            (--only: the other cases stay as --out has them)
     python scripts/measure_torch.py fixtures [--dir ...] [--fixtures testdata/measured_torch]
     python scripts/measure_torch.py moe-block [--dir ...] [--out testdata/golden/measured_torch_moe.json]
 
@@ -66,6 +67,8 @@ CASES = [
     ("qwen3 generate b8 sdpa bf16", "qwen3-50m", "generate", "bfloat16", "sdpa", 8, 256, 64, ""),
     ("gemma2 generate b1 eager fp32", "gemma2-50m", "generate", "float32", "eager", 1, 256, 64, ""),
     ("gemma2 train 2 steps b4x256", "gemma2-50m", "train", "float32", "eager", 4, 256, 2, ""),
+    ("qwen3moe generate 4096 sdpa fp32", "qwen3moe-30m", "generate", "float32", "sdpa", 1, 4096, 32, ""),
+    ("qwen3moe generate 4096 sdpa bf16", "qwen3moe-30m", "generate", "bfloat16", "sdpa", 1, 4096, 32, ""),
 ]
 
 CASE_PY = r'''
@@ -223,8 +226,21 @@ def measure(args):
     doc = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__, "python": sys.version.split()[0],
            "threads": THREADS, "malloc": "glibc defaults", "reps": args.reps, "peak": "the median over reps of max_rss",
            "import_max_rss": [b["max_rss"] for b in base], "import_rss": [b["after_import"] for b in base], "cases": rows}
+    if only and Path(args.out).exists():
+        doc["cases"] = merged_cases(json.loads(Path(args.out).read_text()), doc, rows)
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.out}: {len(rows)} cases", file=sys.stderr)
+
+
+def merged_cases(old, doc, rows):
+    """--only re-measures some cases: the others stay as --out has them, in CASES order, when
+    --out was measured with the same versions (else the file would mix them)."""
+    for k in ("torch", "transformers", "peft", "python", "threads", "malloc", "reps"):
+        if old.get(k) != doc[k]:
+            sys.exit(f"--only: {k} is {doc[k]} here but {old.get(k)} in the existing file: measure every case")
+    new = {r["name"]: r for r in rows}
+    kept = {c["name"]: c for c in old["cases"]}
+    return [new.get(n, kept.get(n)) for n, *_ in CASES if n in new or n in kept]
 
 
 def write_fixtures(d, out):

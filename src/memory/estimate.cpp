@@ -581,6 +581,7 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
   const uint64_t slack = training ? add_training_terms(e, trainable) : add_runtime_inference(e, ck);
   if (!training && e.runtime == Runtime::Vllm && w.nodes > 1) split_vllm_pipeline(e);
   add_overheads(e, slack);
+  add_torch_fused_experts(e, ck);
   add_torch_load_peak(e, ck);
   if (training) adjust_training_peak(e);
   add_torch_exit_peak(e);

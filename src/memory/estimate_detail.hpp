@@ -67,6 +67,10 @@ std::string split_note(const Estimate& e);  // " / N GPUs" when split, else ""
 // (tokens × (heads + 2 × kv_heads) × head_dim) in the compute dtype, as PyTorch holds them (runtime.cpp).
 uint64_t torch_residual_bytes(const Estimate& e, uint64_t tokens);
 uint64_t torch_qkv_bytes(const Estimate& e, uint64_t tokens);
+// glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: its dynamic mmap threshold never rises above
+// it, so a block this large or larger is mmapped (and unmapped when freed) unless a free
+// chunk in the heap already holds it.
+constexpr uint64_t kGlibcMmapThresholdMax = 32ULL << 20;
 // Mixture of experts (runtime_moe.cpp): whether a decoder layer has no routed experts
 // (DeepSeek's first_k_dense_replace); vLLM's profile-run peak through the model's layers at
 // `tokens` tokens; transformers' routed-experts transient for `tokens` tokens. `f` gets the
@@ -74,12 +78,16 @@ uint64_t torch_qkv_bytes(const Estimate& e, uint64_t tokens);
 bool has_dense_layer(const Estimate& e);
 uint64_t vllm_moe_peak(const Estimate& e, uint64_t tokens, std::string* f);
 uint64_t torch_moe_bytes(const Estimate& e, uint64_t tokens, std::string* f);
+uint64_t torch_moe_block_bytes(const Estimate& e, uint64_t tokens);  // one of its four (t·k, h) tensors
 
 // Each adds its GPU (and host) components to `e` and returns the default allocator slack.
 uint64_t add_runtime_inference(Estimate& e, const Checkpoint& ck);  // runtime.cpp
 uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck);            // runtime_llamacpp.cpp
 uint64_t add_training_terms(Estimate& e, const std::vector<TrainTensor>& trainable);
 void add_overheads(Estimate& e, uint64_t slack_default);
+// transformers on the CPU loading per-expert tensors as stored (runtime_torch_cpu.cpp): the
+// fused copy beside the file's pages.
+void add_torch_fused_experts(Estimate& e, const Checkpoint& ck);
 // transformers on the CPU converting the stored dtype (runtime_torch_cpu.cpp): the load's
 // peak (the stored file's pages beside the converted copy) where it passes the run's.
 void add_torch_load_peak(Estimate& e, const Checkpoint& ck);

@@ -115,6 +115,33 @@ uint64_t torch_layer_peak(const Estimate& e, uint64_t tokens, uint64_t ctx, bool
   return add(residual, std::max(add(qkv, sc), mlp));
 }
 
+// What glibc's heap keeps of one layer's transient (no score matrix): a block of
+// kGlibcMmapThresholdMax or more is mmapped unless a free chunk holds it, and the chunks the
+// layer frees before its MLP allocates come to at most residual + attention. When one MLP
+// block (dense t·I, or the experts' (t·k, h)) is that large and larger than those, glibc maps
+// the MLP's blocks and unmaps them when freed (qwen3moe-30m at 4096 tokens, fp32: 16-87 MiB
+// kept, docs/measured_torch.md); otherwise the whole transient counts (a dense MLP's 48 MiB
+// blocks beside 90 MiB of attention and residual stayed in the heap, docs/estimate.md).
+uint64_t torch_heap_layer(const Estimate& e, uint64_t tokens, std::string* f) {
+  const ModelSpec& s = e.spec;
+  const uint64_t el = elem_bytes(e.compute_dtype), I = std::max<int64_t>(s.intermediate_size, 0);
+  const uint64_t residual = torch_residual_bytes(e, tokens), qkv = torch_qkv_bytes(e, tokens);
+  const bool any_dense = s.num_experts == 0 || has_dense_layer(e);
+  std::string experts;
+  const uint64_t dense_block = any_dense ? mul({tokens, I, el}) : 0;
+  const uint64_t moe_block = s.num_experts > 0 ? torch_moe_block_bytes(e, tokens) : 0;
+  const uint64_t moe = s.num_experts > 0 ? torch_moe_bytes(e, tokens, &experts) : 0;
+  const uint64_t freed_before = add(residual, qkv);
+  auto mapped = [&](uint64_t block) { return block >= kGlibcMmapThresholdMax && block > freed_before; };
+  const uint64_t dense = mapped(dense_block) ? 0 : mul({3, dense_block});
+  const uint64_t routed = mapped(moe_block) ? moe - mul({4, moe_block}) : moe;
+  const bool left_out = (dense_block > 0 && mapped(dense_block)) || (moe_block > 0 && mapped(moe_block));
+  *f = left_out ? fmt::format("1.5 × one prefill layer's peak transient without the MLP's blocks of {} and more (mmapped: larger "
+                              "than the {} the layer frees before them)",
+                              format_bytes(kGlibcMmapThresholdMax), format_bytes(freed_before))
+                : "1.5 × one prefill layer's peak transient";
+  return add(residual, std::max({qkv, dense, routed}));
+}
 
 uint64_t add_nunchaku(Estimate& e) {
   const Workload& w = e.workload;
@@ -209,11 +236,10 @@ void add_transformers_activations(Estimate& e, uint64_t kv, bool scores) {
   // Eager's score matrix is counted once, in activations: freed, it does not stay in the heap
   // (a 2048-token eager forward peaked 617 MiB above the loaded model, 1221 with it counted
   // again; docs/measured_torch.md).
-  std::string no_scores;
-  const uint64_t kept = scores ? torch_layer_peak(e, t, ctx, false, &no_scores) : peak;
+  std::string kept_f;
+  const uint64_t kept = torch_heap_layer(e, t, &kept_f);
   e.heap_retained = kept / 2 * 3;
-  e.heap_retained_formula = scores ? "1.5 × one prefill layer's peak transient without its score matrix (counted in activations)"
-                                   : "1.5 × one prefill layer's peak transient";
+  e.heap_retained_formula = scores ? kept_f + ", its score matrix left out (counted in activations)" : kept_f;
   e.gpu.push_back({"activations", e.activation_bytes,
                    fmt::format("above the whole cache: max(prefill: the prompt's cache {} + one layer (t = batch × prompt(--prefill-chunk)): "
                                "{}, decode{}) − the whole cache",

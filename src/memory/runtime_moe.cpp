@@ -62,6 +62,11 @@ uint64_t torch_moe_bytes(const Estimate& e, uint64_t tokens, std::string* f) {
   return add(add(mul({4, S, d.h, d.el}), mul({S, 24 + d.el})), mul({d.t, d.E, d.el + 4}));
 }
 
+uint64_t torch_moe_block_bytes(const Estimate& e, uint64_t tokens) {
+  const MoeDims d = moe_dims(e, tokens);
+  return mul({d.t, d.k, d.h, d.el});
+}
+
 uint64_t vllm_moe_peak(const Estimate& e, uint64_t tokens, std::string* f) {
   const MoeDims d = moe_dims(e, tokens);
   const uint64_t residual = torch_residual_bytes(e, tokens), qkv = torch_qkv_bytes(e, tokens);
