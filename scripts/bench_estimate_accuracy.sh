@@ -11,7 +11,8 @@
 #   (/proc/self/clear_refs resets the high-water mark): two AdamW training steps (the
 #   steady state: the second runs with the optimizer states) with and without gradient
 #   checkpointing, `generate` at batch 1 and 8 with eager and SDPA
-#   attention. Prediction: estimate --device cpu --runtime transformers. Each case runs
+#   attention. Prediction: estimate --device cpu --runtime transformers, its process terms
+#   (python_runtime, torch_loader, torch_exit) at 0: the case has no loader or exit. Each case runs
 #   REPS times (default 3, each a fresh process) with glibc's defaults (torch-cpu), and
 #   MMAP_REPS times (default 1) with MALLOC_MMAP_THRESHOLD_=65536 (torch-cpu-mmap64k: a fixed threshold, so
 #   every freed block of 64 KiB or more goes back to the kernel; predicted with
@@ -160,11 +161,15 @@ if [[ -z "${NO_TORCH:-}" && "$ONLY" != cuda ]]; then
               python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu"])')")
     done
     m=$(IFS=,; echo "${m[*]}") mf=$(IFS=,; echo "${mf[*]}")
+    # The case measures VmHWM above the RSS after import, of a model built from its config:
+    # the process around the workload (the interpreter, from_pretrained's residue, the exit;
+    # scripts/measure_torch.py measures those) is not in it.
+    workload=(--overhead python_runtime=0 --overhead torch_loader=0 --overhead torch_exit=0)
     if [[ $kind == train ]]; then
       extra=(); [[ $cflag == ckpt ]] && extra=(--grad-checkpointing)
-      args=(--runtime transformers --mode train --batch "$a" --context "$b" --attention "$attn" "${extra[@]}")
+      args=(--runtime transformers --mode train --batch "$a" --context "$b" --attention "$attn" "${extra[@]}" "${workload[@]}")
     else
-      args=(--runtime transformers --batch "$a" --context $((b + cflag)) --prefill-chunk "$b" --attention "$attn")
+      args=(--runtime transformers --batch "$a" --context $((b + cflag)) --prefill-chunk "$b" --attention "$attn" "${workload[@]}")
     fi
     row torch-cpu "$c" "$m" "$(predict "${args[@]}")"
     # A fixed mmap threshold returns freed blocks to the kernel: predicted without glibc's heap.
