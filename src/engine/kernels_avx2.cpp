@@ -202,7 +202,10 @@ inline void q5_sub(const uint8_t* b, __m256 w[4]) {
 }
 struct BlockQ5_0 {
   static constexpr int64_t kBytes = 22, kSubs = 1;
-  static constexpr int kDecodeRows = 4;
+  // 8 rows, not 4 (session 30, bench_kernels batch 1, alternating runs: 64x2048 2.72 ->
+  // 2.85 best, 2.29 -> 2.42 median in a slow run; 8192x8192 from DRAM 2.68 -> 2.86; Q4_0
+  // at 8 read no better, Q5_1 +1.5 %, left at 4).
+  static constexpr int kDecodeRows = 8;
   static void sub(const uint8_t* b, __m256 w[4]) { q5_sub<false>(b, w); }
 };
 struct BlockQ5_1 {
