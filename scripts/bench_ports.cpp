@@ -96,6 +96,7 @@ void avx512_mode() {
 #define A_PHM(i) "vcvtph2ps 16(%0), %%ymm" #i "\n"
 #define A_ZXWM(i) "vpmovzxwd 16(%0), %%ymm" #i "\n"
 #define A_SXM(i) "vpmovsxbd 8(%0), %%ymm" #i "\n"
+#define A_BC128M(i) "vbroadcasti128 16(%0), %%ymm" #i "\n"
 #define A_SLL(i) "vpslld $16, %%ymm15, %%ymm" #i "\n"
 #define A_EXT(i) "vextracti128 $1, %%ymm15, %%xmm" #i "\n"
 #define A_SRLVM(i) "vpsrlvd 32(%0), %%ymm15, %%ymm" #i "\n"
@@ -149,8 +150,9 @@ void avx512_mode() {
 // F16, 64 weights: 8 x (vcvtph2ps m128, fmadd); 1 x load (8 rows share x).
 #define GH(r) A_PHM(r) A_FMA(r)
 #define F16_64 GH(0) GH(1) GH(2) GH(3) GH(4) GH(5) GH(6) GH(7) A_LD(8)
-// BF16, 64 weights: 8 x (vpmovzxwd m128, vpslld, fmadd); 1 x load.
-#define GB(r) A_ZXWM(r) A_SLL(r) A_FMA(r)
+// BF16, 64 weights: 8 x (vbroadcasti128 m128, vpshufb, fmadd); 1 x load (session 30; before,
+// 8 x (vpmovzxwd m128, vpslld, fmadd)).
+#define GB(r) A_BC128M(r) A_SHUFB(r) A_FMA(r)
 #define BF16_64 GB(0) GB(1) GB(2) GB(3) GB(4) GB(5) GB(6) GB(7) A_LD(8)
 // Q6_K, 128 weights (matmul_q6k, one row): the 6-bit codes from 3 loads by 16 logic ops
 // and 9 shifts, stored (4 x 32 bytes) and widened by 16 vpmovsxbd m64 (session 28; before,

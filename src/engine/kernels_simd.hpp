@@ -44,6 +44,13 @@ namespace {
 // between blocks; the lanes see the same additions in the same order as one pass.
 // `first`: start from zero (else from acc_buf); `last`: reduce, add the scalar tail
 // [k1, n) and store (or add, Accumulate) to y (else save to acc_buf).
+// L::load_decode where the loader has one (a form for the decode tile: AVX2 BF16), else L::load.
+template <class L>
+inline V decode_load(const uint8_t* row, int64_t i) {
+  if constexpr (requires { L::load_decode(row, i); }) return L::load_decode(row, i);
+  else return L::load(row, i);
+}
+
 template <int R, int NB, class L, bool Accumulate = false, bool Prefetch = false>
 inline void tile_k(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1, int64_t n, const float* x,
                    int64_t ldx, float* acc_buf, bool first, bool last, float* y, int64_t ldy) {
@@ -72,7 +79,7 @@ inline void tile_k(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1
         V xv = vloadu(x + i);
         if constexpr (R > 1) asm("" : "+v"(xv));
         #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) acc[r][0] = vfma(L::load(row0 + size_t(r) * row_bytes, i), xv, acc[r][0]);
+        for (int r = 0; r < R; ++r) acc[r][0] = vfma(decode_load<L>(row0 + size_t(r) * row_bytes, i), xv, acc[r][0]);
       } else {
         V w[R];
         #pragma GCC unroll 16
