@@ -22,10 +22,28 @@ namespace {
 
 using nlohmann::json;
 
-Workload workload_of(const json& c) {
+// One of testdata/measured_torch's models (its config.json and tensor table) as a sparse
+// checkpoint in a temporary folder.
+struct MeasuredModel {
+  test::TempDir tmp;
+  Checkpoint ck;
+  ModelLayout layout;
+  explicit MeasuredModel(const std::string& name) {
+    test::write_arch_fixture(test::testdata("measured_torch/" + name), tmp.path.string());
+    ck = open_checkpoint(tmp.path.string());
+    layout = describe_model(ck);
+  }
+};
+
+Workload torch_cpu() {
   Workload w;
   w.runtime = Runtime::Transformers;
   w.target = Target::Cpu;
+  return w;
+}
+
+Workload workload_of(const json& c) {
+  Workload w = torch_cpu();
   w.attention = parse_attention(c.at("attention").get<std::string>());
   if (c.at("dtype") == "bfloat16") w.dtype = DType::BF16;
   const std::string kind = c.at("kind").get<std::string>();
@@ -57,10 +75,8 @@ TEST_CASE("estimate --runtime transformers --device cpu: the whole process's pea
   for (const auto& c : cases) {
     INFO(c.at("name").get<std::string>() << " (torch " << g.at("torch").get<std::string>() << ", transformers "
                                          << g.at("transformers").get<std::string>() << ")");
-    test::TempDir tmp;
-    test::write_arch_fixture(test::testdata("measured_torch/" + c.at("model").get<std::string>()), tmp.path.string());
-    const Checkpoint ck = open_checkpoint(tmp.path.string());
-    const Estimate e = estimate(ck, describe_model(ck), workload_of(c));
+    const MeasuredModel m(c.at("model").get<std::string>());
+    const Estimate e = estimate(m.ck, m.layout, workload_of(c));
     const double predicted = double(e.per_gpu_total), peak = c.at("peak").get<double>();
     INFO("predicted " << predicted / (1 << 20) << " MiB, peak " << peak / (1 << 20) << " MiB");
     for (const auto& run : c.at("max_rss")) CHECK(std::abs(predicted - run.get<double>()) <= 0.10 * run.get<double>());
@@ -73,13 +89,10 @@ TEST_CASE("estimate --runtime transformers: --attention sdpa refused where trans
           "[estimate][estimate-measured]") {
   // transformers 5.24's Gemma2PreTrainedModel sets _supports_sdpa = False (softcapping), and
   // from_pretrained(attn_implementation="sdpa") raises; its default there is eager.
-  test::TempDir tmp;
-  test::write_arch_fixture(test::testdata("measured_torch/gemma2-50m"), tmp.path.string());
-  const Checkpoint ck = open_checkpoint(tmp.path.string());
-  const ModelLayout layout = describe_model(ck);
-  Workload w;
-  w.runtime = Runtime::Transformers;
-  w.target = Target::Cpu;
+  const MeasuredModel m("gemma2-50m");
+  const Checkpoint& ck = m.ck;
+  const ModelLayout& layout = m.layout;
+  Workload w = torch_cpu();
   w.context = 320;
   CHECK(estimate(ck, layout, w).workload.attention == Attention::Eager);
   w.attention = Attention::Sdpa;
@@ -105,13 +118,10 @@ namespace nunchaku {
 
 TEST_CASE("estimate --runtime transformers --device cpu: a batch-1 generate peaks at the interpreter's exit, --overhead torch_exit sets it",
           "[estimate][estimate-measured]") {
-  test::TempDir tmp;
-  test::write_arch_fixture(test::testdata("measured_torch/llama-60m"), tmp.path.string());
-  const Checkpoint ck = open_checkpoint(tmp.path.string());
-  const ModelLayout layout = describe_model(ck);
-  Workload w;
-  w.runtime = Runtime::Transformers;
-  w.target = Target::Cpu;
+  const MeasuredModel m("llama-60m");
+  const Checkpoint& ck = m.ck;
+  const ModelLayout& layout = m.layout;
+  Workload w = torch_cpu();
   w.batch = 1;
   w.context = 320;
   w.prefill_chunk = 256;
@@ -139,13 +149,10 @@ TEST_CASE("estimate --runtime transformers --device cpu: LoRA peaks at the exit,
   // lora 2 steps b4x256 (docs/measured_torch.md): run's own peak 1831-1870 MiB, end RSS
   // 1720-1786, max RSS 1835-1901: the exit, ~116 MiB above an end state that keeps the step's
   // heap but not its 32 MiB logits blocks (4 × 256 × 8192 × 4 B, glibc mmaps them).
-  test::TempDir tmp;
-  test::write_arch_fixture(test::testdata("measured_torch/llama-60m"), tmp.path.string());
-  const Checkpoint ck = open_checkpoint(tmp.path.string());
-  const ModelLayout layout = describe_model(ck);
-  Workload w;
-  w.runtime = Runtime::Transformers;
-  w.target = Target::Cpu;
+  const MeasuredModel m("llama-60m");
+  const Checkpoint& ck = m.ck;
+  const ModelLayout& layout = m.layout;
+  Workload w = torch_cpu();
   w.mode = Mode::LoRA;
   w.lora_targets = {"q_proj", "v_proj"};
   w.batch = 4;
@@ -171,13 +178,10 @@ TEST_CASE("estimate --runtime transformers --device cpu: a MoE as stored charges
   // qwen3moe-30m (4 layers, 16 experts of 256, h 512, top-4) stores each expert's tensors;
   // transformers 5.25 stacks them at load (after from_pretrained: 922 MiB, the dense model's
   // 729 + the experts' file pages 97 + the stacked copy 96; docs/measured_torch.md).
-  test::TempDir tmp;
-  test::write_arch_fixture(test::testdata("measured_torch/qwen3moe-30m"), tmp.path.string());
-  const Checkpoint ck = open_checkpoint(tmp.path.string());
-  const ModelLayout layout = describe_model(ck);
-  Workload w;
-  w.runtime = Runtime::Transformers;
-  w.target = Target::Cpu;
+  const MeasuredModel m("qwen3moe-30m");
+  const Checkpoint& ck = m.ck;
+  const ModelLayout& layout = m.layout;
+  Workload w = torch_cpu();
   w.batch = 1;
   w.context = 4096 + 32;
   w.prefill_chunk = 4096;
