@@ -34,6 +34,13 @@
 namespace nunchaku::engine {
 namespace {
 
+// L::load_decode where the loader has one (a form for the decode tile: AVX2 BF16), else L::load.
+template <class L>
+inline V decode_load(const uint8_t* row, int64_t i) {
+  if constexpr (requires { L::load_decode(row, i); }) return L::load_decode(row, i);
+  else return L::load(row, i);
+}
+
 // y[b*ldy + r] (+)= row_r . x_b for R weight rows (row_bytes apart) and NB activation
 // rows: R*NB independent FMA chains, each weight vector loaded once for NB rows. Every
 // (row, x) pair sums in the same order whatever R and NB are (one kW-wide chain, then the
@@ -44,13 +51,6 @@ namespace {
 // between blocks; the lanes see the same additions in the same order as one pass.
 // `first`: start from zero (else from acc_buf); `last`: reduce, add the scalar tail
 // [k1, n) and store (or add, Accumulate) to y (else save to acc_buf).
-// L::load_decode where the loader has one (a form for the decode tile: AVX2 BF16), else L::load.
-template <class L>
-inline V decode_load(const uint8_t* row, int64_t i) {
-  if constexpr (requires { L::load_decode(row, i); }) return L::load_decode(row, i);
-  else return L::load(row, i);
-}
-
 template <int R, int NB, class L, bool Accumulate = false, bool Prefetch = false>
 inline void tile_k(const uint8_t* row0, size_t row_bytes, int64_t k0, int64_t k1, int64_t n, const float* x,
                    int64_t ldx, float* acc_buf, bool first, bool last, float* y, int64_t ldy) {
