@@ -113,7 +113,7 @@ Graph graph_of(const Estimate& e, const Checkpoint& ck) {
       if (rows == 0) rows = dim(t, 1);
       dense_at(g, n);
     };
-    if (has(n, "ffn_gate_exps") || has(n, "ffn_up_exps")) g.I_exp = dim(t, 1);            // [E, I_exp, h]
+    if (has(n, "ffn_gate_exps.weight") || has(n, "ffn_up_exps.weight")) g.I_exp = dim(t, 1);  // [E, I_exp, h] (not the biases: [E, I_exp])
     else if (has(n, ".experts.0.gate_proj.") || has(n, ".experts.0.up_proj.")) g.I_exp = dim(t, 1);  // [I_exp, h]
     else if (has(n, "ffn_gate_shexp") || has(n, "shared_experts.gate_proj")) g.I_shared = dim(t, 1);
     else if (has(n, "ffn_gate.weight") || has(n, "mlp.gate_proj.weight")) dense(gate_rows);
