@@ -2,6 +2,8 @@
 
     python scripts/measure_llamacpp.py measure [--dir /tmp/nunchaku-measure] [--out testdata/golden/measured_llamacpp.json]
     python scripts/measure_llamacpp.py table BIN [--golden testdata/golden/measured_llamacpp.json]
+    python scripts/measure_llamacpp.py process [--gguf-dir /tmp/bench] [--out testdata/golden/measured_llamacpp_process.json]
+    python scripts/measure_llamacpp.py process-table BIN [--gguf-dir /tmp/bench]
 
 `measure` writes GGUFs with the real dimensions of public models (sparse: the tensor index
 and metadata only, the data a hole made with truncate) into --dir, and for each case of the
@@ -28,6 +30,16 @@ Two modes per case:
 Every case keeps those size lines as `kv_caches` (an iswa model's non-SWA cache, then its SWA
 cache) and `rs_caches`; tests/test_estimate_measured_llamacpp.cpp checks the estimate's KV and
 recurrent state against them exactly, cache by cache.
+
+`process` runs real GGUFs (--gguf-dir, default /tmp/bench: the smol135m, llama1b and
+qwen3moe1b files scripts/make_bench_gguf.py writes) through a whole llama-cpp-python process per
+case of PROCESS_CASES: import, load (mmap), context, a prompt of P tokens in llama_decode calls of
+n_batch, then 16 decode steps, each with only the last token's logits (as llama-cli, llama-server
+and llama-cpp-python's Llama do), or every position's where the case says so. Each process runs
+under /usr/bin/time -v (its maximum resident set size is the measurement: interpreter, libraries
+and llama.cpp together) and reports VmRSS / RssAnon / RssFile after each stage. It writes
+testdata/golden/measured_llamacpp_process.json (versions, CPU, the files' index, the cases) that
+tests/test_estimate_measured_llamacpp_process.cpp checks the estimate's total against.
 
 `table` runs BIN estimate for every golden case (on the GGUFs `measure` left in --dir) and
 prints the predicted-vs-measured table that docs/measured_llamacpp.md keeps, with the holes
@@ -637,7 +649,9 @@ def table(args):
             cmd.append("--swa-full")
         if not c["repack"]:
             cmd.append("--no-repack")
-        est = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)["component_bytes"]
+        doc = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+        # the compute buffer as llama.cpp reserves it (activations: the part a run writes)
+        est = dict(doc["component_bytes"], activations=doc["llamacpp_compute_buffer_bytes"])
         rows = [(label, c["measured_mib"][log] + (c["measured_mib"].get("rs", 0) if log == "kv" else 0), comp)
                 for log, comp, label in COMPONENTS if log in c["measured_mib"]]
         if "kv" not in c["measured_mib"]:  # the memory-fit mode: the caches' own size lines
@@ -652,7 +666,160 @@ def table(args):
     print("\n".join(out))
 
 
+# --- the whole process ---------------------------------------------------------------------
+
+# (GGUF in --gguf-dir, n_ctx, prompt tokens, n_batch, n_ubatch, flash, repack, all_logits): one
+# sequence; 16 tokens decoded after the prompt (the prompt + 16 fill n_ctx where P = n_ctx - 16).
+PROCESS_CASES = [
+    ("smol135m-q8_0", 2048, 1500, 2048, 512, True, True, False),
+    ("smol135m-q8_0", 2048, 2032, 2048, 512, False, True, False),
+    ("smol135m-q8_0", 8192, 100, 2048, 512, True, True, False),
+    ("smol135m-q8_0", 1024, 1008, 1024, 512, True, True, True),
+    ("smol135m-f16", 4096, 4080, 2048, 512, True, True, False),
+    ("smol135m-q4_k", 1024, 1008, 256, 256, True, True, False),
+    ("smol135m-q4_k", 1024, 1008, 256, 256, True, False, False),
+    ("llama1b-q4_0", 2048, 2032, 2048, 512, True, True, False),
+    ("llama1b-q4_0", 2048, 2032, 2048, 512, True, False, False),
+    ("llama1b-q4_k", 1024, 1008, 512, 128, True, True, False),
+    ("llama1b-q8_0", 4096, 4080, 2048, 1024, True, True, False),
+    ("llama1b-f16", 1024, 1008, 1024, 512, False, True, False),
+    ("qwen3moe1b-q4_k", 2048, 2032, 2048, 512, True, True, False),
+    ("qwen3moe1b-q8_0", 1024, 1008, 1024, 256, False, True, False),
+    ("qwen3moe1b-f16", 1024, 300, 1024, 512, True, True, False),
+]
+PROCESS_DECODE = 16
+PROCESS_THREADS = 2
+
+
+def process_case_name(c):
+    f, n_ctx, p, nb, ub, fa, repack, all_logits = c
+    parts = [f, f"ctx{n_ctx}", f"prompt{p}", f"b{nb}", f"ub{ub}", "fa" if fa else "nofa", "repack" if repack else "no-repack"]
+    return " ".join(parts + (["all-logits"] if all_logits else []))
+
+
+def rss_now():
+    """This process's resident memory (MiB, /proc/self/status): all, anonymous, file pages."""
+    out = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key = line.split(":")[0]
+        if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
+            out[key] = round(int(line.split()[1]) / 1024, 2)
+    return out
+
+
+def run_process_case(path, n_ctx, prompt, n_batch, ub, fa, repack, all_logits):
+    """In this (fresh) process: what llama-cpp-python holds after each stage of a run."""
+    stages = {"start": rss_now()}
+    import llama_cpp as L
+    stages["import"] = rss_now()
+    logs = []
+
+    @ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+    def on_log(level, text, user):
+        logs.append(text.decode(errors="replace"))
+
+    L.llama_log_set(on_log, None)
+    L.llama_backend_init()
+    mp = L.llama_model_default_params()
+    mp.n_gpu_layers = 0
+    mp.use_extra_bufts = bool(repack)
+    model = L.llama_model_load_from_file(str(path).encode(), mp)
+    if not model:
+        sys.exit("".join(logs[-20:]) + f"\nllama.cpp could not load {path}")
+    stages["load"] = rss_now()
+    cp = L.llama_context_default_params()
+    cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = n_ctx, n_batch, ub, 1
+    cp.n_threads = cp.n_threads_batch = PROCESS_THREADS
+    cp.flash_attn_type = 1 if fa else 0
+    cp.no_perf = True
+    ctx = L.llama_init_from_model(model, cp)
+    if not ctx:
+        sys.exit("".join(logs[-20:]) + "\nllama.cpp could not create a context")
+    stages["context"] = rss_now()
+    vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(model))
+    batch = L.llama_batch_init(n_batch, 0, 1)
+
+    def decode(first, ids):
+        batch.n_tokens = len(ids)
+        for i, t in enumerate(ids):
+            batch.token[i], batch.pos[i], batch.n_seq_id[i] = t, first + i, 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = 1 if all_logits or first + i == prompt - 1 or first >= prompt else 0
+        if L.llama_decode(ctx, batch) != 0:
+            sys.exit(f"llama_decode failed at position {first}")
+
+    ids = [(i * 7919 + 3) % vocab for i in range(prompt)]
+    for at in range(0, prompt, n_batch):
+        decode(at, ids[at:at + n_batch])
+    stages["prefill"] = rss_now()
+    for i in range(PROCESS_DECODE):
+        decode(prompt + i, [(i * 104729 + 5) % vocab])
+    stages["decode"] = rss_now()
+    out = {k: v for k, v in ((m.group(2) + " " + m.group(3), float(m.group(4))) for m in map(LINE.search, "".join(logs).splitlines()) if m)}
+    return {"stages": stages, "buffers_mib": out, "system_info": L.llama_print_system_info().decode(errors="replace").strip()}
+
+
+def cpu_name():
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
+def process(args):
+    """Every PROCESS_CASES case in a fresh process under /usr/bin/time -v, into --out."""
+    import llama_cpp
+    d = Path(args.gguf_dir)
+    rows, system = [], None
+    for c in PROCESS_CASES:
+        path = d / f"{c[0]}.gguf"
+        print(f"== {process_case_name(c)}", file=sys.stderr)
+        r = subprocess.run(["/usr/bin/time", "-v", sys.executable, __file__, "_process", str(path)] + [str(int(x)) for x in c[1:]],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"case failed: {process_case_name(c)}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+        got = json.loads(r.stdout.strip().splitlines()[-1])
+        max_rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr).group(1)) / 1024
+        system = system or got["system_info"]
+        f, n_ctx, p, nb, ub, fa, repack, all_logits = c
+        rows.append({"name": process_case_name(c), "file": f, "context": n_ctx, "prompt": p, "decoded": PROCESS_DECODE,
+                     "batch": nb, "ubatch": ub, "flash_attention": fa, "repack": repack, "all_logits": all_logits,
+                     "max_rss_mib": round(max_rss, 2), "stages_mib": got["stages"], "buffers_mib": got["buffers_mib"]})
+        print(f"   max RSS {max_rss:.1f} MiB, " + json.dumps(got["buffers_mib"]), file=sys.stderr)
+    files = {f: index_of(d / f"{f}.gguf") for f in sorted({r["file"] for r in rows})}
+    doc = {"llama_cpp_python": llama_cpp.__version__, "python": sys.version.split()[0], "cpu": cpu_name(), "system_info": system,
+           "threads": PROCESS_THREADS, "files": files, "cases": rows}
+    Path(args.out).write_text(dumps(doc))
+    print(f"wrote {args.out}: {len(rows)} cases", file=sys.stderr)
+
+
+def process_table(args):
+    """BIN estimate for every case of the process golden, on the GGUFs in --gguf-dir: a Markdown
+    table of the estimate's total against the max RSS, with the RSS after each stage."""
+    g = json.loads(Path(args.golden).read_text())
+    out = [f"llama-cpp-python {g['llama_cpp_python']}, Python {g['python']}, {g['threads']} threads, CPU: {g['cpu']} "
+           f"(`{g['system_info']}`)", "",
+           "| case | RSS after import / load / context / prefill / decode MiB | max RSS MiB | estimate MiB | diff |",
+           "|---|---|---:|---:|---:|"]
+    for c in g["cases"]:
+        cmd = [args.bin, "estimate", str(Path(args.gguf_dir) / f"{c['file']}.gguf"), "--runtime", "llama.cpp", "--device", "cpu",
+               "--context", str(c["context"]), "--prefill-chunk", str(c["batch"]), "--ubatch", str(c["ubatch"]),
+               "--attention", "flash" if c["flash_attention"] else "eager", "--kv-dtype", "f16", "--json"]
+        cmd += [] if c["repack"] else ["--no-repack"]
+        cmd += ["--all-logits"] if c["all_logits"] else []
+        est = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)["total_bytes"] / MiB
+        st = " / ".join(f"{c['stages_mib'][k]['VmRSS']:.0f}" for k in ("import", "load", "context", "prefill", "decode"))
+        got = c["max_rss_mib"]
+        out.append(f"| {c['name']} | {st} | {got:.1f} | {est:.1f} | {(est - got) / got * 100:+.1f} % |")
+    print("\n".join(out))
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "_process":
+        p, *n = sys.argv[2:]
+        n_ctx, prompt, nb, ub, fa, rp, al = (int(x) for x in n)
+        print(json.dumps(run_process_case(p, n_ctx, prompt, nb, ub, fa == 1, rp == 1, al == 1)))
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "_case":
         p, mode, ctx, nseq, ub, fa, kv, sf, rp = sys.argv[2:]
         print(json.dumps(run_case(p, mode, int(ctx), int(nseq), int(ub), fa == "1", kv, sf == "1", rp == "1")))
@@ -668,8 +835,19 @@ def main():
     t.add_argument("--dir", default=os.environ.get("MEASURE_DIR", "/tmp/nunchaku-measure"))
     t.add_argument("--golden", default="testdata/golden/measured_llamacpp.json")
     t.add_argument("--phases", default="testdata/golden/llamacpp_compute_phases.json")
+    pr = sub.add_parser("process")
+    pr.add_argument("--gguf-dir", default="/tmp/bench")
+    pr.add_argument("--out", default="testdata/golden/measured_llamacpp_process.json")
+    pt = sub.add_parser("process-table")
+    pt.add_argument("bin")
+    pt.add_argument("--gguf-dir", default="/tmp/bench")
+    pt.add_argument("--golden", default="testdata/golden/measured_llamacpp_process.json")
     args = ap.parse_args()
-    if args.cmd == "measure":
+    if args.cmd == "process":
+        process(args)
+    elif args.cmd == "process-table":
+        process_table(args)
+    elif args.cmd == "measure":
         measure(args)
     else:
         table(args)

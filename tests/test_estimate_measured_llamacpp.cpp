@@ -3,10 +3,11 @@
 // (llama-cpp-python, C API, no tokens decoded) logged for "CPU_Mapped"/"CPU_REPACK" model
 // buffers, "KV buffer size", "output buffer size" and "compute buffer size", and the index of
 // the GGUF it loaded as gguf-py read it (scripts/measure_llamacpp.py; docs/estimate.md).
-// Each component must be within 3 %, and a verdict at a budget 3 % off the measured total
-// must come out right; the compute buffer is also checked against what
-// testdata/golden/llamacpp_compute_phases.json says is alive at llama.cpp's peak
-// (scripts/llamacpp_compute_peak.py), exactly where no allocator hole is involved.
+// Each component must be within 3 %, and the buffers' sum within 3 % of llama.cpp's; the
+// compute buffer is also checked against what testdata/golden/llamacpp_compute_phases.json
+// says is alive at llama.cpp's peak (scripts/llamacpp_compute_peak.py), exactly where no
+// allocator hole is involved. The whole process's peak (max RSS of a llama-cpp-python run on real GGUFs,
+// testdata/golden/measured_llamacpp_process.json) is checked against the estimate's total.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -137,8 +138,10 @@ TEST_CASE("estimate --runtime llama.cpp: every buffer against llama.cpp's own lo
     const Estimate e = estimate(ck, layout, workload_of(c));
     const json& m = c.at("measured_mib");
     double measured_total = 0;
+    double predicted_total = 0;
     for (auto [log, comp] : kComponents) {
-      const double pred = double(e.component(comp)) / kMiB;
+      // The compute buffer as llama.cpp reserves it (activations charges the pages a run writes).
+      const double pred = double(std::string(log) == "compute" ? e.llamacpp_compute_buffer : e.component(comp)) / kMiB;
       if (!m.contains(log)) {
         // Not logged: no such buffer (no repack), or the memory-fit mode's dummy buffers.
         if (std::string(log) == "model_CPU_REPACK" && c.at("mode") == "alloc") CHECK(pred == 0);
@@ -148,6 +151,7 @@ TEST_CASE("estimate --runtime llama.cpp: every buffer against llama.cpp's own lo
       const double got = m.at(log).get<double>() + (std::string(log) == "kv" ? m.value("rs", 0.0) : 0.0);
       INFO(comp << ": predicted " << pred << " MiB, llama.cpp " << got << " MiB");
       measured_total += got;
+      predicted_total += pred;
       if (std::string(log) == "compute") {
         INFO("no replay of this case: scripts/llamacpp_compute_peak.py check --out testdata/golden/llamacpp_compute_phases.json");
         REQUIRE(phases.count(c.at("name").get<std::string>()) == 1);
@@ -159,13 +163,13 @@ TEST_CASE("estimate --runtime llama.cpp: every buffer against llama.cpp's own lo
       CHECK(std::abs(pred - got) <= std::max(0.03 * got, 0.01));
       ++compared;
     }
-    // Verdicts at budgets 3% off the measured total (all of llama.cpp's buffers; the alloc
-    // mode logs every one): above it fits, below it is OOM.
+    // The buffers' total (all of llama.cpp's buffers; the alloc mode logs every one) within
+    // 3 %; the whole process's total, with the pages it writes, is checked against max RSS
+    // by the test below.
     const double compute_got = m.at("compute").get<double>();
-    if (c.at("mode") == "alloc" && std::abs(double(e.component("activations")) / kMiB - compute_got) <= 0.03 * compute_got) {
-      INFO("predicted total " << double(e.per_gpu_total) / kMiB << " MiB, llama.cpp " << measured_total << " MiB");
-      CHECK(verdict(e, uint64_t(measured_total * 1.03 * kMiB)).fits);
-      CHECK_FALSE(verdict(e, uint64_t(measured_total * 0.97 * kMiB)).fits);
+    if (c.at("mode") == "alloc" && std::abs(double(e.llamacpp_compute_buffer) / kMiB - compute_got) <= 0.03 * compute_got) {
+      INFO("predicted buffers " << predicted_total << " MiB, llama.cpp " << measured_total << " MiB");
+      CHECK(std::abs(predicted_total - measured_total) <= 0.03 * measured_total);
       ++verdicts;
     }
   }
@@ -289,6 +293,7 @@ TEST_CASE("estimate --runtime llama.cpp: a Hugging Face checkpoint's compute buf
     const Estimate from_gguf = estimate(gguf, describe_model(gguf), w);
     const Estimate from_hf = estimate(hf, describe_model(hf), w);
     CHECK(from_hf.component("activations") == from_gguf.component("activations"));
+    CHECK(from_hf.llamacpp_compute_buffer == from_gguf.llamacpp_compute_buffer);
     // The KV cache too: the windows llama.cpp drops (its llama arch has none, its phi3 turns
     // phi-3's off) are dropped from the Hugging Face what-if as well.
     CHECK(from_hf.component("kv_cache") == from_gguf.component("kv_cache"));
@@ -297,6 +302,69 @@ TEST_CASE("estimate --runtime llama.cpp: a Hugging Face checkpoint's compute buf
   // phi4 (a fused gate|up), transformers 5's fused experts (mixtral, qwen2-moe, olmoe,
   // qwen3-moe, deepseek v2/v3, gpt-oss, llama4), jamba and the dense ones.
   CHECK(families.size() >= 22);
+}
+
+}  // namespace nunchaku
+
+namespace nunchaku {
+namespace {
+
+// Cases where the estimate is known to miss the measured peak by more than 3 %, and why
+// (docs/measured_llamacpp.md, "The whole process").
+const std::map<std::string, std::string> kProcessMisses = {
+    {"smol135m-q8_0 ctx8192 prompt100 b2048 ub512 fa repack",
+     "a 100-token prompt in an 8192-cell context: the run's one micro-batch of 100 tokens over 256 cells writes 4 MiB of the "
+     "compute buffer where a run that reaches --context in micro-batches of 512 writes 16 (estimate's answer); --ubatch 100 "
+     "answers this run (377.6 MiB, -0.3 %)"}};
+
+Workload process_workload_of(const nlohmann::json& c) {
+  Workload w;
+  w.runtime = Runtime::LlamaCpp;
+  w.target = Target::Cpu;
+  w.batch = 1;
+  w.context = c.at("context").get<int64_t>();
+  w.prefill_chunk = c.at("batch").get<int64_t>();
+  w.ubatch = c.at("ubatch").get<int64_t>();
+  w.attention = c.at("flash_attention").get<bool>() ? Attention::Flash : Attention::Eager;
+  w.kv_dtype = DType::F16;
+  w.repack = c.at("repack").get<bool>();  // Q4_0 / Q4_K repack alike with AVX2 (the golden's CPU) and AVX-512
+  w.all_logits = c.at("all_logits").get<bool>();
+  return w;
+}
+
+}  // namespace
+
+// The whole process: testdata/golden/measured_llamacpp_process.json holds, per case, the
+// maximum RSS (/usr/bin/time -v) of a fresh llama-cpp-python process that imports llama_cpp,
+// loads a real GGUF (mmap), makes a context and decodes a prompt and 16 tokens
+// (scripts/measure_llamacpp.py process), with the index of the GGUF it loaded. The estimate's
+// total (llama.cpp's buffers as the run writes them, python_runtime, cpu_runtime) must be
+// within 3 % of it, and verdicts at budgets 3 % above and below it right, except in the cases
+// kProcessMisses names, which must still miss as said.
+TEST_CASE("estimate --runtime llama.cpp --device cpu: the whole process's peak against its max RSS", "[estimate][estimate-measured]") {
+  const json g = test::read_json(test::testdata("golden/measured_llamacpp_process.json"));
+  const json& cases = g.at("cases");
+  REQUIRE(cases.size() >= 10);
+  size_t within = 0;
+  for (const auto& c : cases) {
+    const std::string name = c.at("name").get<std::string>(), file = c.at("file").get<std::string>();
+    const Checkpoint ck = checkpoint_of(file, g.at("files").at(file));
+    const Estimate e = estimate(ck, describe_model(ck), process_workload_of(c));
+    const double pred = double(e.per_gpu_total) / kMiB, got = c.at("max_rss_mib").get<double>();
+    INFO(name << ": predicted " << pred << " MiB, max RSS " << got << " MiB");
+    const auto miss = kProcessMisses.find(name);
+    if (miss != kProcessMisses.end()) {
+      INFO("known miss: " << miss->second);
+      CHECK(std::abs(pred - got) > 0.03 * got);
+      continue;
+    }
+    CHECK(std::abs(pred - got) <= 0.03 * got);
+    CHECK(verdict(e, uint64_t(got * 1.03 * kMiB)).fits);
+    CHECK_FALSE(verdict(e, uint64_t(got * 0.97 * kMiB)).fits);
+    ++within;
+  }
+  CHECK(within + kProcessMisses.size() == cases.size());
+  CHECK(within >= 10);
 }
 
 }  // namespace nunchaku

@@ -92,6 +92,14 @@ struct Estimate {
   // backend's run state: attention scores, kernel thread buffers); 0 = activation_bytes.
   uint64_t cpu_activation_bytes = 0;
   uint64_t logits_bytes = 0;              // on the device that holds the head
+  // llama.cpp: its compute buffer as it reserves it (its "compute buffer size" log line: the
+  // graph of u tokens, every one an output). On the CPU `activations` charges the pages of it
+  // the run writes (docs/measured_llamacpp.md, "The whole process"); on a GPU all of it.
+  uint64_t llamacpp_compute_buffer = 0;
+  // llama.cpp on the CPU: its own state beside the buffers it logs (the cpu_runtime overhead),
+  // and that term in words.
+  uint64_t llamacpp_state = 0;
+  std::string llamacpp_state_formula;
   // PyTorch on the CPU: what glibc's heap keeps of freed blocks at the peak (the glibc_heap
   // overhead, docs/estimate.md), and the term it is, in words.
   uint64_t heap_retained = 0;

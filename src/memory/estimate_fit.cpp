@@ -359,6 +359,8 @@ nlohmann::json to_json(const Estimate& e) {
     formulas[c.name] = c.formula;
   }
   j["component_bytes"] = comps;
+  // llama.cpp: its compute buffer as it reserves it (its log line), beside what activations charges.
+  if (e.llamacpp_compute_buffer > 0) j["llamacpp_compute_buffer_bytes"] = e.llamacpp_compute_buffer;
   j["host_component_bytes"] = host;
   j["formulas"] = formulas;
   j["overheads"] = json::array();

@@ -86,6 +86,8 @@ constexpr uint64_t kMiB = 1ULL << 20;
 // docs/measured_torch.md): RSS after the imports, and from_pretrained's own residue.
 constexpr uint64_t kTorchImportBytes = 546 * kMiB;
 constexpr uint64_t kTorchLoaderBytes = 184 * kMiB;
+// llama-cpp-python on the CPU (scripts/measure_llamacpp.py process): RSS after the import.
+constexpr uint64_t kLlamaCppImportBytes = 44 * kMiB;
 constexpr uint64_t kVllmBlock = 16;            // vLLM --block-size default (CUDA)
 constexpr uint64_t kVllmBatchedTokens = kVllmMaxNumBatchedTokens;  // profile run (chunked prefill)
 constexpr uint64_t kVllmMaxSeqs = kVllmMaxNumSeqs;                  // sampler profile run
@@ -355,8 +357,13 @@ void add_overheads(Estimate& e, uint64_t slack_default) {
             "environment freed blocks go back to the kernel: then use --overhead glibc_heap=0");
       }
     }
-    else
-      over("cpu_runtime", 0, "not measured for llama.cpp: set with --overhead cpu_runtime=SIZE");
+    else {
+      // llama-cpp-python's process (docs/measured_llamacpp.md, "The whole process").
+      over("python_runtime", kLlamaCppImportBytes,
+           "RSS after `import llama_cpp` (llama-cpp-python 0.3.36, Python 3.11: the interpreter, libllama and ggml; measured). "
+           "llama-cli / llama-server: no Python, set --overhead python_runtime=SIZE (a C program linking libllama: 7 MiB)");
+      over("cpu_runtime", e.llamacpp_state, "llama.cpp's state beside its buffers: " + e.llamacpp_state_formula);
+    }
     return;
   }
   over("cuda_context", 500 * kMiB, "CUDA context + kernel images (default 500 MiB; measure with nvidia-smi after torch.cuda.init())");

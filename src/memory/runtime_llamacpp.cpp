@@ -218,6 +218,7 @@ Weights weights_of(const Checkpoint& ck, CpuIsa isa) {
 // attention spans (full and sliding-window) and whether flash attention is on.
 struct Reserved {
   uint64_t u = 0, n_kv = 0, n_kv_swa = 0, n_stream = 1;
+  uint64_t outputs = 0;  // the rows the last layer keeps: 0 = all u (the graph llama.cpp reserves)
   bool flash = true, kv_quantized = false;
 };
 
@@ -228,7 +229,7 @@ std::optional<Component> planned_compute(const Graph& g, const Reserved& r) {
   if (!llamacpp_graph::has_graph(g.gguf_arch)) return std::nullopt;
   llamacpp_graph::Dims d;
   d.n_stream = int64_t(std::max<uint64_t>(r.n_stream, 1));
-  d.outputs = int64_t(r.u);
+  d.outputs = int64_t(r.outputs > 0 ? std::min(r.outputs, r.u) : r.u);
   d.u = (int64_t(r.u) + d.n_stream - 1) / d.n_stream * d.n_stream;  // graph_reserve: a multiple of the sequences
   d.n_kv = int64_t(r.n_kv);
   d.n_kv_swa = int64_t(r.n_kv_swa);
@@ -256,9 +257,11 @@ std::optional<Component> planned_compute(const Graph& g, const Reserved& r) {
   for (const auto& x : p.at_peak) alive += x.bytes;
   return Component{"activations", p.size,
                    fmt::format("compute buffer: ggml-alloc's plan of llama.cpp's {} graph for one micro-batch of u = {} tokens "
-                               "({} sequences, {} cache cells each{}): {} tensors alive at its peak ({} B), {} B of holes under it",
-                               g.gguf_arch, d.u, d.n_stream, d.n_kv, d.flash ? ", flash attention" : "", p.at_peak.size(), alive,
-                               p.size > alive ? p.size - alive : 0)};
+                               "({} sequences, {} cache cells each{}, {} of output): {} tensors alive at its peak ({} B), {} B of "
+                               "holes under it",
+                               g.gguf_arch, d.u, d.n_stream, d.n_kv, d.flash ? ", flash attention" : "",
+                               d.outputs == d.u ? std::string("every token") : plural(uint64_t(d.outputs), "row"), p.at_peak.size(),
+                               alive, p.size > alive ? p.size - alive : 0)};
 }
 
 // The compute buffer: the largest set of tensors ggml-alloc keeps alive at once in the
@@ -290,7 +293,8 @@ Component compute_buffer(const Graph& g, const Reserved& r, const Workload& w) {
   const uint64_t layer = std::max({attn, ffn_dense, ffn_moe, ffn_shared});
   // After the last layer: the logits u·V beside the final norm's input and output (u·h each),
   // and the last residual where the graph keeps it as an output (gpt-oss).
-  const uint64_t out = mul({u, add(g.V, mul({g.keeps_residual ? 3u : 2u, g.h})), 4});
+  const uint64_t o = r.outputs > 0 ? std::min(r.outputs, u) : u;
+  const uint64_t out = mul({o, add(g.V, mul({g.keeps_residual ? 3u : 2u, g.h})), 4});
   std::string ffn = g.dense_layers ? "dense (3·I + 4·h)" : "";
   if (g.experts > 0) {
     ffn += fmt::format("{}routed (3·k·I_exp + 3·h)", ffn.empty() ? "" : ", ");
@@ -298,9 +302,9 @@ Component compute_buffer(const Graph& g, const Reserved& r, const Workload& w) {
   }
   return {"activations", std::max(add(layer, mask), out),
           fmt::format("compute buffer for one micro-batch u = min(n_ubatch {}, n_batch {}, n_ctx) = {} (f32): max(layer + KQ mask{} "
-                      "u·n_kv({}{})·{} B, output u·(V+{}·h)·4 B); layer = max(attention {}{}, ffn {})·u·4 B",
+                      "u·n_kv({}{})·{} B, output {} rows·(V+{}·h)·4 B); layer = max(attention {}{}, ffn {})·u·4 B",
                       w.ubatch > 0 ? w.ubatch : kLlamaCppUbatch, w.prefill_chunk, u, windows ? "s" : "", n_kv,
-                      windows ? fmt::format(" + {}", n_kv_swa) : "", flash ? "2 (f16, flash)" : "4 (f32)",
+                      windows ? fmt::format(" + {}", n_kv_swa) : "", flash ? "2 (f16, flash)" : "4 (f32)", o,
                       g.keeps_residual ? 3 : 2, g.mla ? "(a·(nope + 2·rope + 2·kv_lora + v_head) + 4·h) (MLA)" : "(3·h + 2·q_dim + 2·kv_dim)",
                       flash ? "" : " + KQ a·n_kv", ffn)};
 }
@@ -318,6 +322,106 @@ void drop_windows_llamacpp_drops(Estimate& e, const Checkpoint& ck) {
   s.sliding_window = 0;
   s.layer_attn.clear();
   s.layer_windows.clear();
+}
+
+// On the CPU the compute buffer is memory the kernel gives pages to as the run first writes
+// them: a run that asks for the last token's logits of each sequence (llama-cli, llama-server,
+// llama-cpp-python's Llama) computes graphs whose last layer keeps those rows only, and the
+// reserve's u·V logits are never written; --all-logits writes the whole reserve
+// (docs/measured_llamacpp.md, "The whole process").
+template <class Plan>
+Component resident_compute(const Plan& plan_of, Reserved r, const Component& reserve, const Workload& w) {
+  if (w.all_logits) {
+    Component c = reserve;
+    c.formula = "--all-logits: the whole reserve is written; " + c.formula;
+    return c;
+  }
+  r.outputs = r.n_stream;
+  Component c = plan_of(r).first;
+  c.formula = fmt::format("the pages of llama.cpp's compute buffer ({}, its log line) the run writes: {}", format_bytes(reserve.bytes),
+                          c.formula);
+  return c;
+}
+
+// The output buffer: one row of logits per sequence, as the context reserves it; with
+// --all-logits llama.cpp grows it to one row per token of a llama_decode call (n_batch).
+Component output_buffer(const Estimate& e, const Graph& g, const Workload& w, uint64_t n_batch) {
+  const uint64_t b = uint64_t(std::max<int64_t>(w.batch, 1));
+  if (w.all_logits && e.target == Target::Cpu)
+    return {"logits", mul({std::max(b, n_batch), g.V, 4}),
+            fmt::format("--all-logits: output buffer grown to n_batch({}) rows × vocab({}) × 4 B (one row per token of a "
+                        "llama_decode call)", n_batch, g.V)};
+  return {"logits", mul({b, g.V, 4}), fmt::format("output buffer n_seq_max({}) × vocab({}) × 4 B", w.batch, g.V)};
+}
+
+// A metadata array's length (the GGUF reader summarises long ones as {"array", "length"}).
+uint64_t array_length(const nlohmann::json& md, const char* key) {
+  const auto it = md.find(key);
+  if (it == md.end()) return 0;
+  if (it->is_array()) return it->size();
+  return it->is_object() && it->contains("length") && (*it)["length"].is_number_unsigned() ? (*it)["length"].get<uint64_t>() : 0;
+}
+
+// Bytes per value of the type ggml-cpu converts a matmul's f32 input to for weights of type t
+// (its vec_dot_type): Q8_0 for the 32-value blocks, Q8_K for the k-quants, the 16-bit float
+// itself; 0 for f32 weights (no conversion).
+double input_bytes_per_value(DType t) {
+  switch (t) {
+    case DType::F32: return 0;
+    case DType::F16:
+    case DType::BF16: return 2;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return 292.0 / 256;  // block_q8_K
+    default: return 34.0 / 32;             // block_q8_0
+  }
+}
+
+// ggml-cpu's work buffer (the cplan's work_data, kept at its largest): a matmul's f32 input
+// converted to its weights' dot-product type, for u rows (the output layer: one row per
+// sequence), and without flash attention the softmaxed scores a·u·n_kv converted to f16 for
+// the product with V.
+uint64_t work_buffer(const Checkpoint& ck, const Graph& g, const Reserved& r, uint64_t rows_out, std::string* f) {
+  uint64_t most = 0;
+  std::string what = "none";
+  for (const auto& t : ck.tensors) {
+    if (t.shape.size() < 2 || has(t.name, "token_embd") || has(t.name, "embed_tokens") || has(t.name, "norm")) continue;
+    const bool head = t.name == "output.weight" || has(t.name, "lm_head.");
+    const bool experts = t.shape.size() == 3;
+    const uint64_t rows = head ? rows_out : experts && (has(t.name, "down") || has(t.name, "w2")) ? mul({r.u, g.used}) : r.u;
+    const uint64_t b = uint64_t(input_bytes_per_value(t.dtype) * double(mul({rows, dim(t, 0)})));
+    if (b > most) most = b, what = fmt::format("{}: {} rows × {} inputs as {:.4g} B", t.name, rows, dim(t, 0), input_bytes_per_value(t.dtype));
+  }
+  const uint64_t scores = r.flash ? 0 : mul({g.a, r.u, r.n_kv, 2});
+  if (scores > most) most = scores, what = fmt::format("scores a({}) × u({}) × n_kv({}) × 2 B (no flash attention)", g.a, r.u, r.n_kv);
+  *f = what;
+  return most;
+}
+
+// What llama.cpp keeps beside the buffers it logs (measured, docs/measured_llamacpp.md, "The
+// whole process"): the vocabulary the loader keeps (vocab-only loads of six SPM and BPE
+// vocabularies: a fixed part, per token, per merge), the context's graph metadata (llama.cpp
+// sizes its graphs at 8 nodes per tensor of the model), the file pages of llama.cpp's code and
+// of the GGUF outside the mapped span (2.6-2.9 MiB in every case), ggml-cpu's work buffer.
+constexpr uint64_t kLoaderFixed = 870 << 10, kPerToken = 148, kPerMerge = 161;
+constexpr uint64_t kContextFixed = 300 << 10, kPerTensor = 7 << 10, kCodePages = 2816 << 10;
+
+uint64_t llamacpp_state(const Checkpoint& ck, const Graph& g, const Reserved& r, uint64_t rows_out, std::string* f) {
+  // A Hugging Face what-if has no GGUF vocabulary: its vocab_size tokens, no merges counted.
+  const uint64_t listed = array_length(ck.metadata, "tokenizer.ggml.tokens"), tokens = listed > 0 ? listed : g.V;
+  const uint64_t merges = array_length(ck.metadata, "tokenizer.ggml.merges");
+  const uint64_t vocab = add(add(kLoaderFixed, mul({kPerToken, tokens})), mul({kPerMerge, merges}));
+  const uint64_t graph = add(kContextFixed, mul({kPerTensor, ck.tensors.size()}));
+  std::string work_f;
+  const uint64_t work = work_buffer(ck, g, r, rows_out, &work_f);
+  *f = fmt::format("vocabulary {} ({} + {} B × {} tokens + {} B × {} merges) + the context's graph metadata {} ({} + {} × {} "
+                   "tensors) + code and file pages {} + ggml-cpu's work buffer {} ({}); measured, docs/measured_llamacpp.md",
+                   format_bytes(vocab), format_bytes(kLoaderFixed), kPerToken, tokens, kPerMerge, merges, format_bytes(graph),
+                   format_bytes(kContextFixed), format_bytes(kPerTensor), ck.tensors.size(), format_bytes(kCodePages),
+                   format_bytes(work), work_f);
+  return add(add(vocab, graph), add(kCodePages, work));
 }
 
 }  // namespace
@@ -374,14 +478,20 @@ uint64_t add_llamacpp(Estimate& e, const Checkpoint& ck) {
                           .kv_quantized = dtype_info(e.kv_dtype).block_elems > 1};
   // The rebuilt graph, where there is one, replaces the formula; the formula first bounds what
   // is planned (a hostile header's dimensions never reach the planner).
-  const Component formula = compute_buffer(g, reserved, w);
-  const std::optional<Component> planned =
-      formula.bytes < (uint64_t(1) << 40) && g.layers <= 4096 ? planned_compute(g, reserved) : std::nullopt;
-  const Component compute = planned ? *planned : formula;
-  e.activation_bytes = compute.bytes;
-  e.gpu.push_back(compute);
-  e.logits_bytes = mul({b, g.V, 4});
-  e.gpu.push_back({"logits", e.logits_bytes, fmt::format("output buffer n_seq_max({}) × vocab({}) × 4 B", w.batch, g.V)});
+  const auto plan_of = [&](const Reserved& r) {
+    const Component formula = compute_buffer(g, r, w);
+    const std::optional<Component> planned =
+        formula.bytes < (uint64_t(1) << 40) && g.layers <= 4096 ? planned_compute(g, r) : std::nullopt;
+    return std::pair{planned ? *planned : formula, planned.has_value()};
+  };
+  const auto [compute, planned] = plan_of(reserved);
+  e.llamacpp_compute_buffer = compute.bytes;
+  e.gpu.push_back(e.target == Target::Cpu ? resident_compute(plan_of, reserved, compute, w) : compute);
+  e.activation_bytes = e.gpu.back().bytes;
+  e.gpu.push_back(output_buffer(e, g, w, n_batch));
+  e.logits_bytes = e.gpu.back().bytes;
+  if (e.target == Target::Cpu)
+    e.llamacpp_state = llamacpp_state(ck, g, reserved, w.all_logits ? u : b, &e.llamacpp_state_formula);
 
   const bool as_stored = ck.format == Format::GGUF && !w.dtype && w.quant.scheme == QuantScheme::None;
   if (e.target == Target::Cpu && as_stored) {
