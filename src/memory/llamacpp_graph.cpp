@@ -261,7 +261,7 @@ class Decoder : Ops {
   int ffn(int cur, int64_t I) {
     if (t_.fused_gate_up) {  // ggml_swiglu of the one [2·I] product: its halves in one op
       const int up = mm(2 * I, cur);
-      return mm(d_.h, compute({I, d_.u, 1, 1}, {up}));
+      return mm(d_.h, compute({I, ne(cur)[1], 1, 1}, {up}));
     }
     const int up = mm(I, cur);
     const int gate = mm(I, cur);
@@ -272,7 +272,7 @@ class Decoder : Ops {
   // all but the best groups_used groups are set to -inf (ggml_fill, then ggml_set_rows of the
   // kept groups' rows into it).
   int best_groups(int scores) {
-    const int64_t u = d_.u, G = d_.groups, per = d_.E / d_.groups;
+    const int64_t u = ne(scores)[1], G = d_.groups, per = d_.E / d_.groups;
     const int grouped = reshape(scores, {per, G, u, 1});
     int best = view(compute({per, G, u, 1}, {grouped}, Type::I32), {2, G, u, 1}, false);  // argsort_top_k
     best = get_rows(reshape(grouped, {1, per, G, u}), best);  // [1, 2, G, u]
@@ -285,8 +285,9 @@ class Decoder : Ops {
   }
 
   // build_moe_ffn: router, top-k, routed experts weighted and summed; then a shared expert.
+  // Over cur's rows (n_tokens = cur->ne[1]): the last layer's are the output rows only.
   int moe_ffn(int cur) {
-    const int64_t u = d_.u, E = d_.E, k = d_.k;
+    const int64_t u = ne(cur)[1], E = d_.E, k = d_.k;
     int logits = mm(E, cur);
     if (d_.router_bias) logits = add_w(logits);
     const int probs = t_.softmax_weight ? logits : unary(logits);  // soft_max (sigmoid) over all experts
