@@ -694,6 +694,19 @@ TEST_CASE("estimate --runtime transformers: SDPA by default, eager adds exactly 
   CHECK(sdpa.component("logits") == 32000ULL * (2 + 4));
   // KV notes the context warning when above the model's maximum (4096).
   CHECK(std::any_of(sdpa.notes.begin(), sdpa.notes.end(), [](const std::string& n) { return n.rfind("warning: --context 32768", 0) == 0; }));
+  // vLLM's refusal of a longer --max-model-len is named for vLLM only (transformers and
+  // llama.cpp run past the trained length).
+  const auto names_vllm = [](const Estimate& x) {
+    return std::any_of(x.notes.begin(), x.notes.end(), [](const std::string& n) {
+      return n.rfind("warning: --context 32768", 0) == 0 && n.find("vLLM refuses") != std::string::npos;
+    });
+  };
+  CHECK_FALSE(names_vllm(sdpa));
+  w.attention = Attention::Default;
+  w.runtime = Runtime::Vllm;
+  CHECK(names_vllm(estimate(m.ck, m.layout, w)));
+  w.runtime = Runtime::LlamaCpp;
+  CHECK_FALSE(names_vllm(estimate(m.ck, m.layout, w)));
 }
 
 TEST_CASE("estimate --runtime vllm / llama.cpp: preallocation, budget share, host embeddings", "[estimate][runtime]") {

@@ -594,7 +594,8 @@ Estimate estimate(const Checkpoint& ck, const ModelLayout& layout, const Workloa
                                   w.images_in_context ? ", before the images" : ""));
   if (s.max_context > 0 && w.context > s.max_context)
     e.notes.push_back(fmt::format("warning: --context {} is above the model's maximum ({} positions): the model was not trained "
-                                  "that long, and vLLM refuses a longer --max-model-len", w.context, s.max_context));
+                                  "that long{}", w.context, s.max_context,
+                                  e.runtime == Runtime::Vllm ? ", and vLLM refuses a longer --max-model-len" : ""));
   return e;
 }
 
