@@ -247,6 +247,14 @@ void emit_plan(const PlanCliOptions& o, const std::string& format, const std::st
   }
 }
 
+// No module of the plan on a GPU, and the estimate kept a mixture of experts in host memory
+// beside one (nunchaku's split: estimate's moe_weights host line).
+bool moe_split_without_gpu(const DevicePlan& p, const Estimate& e) {
+  const bool on_gpu = std::any_of(p.module_device.begin(), p.module_device.end(),
+                                  [](const Device& d) { return d.kind == Device::Kind::Cuda; });
+  return !on_gpu && std::any_of(e.host.begin(), e.host.end(), [](const Component& c) { return c.name == "moe_weights"; });
+}
+
 int run_plan(const PlanCliOptions& o) {
   const std::string format = checked_format(o);
   const bool training_export = format == "deepspeed" || format == "fsdp";  // states sharded over ranks, not a device map
@@ -298,7 +306,7 @@ int run_plan(const PlanCliOptions& o) {
     return run_plan_multinode({format, o.output, o.path, r.vram.empty() ? 0 : *std::min_element(r.vram.begin(), r.vram.end()), notes},
                               ck, layout, w);
   const EstimateBasis basis = estimate_basis(ck, layout);
-  w.no_gpu_placement = r.vram.empty() && o.vram.empty() && !o.min_vram;
+  w.no_gpu_placement = r.vram.empty() && !o.min_vram;  // no --vram, or --vram 0
   Estimate e = estimate(ck, layout, w, basis);
 
   std::optional<uint64_t> minv;
@@ -316,6 +324,14 @@ int run_plan(const PlanCliOptions& o) {
                                 format_bytes(r.vram.front())));
   AccelerateMap amap;
   DevicePlan p = r.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e, r, &amap) : make_plan(e, r);
+  // GPUs too small for any module: the run is the CPU engine's, which runs the mixtures of
+  // experts it would have run beside a GPU in the layers themselves: planned as without a GPU,
+  // so the host is charged them.
+  if (!w.no_gpu_placement && moe_split_without_gpu(p, e)) {
+    w.no_gpu_placement = true;
+    e = estimate(ck, layout, w, basis);
+    p = r.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e, r, &amap) : make_plan(e, r);
+  }
   p.notes.insert(p.notes.begin(), notes.begin(), notes.end());
   placement_notes(p, e, r, o, w, minv);
 
@@ -323,10 +339,17 @@ int run_plan(const PlanCliOptions& o) {
   if (!p.fits && !training_export) {
     Workload planned = w;
     planned.context = e.workload.context;
-    auto replan = [&](const Workload& w2, const PlanRequest& r2) {
-      Estimate e2 = estimate(ck, layout, w2, basis);
+    auto replan = [&](Workload w2, const PlanRequest& r2) {
       AccelerateMap m;
-      return r2.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e2, r2, &m) : make_plan(e2, r2);
+      const auto make = [&](const Estimate& e2) {
+        return r2.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e2, r2, &m) : make_plan(e2, r2);
+      };
+      w2.no_gpu_placement = r2.vram.empty();  // as the plan above: a fix may add or drop GPUs
+      Estimate e2 = estimate(ck, layout, w2, basis);
+      DevicePlan p2 = make(e2);
+      if (w2.no_gpu_placement || !moe_split_without_gpu(p2, e2)) return p2;
+      w2.no_gpu_placement = true;
+      return make(estimate(ck, layout, w2, basis));
     };
     fixes = plan_fixes({planned, r, e.workload.context, static_cast<size_t>(e.spec.num_layers), !o.cpu_ram.empty(), &e}, replan);
     if (format == "vllm")  // refused with it (refuse_export)

@@ -300,3 +300,24 @@ TEST_CASE("MoE plan: Mixtral's accelerate map names the modules transformers 5 b
   CHECK(experts_apart > 0);
   for (const auto& [k, v] : map.items()) CHECK(k.find("block_sparse_moe") == std::string::npos);
 }
+
+TEST_CASE("MoE plan with no usable GPU: the CPU holds the experts (--vram 0, or GPUs too small for any layer)",
+          "[plan][moe]") {
+  // nunchaku beside a GPU keeps each layer's experts in host memory apart from the layers; with
+  // no layer on a GPU the CPU engine runs them in its layers, so the CPU's row holds them and
+  // --cpu-ram is checked against them. Before: the CPU row showed the layers without their
+  // experts (3 GiB of 57) and a 30G host "fit".
+  test::TempDir tmp;
+  const std::string dir = qwen3_moe(tmp);
+  for (const char* vram : {"0", "100M"}) {
+    INFO("--vram " << vram);
+    auto r = test::run_cli({"plan", dir, "--vram", vram, "--context", "4096", "--cpu-ram", "200G", "--json"});
+    REQUIRE(r.exit_code == 0);
+    const json p = json::parse(r.out);
+    const json& cpu = device(p, "cpu");
+    CHECK(cpu["num_layers"] == 48);
+    CHECK(cpu["weight_bytes"].get<uint64_t>() > 48 * kExpertBytesPerLayer);
+    auto small = test::run_cli({"plan", dir, "--vram", vram, "--context", "4096", "--cpu-ram", "30G"});
+    CHECK(small.exit_code == 3);
+  }
+}
