@@ -187,6 +187,21 @@ std::string checked_format(const PlanCliOptions& o) {
 }
 
 // Where the routed experts went and the --min-vram answers, as notes of the plan.
+// nunchaku beside a GPU maps each MoE layer's router and routed experts from the file into host
+// memory (estimate's moe_weights), apart from the CPU's planned charge: where they outgrow the
+// CPU budget left, the kernel reads them from disk again as tokens route to them.
+void host_moe_note(DevicePlan& p, const Estimate& e) {
+  const auto moe = std::find_if(e.host.begin(), e.host.end(), [](const Component& c) { return c.name == "moe_weights"; });
+  const auto cpu = std::find_if(p.devices.begin(), p.devices.end(), [](const DeviceCharge& d) { return d.device.kind == Device::Kind::Cpu; });
+  if (moe == e.host.end() || moe->bytes == 0 || cpu == p.devices.end()) return;
+  const uint64_t left = cpu->budget > cpu->total() ? cpu->budget - cpu->total() : 0;
+  if (moe->bytes <= left) return;
+  p.notes.push_back(fmt::format("the routers and routed experts ({}, moe_weights) are mapped from the file into host memory "
+                                "beside the CPU's {} planned: with {} of --cpu-ram left, up to {} of them are read from disk "
+                                "again as tokens route to them (a slower decode, not an out-of-memory)",
+                                format_bytes(moe->bytes), format_bytes(cpu->total()), format_bytes(left), format_bytes(moe->bytes - left)));
+}
+
 void placement_notes(DevicePlan& p, const Estimate& e, const PlanRequest& r, const PlanCliOptions& o, const Workload& w,
                      std::optional<uint64_t> minv) {
   if (const auto cpu = cpu_expert_layers(p, e); !cpu.empty() && !r.vram.empty())
@@ -200,6 +215,7 @@ void placement_notes(DevicePlan& p, const Estimate& e, const PlanRequest& r, con
     p.notes.push_back(fmt::format("routed experts of {} on disk, read expert by expert as tokens route to them (the rest of "
                                   "each layer stays in memory): layers {}",
                                   plural(disk_experts.size(), "layer"), format_ranges(disk_experts)));
+  host_moe_note(p, e);
   if (minv) p.notes.push_back(fmt::format("min VRAM per GPU for everything on {}: {} ({} B)", plural(std::max<size_t>(1, r.vram.size()), "GPU"),
                                           format_bytes(*minv), *minv));
   else if (o.min_vram) p.notes.push_back("min VRAM: no budget holds every module on the GPUs");

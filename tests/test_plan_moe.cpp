@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "core/units.hpp"
 #include "tests/arch_fixture.hpp"
 #include "tests/helpers.hpp"
 
@@ -320,4 +321,37 @@ TEST_CASE("MoE plan with no usable GPU: the CPU holds the experts (--vram 0, or 
     auto small = test::run_cli({"plan", dir, "--vram", vram, "--context", "4096", "--cpu-ram", "30G"});
     CHECK(small.exit_code == 3);
   }
+}
+
+TEST_CASE("MoE plan beside a GPU: experts that outgrow --cpu-ram are named as read from disk again", "[plan][moe]") {
+  test::TempDir tmp;
+  const std::string dir = qwen3_moe(tmp);
+  auto est = test::run_cli({"estimate", dir, "--vram", "40G", "--context", "4096", "--json"});
+  REQUIRE(est.exit_code == 0);
+  const uint64_t moe = json::parse(est.out)["host_component_bytes"]["moe_weights"].get<uint64_t>();
+  REQUIRE(moe > 48 * kExpertBytesPerLayer);  // every layer's routed experts, and its router
+  const auto note_of = [](const json& plan) {
+    for (const auto& n : plan["notes"])
+      if (n.get<std::string>().find("read from disk again") != std::string::npos) return n.get<std::string>();
+    return std::string();
+  };
+  bool named = false;
+  for (const char* ram : {"20G", "200G"}) {
+    INFO("--cpu-ram " << ram);
+    auto r = test::run_cli({"plan", dir, "--vram", "40G", "--context", "4096", "--cpu-ram", ram, "--json"});
+    REQUIRE(r.exit_code == 0);
+    const json p = json::parse(r.out);
+    const json& cpu = device(p, "cpu");
+    const uint64_t left = cpu["budget_bytes"].get<uint64_t>() - cpu["total_bytes"].get<uint64_t>();
+    const std::string note = note_of(p);
+    if (moe <= left) {
+      CHECK(note.empty());
+    } else {
+      CHECK(std::string(ram) == "20G");
+      named = true;
+      CHECK(note.find(fmt::format("with {} of --cpu-ram left, up to {} of them", format_bytes(left), format_bytes(moe - left))) !=
+            std::string::npos);
+    }
+  }
+  CHECK(named);
 }
