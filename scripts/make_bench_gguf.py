@@ -10,7 +10,10 @@ untied; stacked ffn_*_exps, f32 router and q/k norms, as Qwen3-30B-A3B's Q4_K_M 
 gptoss2b (arch gpt-oss with TYPE mxfp4 only: gpt-oss-20b's layer, hidden 2880, 64:8 heads of
 64, 32 experts of ffn 2880, top 4, sliding window 128 on every other layer, yarn; 4 layers,
 vocab 32000; experts in ggml's MXFP4 blocks with E8M0 scales 2^-10 .. 2^-8, the other
-matrices Q8_0, f32 biases, sinks and router, as llama.cpp's MXFP4_MOE files; ~2 GB).
+matrices Q8_0, f32 biases, sinks and router, as llama.cpp's MXFP4_MOE files; ~2 GB), gemma3_270m
+(arch gemma3, as Gemma-3-270M: hidden 640, 18 layers, 4:1 heads of 256, ffn 2048, vocab 262144,
+tied; sliding window 512 on 5 of every 6 layers, q/k norms and the norms after attention and
+after the FFN).
 TYPE (not gptoss2b): q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k f16 bf16 f32 (every matrix, the tied
 embedding/head too; norms f32). K-quants need rows of a multiple of 256: other rows take
 llama.cpp's fallback type (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), as its quantizer
@@ -38,6 +41,9 @@ SHAPES = {
     # gpt-oss-20b's layer (scripts/bench_experts.sh): MXFP4 experts, 4 of its 24 layers.
     "gptoss2b": dict(hidden=2880, layers=4, heads=64, kv=8, head_dim=64, ffn=2880, vocab=32000, experts=32, top_k=4,
                      window=128),
+    # Gemma-3-270M (scripts/measure_llamacpp.py process: a sliding-window model).
+    "gemma3_270m": dict(hidden=640, layers=18, heads=4, kv=1, head_dim=256, ffn=2048, vocab=262144, window=512,
+                        window_pattern=6),
 }
 TYPES = {"q4_k_m": QT.Q4_K, "q4_0": QT.Q4_0, "q4_1": QT.Q4_1, "q5_0": QT.Q5_0, "q5_1": QT.Q5_1, "q8_0": QT.Q8_0, "q4_k": QT.Q4_K,
          "q5_k": QT.Q5_K, "q6_k": QT.Q6_K, "f16": QT.F16, "bf16": QT.BF16, "f32": QT.F32}
@@ -163,9 +169,9 @@ def main():
         return main_gptoss(out, SHAPES[shape])
     s, qt = SHAPES[shape], TYPES[tname]
     rng = np.random.default_rng(0)
-    hd = s["hidden"] // s["heads"]
-    moe = "experts" in s
-    arch = "qwen3moe" if moe else "llama"
+    hd = s.get("head_dim", s["hidden"] // s["heads"])
+    moe, gemma3 = "experts" in s, "window_pattern" in s
+    arch = "qwen3moe" if moe else "gemma3" if gemma3 else "llama"
     w = gguf.GGUFWriter(out, arch)
     w.add_name(f"bench-{shape}-{tname}")
     w.add_context_length(2048)
@@ -178,30 +184,35 @@ def main():
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(10000.0)
     w.add_vocab_size(s["vocab"])
-    if moe:
+    if moe or gemma3:
         w.add_key_length(hd)
         w.add_value_length(hd)
+    if gemma3:
+        w.add_sliding_window(s["window"])
+        w.add_uint32(f"{arch}.attention.sliding_window_pattern", s["window_pattern"])
+    if moe:
         w.add_expert_count(s["experts"])
         w.add_expert_used_count(s["top_k"])
         w.add_expert_feed_forward_length(s["ffn"])
     placeholder_vocab(w, s["vocab"])
     w.add_file_type(FILE_TYPE[qt])
 
-    H, KV, F = s["hidden"], s["kv"] * hd, s["ffn"]
+    H, Q, KV, F = s["hidden"], s["heads"] * hd, s["kv"] * hd, s["ffn"]
     E = s.get("experts", 1)
     tensors = [("token_embd.weight", s["vocab"], H)] + ([("output.weight", s["vocab"], H)] if moe else [])
     for l in range(s["layers"]):
-        tensors += [(f"blk.{l}.attn_q.weight", H, H), (f"blk.{l}.attn_k.weight", KV, H),
-                    (f"blk.{l}.attn_v.weight", KV, H), (f"blk.{l}.attn_output.weight", H, H)]
+        tensors += [(f"blk.{l}.attn_q.weight", Q, H), (f"blk.{l}.attn_k.weight", KV, H),
+                    (f"blk.{l}.attn_v.weight", KV, H), (f"blk.{l}.attn_output.weight", H, Q)]
         if moe:  # stacked experts: rows are E x rows of one expert (GGUF ne = [cols, rows, E])
             tensors += [(f"blk.{l}.ffn_gate_exps.weight", E * F, H), (f"blk.{l}.ffn_up_exps.weight", E * F, H),
                         (f"blk.{l}.ffn_down_exps.weight", E * H, F)]
         else:
             tensors += [(f"blk.{l}.ffn_gate.weight", F, H), (f"blk.{l}.ffn_up.weight", F, H),
                         (f"blk.{l}.ffn_down.weight", H, F)]
-    norms = [f"blk.{l}.{n}.weight" for l in range(s["layers"]) for n in ("attn_norm", "ffn_norm")] + ["output_norm.weight"]
+    post = ("post_attention_norm", "post_ffw_norm") if gemma3 else ()
+    norms = [f"blk.{l}.{n}.weight" for l in range(s["layers"]) for n in ("attn_norm", "ffn_norm") + post] + ["output_norm.weight"]
     # f32 vectors and matrices beside the quantized ones: per-head q/k norms, the router.
-    extra = [(f"blk.{l}.{n}.weight", [hd]) for l in range(s["layers"]) for n in ("attn_q_norm", "attn_k_norm")] if moe else []
+    extra = [(f"blk.{l}.{n}.weight", [hd]) for l in range(s["layers"]) for n in ("attn_q_norm", "attn_k_norm")] if moe or gemma3 else []
     extra += [(f"blk.{l}.ffn_gate_inp.weight", [E, H]) for l in range(s["layers"])] if moe else []
     shape_of = lambda name, rows, row_len: [E, rows // E, row_len] if "_exps" in name else [rows, row_len]
     # Tensor infos first (shapes only), then the data one tensor at a time.

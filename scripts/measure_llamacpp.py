@@ -3,6 +3,7 @@
     python scripts/measure_llamacpp.py measure [--dir /tmp/nunchaku-measure] [--out testdata/golden/measured_llamacpp.json]
     python scripts/measure_llamacpp.py table BIN [--golden testdata/golden/measured_llamacpp.json]
     python scripts/measure_llamacpp.py process [--gguf-dir /tmp/bench] [--out testdata/golden/measured_llamacpp_process.json]
+                                               [--llama-completion BIN] [--remeasure]
     python scripts/measure_llamacpp.py process-table BIN [--gguf-dir /tmp/bench]
 
 `measure` writes GGUFs with the real dimensions of public models (sparse: the tensor index
@@ -31,15 +32,19 @@ Every case keeps those size lines as `kv_caches` (an iswa model's non-SWA cache,
 cache) and `rs_caches`; tests/test_estimate_measured_llamacpp.cpp checks the estimate's KV and
 recurrent state against them exactly, cache by cache.
 
-`process` runs real GGUFs (--gguf-dir, default /tmp/bench: the smol135m, llama1b and
-qwen3moe1b files scripts/make_bench_gguf.py writes) through a whole llama-cpp-python process per
-case of PROCESS_CASES: import, load (mmap), context, a prompt of P tokens in llama_decode calls of
-n_batch, then 16 decode steps, each with only the last token's logits (as llama-cli, llama-server
-and llama-cpp-python's Llama do), or every position's where the case says so. Each process runs
-under /usr/bin/time -v (its maximum resident set size is the measurement: interpreter, libraries
-and llama.cpp together) and reports VmRSS / RssAnon / RssFile after each stage. It writes
-testdata/golden/measured_llamacpp_process.json (versions, CPU, the files' index, the cases) that
-tests/test_estimate_measured_llamacpp_process.cpp checks the estimate's total against.
+`process` runs real GGUFs (--gguf-dir, default /tmp/bench: the smol135m, llama1b, qwen3moe1b and
+gemma3_270m files scripts/make_bench_gguf.py writes) through a whole llama-cpp-python process per
+case of PROCESS_CASES: import, load (mmap), context (n_seq_max sequences, a KV type, swa_full,
+kv_unified), each sequence's prompt of P tokens in llama_decode calls of n_batch, then 16 decode
+steps of one token per sequence, each with only the last token's logits (as llama-cli,
+llama-server and llama-cpp-python's Llama do), or every position's where the case says so. Each
+process runs under /usr/bin/time -v (its maximum resident set size is the measurement:
+interpreter, libraries and llama.cpp together) and reports VmRSS / RssAnon / RssFile after each
+stage. The cases whose runner is llama-completion run llama.cpp's own program instead (no Python;
+--llama-completion BIN, built from the vendored sources) on a prompt file it tokenizes to P tokens,
+with the same settings as flags. It writes testdata/golden/measured_llamacpp_process.json
+(versions, CPU, the files' index, the cases; a case --out already holds is kept as measured unless
+--remeasure) that tests/test_estimate_measured_llamacpp.cpp checks the estimate's total against.
 
 `table` runs BIN estimate for every golden case (on the GGUFs `measure` left in --dir) and
 prints the predicted-vs-measured table that docs/measured_llamacpp.md keeps, with the holes
@@ -54,6 +59,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple, Optional
 
 MiB = 1 << 20
 
@@ -668,33 +674,80 @@ def table(args):
 
 # --- the whole process ---------------------------------------------------------------------
 
-# (GGUF in --gguf-dir, n_ctx, prompt tokens, n_batch, n_ubatch, flash, repack, all_logits): one
-# sequence; 16 tokens decoded after the prompt (the prompt + 16 fill n_ctx where P = n_ctx - 16).
+class ProcessCase(NamedTuple):
+    """One run: the GGUF in --gguf-dir, the context and the prompt per sequence (16 tokens are
+    decoded after it: the prompt + 16 fill the context where P = context - 16), llama_decode's
+    n_batch and n_ubatch, flash attention, repacking, every position's logits or the last
+    token's; the sequences (n_seq_max: each its own prompt, decoded side by side), the KV type
+    (K and V alike), swa_full (None: llama_context_default_params's, on), kv_unified, and the
+    program: llama-cpp-python ("python") or llama.cpp's llama-completion (--llama-completion)."""
+    file: str
+    context: int
+    prompt: int
+    batch: int
+    ubatch: int
+    flash: bool
+    repack: bool
+    all_logits: bool = False
+    seqs: int = 1
+    kv: str = "f16"
+    swa_full: Optional[bool] = None
+    unified: bool = False
+    runner: str = "python"
+
+
+P = ProcessCase
 PROCESS_CASES = [
-    ("smol135m-q8_0", 2048, 1500, 2048, 512, True, True, False),
-    ("smol135m-q8_0", 2048, 2032, 2048, 512, False, True, False),
-    ("smol135m-q8_0", 8192, 100, 2048, 512, True, True, False),
-    ("smol135m-q8_0", 1024, 1008, 1024, 512, True, True, True),
-    ("smol135m-f16", 4096, 4080, 2048, 512, True, True, False),
-    ("smol135m-q4_k", 1024, 1008, 256, 256, True, True, False),
-    ("smol135m-q4_k", 1024, 1008, 256, 256, True, False, False),
-    ("llama1b-q4_0", 2048, 2032, 2048, 512, True, True, False),
-    ("llama1b-q4_0", 2048, 2032, 2048, 512, True, False, False),
-    ("llama1b-q4_k", 1024, 1008, 512, 128, True, True, False),
-    ("llama1b-q8_0", 4096, 4080, 2048, 1024, True, True, False),
-    ("llama1b-f16", 1024, 1008, 1024, 512, False, True, False),
-    ("qwen3moe1b-q4_k", 2048, 2032, 2048, 512, True, True, False),
-    ("qwen3moe1b-q8_0", 1024, 1008, 1024, 256, False, True, False),
-    ("qwen3moe1b-f16", 1024, 300, 1024, 512, True, True, False),
+    P("smol135m-q8_0", 2048, 1500, 2048, 512, True, True),
+    P("smol135m-q8_0", 2048, 2032, 2048, 512, False, True),
+    P("smol135m-q8_0", 8192, 100, 2048, 512, True, True),
+    P("smol135m-q8_0", 1024, 1008, 1024, 512, True, True, all_logits=True),
+    P("smol135m-f16", 4096, 4080, 2048, 512, True, True),
+    P("smol135m-q4_k", 1024, 1008, 256, 256, True, True),
+    P("smol135m-q4_k", 1024, 1008, 256, 256, True, False),
+    P("llama1b-q4_0", 2048, 2032, 2048, 512, True, True),
+    P("llama1b-q4_0", 2048, 2032, 2048, 512, True, False),
+    P("llama1b-q4_k", 1024, 1008, 512, 128, True, True),
+    P("llama1b-q8_0", 4096, 4080, 2048, 1024, True, True),
+    P("llama1b-f16", 1024, 1008, 1024, 512, False, True),
+    P("qwen3moe1b-q4_k", 2048, 2032, 2048, 512, True, True),
+    P("qwen3moe1b-q8_0", 1024, 1008, 1024, 256, False, True),
+    P("qwen3moe1b-f16", 1024, 300, 1024, 512, True, True),
+    # Several sequences: one KV stream each, or one unified stream (kv_unified)
+    P("smol135m-q8_0", 1024, 1008, 2048, 512, True, True, seqs=4),
+    P("smol135m-q8_0", 1024, 1008, 2048, 512, True, True, seqs=4, unified=True),
+    P("llama1b-q4_0", 1024, 1008, 2048, 512, True, True, seqs=4),
+    P("qwen3moe1b-q4_k", 512, 496, 1024, 256, False, True, seqs=2),
+    # A quantized KV cache (flash attention: llama.cpp needs it for a quantized V)
+    P("smol135m-q8_0", 4096, 4080, 2048, 512, True, True, kv="q8_0"),
+    P("llama1b-q4_0", 2048, 2032, 2048, 512, True, True, kv="q8_0"),
+    P("llama1b-q8_0", 2048, 2032, 2048, 512, True, True, kv="q4_0"),
+    # A sliding-window model (Gemma-3-270M's shape): llama_context_default_params's swa_full
+    # (on) and off
+    P("gemma3_270m-q8_0", 4096, 4080, 2048, 512, True, True),
+    P("gemma3_270m-q8_0", 4096, 4080, 2048, 512, True, True, swa_full=False),
+    P("gemma3_270m-q8_0", 2048, 2032, 2048, 512, False, True, swa_full=False),
+    # llama.cpp's own program, no Python (common_params' defaults: swa_full off)
+    P("smol135m-q8_0", 2048, 2032, 2048, 512, True, True, runner="llama-completion"),
+    P("llama1b-q4_0", 2048, 2032, 2048, 512, True, True, runner="llama-completion"),
+    P("gemma3_270m-q8_0", 4096, 4080, 2048, 512, True, True, swa_full=False, runner="llama-completion"),
 ]
 PROCESS_DECODE = 16
 PROCESS_THREADS = 2
+# What a program without Python holds besides llama.cpp's state (docs/measured_llamacpp.md):
+# the estimate's `--overhead python_runtime=` for the llama-completion cases.
+LLAMA_CPP_PROGRAM_RUNTIME = "7M"
 
 
 def process_case_name(c):
-    f, n_ctx, p, nb, ub, fa, repack, all_logits = c
-    parts = [f, f"ctx{n_ctx}", f"prompt{p}", f"b{nb}", f"ub{ub}", "fa" if fa else "nofa", "repack" if repack else "no-repack"]
-    return " ".join(parts + (["all-logits"] if all_logits else []))
+    parts = [c.file, f"ctx{c.context}", f"prompt{c.prompt}", f"b{c.batch}", f"ub{c.ubatch}", "fa" if c.flash else "nofa",
+             "repack" if c.repack else "no-repack"]
+    parts += ["all-logits"] if c.all_logits else []
+    parts += [f"np{c.seqs}"] if c.seqs > 1 else []
+    parts += [f"kv-{c.kv}"] if c.kv != "f16" else []
+    parts += [] if c.swa_full is None else ["swa-full" if c.swa_full else "no-swa-full"]
+    parts += ["unified"] if c.unified else []
+    return " ".join(parts + ([c.runner] if c.runner != "python" else []))
 
 
 def rss_now():
@@ -707,7 +760,15 @@ def rss_now():
     return out
 
 
-def run_process_case(path, n_ctx, prompt, n_batch, ub, fa, repack, all_logits):
+KV_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2, "f32": 0}
+
+
+def prompt_ids(seq, prompt, vocab):
+    """Sequence seq's prompt: token ids spread over the vocabulary, a different list per sequence."""
+    return [(i * 7919 + 3 + seq * 104723) % vocab for i in range(prompt)]
+
+
+def run_process_case(path, c):
     """In this (fresh) process: what llama-cpp-python holds after each stage of a run."""
     stages = {"start": rss_now()}
     import llama_cpp as L
@@ -722,41 +783,81 @@ def run_process_case(path, n_ctx, prompt, n_batch, ub, fa, repack, all_logits):
     L.llama_backend_init()
     mp = L.llama_model_default_params()
     mp.n_gpu_layers = 0
-    mp.use_extra_bufts = bool(repack)
+    mp.use_extra_bufts = bool(c.repack)
     model = L.llama_model_load_from_file(str(path).encode(), mp)
     if not model:
         sys.exit("".join(logs[-20:]) + f"\nllama.cpp could not load {path}")
     stages["load"] = rss_now()
     cp = L.llama_context_default_params()
-    cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = n_ctx, n_batch, ub, 1
+    cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = c.context * c.seqs, c.batch, c.ubatch, c.seqs
     cp.n_threads = cp.n_threads_batch = PROCESS_THREADS
-    cp.flash_attn_type = 1 if fa else 0
+    cp.flash_attn_type = 1 if c.flash else 0
+    cp.type_k = cp.type_v = KV_TYPES[c.kv]
+    if c.swa_full is not None:
+        cp.swa_full = c.swa_full
+    cp.kv_unified = c.unified
     cp.no_perf = True
     ctx = L.llama_init_from_model(model, cp)
     if not ctx:
         sys.exit("".join(logs[-20:]) + "\nllama.cpp could not create a context")
     stages["context"] = rss_now()
     vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(model))
-    batch = L.llama_batch_init(n_batch, 0, 1)
+    batch = L.llama_batch_init(c.batch, 0, c.seqs)
 
-    def decode(first, ids):
-        batch.n_tokens = len(ids)
-        for i, t in enumerate(ids):
-            batch.token[i], batch.pos[i], batch.n_seq_id[i] = t, first + i, 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = 1 if all_logits or first + i == prompt - 1 or first >= prompt else 0
+    def decode(tokens):  # [(sequence, position, token, logits)]
+        batch.n_tokens = len(tokens)
+        for i, (seq, pos, t, want) in enumerate(tokens):
+            batch.token[i], batch.pos[i], batch.n_seq_id[i], batch.logits[i] = t, pos, 1, 1 if c.all_logits or want else 0
+            batch.seq_id[i][0] = seq
         if L.llama_decode(ctx, batch) != 0:
-            sys.exit(f"llama_decode failed at position {first}")
+            sys.exit(f"llama_decode failed at {tokens[0][:2]}")
 
-    ids = [(i * 7919 + 3) % vocab for i in range(prompt)]
-    for at in range(0, prompt, n_batch):
-        decode(at, ids[at:at + n_batch])
+    # The prompts one sequence after another, in llama_decode calls of n_batch tokens.
+    todo = [(s, i, t, i == c.prompt - 1) for s in range(c.seqs) for i, t in enumerate(prompt_ids(s, c.prompt, vocab))]
+    for at in range(0, len(todo), c.batch):
+        decode(todo[at:at + c.batch])
     stages["prefill"] = rss_now()
     for i in range(PROCESS_DECODE):
-        decode(prompt + i, [(i * 104729 + 5) % vocab])
+        decode([(s, c.prompt + i, (i * 104729 + 5 + s) % vocab, True) for s in range(c.seqs)])
     stages["decode"] = rss_now()
-    out = {k: v for k, v in ((m.group(2) + " " + m.group(3), float(m.group(4))) for m in map(LINE.search, "".join(logs).splitlines()) if m)}
-    return {"stages": stages, "buffers_mib": out, "system_info": L.llama_print_system_info().decode(errors="replace").strip()}
+    return {"stages": stages, "buffers_mib": buffers_of("".join(logs)),
+            "system_info": L.llama_print_system_info().decode(errors="replace").strip()}
+
+
+def buffers_of(log):
+    """llama.cpp's buffer lines ("CPU KV": MiB; an iswa model's two KV lines added up)."""
+    out = {}
+    for m in map(LINE.search, log.splitlines()):
+        if m:
+            key = m.group(2) + " " + m.group(3)
+            out[key] = round(out.get(key, 0.0) + float(m.group(4)), 2)
+    return out
+
+
+def completion_prompt(path, n):
+    """A prompt text that llama-completion tokenizes to exactly n tokens, BOS included (the
+    placeholder vocabulary's pieces "▁tN", one word each), checked with llama.cpp's tokenizer."""
+    import llama_cpp as L
+    L.llama_log_set(ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)(lambda *a: None), None)
+    mp = L.llama_model_default_params()
+    mp.vocab_only = True
+    model = L.llama_model_load_from_file(str(path).encode(), mp)
+    text = " ".join(f"t{(i * 7919 + 3) % 30000}" for i in range(n - 1)).encode()
+    ids = (L.llama_token * (n + 64))()
+    got = L.llama_tokenize(L.llama_model_get_vocab(model), text, len(text), ids, n + 64, True, True)
+    L.llama_model_free(model)
+    if got != n:
+        sys.exit(f"{path}: the prompt is {got} tokens, not {n}")
+    return text.decode()
+
+
+def completion_command(binary, path, c, prompt_file):
+    """llama-completion with the case's settings, as a user would run it (its defaults otherwise)."""
+    assert c.seqs == 1 and not c.all_logits and not c.unified
+    cmd = [binary, "-m", str(path), "-c", str(c.context), "-b", str(c.batch), "-ub", str(c.ubatch), "-fa", "on" if c.flash else "off",
+           "-ctk", c.kv, "-ctv", c.kv, "-t", str(PROCESS_THREADS), "-tb", str(PROCESS_THREADS), "-n", str(PROCESS_DECODE),
+           "--ignore-eos", "-no-cnv", "--no-display-prompt", "-f", str(prompt_file)]
+    return cmd + (["--swa-full"] if c.swa_full else []) + ([] if c.repack else ["--no-repack"])
 
 
 def cpu_name():
@@ -766,26 +867,58 @@ def cpu_name():
     return "?"
 
 
-def process(args):
-    """Every PROCESS_CASES case in a fresh process under /usr/bin/time -v, into --out."""
-    import llama_cpp
-    d = Path(args.gguf_dir)
-    rows, system = [], None
-    for c in PROCESS_CASES:
-        path = d / f"{c[0]}.gguf"
-        print(f"== {process_case_name(c)}", file=sys.stderr)
-        r = subprocess.run(["/usr/bin/time", "-v", sys.executable, __file__, "_process", str(path)] + [str(int(x)) for x in c[1:]],
+def max_rss_mib(time_v):
+    return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", time_v).group(1)) / 1024
+
+
+def measure_process_case(args, c, path):
+    """One case in a fresh process under /usr/bin/time -v: (its row's measured fields, system info)."""
+    if c.runner == "python":
+        r = subprocess.run(["/usr/bin/time", "-v", sys.executable, __file__, "_process", str(path), json.dumps(c._asdict())],
                            capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"case failed: {process_case_name(c)}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
         got = json.loads(r.stdout.strip().splitlines()[-1])
-        max_rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr).group(1)) / 1024
-        system = system or got["system_info"]
-        f, n_ctx, p, nb, ub, fa, repack, all_logits = c
-        rows.append({"name": process_case_name(c), "file": f, "context": n_ctx, "prompt": p, "decoded": PROCESS_DECODE,
-                     "batch": nb, "ubatch": ub, "flash_attention": fa, "repack": repack, "all_logits": all_logits,
-                     "max_rss_mib": round(max_rss, 2), "stages_mib": got["stages"], "buffers_mib": got["buffers_mib"]})
-        print(f"   max RSS {max_rss:.1f} MiB, " + json.dumps(got["buffers_mib"]), file=sys.stderr)
+        return {"max_rss_mib": round(max_rss_mib(r.stderr), 2), "stages_mib": got["stages"], "buffers_mib": got["buffers_mib"]}, \
+            got["system_info"]
+    prompt_file = Path(args.gguf_dir) / f"{c.file}.prompt{c.prompt}.txt"
+    prompt_file.write_text(completion_prompt(path, c.prompt))
+    cmd = completion_command(args.llama_completion, path, c, prompt_file)
+    r = subprocess.run(["/usr/bin/time", "-v"] + cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        sys.exit(f"case failed: {process_case_name(c)}\n{r.stderr[-3000:]}")
+    if f"prompt eval time" not in r.stderr or f"/ {c.prompt} tokens" not in r.stderr:
+        sys.exit(f"{process_case_name(c)}: llama-completion did not report a {c.prompt}-token prompt\n{r.stderr[-2000:]}")
+    line = " ".join(["llama-completion"] + cmd[1:]).replace(str(path), path.name).replace(str(prompt_file), prompt_file.name)
+    return {"max_rss_mib": round(max_rss_mib(r.stderr), 2), "stages_mib": None, "buffers_mib": buffers_of(r.stderr),
+            "command": line}, None
+
+
+def process(args):
+    """Every PROCESS_CASES case in a fresh process under /usr/bin/time -v, into --out. A case the
+    golden at --out already holds is kept as measured (--remeasure: run every case again)."""
+    import llama_cpp
+    d = Path(args.gguf_dir)
+    old = json.loads(Path(args.out).read_text()) if Path(args.out).exists() and not args.remeasure else None
+    kept = {r["name"]: r for r in old["cases"]} if old else {}
+    rows, system = [], old["system_info"] if old else None
+    for c in PROCESS_CASES:
+        name = process_case_name(c)
+        row = {"name": name, "file": c.file, "context": c.context, "prompt": c.prompt, "decoded": PROCESS_DECODE, "batch": c.batch,
+               "ubatch": c.ubatch, "flash_attention": c.flash, "repack": c.repack, "all_logits": c.all_logits,
+               "sequences": c.seqs, "kv_type": c.kv, "swa_full": c.swa_full if c.swa_full is not None else c.runner == "python",
+               "kv_unified": c.unified, "runner": c.runner}
+        if name in kept:
+            rows.append({**row, **{k: v for k, v in kept[name].items() if k not in row}})
+            continue
+        if c.runner != "python" and not args.llama_completion:
+            print(f"== {name}: skipped (no --llama-completion)", file=sys.stderr)
+            continue
+        print(f"== {name}", file=sys.stderr)
+        got, sysinfo = measure_process_case(args, c, d / f"{c.file}.gguf")
+        system = system or sysinfo
+        rows.append({**row, **got})
+        print(f"   max RSS {got['max_rss_mib']:.1f} MiB, " + json.dumps(got["buffers_mib"]), file=sys.stderr)
     files = {f: index_of(d / f"{f}.gguf") for f in sorted({r["file"] for r in rows})}
     doc = {"llama_cpp_python": llama_cpp.__version__, "python": sys.version.split()[0], "cpu": cpu_name(), "system_info": system,
            "threads": PROCESS_THREADS, "files": files, "cases": rows}
@@ -803,12 +936,15 @@ def process_table(args):
            "|---|---|---:|---:|---:|"]
     for c in g["cases"]:
         cmd = [args.bin, "estimate", str(Path(args.gguf_dir) / f"{c['file']}.gguf"), "--runtime", "llama.cpp", "--device", "cpu",
-               "--context", str(c["context"]), "--prefill-chunk", str(c["batch"]), "--ubatch", str(c["ubatch"]),
-               "--attention", "flash" if c["flash_attention"] else "eager", "--kv-dtype", "f16", "--json"]
+               "--context", str(c["context"]), "--batch", str(c["sequences"]), "--prefill-chunk", str(c["batch"]), "--ubatch",
+               str(c["ubatch"]), "--attention", "flash" if c["flash_attention"] else "eager", "--kv-dtype", c["kv_type"], "--json"]
         cmd += [] if c["repack"] else ["--no-repack"]
         cmd += ["--all-logits"] if c["all_logits"] else []
+        cmd += ["--swa-full"] if c["swa_full"] else []
+        cmd += [] if c["runner"] == "python" else ["--overhead", "python_runtime=" + LLAMA_CPP_PROGRAM_RUNTIME]
         est = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)["total_bytes"] / MiB
-        st = " / ".join(f"{c['stages_mib'][k]['VmRSS']:.0f}" for k in ("import", "load", "context", "prefill", "decode"))
+        stages = c["stages_mib"]
+        st = " / ".join(f"{stages[k]['VmRSS']:.0f}" for k in ("import", "load", "context", "prefill", "decode")) if stages else "(no Python)"
         got = c["max_rss_mib"]
         out.append(f"| {c['name']} | {st} | {got:.1f} | {est:.1f} | {(est - got) / got * 100:+.1f} % |")
     print("\n".join(out))
@@ -816,9 +952,7 @@ def process_table(args):
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "_process":
-        p, *n = sys.argv[2:]
-        n_ctx, prompt, nb, ub, fa, rp, al = (int(x) for x in n)
-        print(json.dumps(run_process_case(p, n_ctx, prompt, nb, ub, fa == 1, rp == 1, al == 1)))
+        print(json.dumps(run_process_case(sys.argv[2], ProcessCase(**json.loads(sys.argv[3])))))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "_case":
         p, mode, ctx, nseq, ub, fa, kv, sf, rp = sys.argv[2:]
@@ -838,6 +972,8 @@ def main():
     pr = sub.add_parser("process")
     pr.add_argument("--gguf-dir", default="/tmp/bench")
     pr.add_argument("--out", default="testdata/golden/measured_llamacpp_process.json")
+    pr.add_argument("--remeasure", action="store_true", help="run every case again, not only those --out lacks")
+    pr.add_argument("--llama-completion", help="llama.cpp's llama-completion, for the cases it runs")
     pt = sub.add_parser("process-table")
     pt.add_argument("bin")
     pt.add_argument("--gguf-dir", default="/tmp/bench")
