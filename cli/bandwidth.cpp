@@ -43,6 +43,9 @@ std::string decode_line(const DecodeBound& d, const Bandwidths& bw) {
                                      : fmt::format("{} from host memory at {}", format_bytes(d.host_bytes), rate(bw.host)));
   if (d.cpu_moe_bytes)
     parts.push_back(fmt::format("{} of experts by the CPU from host memory at {}", format_bytes(d.cpu_moe_bytes), rate(bw.host)));
+  if (d.cpu_moe_disk_bytes)
+    parts.push_back(fmt::format("{} of experts by the CPU from disk at {} (mapped beyond --cpu-ram)", format_bytes(d.cpu_moe_disk_bytes),
+                                rate(bw.disk)));
   if (d.disk_bytes) parts.push_back(fmt::format("{} from disk at {}", format_bytes(d.disk_bytes), rate(d.host_over_pcie ? std::min(bw.disk, bw.pcie) : bw.disk)));
   return fmt::format("decode at batch {}: at most {:.1f} tok/s, reading {} per step (weights, routed experts as a batch "
                      "reaches them, KV at full context); rates assumed, --bandwidth gives yours",
@@ -56,7 +59,8 @@ void add_bandwidth_option(CLI::App* cmd, std::string& to) {
 
 nlohmann::json decode_json(const DecodeBound& d, const Bandwidths& bw) {
   return {{"batch", d.batch}, {"tokens_per_s", d.tokens_per_s}, {"seconds_per_step", d.seconds},
-          {"bytes_per_step", {{"gpu", d.gpu_bytes}, {"host", d.host_bytes}, {"disk", d.disk_bytes}, {"cpu_moe", d.cpu_moe_bytes}}},
+          {"bytes_per_step", {{"gpu", d.gpu_bytes}, {"host", d.host_bytes}, {"disk", d.disk_bytes}, {"cpu_moe", d.cpu_moe_bytes},
+                              {"cpu_moe_disk", d.cpu_moe_disk_bytes}}},
           {"host_over_pcie", d.host_over_pcie},
           {"bandwidth_bytes_per_s", {{"gpu", bw.gpu}, {"pcie", bw.pcie}, {"host", bw.host}, {"disk", bw.disk}}}};
 }

@@ -346,9 +346,14 @@ TEST_CASE("MoE plan beside a GPU: experts that outgrow --cpu-ram are named as re
     const std::string note = note_of(p);
     if (moe <= left) {
       CHECK(note.empty());
+      CHECK(p["decode_bound"]["bytes_per_step"]["cpu_moe_disk"] == 0);
     } else {
       CHECK(std::string(ram) == "20G");
       named = true;
+      // The decode bound reads that share of the experts from disk: (moe - left) / moe of them.
+      const json& b = p["decode_bound"]["bytes_per_step"];
+      const double on_disk = b["cpu_moe_disk"].get<double>(), read = on_disk + b["cpu_moe"].get<double>();
+      CHECK(on_disk / read == Approx(double(moe - left) / double(moe)).epsilon(1e-6));
       CHECK(note.find(fmt::format("with {} of --cpu-ram left, up to {} of them", format_bytes(left), format_bytes(moe - left))) !=
             std::string::npos);
     }

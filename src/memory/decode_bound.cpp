@@ -11,6 +11,22 @@ double routed_fraction(int64_t experts, int64_t top_k, int64_t batch) {
   return 1.0 - std::pow(1.0 - k, double(std::max<int64_t>(batch, 1)));
 }
 
+namespace {
+
+// The fraction of the host-mapped mixtures of experts (ModuleCost::cpu_moe_bytes) that the
+// CPU's budget, less what the plan charges it, cannot hold: pages the kernel reads from the
+// file again when tokens route to them.
+double cpu_moe_spill(const Estimate& e, const DevicePlan& p) {
+  double moe = 0;
+  for (const ModuleCost& m : e.modules) moe += double(m.cpu_moe_bytes);
+  const auto cpu = std::find_if(p.devices.begin(), p.devices.end(), [](const DeviceCharge& c) { return c.device.kind == Device::Kind::Cpu; });
+  if (moe <= 0 || cpu == p.devices.end()) return 0;
+  const double left = cpu->budget > cpu->total() ? double(cpu->budget - cpu->total()) : 0;
+  return moe > left ? (moe - left) / moe : 0;
+}
+
+}  // namespace
+
 DecodeBound decode_bound(const Estimate& e, const DevicePlan& p, int64_t batch, const Bandwidths& bw) {
   DecodeBound d;
   d.batch = std::max<int64_t>(batch, 1);
@@ -37,14 +53,17 @@ DecodeBound decode_bound(const Estimate& e, const DevicePlan& p, int64_t batch, 
     add(at, bytes + double(m.kv_bytes));
     cpu_moe += double(m.cpu_moe_bytes - m.cpu_moe_expert_bytes) + double(m.cpu_moe_expert_bytes) * routed;
   }
-  d.cpu_moe_bytes = uint64_t(cpu_moe);
+  const double spill = cpu_moe_spill(e, p);
+  d.cpu_moe_disk_bytes = uint64_t(cpu_moe * spill);
+  d.cpu_moe_bytes = uint64_t(cpu_moe) - d.cpu_moe_disk_bytes;
   d.gpu_bytes = uint64_t(gpu);
   d.host_bytes = uint64_t(host);
   d.disk_bytes = uint64_t(disk);
   d.host_over_pcie = gpus && p.offload_exec == OffloadExec::Gpu;
   const double host_rate = d.host_over_pcie ? std::min(bw.pcie, bw.host) : bw.host;
   const double disk_rate = d.host_over_pcie ? std::min(bw.disk, bw.pcie) : bw.disk;
-  d.seconds = gpu / bw.gpu + host / host_rate + disk / disk_rate + cpu_moe / bw.host;
+  d.seconds = gpu / bw.gpu + host / host_rate + disk / disk_rate + double(d.cpu_moe_bytes) / bw.host +
+              double(d.cpu_moe_disk_bytes) / bw.disk;
   d.tokens_per_s = d.seconds > 0 ? double(d.batch) / d.seconds : 0;
   return d;
 }

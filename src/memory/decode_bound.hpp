@@ -25,6 +25,9 @@ struct DecodeBound {
   int64_t batch = 1;
   uint64_t gpu_bytes = 0, host_bytes = 0, disk_bytes = 0;  // read per decode step
   uint64_t cpu_moe_bytes = 0;   // mixtures of experts the CPU runs beside a GPU, read in host memory (nunchaku)
+  // ... and the share of them read from disk again: mapped from the file, they outgrow what
+  // the plan leaves of the CPU's budget by that fraction, read as often as the rest.
+  uint64_t cpu_moe_disk_bytes = 0;
   bool host_over_pcie = false;  // host-memory modules streamed to the GPU (offload_exec gpu), not run on the CPU
   double seconds = 0;           // per step
   double tokens_per_s = 0;      // batch / seconds
