@@ -124,13 +124,21 @@ TEST_CASE("estimate: nunchaku on a GPU charges each mixture of experts to the ho
   // of the routed experts, on the CPU at the host rate; the GPU reads the rest.
   PlanRequest req;
   req.vram = {1ull << 30};
+  req.cpu_ram = 1ull << 30;  // holds the mapped experts
   const DevicePlan p = make_plan(gpu, req);
   REQUIRE(p.fits);
   const Bandwidths bw;
   const DecodeBound d = decode_bound(gpu, p, 1, bw);
   CHECK(double(d.cpu_moe_bytes) == Approx(double(moe - routed) + double(routed) * 3 / 8).margin(1));
+  CHECK(d.cpu_moe_disk_bytes == 0);
   CHECK(d.host_bytes == 0);
   CHECK(d.seconds == Approx(double(d.gpu_bytes) / bw.gpu + double(d.cpu_moe_bytes) / bw.host));
+  // No host budget: the kernel reads every mapped expert page from the file again.
+  req.cpu_ram = 0;
+  const DecodeBound none = decode_bound(gpu, make_plan(gpu, req), 1, bw);
+  CHECK(none.cpu_moe_bytes == 0);
+  CHECK(double(none.cpu_moe_disk_bytes) == Approx(double(d.cpu_moe_bytes)).margin(1));
+  CHECK(none.seconds == Approx(double(none.gpu_bytes) / bw.gpu + double(none.cpu_moe_disk_bytes) / bw.disk));
   w.no_gpu_placement = true;
   const Estimate cpu = estimate(ck, layout, w);
   CHECK(line(cpu.host, "moe_weights") == 0);
