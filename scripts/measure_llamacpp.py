@@ -835,16 +835,20 @@ def buffers_of(log):
 
 
 def completion_prompt(path, n):
-    """A prompt text that llama-completion tokenizes to exactly n tokens, BOS included (the
-    placeholder vocabulary's pieces "▁tN", one word each), checked with llama.cpp's tokenizer."""
+    """A prompt text that llama-completion tokenizes to exactly n tokens, BOS included: "a"s, each
+    its own byte token in the placeholder vocabulary (which has no piece of two letters), counted
+    with llama.cpp's tokenizer."""
     import llama_cpp as L
-    L.llama_log_set(ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)(lambda *a: None), None)
+    global _quiet  # kept alive: llama.cpp calls it on every log line
+    _quiet = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)(lambda *a: None)
+    L.llama_log_set(_quiet, None)
     mp = L.llama_model_default_params()
     mp.vocab_only = True
     model = L.llama_model_load_from_file(str(path).encode(), mp)
-    text = " ".join(f"t{(i * 7919 + 3) % 30000}" for i in range(n - 1)).encode()
-    ids = (L.llama_token * (n + 64))()
-    got = L.llama_tokenize(L.llama_model_get_vocab(model), text, len(text), ids, n + 64, True, True)
+    ids = (L.llama_token * (2 * n + 64))()
+    count = lambda text: L.llama_tokenize(L.llama_model_get_vocab(model), text, len(text), ids, 2 * n + 64, True, True)
+    text = b"a" * (2 * n - count(b"a" * n))  # the count is the letters plus a fixed prefix (BOS, the space)
+    got = count(text)
     L.llama_model_free(model)
     if got != n:
         sys.exit(f"{path}: the prompt is {got} tokens, not {n}")
@@ -856,7 +860,7 @@ def completion_command(binary, path, c, prompt_file):
     assert c.seqs == 1 and not c.all_logits and not c.unified
     cmd = [binary, "-m", str(path), "-c", str(c.context), "-b", str(c.batch), "-ub", str(c.ubatch), "-fa", "on" if c.flash else "off",
            "-ctk", c.kv, "-ctv", c.kv, "-t", str(PROCESS_THREADS), "-tb", str(PROCESS_THREADS), "-n", str(PROCESS_DECODE),
-           "--ignore-eos", "-no-cnv", "--no-display-prompt", "-f", str(prompt_file)]
+           "--ignore-eos", "-no-cnv", "--no-display-prompt", "-lv", "4", "-f", str(prompt_file)]  # -lv 4: the buffer lines
     return cmd + (["--swa-full"] if c.swa_full else []) + ([] if c.repack else ["--no-repack"])
 
 
@@ -887,7 +891,7 @@ def measure_process_case(args, c, path):
     r = subprocess.run(["/usr/bin/time", "-v"] + cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if r.returncode != 0:
         sys.exit(f"case failed: {process_case_name(c)}\n{r.stderr[-3000:]}")
-    if f"prompt eval time" not in r.stderr or f"/ {c.prompt} tokens" not in r.stderr:
+    if not re.search(rf"prompt eval time = .* /\s+{c.prompt} tokens", r.stderr):
         sys.exit(f"{process_case_name(c)}: llama-completion did not report a {c.prompt}-token prompt\n{r.stderr[-2000:]}")
     line = " ".join(["llama-completion"] + cmd[1:]).replace(str(path), path.name).replace(str(prompt_file), prompt_file.name)
     return {"max_rss_mib": round(max_rss_mib(r.stderr), 2), "stages_mib": None, "buffers_mib": buffers_of(r.stderr),

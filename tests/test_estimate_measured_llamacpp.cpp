@@ -345,14 +345,15 @@ Workload process_workload_of(const nlohmann::json& c) {
 // maximum RSS (/usr/bin/time -v) of a fresh llama-cpp-python process that imports llama_cpp,
 // loads a real GGUF (mmap), makes a context (1-4 sequences, an f16 or quantized KV cache, a
 // sliding-window cache full size or not) and decodes each sequence's prompt and 16 tokens
-// (scripts/measure_llamacpp.py process), with the index of the GGUF it loaded. The estimate's
+// (scripts/measure_llamacpp.py process), or of llama.cpp's llama-completion with the same
+// settings (no Python: python_runtime 7 MiB), with the index of the GGUF it loaded. The estimate's
 // total (llama.cpp's buffers as the run writes them, python_runtime, cpu_runtime) must be
 // within 3 % of it, and verdicts at budgets 3 % above and below it right, except in the cases
 // kProcessMisses names, which must still miss as said.
 TEST_CASE("estimate --runtime llama.cpp --device cpu: the whole process's peak against its max RSS", "[estimate][estimate-measured]") {
   const json g = test::read_json(test::testdata("golden/measured_llamacpp_process.json"));
   const json& cases = g.at("cases");
-  REQUIRE(cases.size() >= 25);
+  REQUIRE(cases.size() >= 28);
   size_t within = 0;
   for (const auto& c : cases) {
     const std::string name = c.at("name").get<std::string>(), file = c.at("file").get<std::string>();
@@ -372,7 +373,7 @@ TEST_CASE("estimate --runtime llama.cpp --device cpu: the whole process's peak a
     ++within;
   }
   CHECK(within + kProcessMisses.size() == cases.size());
-  CHECK(within >= 24);
+  CHECK(within >= 27);
 }
 
 }  // namespace nunchaku
