@@ -230,11 +230,29 @@ void print_columns(const std::vector<Estimate>& es, const std::vector<std::optio
   for (const auto& n : es.front().notes) fmt::print("note: {}\n", wrap(n, output_width(), 6));
 }
 
-// The partial-offload line: plan's verdict for the same workload and its cost per token.
+// The weights as they are fit nowhere with offload: the runtime's 8-bit, then 4-bit weights,
+// with plan's offload.
+std::optional<OffloadAnswer> quantized_offload(const Checkpoint& ck, const ModelLayout& layout, const EstimateBasis& basis,
+                                               const Workload& w, const std::vector<uint64_t>& vram, uint64_t cpu_ram) {
+  for (const QuantWhatIf& q : quant_whatifs(w)) {
+    Workload wq = w;
+    wq.quant = q.spec;
+    if (auto a = offload_answer(estimate(ck, layout, wq, basis), vram, cpu_ram)) {
+      a->flags = q.flags;
+      a->what = q.what;
+      return a;
+    }
+  }
+  return std::nullopt;
+}
+
+// The partial-offload line: plan's verdict for the same workload (or with the weights
+// quantized, named) and its cost per token.
 std::string offload_line(const OffloadAnswer& a, const std::string& path) {
-  return fmt::format("{} (`nunchaku plan {}{}` with the same workload and budget flags); host memory holds {} of the {} of "
+  return fmt::format("{}{} (`nunchaku plan {}{}` with the same workload and budget flags); host memory holds {} of the {} of "
                      "weights ({:.1f}%), read from there for every token",
-                     a.verdict, path, a.flags.empty() ? "" : " " + a.flags, format_bytes(a.off_gpu_weights), format_bytes(a.weights),
+                     a.what.empty() ? "" : "with " + a.what + ": ", a.verdict, path, a.flags.empty() ? "" : " " + a.flags,
+                     format_bytes(a.off_gpu_weights), format_bytes(a.weights),
                      a.weights ? 100.0 * double(a.off_gpu_weights) / double(a.weights) : 0.0);
 }
 
@@ -256,9 +274,10 @@ void print_suggestions(const Verdict& v, const std::vector<Suggestion>& sugg, do
 
 nlohmann::json offload_json(const OffloadAnswer& a) {
   return {{"subcommand", "plan"}, {"flags", a.flags},
-          {"what", fmt::format("partial offload: {} of the weights in host memory ({:.1f}%), read from there for every token",
-                               format_bytes(a.off_gpu_weights), a.weights ? 100.0 * double(a.off_gpu_weights) / double(a.weights) : 0.0)},
-          {"cost", 2},
+          {"what", fmt::format("{}partial offload: {} of the weights in host memory ({:.1f}%), read from there for every token",
+                               a.what.empty() ? "" : a.what + " + ", format_bytes(a.off_gpu_weights),
+                               a.weights ? 100.0 * double(a.off_gpu_weights) / double(a.weights) : 0.0)},
+          {"cost", a.what.empty() ? 2 : 5},  // + quantized weights' quality (3)
           {"weights_off_gpu_bytes", a.off_gpu_weights},
           {"verdict", {{"fits", true}, {"status", kFitsWithOffload}, {"text", a.verdict}}}};
 }
@@ -332,9 +351,12 @@ int run(const EstimateOptions& o) {
     if (!vram.empty()) {
       vs.back() = verdict(es.back(), *std::min_element(vram.begin(), vram.end()));
       if (!vs.back()->fits) suggs.back() = suggest_fits(ck, layout, x, vs.back()->vram, o.margin, 5, &basis);
-      if (!vs.back()->fits && x.mode == Mode::Infer && x.target == Target::Cuda && x.nodes <= 1)
-        if ((offs.back() = offload_answer(es.back(), vram, cpu_ram)) && is_all_runtimes(o.w))  // plan takes one runtime
-          offs.back()->flags = fmt::format("--runtime {}", runtime_name(es.back().runtime));
+      if (!vs.back()->fits && x.mode == Mode::Infer && x.target == Target::Cuda && x.nodes <= 1) {
+        offs.back() = offload_answer(es.back(), vram, cpu_ram);
+        if (!offs.back()) offs.back() = quantized_offload(ck, layout, basis, x, vram, cpu_ram);
+        if (offs.back() && is_all_runtimes(o.w))  // plan takes one runtime
+          offs.back()->flags += fmt::format("{}--runtime {}", offs.back()->flags.empty() ? "" : " ", runtime_name(es.back().runtime));
+      }
     }
   }
   warn(es.front());

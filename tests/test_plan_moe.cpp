@@ -360,3 +360,25 @@ TEST_CASE("MoE plan beside a GPU: experts that outgrow --cpu-ram are named as re
   }
   CHECK(named);
 }
+
+TEST_CASE("MoE estimate: when the weights as they are fit no offload, the answer is plan's offload with 8-bit weights",
+          "[estimate][plan][moe]") {
+  // Qwen3-30B-A3B in bf16 (57 GiB) fits in no split of 8G of VRAM and 24G of host memory; at
+  // q8_0 (30 GiB) plan's offload fits. The answer comes first among the fixes, as plan's.
+  test::TempDir tmp;
+  const std::string dir = qwen3_moe(tmp);
+  const std::vector<std::string> flags = {"--vram", "8G", "--cpu-ram", "24G", "--runtime", "llama.cpp", "--context", "4096"};
+  std::vector<std::string> args = {"estimate", dir, "--json"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  auto r = test::run_cli(args);
+  REQUIRE(r.exit_code == 3);
+  const json fix = json::parse(r.out)["fixes"].at(0);
+  CHECK(fix["subcommand"] == "plan");
+  CHECK(fix["flags"] == "--quant q8_0");
+  CHECK(fix["verdict"]["status"] == "fits_with_offload");
+  args = {"plan", dir, "--json", "--quant", "q8_0"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  auto p = test::run_cli(args);
+  REQUIRE(p.exit_code == 0);
+  CHECK(json::parse(p.out)["verdict"]["text"] == fix["verdict"]["text"]);
+}

@@ -111,18 +111,11 @@ struct Candidate {
   std::function<void(Workload&, PlanRequest&)> apply;
 };
 
-// 8- and 4-bit what-ifs in the runtime's own formats (as estimate suggests them).
 std::vector<Candidate> quant_candidates(const Workload& w) {
-  if (w.mode != Mode::Infer || w.quant.scheme != QuantScheme::None) return {};
-  const Runtime rt = w.runtime.value_or(Runtime::Nunchaku);
-  auto cand = [](int bits, std::string flags, std::string label, QuantSpec s) {
-    return Candidate{std::move(flags), fmt::format("{}-bit weights ({})", bits, label), [s](Workload& x, PlanRequest&) { x.quant = s; }};
-  };
-  if (rt == Runtime::Transformers)
-    return {cand(8, "--quant int8", "int8", parse_quant("int8")), cand(4, "--quant nf4", "nf4", parse_quant("nf4", 4, 64))};
-  if (rt == Runtime::Vllm)
-    return {cand(8, "--quant gptq --quant-bits 8", "gptq", parse_quant("gptq", 8)), cand(4, "--quant awq", "awq", parse_quant("awq"))};
-  return {cand(8, "--quant q8_0", "q8_0", parse_quant("q8_0")), cand(4, "--quant q4_k_m", "q4_k_m", parse_quant("q4_k_m"))};
+  std::vector<Candidate> out;
+  for (const QuantWhatIf& q : quant_whatifs(w))
+    out.push_back({q.flags, q.what, [s = q.spec](Workload& x, PlanRequest&) { x.quant = s; }});
+  return out;
 }
 
 struct Fixer {
@@ -248,6 +241,20 @@ nlohmann::json to_json(const std::vector<PlanFix>& fixes) {
                  {"what", f.what},
                  {"verdict", {{"fits", true}, {"status", f.status}, {"text", f.verdict}, {"headroom_bytes", f.headroom}, {"shortfall", nullptr}}}});
   return a;
+}
+
+// 8- and 4-bit what-ifs in the runtime's own formats (as estimate suggests them).
+std::vector<QuantWhatIf> quant_whatifs(const Workload& w) {
+  if (w.mode != Mode::Infer || w.quant.scheme != QuantScheme::None) return {};
+  const Runtime rt = w.runtime.value_or(Runtime::Nunchaku);
+  auto q = [](int bits, std::string flags, std::string label, QuantSpec s) {
+    return QuantWhatIf{std::move(flags), fmt::format("{}-bit weights ({})", bits, label), s};
+  };
+  if (rt == Runtime::Transformers)
+    return {q(8, "--quant int8", "int8", parse_quant("int8")), q(4, "--quant nf4", "nf4", parse_quant("nf4", 4, 64))};
+  if (rt == Runtime::Vllm)
+    return {q(8, "--quant gptq --quant-bits 8", "gptq", parse_quant("gptq", 8)), q(4, "--quant awq", "awq", parse_quant("awq"))};
+  return {q(8, "--quant q8_0", "q8_0", parse_quant("q8_0")), q(4, "--quant q4_k_m", "q4_k_m", parse_quant("q4_k_m"))};
 }
 
 std::optional<OffloadAnswer> offload_answer(const Estimate& e, const std::vector<uint64_t>& vram, uint64_t cpu_ram) {

@@ -64,11 +64,20 @@ nlohmann::json to_json(const std::vector<PlanFix>& fixes);
 // routed experts split off first) for the same estimate on `vram` with `cpu_ram` of host
 // memory, when it fits with offload; nothing when it does not fit or needs no offload.
 struct OffloadAnswer {
-  std::string flags;            // what plan takes on top of estimate's own flags ("" but for --runtime all)
+  std::string flags;            // what plan takes on top of estimate's own flags ("" but for --runtime all or a quant)
+  std::string what;             // the change beside the offload ("4-bit weights (q4_k_m)"); "" for the weights as they are
   std::string verdict;          // plan_verdict() of that plan
   uint64_t off_gpu_weights = 0; // weight bytes held by the CPU (and disk): read there per token
   uint64_t weights = 0;         // all weight bytes
 };
 std::optional<OffloadAnswer> offload_answer(const Estimate& e, const std::vector<uint64_t>& vram, uint64_t cpu_ram);
+
+// The runtime's 8- and 4-bit weights, as plan's fixes and estimate's offload answer try them:
+// none for training or weights already quantized.
+struct QuantWhatIf {
+  std::string flags, what;  // "--quant q4_k_m", "4-bit weights (q4_k_m)"
+  QuantSpec spec;
+};
+std::vector<QuantWhatIf> quant_whatifs(const Workload& w);
 
 }  // namespace nunchaku
