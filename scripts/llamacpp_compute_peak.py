@@ -261,18 +261,8 @@ class Planner:
 
 def reserved_graph(path, case):
     """llama.cpp's reserved graph for the case: (ggml library, nodes, leafs, logged compute lines)."""
-    import llama_cpp as L
-    logs = []
-
-    @ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
-    def on_log(level, text, user):
-        logs.append(text.decode(errors="replace"))
-
-    L.llama_log_set(on_log, None)
-    L.llama_backend_init()
-    mp = L.llama_model_default_params()
-    mp.n_gpu_layers = 0
-    mp.use_extra_bufts = False  # the compute graph is the same with the weights repacked (a replayed repack case matches)
+    # the compute graph is the same with the weights repacked (a replayed repack case matches)
+    L, logs, _keep, mp = M.llama_cpu(repack=False)
     mp.no_alloc = True
     mp.load_mode = 0
     model = L.llama_model_load_from_file(str(path).encode(), mp)

@@ -481,8 +481,9 @@ LINE = re.compile(r"(\w+):\s+(\S+)\s+(model|KV|RS|output|compute) buffer size =\
 CACHE = re.compile(r"(llama_kv_cache|llama_memory_recurrent): size =\s+([0-9.]+) MiB \(\s*(\d+) cells,\s+(\d+) layers,\s+(\d+)")
 
 
-def run_case(path, mode, ctx, nseq, ub, fa, kv, swa_full, repack):
-    """In this (fresh) process: load, make a context, return llama.cpp's buffer lines."""
+def llama_cpu(repack):
+    """llama_cpp with its log captured (the list the lines go to, and the callback, which the
+    caller keeps alive while llama.cpp may log) and CPU model params (repacking as asked)."""
     import llama_cpp as L
     logs = []
 
@@ -495,6 +496,12 @@ def run_case(path, mode, ctx, nseq, ub, fa, kv, swa_full, repack):
     mp = L.llama_model_default_params()
     mp.n_gpu_layers = 0
     mp.use_extra_bufts = bool(repack)
+    return L, logs, on_log, mp
+
+
+def run_case(path, mode, ctx, nseq, ub, fa, kv, swa_full, repack):
+    """In this (fresh) process: load, make a context, return llama.cpp's buffer lines."""
+    L, logs, _keep, mp = llama_cpu(repack)
     if mode == "no_alloc":
         mp.no_alloc = True
         mp.load_mode = 0  # LLAMA_LOAD_MODE_NONE: the memory-fit mode maps nothing
@@ -771,19 +778,9 @@ def prompt_ids(seq, prompt, vocab):
 def run_process_case(path, c):
     """In this (fresh) process: what llama-cpp-python holds after each stage of a run."""
     stages = {"start": rss_now()}
-    import llama_cpp as L
+    import llama_cpp  # noqa: F401 (its import is a stage of its own)
     stages["import"] = rss_now()
-    logs = []
-
-    @ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
-    def on_log(level, text, user):
-        logs.append(text.decode(errors="replace"))
-
-    L.llama_log_set(on_log, None)
-    L.llama_backend_init()
-    mp = L.llama_model_default_params()
-    mp.n_gpu_layers = 0
-    mp.use_extra_bufts = bool(c.repack)
+    L, logs, _keep, mp = llama_cpu(c.repack)
     model = L.llama_model_load_from_file(str(path).encode(), mp)
     if not model:
         sys.exit("".join(logs[-20:]) + f"\nllama.cpp could not load {path}")
