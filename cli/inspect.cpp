@@ -1,6 +1,8 @@
 // nunchaku inspect PATH: what is in a checkpoint. Thin adapter over
 // open_checkpoint -> describe_model -> (verify_checkpoint) -> text or JSON.
+#include <cerrno>
 #include <cstdio>
+#include <system_error>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -243,7 +245,10 @@ int run_inspect(const InspectOptions& o) {
     j["verify"] = vr ? verify_json(ck, *vr) : nlohmann::json(nullptr);
     std::string text = dump_inspect_json(stamp(j, "inspect"), ck, o.filter);
     text += '\n';
-    std::fwrite(text.data(), 1, text.size(), stdout);  // 100k tensors make ~30 MB: no second copy
+    // 100k tensors make ~30 MB: no second copy. A refused write is main's "cannot write
+    // stdout", with the OS's reason from here (later calls may change errno).
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size())
+      throw std::system_error(errno, std::generic_category(), "cannot write stdout");
   } else {
     print_text(ck, layout, o);
     if (vr) {

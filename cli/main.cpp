@@ -1,6 +1,7 @@
 // nunchaku: one executable, one subcommand per file in cli/. This is the only
 // place that catches errors: it prints one line and maps them to exit codes
 // (0 ok, 1 internal, 2 bad input/usage, 3 OOM).
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,7 +40,10 @@ int stdout_failed(int err) {
 int finish_stdout(int rc) {
   errno = 0;
   const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout);
-  const int flush_err = errno;
+  int flush_err = errno;
+  // An earlier write failed (an output larger than stdio's buffer) and later calls left errno
+  // 0: a closed stdout still says so.
+  if (failed && flush_err == 0 && ::fcntl(STDOUT_FILENO, F_GETFD) == -1) flush_err = errno;
   if (failed) return rc != 0 ? rc : stdout_failed(flush_err);
   if (::close(STDOUT_FILENO) != 0 && errno != EBADF) return rc != 0 ? rc : stdout_failed(errno);
   return rc;

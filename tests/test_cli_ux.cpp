@@ -646,6 +646,15 @@ TEST_CASE("width: load's report fits 100 columns or $COLUMNS", "[cli][width]") {
   REQUIRE(narrow.exit_code == 0);
   CHECK(widest(narrow.out) <= 60);
   CHECK_THAT(narrow.out, Catch::Contains("verify: 21 tensors match"));
+  // A path longer than the line (any clone's location) is cut after a '/', not left past it.
+  TempDir d;
+  const std::string longer = d.file(std::string(70, 'p'));
+  std::filesystem::create_directory_symlink(m, longer);
+  ::setenv("COLUMNS", "60", 1);
+  auto cut = run_cli({"load", longer, "--verify"});
+  ::unsetenv("COLUMNS");
+  REQUIRE(cut.exit_code == 0);
+  CHECK(widest(cut.out) <= 60);
 }
 
 TEST_CASE("completion: bash completes commands and each command's options, zsh via bashcompinit", "[cli][completion]") {

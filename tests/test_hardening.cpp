@@ -32,6 +32,7 @@
 #include "io/atomic_output.hpp"
 #include "io/chunk_readers.hpp"
 #include "io/weight_store.hpp"
+#include "tests/arch_fixture.hpp"
 #include "tests/helpers.hpp"
 #include "tests/pty.hpp"
 #include "tests/unix_child.hpp"
@@ -382,6 +383,21 @@ TEST_CASE("hardening 4 and 10: a closed stdout is exit 2 naming stdout, as run s
     CHECK_THAT(err, Catch::Contains("stdout") && Catch::Contains("Bad file descriptor"));
     CHECK_THAT(err, !Catch::Contains("internal error"));
   }
+}
+
+TEST_CASE("hardening 4 and 10: an output larger than stdio's buffer keeps the OS's reason (closed stdout, full disk)",
+          "[hardening][unix]") {
+  // Qwen3-30B-A3B's tensor list as JSON is megabytes: the write that fails is inside the
+  // command's own fwrite, not main's final flush, whose errno said "Input/output error" (exit 1
+  // for a closed stdout). The small-output cases above pass through the final flush.
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.file("m"));
+  test::write_arch_fixture(test::testdata("arch/qwen3-30b-a3b"), dir.file("m"));
+  const std::string cmd = bin() + " inspect '" + dir.file("m") + "' --json --tensors";
+  CHECK(shell(cmd + " >&- 2>'" + dir.file("err") + "'") == 2);
+  CHECK_THAT(test::read_text(dir.file("err")), Catch::Contains("stdout") && Catch::Contains("Bad file descriptor"));
+  CHECK(shell(cmd + " >/dev/full 2>'" + dir.file("err") + "'") == 1);
+  CHECK_THAT(test::read_text(dir.file("err")), Catch::Contains("stdout") && Catch::Contains("No space left on device"));
 }
 
 // ---- 5. a FIFO as the checkpoint --------------------------------------------------------------
