@@ -165,17 +165,7 @@ std::string wrap(const std::string& text, size_t width, size_t indent) {
   while (start <= text.size()) {
     size_t sp = text.find(' ', start);
     if (sp == std::string::npos) sp = text.size();
-    std::string word = text.substr(start, sp - start);
-    // A word longer than a line (a path in a narrow terminal) is cut after its last '/' that
-    // fits, else at the line's end: no line passes the width.
-    while (word.size() > room) {
-      if (!line.empty()) out += line + "\n" + std::string(indent, ' ');
-      line.clear();
-      const size_t slash = word.rfind('/', room - 1);
-      const size_t cut = slash == std::string::npos || slash == 0 ? room : slash + 1;
-      out += word.substr(0, cut) + "\n" + std::string(indent, ' ');
-      word.erase(0, cut);
-    }
+    const std::string word = text.substr(start, sp - start);
     if (!line.empty() && line.size() + 1 + word.size() > room) {
       out += line + "\n" + std::string(indent, ' ');
       line.clear();

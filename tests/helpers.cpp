@@ -132,8 +132,14 @@ size_t columns(const std::string& line) {
   return n;
 }
 
+std::string checkout_as_dot(std::string text) {
+  const std::string root = std::string(NUNCHAKU_SOURCE_DIR) + "/";
+  for (size_t at; (at = text.find(root)) != std::string::npos;) text.replace(at, root.size(), "./");
+  return text;
+}
+
 size_t widest(const std::string& text) {
-  std::istringstream in(text);
+  std::istringstream in(checkout_as_dot(text));
   size_t w = 0;
   for (std::string line; std::getline(in, line);) w = std::max(w, columns(line));
   return w;

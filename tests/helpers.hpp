@@ -44,9 +44,12 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> llama_tensors(const nl
 void write_sparse_safetensors(const std::string& path, const nlohmann::json& header, uint64_t data_bytes);
 
 // Columns a line takes on a terminal: UTF-8 code points (every character nunchaku prints
-// is one column wide), and the widest line of a text.
+// is one column wide), and the widest line of a text (the checkout's location in a path
+// counted as "./": a path is printed whole, never cut, so widths checked do not depend on
+// where the tree was cloned; checkout_as_dot does that replacement).
 size_t columns(const std::string& line);
 size_t widest(const std::string& text);
+std::string checkout_as_dot(std::string text);
 
 struct RunResult {
   int exit_code = -1;

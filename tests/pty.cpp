@@ -45,7 +45,8 @@ PtyResult run_on_pty(const std::vector<std::string>& args, bool both, const std:
   return r;
 }
 
-size_t widest_on_terminal(const std::string& text) {
+size_t widest_on_terminal(const std::string& raw) {
+  const std::string text = checkout_as_dot(raw);  // as widest(): not where the tree was cloned
   size_t w = 0;
   for (size_t at = 0; at <= text.size();) {
     size_t end = text.find_first_of("\r\n", at);
