@@ -271,6 +271,20 @@ bool moe_split_without_gpu(const DevicePlan& p, const Estimate& e) {
   return !on_gpu && std::any_of(e.host.begin(), e.host.end(), [](const Component& c) { return c.name == "moe_weights"; });
 }
 
+// The plan of `e` (the estimate of `w`) on `r`, with the plan's strategy. GPUs too small for
+// any module: the run is the CPU engine's, which runs the mixtures of experts it would have run
+// beside a GPU in the layers themselves, so `w` and `e` are made again as without a GPU and the
+// host is charged them.
+DevicePlan plan_moe_aware(const Checkpoint& ck, const ModelLayout& layout, const EstimateBasis& basis, Workload& w, Estimate& e,
+                          const PlanRequest& r, AccelerateMap* amap) {
+  const auto make = [&] { return r.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e, r, amap) : make_plan(e, r); };
+  DevicePlan p = make();
+  if (w.no_gpu_placement || !moe_split_without_gpu(p, e)) return p;
+  w.no_gpu_placement = true;
+  e = estimate(ck, layout, w, basis);
+  return make();
+}
+
 int run_plan(const PlanCliOptions& o) {
   const std::string format = checked_format(o);
   const bool training_export = format == "deepspeed" || format == "fsdp";  // states sharded over ranks, not a device map
@@ -339,15 +353,7 @@ int run_plan(const PlanCliOptions& o) {
                                 runtime_name(e.runtime), e.usable_fraction * 100, format_bytes(verdict(e, r.vram.front()).budget),
                                 format_bytes(r.vram.front())));
   AccelerateMap amap;
-  DevicePlan p = r.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e, r, &amap) : make_plan(e, r);
-  // GPUs too small for any module: the run is the CPU engine's, which runs the mixtures of
-  // experts it would have run beside a GPU in the layers themselves: planned as without a GPU,
-  // so the host is charged them.
-  if (!w.no_gpu_placement && moe_split_without_gpu(p, e)) {
-    w.no_gpu_placement = true;
-    e = estimate(ck, layout, w, basis);
-    p = r.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e, r, &amap) : make_plan(e, r);
-  }
+  DevicePlan p = plan_moe_aware(ck, layout, basis, w, e, r, &amap);
   p.notes.insert(p.notes.begin(), notes.begin(), notes.end());
   placement_notes(p, e, r, o, w, minv);
 
@@ -357,15 +363,9 @@ int run_plan(const PlanCliOptions& o) {
     planned.context = e.workload.context;
     auto replan = [&](Workload w2, const PlanRequest& r2) {
       AccelerateMap m;
-      const auto make = [&](const Estimate& e2) {
-        return r2.strategy == Strategy::Accelerate ? plan_accelerate(ck, layout, e2, r2, &m) : make_plan(e2, r2);
-      };
       w2.no_gpu_placement = r2.vram.empty();  // as the plan above: a fix may add or drop GPUs
       Estimate e2 = estimate(ck, layout, w2, basis);
-      DevicePlan p2 = make(e2);
-      if (w2.no_gpu_placement || !moe_split_without_gpu(p2, e2)) return p2;
-      w2.no_gpu_placement = true;
-      return make(estimate(ck, layout, w2, basis));
+      return plan_moe_aware(ck, layout, basis, w2, e2, r2, &m);
     };
     fixes = plan_fixes({planned, r, e.workload.context, static_cast<size_t>(e.spec.num_layers), !o.cpu_ram.empty(), &e}, replan);
     if (format == "vllm")  // refused with it (refuse_export)
